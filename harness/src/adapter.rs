@@ -1,0 +1,159 @@
+//! The two traits a backend implements: a lease service and a fenced store.
+//!
+//! They are kept as small as Porcupine's model interface: three lock calls, two store calls and
+//! one optional log. Everything fencer knows about a backend goes through them, so faults
+//! injected at this boundary (latency, lost replies, pauses) apply to every backend alike.
+//!
+//! Every error says whether the call was *definitely not applied* ([`CallError::NotApplied`],
+//! recorded as `fail`) or *might have been applied* ([`CallError::Unknown`], recorded as `info`).
+//! When in doubt, an adapter must say `Unknown`: a wrong `NotApplied` makes checkers blame the
+//! wrong party, a wrong `Unknown` only makes them less certain.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+/// Random per-acquisition identity of a lease holder; proves *who* holds a lease, not *when*.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OwnerToken(pub u128);
+
+impl std::fmt::Display for OwnerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:032x}", self.0)
+    }
+}
+
+/// Monotonic per-grant number; orders holders so a store can refuse an older one.
+pub type FencingToken = u64;
+
+/// Why a call did not succeed, split by what fencer may conclude about its effect.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The backend definitely did not apply the call (connection refused before sending,
+    /// validation error). Recorded as `fail`.
+    #[error("not applied: {0}")]
+    NotApplied(String),
+    /// The call may or may not have been applied (timeout, lost reply, connection reset after
+    /// sending). Recorded as `info`.
+    #[error("unknown outcome: {0}")]
+    Unknown(String),
+}
+
+/// Reply to an acquire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The caller now holds the lease under this fencing token.
+    Granted {
+        /// Greater than every token granted before on this lock.
+        fencing_token: FencingToken,
+    },
+    /// Someone else holds an unexpired lease; nothing changed.
+    Busy,
+}
+
+/// Reply to a renew or release that reached the lock service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Owned {
+    /// The caller's owner token matched the live lease and the call was applied.
+    Done,
+    /// The caller does not hold the lease (it expired or another owner holds it); nothing changed.
+    NotOwner,
+}
+
+/// Reply to a fenced write that reached the store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// The store applied the write: its token was >= every token it had accepted.
+    Applied,
+    /// The store refused the write because it had already accepted a newer token.
+    Rejected {
+        /// The newest token the store had accepted.
+        current_token: FencingToken,
+    },
+}
+
+/// What a read saw: the protected value and the write that put it there.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ReadValue {
+    /// Fence of the last applied write (0 when nothing was written yet).
+    pub fencing_token: FencingToken,
+    /// Id of the last applied write, if any.
+    pub write_id: Option<String>,
+    /// The value, if any.
+    pub value: Option<String>,
+}
+
+/// One write as the store applied it, in the store's own order: ground truth for checkers when
+/// replies were lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppliedWrite {
+    /// Store order, from 1.
+    pub seq: u64,
+    /// Key written.
+    pub key: String,
+    /// Fencing token the write carried.
+    pub fencing_token: FencingToken,
+    /// The write's unique id.
+    pub write_id: String,
+}
+
+/// A lease service: grants time-limited, owner-checked leases with fencing tokens.
+///
+/// Contract (what checkers hold a backend to):
+/// - `acquire` grants only when no unexpired lease exists, and each grant's fencing token is
+///   greater than every earlier grant's on that lock, across restarts;
+/// - `renew` and `release` apply only when `owner` matches the live lease, compared atomically
+///   with the change, and answer [`Owned::NotOwner`] otherwise;
+/// - expiry is measured on the service's own clock; a renew never revives an expired lease.
+#[async_trait]
+pub trait LockService: Send + Sync {
+    /// Takes the lease on `lock` for `ttl` if it is free.
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Acquired, CallError>;
+    /// Extends the caller's live lease to `ttl` from now.
+    async fn renew(&self, lock: &str, owner: OwnerToken, ttl: Duration)
+    -> Result<Owned, CallError>;
+    /// Ends the caller's lease.
+    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError>;
+}
+
+/// A store that protects a value with fencing tokens.
+///
+/// Contract: a write applies only if its token is >= the newest token the store has accepted
+/// for the key, checked and applied in one atomic step; equal tokens are allowed (fencing does
+/// not deduplicate). A refused write answers [`Written::Rejected`], never success.
+#[async_trait]
+pub trait FencedStore: Send + Sync {
+    /// Writes `value` (identified by `write_id`) to `key` under `fencing_token`.
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError>;
+    /// Reads the current value of `key`.
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError>;
+    /// Every applied write in store order, if the store can tell. `None` means "not offered";
+    /// checkers then fall back to what clients were told.
+    async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_token_prints_as_32_hex_digits() {
+        assert_eq!(
+            OwnerToken(0xab).to_string(),
+            "000000000000000000000000000000ab"
+        );
+    }
+}

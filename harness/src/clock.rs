@@ -1,0 +1,157 @@
+//! Time: the true clock every event is stamped with, and per-node local clocks that the nemesis
+//! can offset, jump and make drift.
+//!
+//! The true clock is tokio's (paused and auto-advancing in the simulation tier, monotonic in the
+//! real tier) measured from the run's epoch, so the simulation never reads `std::time`. A local
+//! clock is a piecewise-linear function of true time: each jump or drift change re-anchors it.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::time::Instant;
+
+/// True time since the run began. Cheap to clone; every party of a run shares one epoch.
+#[derive(Clone, Copy, Debug)]
+pub struct TrueClock {
+    epoch: Instant,
+}
+
+impl TrueClock {
+    /// Starts the clock now. In the simulation tier this must run inside the paused runtime.
+    pub fn start() -> TrueClock {
+        TrueClock {
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Nanoseconds since the epoch.
+    pub fn now_ns(&self) -> u64 {
+        Instant::now().duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// The tokio instant at `true_ns`, for sleeping until a true time.
+    pub fn instant_at(&self, true_ns: u64) -> Instant {
+        self.epoch + std::time::Duration::from_nanos(true_ns)
+    }
+}
+
+/// A node's own clock: what its owner believes the time is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeClock {
+    anchor_true_ns: u64,
+    anchor_local_ns: i64,
+    drift_ppm: i64,
+}
+
+impl NodeClock {
+    /// A clock that reads `offset_ns` ahead of true time and does not drift.
+    pub fn with_offset(offset_ns: i64) -> NodeClock {
+        NodeClock {
+            anchor_true_ns: 0,
+            anchor_local_ns: offset_ns,
+            drift_ppm: 0,
+        }
+    }
+
+    /// The local reading at `true_ns`.
+    pub fn read(&self, true_ns: u64) -> i64 {
+        let elapsed = i128::from(true_ns) - i128::from(self.anchor_true_ns);
+        let scaled = elapsed * (1_000_000 + i128::from(self.drift_ppm)) / 1_000_000;
+        (i128::from(self.anchor_local_ns) + scaled) as i64
+    }
+
+    /// Steps the clock by `jump_ns` at `true_ns` (an NTP step, a VM migration, an operator).
+    pub fn jump(&mut self, true_ns: u64, jump_ns: i64) {
+        let now = self.read(true_ns);
+        self.anchor_true_ns = true_ns;
+        self.anchor_local_ns = now.saturating_add(jump_ns);
+    }
+
+    /// From `true_ns` on, the clock gains `drift_ppm` microseconds per second (negative: loses).
+    pub fn set_drift(&mut self, true_ns: u64, drift_ppm: i64) {
+        let now = self.read(true_ns);
+        self.anchor_true_ns = true_ns;
+        self.anchor_local_ns = now;
+        self.drift_ppm = drift_ppm;
+    }
+
+    /// Current drift, in parts per million.
+    pub fn drift_ppm(&self) -> i64 {
+        self.drift_ppm
+    }
+}
+
+/// A node clock shared between its owner (who reads it) and the nemesis (who skews it).
+#[derive(Clone, Debug)]
+pub struct LocalClock {
+    truth: TrueClock,
+    node: Arc<Mutex<NodeClock>>,
+}
+
+impl LocalClock {
+    /// A local clock over `truth`, starting at `node`'s settings.
+    pub fn new(truth: TrueClock, node: NodeClock) -> LocalClock {
+        LocalClock {
+            truth,
+            node: Arc::new(Mutex::new(node)),
+        }
+    }
+
+    /// The node's reading now.
+    pub fn now_ns(&self) -> i64 {
+        let true_ns = self.truth.now_ns();
+        self.lock().read(true_ns)
+    }
+
+    /// The true clock this local clock is built on.
+    pub fn truth(&self) -> TrueClock {
+        self.truth
+    }
+
+    /// Steps the clock by `jump_ns` now.
+    pub fn jump(&self, jump_ns: i64) {
+        let true_ns = self.truth.now_ns();
+        self.lock().jump(true_ns, jump_ns);
+    }
+
+    /// Sets the drift from now on.
+    pub fn set_drift(&self, drift_ppm: i64) {
+        let true_ns = self.truth.now_ns();
+        self.lock().set_drift(true_ns, drift_ppm);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, NodeClock> {
+        // A poisoned clock only means a panic elsewhere; its value is still consistent.
+        self.node.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_clock_reads_ahead_of_truth() {
+        let clock = NodeClock::with_offset(5);
+        assert_eq!(clock.read(0), 5);
+        assert_eq!(clock.read(100), 105);
+    }
+
+    #[test]
+    fn jump_steps_and_keeps_rate() {
+        let mut clock = NodeClock::with_offset(0);
+        clock.jump(1_000, -400);
+        assert_eq!(clock.read(1_000), 600);
+        assert_eq!(clock.read(2_000), 1_600);
+    }
+
+    #[test]
+    fn drift_changes_rate_from_the_anchor_without_a_step() {
+        let mut clock = NodeClock::with_offset(0);
+        clock.set_drift(1_000_000_000, 1_000); // +1000 ppm: 1 ms per second
+        assert_eq!(clock.read(1_000_000_000), 1_000_000_000);
+        assert_eq!(clock.read(2_000_000_000), 2_001_000_000);
+        clock.set_drift(2_000_000_000, -1_000);
+        assert_eq!(clock.read(3_000_000_000), 3_000_000_000);
+        assert_eq!(clock.drift_ppm(), -1_000);
+    }
+}

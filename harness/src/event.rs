@@ -1,0 +1,223 @@
+//! One line of a history: a client call's invocation or completion, a nemesis action, or a
+//! server-side log entry.
+//!
+//! Client calls follow Jepsen's meaning: `invoke` opens a call; it is closed by `ok` (applied),
+//! `fail` (definitely not applied) or `info` (unknown: timeout, lost reply, crash, panic).
+//! `info` is never rounded to `ok` or `fail` by anyone downstream.
+//!
+//! The struct is deliberately flat: every field that any event kind uses is an optional column,
+//! so the JSONL form has one stable field order (declaration order) and checkers can read any
+//! event without matching on a nested enum.
+
+use serde::{Deserialize, Serialize};
+
+/// What an event says happened; the `type` field of the JSONL form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EventType {
+    /// A client call was sent.
+    Invoke,
+    /// The call completed and was applied.
+    Ok,
+    /// The call completed and was definitely not applied.
+    Fail,
+    /// The call's outcome is unknown (timeout, lost reply, cancelled, adapter panic).
+    Info,
+    /// A fault injected (or healed) by the nemesis.
+    Nemesis,
+    /// Ground truth recorded by a server: a grant, renewal or release the lock service applied,
+    /// or a write the store applied. Checkers trust these over client replies.
+    Log,
+}
+
+impl EventType {
+    /// True for the three completion types that close an `invoke`.
+    pub fn is_completion(self) -> bool {
+        matches!(self, EventType::Ok | EventType::Fail | EventType::Info)
+    }
+}
+
+/// The operation (`f`) an event is about.
+///
+/// Client operations reuse the same names for the server's log entries (`type: log`), so
+/// `{type: log, f: write}` reads as "the store applied a write".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    /// Take a lease on a lock (client) or grant one (log).
+    Acquire,
+    /// Extend a held lease.
+    Renew,
+    /// Give a lease back.
+    Release,
+    /// Write the protected value with a fencing token.
+    Write,
+    /// Read the protected value.
+    Read,
+    /// Nemesis: freeze a process (and its renewal task) for `duration_ns`.
+    Pause,
+    /// Nemesis: a frozen process runs again.
+    Resume,
+    /// Nemesis: a node's clock jumps by `jump_ns`.
+    ClockJump,
+    /// Nemesis: a node's clock starts drifting at `drift_ppm`.
+    ClockDrift,
+    /// Nemesis: renew replies to a process are lost for `duration_ns` (the server still applies).
+    DropRenew,
+    /// Nemesis: renew replies to a process are delivered again.
+    HealRenew,
+}
+
+impl Op {
+    /// True for operations a worker calls on a lock service or store.
+    pub fn is_client_op(self) -> bool {
+        matches!(
+            self,
+            Op::Acquire | Op::Renew | Op::Release | Op::Write | Op::Read
+        )
+    }
+}
+
+/// One history event. See the module docs for why it is flat.
+///
+/// Times: `time_ns` is the true (simulated or monotonic) time since the run began; `local_ns` is
+/// the reading of the acting node's own clock at that moment, which skew can move anywhere.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the history, from 0, with no gaps.
+    pub index: u64,
+    /// True time since the start of the run, in nanoseconds.
+    pub time_ns: u64,
+    /// Who acted: a worker (`w0`), its renewal task (`w0:renew`), `nemesis`, `lock` or `store`.
+    pub process: String,
+    /// Invoke, completion, nemesis action or server log entry.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// The operation.
+    pub f: Op,
+    /// The acting node's local clock reading, in nanoseconds (may be negative after a jump).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_ns: Option<i64>,
+    /// Lock name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// Store key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Owner token of the caller (random per acquisition, 32 hex digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Fencing token carried by the call, granted, or applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// Unique id of a write, or the id a read saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_id: Option<String>,
+    /// The value written or read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Lease TTL requested, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ns: Option<u64>,
+    /// Lock log: the owner of the lease the entry affected (differs from `owner` only when a
+    /// stale owner touched someone else's lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
+    /// Lock log: the fencing token of the lease the entry affected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_token: Option<u64>,
+    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ns: Option<i64>,
+    /// Store: the fence the store held when it rejected a write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_token: Option<u64>,
+    /// Store log: position of an applied write in the store's own order, from 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Nemesis: the process or node a fault targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Nemesis: how long a fault lasts, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// Nemesis: clock jump, in nanoseconds (negative jumps backwards).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jump_ns: Option<i64>,
+    /// Nemesis: clock drift, in parts per million (negative runs slow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_ppm: Option<i64>,
+    /// Why a call failed or is unknown (`busy`, `not-owner`, `rejected`, `timeout`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Event {
+    /// An event with only its identity set; the recorder fills `index` and `time_ns`, callers
+    /// fill the columns their operation uses with struct-update syntax.
+    pub fn new(process: impl Into<String>, kind: EventType, f: Op) -> Event {
+        Event {
+            index: 0,
+            time_ns: 0,
+            process: process.into(),
+            kind,
+            f,
+            local_ns: None,
+            lock: None,
+            key: None,
+            owner: None,
+            token: None,
+            write_id: None,
+            value: None,
+            ttl_ns: None,
+            holder: None,
+            holder_token: None,
+            expires_ns: None,
+            current_token: None,
+            seq: None,
+            target: None,
+            duration_ns: None,
+            jump_ns: None,
+            drift_ppm: None,
+            error: None,
+        }
+    }
+
+    /// Seconds on the true clock, for explanations.
+    pub fn time_s(&self) -> f64 {
+        self.time_ns as f64 / 1e9
+    }
+
+    /// True if this is a client call's completion with the given outcome and operation.
+    pub fn is(&self, kind: EventType, f: Op) -> bool {
+        self.kind == kind && self.f == f
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_json_keeps_declaration_order_and_omits_empty_columns() {
+        let event = Event {
+            token: Some(3),
+            lock: Some("L".into()),
+            ..Event::new("w1", EventType::Ok, Op::Acquire)
+        };
+        let json = serde_json::to_string(&event).unwrap();
+        assert_eq!(
+            json,
+            r#"{"index":0,"time_ns":0,"process":"w1","type":"ok","f":"acquire","lock":"L","token":3}"#
+        );
+        let back: Event = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, event);
+    }
+
+    #[test]
+    fn only_ok_fail_info_close_an_invoke() {
+        assert!(EventType::Info.is_completion());
+        assert!(!EventType::Invoke.is_completion());
+        assert!(!EventType::Log.is_completion());
+    }
+}

@@ -1,0 +1,131 @@
+//! Process pauses, as SIGSTOP would give them: a frozen process makes no progress at all, at
+//! whatever await point it happens to be, while messages it already sent keep travelling.
+//!
+//! [`Freezable`] wraps a process's future (the worker and its renewal task share one
+//! [`ProcessFaults`]) and simply refuses to poll it until the freeze ends. Nothing inside the
+//! worker has to cooperate, so a pause can land between a lease check and the write it guards.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::time::{Sleep, sleep_until};
+
+use crate::clock::TrueClock;
+
+/// Faults the nemesis applies to one process, read by its futures and its client calls.
+#[derive(Debug, Default)]
+pub struct ProcessFaults {
+    frozen_until_ns: AtomicU64,
+    drop_renew_replies_until_ns: AtomicU64,
+}
+
+impl ProcessFaults {
+    /// Freezes the process until true time `until_ns` (never shortens an ongoing pause).
+    pub fn freeze_until(&self, until_ns: u64) {
+        self.frozen_until_ns.fetch_max(until_ns, Ordering::Relaxed);
+    }
+
+    /// True time the current pause ends (0 or past when not paused).
+    pub fn frozen_until_ns(&self) -> u64 {
+        self.frozen_until_ns.load(Ordering::Relaxed)
+    }
+
+    /// Loses every renew reply addressed to this process until true time `until_ns`.
+    pub fn drop_renew_replies_until(&self, until_ns: u64) {
+        self.drop_renew_replies_until_ns
+            .fetch_max(until_ns, Ordering::Relaxed);
+    }
+
+    /// True if a renew reply sent at true time `now_ns` is lost.
+    pub fn renew_reply_lost_at(&self, now_ns: u64) -> bool {
+        now_ns < self.drop_renew_replies_until_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// A future that makes no progress while its process is frozen.
+pub struct Freezable<F> {
+    inner: Pin<Box<F>>,
+    faults: std::sync::Arc<ProcessFaults>,
+    truth: TrueClock,
+    thaw: Option<Pin<Box<Sleep>>>,
+}
+
+impl<F: Future> Freezable<F> {
+    /// Wraps `inner` so it obeys the freezes in `faults`.
+    pub fn new(inner: F, faults: std::sync::Arc<ProcessFaults>, truth: TrueClock) -> Self {
+        Freezable {
+            inner: Box::pin(inner),
+            faults,
+            truth,
+            thaw: None,
+        }
+    }
+}
+
+impl<F: Future> Future for Freezable<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        loop {
+            let until_ns = self.faults.frozen_until_ns();
+            if self.truth.now_ns() >= until_ns {
+                self.thaw = None;
+                return self.inner.as_mut().poll(cx);
+            }
+            let deadline = self.truth.instant_at(until_ns);
+            let rearm = match &self.thaw {
+                Some(sleep) => sleep.deadline() != deadline,
+                None => true,
+            };
+            if rearm {
+                self.thaw = Some(Box::pin(sleep_until(deadline)));
+            }
+            let thaw = self.thaw.as_mut().expect("armed above");
+            if thaw.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn frozen_future_resumes_only_after_the_pause() {
+        let runtime = crate::runtime::simulation_runtime();
+        runtime.block_on(async {
+            let truth = TrueClock::start();
+            let faults = Arc::new(ProcessFaults::default());
+            let nemesis_faults = Arc::clone(&faults);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                nemesis_faults.freeze_until(5_000_000_000);
+            });
+            let finished_at = Freezable::new(
+                async move {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    truth.now_ns()
+                },
+                faults,
+                truth,
+            )
+            .await;
+            // The sleep could only be observed once the 5 s pause ended.
+            assert_eq!(finished_at, 5_000_000_000);
+        });
+    }
+
+    #[test]
+    fn renew_replies_are_lost_only_inside_the_window() {
+        let faults = ProcessFaults::default();
+        faults.drop_renew_replies_until(10);
+        assert!(faults.renew_reply_lost_at(9));
+        assert!(!faults.renew_reply_lost_at(10));
+    }
+}

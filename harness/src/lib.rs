@@ -1,0 +1,27 @@
+//! fencer's core: the history vocabulary, the adapter traits a backend implements, per-node
+//! clocks, and the simulation runtime whose every call is recorded.
+//!
+//! Everything else in fencer depends on this crate and on nothing sideways: workloads decide
+//! what processes do, the nemesis decides what goes wrong, checkers judge the [`History`].
+
+pub mod adapter;
+pub mod client;
+pub mod clock;
+pub mod event;
+pub mod freeze;
+pub mod history;
+pub mod recorder;
+pub mod rng;
+pub mod runtime;
+
+pub use adapter::{
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,
+    ReadValue, Written,
+};
+pub use client::{LatencyModel, LockClient, Network, Process, StoreClient};
+pub use clock::{LocalClock, NodeClock, TrueClock};
+pub use event::{Event, EventType, Op};
+pub use freeze::{Freezable, ProcessFaults};
+pub use history::{History, HistoryError};
+pub use recorder::Recorder;
+pub use rng::{Stream, stream_rng};
