@@ -1,1 +1,319 @@
-//! placeholder
+//! fencer's checkers: pure functions from a recorded [`History`] to a [`Verdict`].
+//!
+//! One private module per anomaly family, each answering one question about the history:
+//!
+//! | class | question | evidence |
+//! |---|---|---|
+//! | `stale-write-accepted` | did the store accept a write older than one it had accepted? | store log, else client replies |
+//! | `foreign-release` | did a stale owner's renew or release touch another owner's lease? | lock log, else client replies |
+//! | `overlapping-leases` | were two leases on one lock valid at once, per the lock service? | lock log only |
+//! | `token-regression` | did a grant carry a token not above an earlier grant's? | lock log and client replies |
+//! | `ack-mismatch` | did a write reply contradict what the store applied? | store log only |
+//!
+//! Server logs (`type: log`) are ground truth and preferred; histories without them (a user's
+//! own recording) fall back to what clients were told, and a checker that cannot work from
+//! replies alone is reported as skipped rather than guessed. `info` replies are never taken as
+//! `ok` or `fail`: when one could hide an anomaly, the checker says `unknown`.
+//!
+//! Every checker is a single pass over the events with per-key, per-lock or per-process state,
+//! so checking is O(n log n); the index that explanations need is built once, and only when
+//! there is something to explain.
+
+mod ack_mismatch;
+mod context;
+mod explain;
+mod findings;
+mod foreign_release;
+mod index;
+mod overlapping_leases;
+mod stale_write;
+#[cfg(test)]
+mod testkit;
+mod token_regression;
+mod verdict;
+
+use std::collections::BTreeMap;
+
+use fencer_harness::History;
+
+use crate::context::Context;
+use crate::findings::Outcome;
+pub use crate::verdict::{
+    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, UnknownAnomalyClass, Validity,
+    Verdict,
+};
+
+/// Runs every checker on `history` and combines their results: the worst validity of the
+/// checkers that ran wins; a skipped checker (its evidence is missing from the history) is
+/// listed in [`Verdict::checkers`] but does not make the verdict unknown.
+pub fn check(history: &History) -> Verdict {
+    check_only(history, &AnomalyClass::ALL)
+}
+
+/// As [`check`], running only the checkers for `classes` (in [`AnomalyClass::ALL`] order,
+/// whatever the order given): for a CLI `--checker` filter or a focused test.
+pub fn check_only(history: &History, classes: &[AnomalyClass]) -> Verdict {
+    let ctx = Context::new(history);
+    let mut verdict = Verdict {
+        validity: Validity::Valid,
+        events: history.events.len() as u64,
+        anomaly_counts: BTreeMap::new(),
+        anomalies: Vec::new(),
+        checkers: Vec::new(),
+    };
+    for class in AnomalyClass::ALL {
+        if !classes.contains(&class) {
+            continue;
+        }
+        let Outcome { report, anomalies } = run(&ctx, class);
+        debug_assert_eq!(report.checker, class);
+        debug_assert!(anomalies.len() <= MAX_ANOMALIES_PER_CLASS);
+        if report.skipped.is_none() {
+            verdict.validity = verdict.validity.worst(report.validity);
+        }
+        if report.anomalies > 0 {
+            verdict
+                .anomaly_counts
+                .insert(class.name().to_string(), report.anomalies);
+        }
+        verdict.anomalies.extend(anomalies);
+        verdict.checkers.push(report);
+    }
+    verdict
+}
+
+fn run(ctx: &Context<'_>, class: AnomalyClass) -> Outcome {
+    match class {
+        AnomalyClass::StaleWriteAccepted => stale_write::check(ctx),
+        AnomalyClass::ForeignRelease => foreign_release::check(ctx),
+        AnomalyClass::OverlappingLeases => overlapping_leases::check(ctx),
+        AnomalyClass::TokenRegression => token_regression::check(ctx),
+        AnomalyClass::AckMismatch => ack_mismatch::check(ctx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::{EventType, Op};
+
+    use super::*;
+    use crate::testkit::Builder;
+
+    /// The brief's scenario with every log: w1 is paused past its TTL, w3 takes over, the
+    /// store (unfenced) applies w1's late write and acknowledges it.
+    fn unfenced_store_after_pause() -> Builder {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.write("w1", "k", 1, "w1-0", true);
+        b.at(0.5);
+        b.pause("w1", 12.0);
+        b.at(10.7);
+        b.acquire("w3", "L", "o3", 2, true);
+        b.write("w3", "k", 2, "w3-0", true);
+        b.at(12.5);
+        b.resume("w1");
+        b.write("w1", "k", 1, "w1-1", true);
+        b
+    }
+
+    #[test]
+    fn unfenced_store_after_a_pause_is_invalid_with_a_readable_summary() {
+        let verdict = check(&unfenced_store_after_pause().build());
+        assert_eq!(verdict.validity, Validity::Invalid);
+        assert_eq!(verdict.summary_line(), "invalid: 1 stale-write-accepted");
+        assert_eq!(
+            verdict.anomaly_counts,
+            BTreeMap::from([("stale-write-accepted".to_string(), 1)])
+        );
+        assert_eq!(verdict.checkers.len(), 5);
+        assert!(
+            verdict
+                .checkers
+                .iter()
+                .all(|report| report.skipped.is_none())
+        );
+        let text = &verdict.anomalies[0].explanation;
+        for needle in [
+            "w1",
+            "token 1",
+            "token 2",
+            "w3-0",
+            "paused 12.000s",
+            "store order",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn skipped_checkers_do_not_make_a_clean_history_unknown() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.write("w1", "k", 1, "w1-0", false);
+        b.invoke_lock_call("w1", Op::Release, "L", "o1");
+        b.ok("w1");
+        let verdict = check(&b.build());
+        assert_eq!(verdict.validity, Validity::Valid);
+        let skipped: Vec<AnomalyClass> = verdict
+            .checkers
+            .iter()
+            .filter(|report| report.skipped.is_some())
+            .map(|report| report.checker)
+            .collect();
+        assert_eq!(
+            skipped,
+            vec![AnomalyClass::OverlappingLeases, AnomalyClass::AckMismatch]
+        );
+        assert_eq!(
+            verdict.summary_line(),
+            "valid: 0 anomalies in 6 events (skipped: overlapping-leases, ack-mismatch)"
+        );
+        let evidence: Vec<&str> = verdict
+            .checkers
+            .iter()
+            .map(|report| report.evidence.as_str())
+            .collect();
+        assert_eq!(
+            evidence,
+            vec![
+                "client replies",
+                "client replies",
+                "none",
+                "client replies",
+                "none"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_inconclusive_checker_makes_the_verdict_unknown() {
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "w2-0", false);
+        b.invoke_write("w1", "k", 1, "w1-0");
+        b.info("w1");
+        let verdict = check(&b.build());
+        assert_eq!(verdict.validity, Validity::Unknown);
+        assert!(
+            verdict.summary_line().starts_with(
+                "unknown: 0 anomalies in 4 events, inconclusive: stale-write-accepted"
+            ),
+            "{}",
+            verdict.summary_line()
+        );
+    }
+
+    #[test]
+    fn stored_anomalies_are_capped_per_class_but_counts_are_exact() {
+        let mut b = Builder::new();
+        b.applied("k", 1_000_000, "top");
+        for n in 0..MAX_ANOMALIES_PER_CLASS + 500 {
+            b.applied("k", n as u64, &format!("stale-{n}"));
+        }
+        let verdict = check(&b.build());
+        assert_eq!(verdict.anomaly_counts["stale-write-accepted"], 1500);
+        assert_eq!(verdict.checkers[0].anomalies, 1500);
+        assert_eq!(verdict.anomalies.len(), MAX_ANOMALIES_PER_CLASS);
+        assert_eq!(
+            verdict.summary_line(),
+            "invalid: 1500 stale-write-accepted (skipped: overlapping-leases)"
+        );
+    }
+
+    #[test]
+    fn check_only_runs_the_named_checkers_in_class_order() {
+        let history = unfenced_store_after_pause().build();
+        let verdict = check_only(
+            &history,
+            &[AnomalyClass::AckMismatch, AnomalyClass::TokenRegression],
+        );
+        let ran: Vec<AnomalyClass> = verdict.checkers.iter().map(|r| r.checker).collect();
+        assert_eq!(
+            ran,
+            vec![AnomalyClass::TokenRegression, AnomalyClass::AckMismatch]
+        );
+        assert_eq!(verdict.validity, Validity::Valid);
+    }
+
+    #[test]
+    fn verdict_of_a_real_check_round_trips_through_json() {
+        let verdict = check(&unfenced_store_after_pause().build());
+        let json = serde_json::to_string(&verdict).unwrap();
+        let back: Verdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, verdict);
+        assert_eq!(check(&unfenced_store_after_pause().build()), verdict);
+    }
+
+    /// A long, busy history: 8 workers take turns on lock L with growing tokens and write with
+    /// them, every call logged; every `stale_every` rounds a worker is paused and its stale
+    /// write is applied anyway.
+    fn busy_history(rounds: usize, stale_every: usize) -> History {
+        let mut b = Builder::new();
+        let mut token = 0;
+        for round in 0..rounds {
+            let worker = format!("w{}", round % 8);
+            let owner = format!("{round:032x}");
+            token += 1;
+            b.acquire(&worker, "L", &owner, token, true);
+            b.write(&worker, "k", token, &format!("{worker}-{round}"), true);
+            b.invoke_lock_call(&worker, Op::Release, "L", &owner);
+            b.lock_log(Op::Release, "L", &owner, &owner, token, 0.0);
+            b.complete(&worker, EventType::Ok, |_| {});
+            if round % stale_every == stale_every - 1 {
+                b.pause(&worker, 1.0);
+                // The worker's token from its previous turn, 8 rounds ago.
+                b.write(
+                    &worker,
+                    "k",
+                    token - 8,
+                    &format!("{worker}-{round}-late"),
+                    true,
+                );
+            }
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_busy_history_is_checked_and_explained() {
+        let history = busy_history(3000, 1000);
+        let verdict = check(&history);
+        assert_eq!(verdict.anomaly_counts["stale-write-accepted"], 3);
+        assert_eq!(
+            verdict.anomaly_counts.len(),
+            1,
+            "{:?}",
+            verdict.anomaly_counts
+        );
+        let text = &verdict.anomalies[2].explanation;
+        assert!(
+            text.starts_with("w7 acquired lock L with token 2992"),
+            "{text}"
+        );
+        assert!(text.contains("was paused 1.000s"), "{text}");
+        assert!(
+            text.contains("sent write w7-2999-late with token 2992"),
+            "{text}"
+        );
+    }
+
+    /// Issue 3's budget: a million events in under a second. Timing is only meaningful in an
+    /// optimised build: `cargo test -p fencer-checkers --release -- --ignored`.
+    #[test]
+    #[ignore = "timing; run with --release -- --ignored"]
+    fn a_million_events_are_checked_in_under_a_second() {
+        // Every 40th round stale: over 2,500 anomalies, more than the stored cap.
+        let history = busy_history(1_000_000 / 9, 40);
+        assert!(history.events.len() >= 1_000_000);
+        let started = std::time::Instant::now();
+        let verdict = check(&history);
+        let elapsed = started.elapsed();
+        eprintln!("checked {} events in {elapsed:?}", history.events.len());
+        assert_eq!(verdict.validity, Validity::Invalid);
+        assert!(verdict.anomaly_counts["stale-write-accepted"] > MAX_ANOMALIES_PER_CLASS);
+        assert!(
+            elapsed < std::time::Duration::from_secs(1),
+            "checking {} events took {elapsed:?}",
+            history.events.len()
+        );
+    }
+}

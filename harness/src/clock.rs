@@ -121,7 +121,9 @@ impl LocalClock {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, NodeClock> {
         // A poisoned clock only means a panic elsewhere; its value is still consistent.
-        self.node.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.node
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 

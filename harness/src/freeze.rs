@@ -27,6 +27,18 @@ impl ProcessFaults {
         self.frozen_until_ns.fetch_max(until_ns, Ordering::Relaxed);
     }
 
+    /// Forgets a pause that ended at `until_ns`, unless a longer one was set meanwhile.
+    fn clear_freeze(&self, until_ns: u64) {
+        if until_ns != 0 {
+            let _ = self.frozen_until_ns.compare_exchange(
+                until_ns,
+                0,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
     /// True time the current pause ends (0 or past when not paused).
     pub fn frozen_until_ns(&self) -> u64 {
         self.frozen_until_ns.load(Ordering::Relaxed)
@@ -70,7 +82,9 @@ impl<F: Future> Future for Freezable<F> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         loop {
             let until_ns = self.faults.frozen_until_ns();
-            if self.truth.now_ns() >= until_ns {
+            // Reading the clock costs a lock in tokio; most polls happen with no pause pending.
+            if until_ns == 0 || self.truth.now_ns() >= until_ns {
+                self.faults.clear_freeze(until_ns);
                 self.thaw = None;
                 return self.inner.as_mut().poll(cx);
             }

@@ -139,7 +139,10 @@ fn validate(events: &[(usize, Event)], origin: &str) -> Result<(), HistoryError>
                 if !event.f.is_client_op() {
                     return Err(malformed(
                         *line,
-                        format!("expected a client operation for an invoke, found {:?}", event.f),
+                        format!(
+                            "expected a client operation for an invoke, found {:?}",
+                            event.f
+                        ),
                     ));
                 }
                 if let Some(previous) = open.insert(&event.process, event) {
@@ -212,14 +215,22 @@ mod tests {
         let text = "{\"index\":0,\"time_ns\":1,\"process\":\"w0\",\"type\":\"invoke\",\"f\":\"read\"}\nnot json\n";
         let err = History::read_jsonl(text.as_bytes(), "h.jsonl").unwrap_err();
         let message = err.to_string();
-        assert!(message.starts_with("h.jsonl:2: expected one history event"), "{message}");
+        assert!(
+            message.starts_with("h.jsonl:2: expected one history event"),
+            "{message}"
+        );
     }
 
     #[test]
     fn completion_without_invoke_is_rejected() {
-        let text = "{\"index\":0,\"time_ns\":1,\"process\":\"w0\",\"type\":\"ok\",\"f\":\"read\"}\n";
+        let text =
+            "{\"index\":0,\"time_ns\":1,\"process\":\"w0\",\"type\":\"ok\",\"f\":\"read\"}\n";
         let err = History::read_jsonl(text.as_bytes(), "h.jsonl").unwrap_err();
-        assert!(err.to_string().contains("h.jsonl:1: expected an invoke by w0"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("h.jsonl:1: expected an invoke by w0"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -231,6 +242,9 @@ mod tests {
             ],
         };
         let err = History::read_jsonl(&history.to_jsonl()[..], "h").unwrap_err();
-        assert!(err.to_string().contains("h:2: expected time_ns >= 5"), "{err}");
+        assert!(
+            err.to_string().contains("h:2: expected time_ns >= 5"),
+            "{err}"
+        );
     }
 }

@@ -1,1 +1,13 @@
-//! placeholder
+//! What goes wrong, and when: fault schedules drawn from a seed ([`schedule`]) and their
+//! injection into a running simulation ([`inject`]).
+//!
+//! A schedule is plain data (it is part of `plan.json`), so a user can pin a scenario by hand
+//! and a shrinker can drop faults one by one without reshuffling anything else.
+
+pub mod fault;
+pub mod inject;
+pub mod schedule;
+
+pub use fault::{Fault, FaultKind};
+pub use inject::{Targets, inject, validate};
+pub use schedule::{ScheduleConfig, schedule};

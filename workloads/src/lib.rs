@@ -1,1 +1,8 @@
-//! placeholder
+//! What workers do. A workload is a plan (data, drawn from the workload stream or written by
+//! hand) plus the code that carries it out through recorded clients.
+
+pub mod lease;
+pub mod register;
+
+pub use lease::{LeaseStatus, RenewFailurePolicy};
+pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};

@@ -1,0 +1,369 @@
+//! The SQLite fenced store: a real database doing the check-and-write the articles describe.
+//!
+//! The fenced write is one statement, `UPDATE register SET … WHERE key=? AND fence<=?`; its
+//! rowcount is the verdict (0 = rejected, never "success"). Same-generation writes pass, as in
+//! the article: fencing orders holders, it does not deduplicate. Every applied write is also
+//! appended to an `applied` table in the same transaction, and to the history as a `log`
+//! event, so checkers see the store's true order even when replies were lost.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fencer_harness::{
+    AppliedWrite, CallError, Event, EventType, FencedStore, FencingToken, Op, ReadValue, Recorder,
+    Written,
+};
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Which write rule the store follows.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreRules {
+    /// Check and write in one statement (`… AND fence <= ?`).
+    Fenced,
+    /// A plain `UPDATE`: the token is stored but never compared — what most code does.
+    Unfenced,
+    /// Reads the fence, compares in the application, then writes unconditionally: the race the
+    /// article warns about, open for `check_gap` between the two statements.
+    CheckThenWrite {
+        /// Time between the check and the write (an application round trip), in nanoseconds.
+        check_gap_ns: u64,
+    },
+}
+
+/// Why the store could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("sqlite store {location}: {source}")]
+pub struct StoreError {
+    location: String,
+    source: rusqlite::Error,
+}
+
+/// A fenced register store on SQLite (in memory, or a file several processes can share).
+#[derive(Debug)]
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    rules: StoreRules,
+    recorder: Option<Arc<Recorder>>,
+}
+
+const SCHEMA: &str = "
+    CREATE TABLE IF NOT EXISTS register (
+        key TEXT PRIMARY KEY,
+        fence INTEGER NOT NULL,
+        write_id TEXT,
+        value TEXT
+    );
+    CREATE TABLE IF NOT EXISTS applied (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT NOT NULL,
+        fence INTEGER NOT NULL,
+        write_id TEXT NOT NULL
+    );
+";
+
+impl SqliteStore {
+    /// A private in-memory database: the simulation tier's default.
+    pub fn in_memory(
+        rules: StoreRules,
+        recorder: Option<Arc<Recorder>>,
+    ) -> Result<Self, StoreError> {
+        Self::from_connection(Connection::open_in_memory(), ":memory:", rules, recorder)
+    }
+
+    /// A database file, created if missing; several processes may share it.
+    pub fn open(
+        path: &Path,
+        rules: StoreRules,
+        recorder: Option<Arc<Recorder>>,
+    ) -> Result<Self, StoreError> {
+        let store = Self::from_connection(
+            Connection::open(path),
+            &path.display().to_string(),
+            rules,
+            recorder,
+        )?;
+        store
+            .db()
+            .busy_timeout(Duration::from_secs(5))
+            .map_err(|source| StoreError {
+                location: path.display().to_string(),
+                source,
+            })?;
+        Ok(store)
+    }
+
+    fn from_connection(
+        connection: rusqlite::Result<Connection>,
+        location: &str,
+        rules: StoreRules,
+        recorder: Option<Arc<Recorder>>,
+    ) -> Result<Self, StoreError> {
+        let error = |source| StoreError {
+            location: location.to_string(),
+            source,
+        };
+        let connection = connection.map_err(error)?;
+        connection.execute_batch(SCHEMA).map_err(error)?;
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            rules,
+            recorder,
+        })
+    }
+
+    fn db(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.connection.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies the write under `rules`; returns the store order of an applied write or the
+    /// fence that rejected it.
+    fn write_now(
+        &self,
+        key: &str,
+        token: FencingToken,
+        write_id: &str,
+        value: &str,
+        compare_fence: bool,
+    ) -> rusqlite::Result<Result<u64, FencingToken>> {
+        let mut db = self.db();
+        let tx = db.transaction()?;
+        tx.prepare_cached("INSERT OR IGNORE INTO register (key, fence) VALUES (?1, 0)")?
+            .execute(params![key])?;
+        let changed = if compare_fence {
+            tx.prepare_cached(
+                "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 \
+                 WHERE key = ?1 AND fence <= ?2",
+            )?
+            .execute(params![key, token as i64, write_id, value])?
+        } else {
+            tx.prepare_cached(
+                "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 WHERE key = ?1",
+            )?
+            .execute(params![key, token as i64, write_id, value])?
+        };
+        let outcome = if changed == 1 {
+            tx.prepare_cached("INSERT INTO applied (key, fence, write_id) VALUES (?1, ?2, ?3)")?
+                .execute(params![key, token as i64, write_id])?;
+            Ok(tx.last_insert_rowid() as u64)
+        } else {
+            let current: i64 = tx
+                .prepare_cached("SELECT fence FROM register WHERE key = ?1")?
+                .query_row(params![key], |row| row.get(0))?;
+            Err(current as FencingToken)
+        };
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    fn current_fence(&self, key: &str) -> rusqlite::Result<FencingToken> {
+        let fence: Option<i64> = self
+            .db()
+            .prepare_cached("SELECT fence FROM register WHERE key = ?1")?
+            .query_row(params![key], |row| row.get(0))
+            .optional()?;
+        Ok(fence.unwrap_or(0) as FencingToken)
+    }
+
+    fn log_applied(&self, key: &str, token: FencingToken, write_id: &str, value: &str, seq: u64) {
+        if let Some(recorder) = &self.recorder {
+            recorder.record(Event {
+                key: Some(key.to_string()),
+                token: Some(token),
+                write_id: Some(write_id.to_string()),
+                value: Some(value.to_string()),
+                seq: Some(seq),
+                ..Event::new("store", EventType::Log, Op::Write)
+            });
+        }
+    }
+}
+
+/// A database error inside a call: the transaction rolled back, so nothing was applied.
+fn not_applied(error: rusqlite::Error) -> CallError {
+    CallError::NotApplied(format!("sqlite: {error}"))
+}
+
+#[async_trait]
+impl FencedStore for SqliteStore {
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
+        let compare_fence = match self.rules {
+            StoreRules::Fenced => true,
+            StoreRules::Unfenced => false,
+            StoreRules::CheckThenWrite { check_gap_ns } => {
+                let current = self.current_fence(key).map_err(not_applied)?;
+                if fencing_token < current {
+                    return Ok(Written::Rejected {
+                        current_token: current,
+                    });
+                }
+                tokio::time::sleep(Duration::from_nanos(check_gap_ns)).await;
+                false
+            }
+        };
+        match self
+            .write_now(key, fencing_token, write_id, value, compare_fence)
+            .map_err(not_applied)?
+        {
+            Ok(seq) => {
+                self.log_applied(key, fencing_token, write_id, value, seq);
+                Ok(Written::Applied)
+            }
+            Err(current_token) => Ok(Written::Rejected { current_token }),
+        }
+    }
+
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        let row = self
+            .db()
+            .prepare_cached("SELECT fence, write_id, value FROM register WHERE key = ?1")
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![key], |row| {
+                        Ok(ReadValue {
+                            fencing_token: row.get::<_, i64>(0)? as FencingToken,
+                            write_id: row.get(1)?,
+                            value: row.get(2)?,
+                        })
+                    })
+                    .optional()
+            })
+            .map_err(not_applied)?;
+        Ok(row.unwrap_or_default())
+    }
+
+    async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
+        let db = self.db();
+        let mut statement = db
+            .prepare("SELECT seq, key, fence, write_id FROM applied ORDER BY seq")
+            .ok()?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok(AppliedWrite {
+                    seq: row.get::<_, i64>(0)? as u64,
+                    key: row.get(1)?,
+                    fencing_token: row.get::<_, i64>(2)? as FencingToken,
+                    write_id: row.get(3)?,
+                })
+            })
+            .ok()?;
+        rows.collect::<rusqlite::Result<Vec<_>>>().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencer_harness::runtime::simulation_runtime;
+
+    fn run<T>(body: impl std::future::Future<Output = T>) -> T {
+        simulation_runtime().block_on(body)
+    }
+
+    #[test]
+    fn fenced_store_rejects_late_write_after_newer_generation() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::Fenced, None).unwrap();
+            assert_eq!(
+                store.write("k", 2, "b", "B result").await,
+                Ok(Written::Applied)
+            );
+            assert_eq!(
+                store.write("k", 1, "a", "late A result").await,
+                Ok(Written::Rejected { current_token: 2 })
+            );
+            let read = store.read("k").await.unwrap();
+            assert_eq!(read.value.as_deref(), Some("B result"));
+            assert_eq!(read.fencing_token, 2);
+        });
+    }
+
+    #[test]
+    fn fenced_store_allows_same_generation_writes() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::Fenced, None).unwrap();
+            assert_eq!(store.write("k", 3, "x", "1").await, Ok(Written::Applied));
+            assert_eq!(store.write("k", 3, "y", "2").await, Ok(Written::Applied));
+            let log = store.applied_log().await.unwrap();
+            assert_eq!(log.len(), 2);
+            assert_eq!((log[1].seq, log[1].write_id.as_str()), (2, "y"));
+        });
+    }
+
+    #[test]
+    fn unfenced_store_accepts_the_late_write() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::Unfenced, None).unwrap();
+            store.write("k", 2, "b", "B result").await.unwrap();
+            assert_eq!(
+                store.write("k", 1, "a", "late A result").await,
+                Ok(Written::Applied)
+            );
+            let read = store.read("k").await.unwrap();
+            assert_eq!(read.value.as_deref(), Some("late A result"));
+        });
+    }
+
+    #[test]
+    fn check_then_write_loses_a_race_the_fenced_store_wins() {
+        for (rules, expected_value) in [
+            (StoreRules::Fenced, "B result"),
+            (
+                StoreRules::CheckThenWrite {
+                    check_gap_ns: 1_000_000,
+                },
+                "late A result",
+            ),
+        ] {
+            let value = run(async move {
+                let store = Arc::new(SqliteStore::in_memory(rules, None).unwrap());
+                store.write("k", 1, "a0", "A result").await.unwrap();
+                let late = {
+                    let store = Arc::clone(&store);
+                    tokio::spawn(async move { store.write("k", 1, "a1", "late A result").await })
+                };
+                tokio::task::yield_now().await;
+                store.write("k", 2, "b", "B result").await.unwrap();
+                late.await.unwrap().unwrap();
+                store.read("k").await.unwrap().value.unwrap()
+            });
+            assert_eq!(value, expected_value, "{rules:?}");
+        }
+    }
+
+    #[test]
+    fn reading_an_unwritten_key_gives_fence_zero() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::Fenced, None).unwrap();
+            assert_eq!(store.read("nothing").await, Ok(ReadValue::default()));
+        });
+    }
+
+    #[test]
+    fn file_store_is_shared_between_connections() {
+        let dir = std::env::temp_dir().join(format!("fencer-store-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("store.db");
+        let _ = std::fs::remove_file(&path);
+        run(async {
+            let first = SqliteStore::open(&path, StoreRules::Fenced, None).unwrap();
+            let second = SqliteStore::open(&path, StoreRules::Fenced, None).unwrap();
+            first.write("k", 5, "w", "v").await.unwrap();
+            assert_eq!(
+                second.write("k", 4, "old", "x").await,
+                Ok(Written::Rejected { current_token: 5 })
+            );
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,328 @@
+//! Putting events into plain words: times on both clocks, short owner tokens, and a process's
+//! story (its grant, its calls and the faults that hit it) told in history order.
+//!
+//! Times are printed from integer nanoseconds rounded to milliseconds, so explanations are
+//! identical on every platform.
+
+use fencer_harness::{Event, Op};
+
+use crate::context::Context;
+
+/// At most this many faults are told in one story; the rest are counted.
+const MAX_FAULT_PHRASES: usize = 6;
+
+/// At most this many fault events are cited as evidence for one anomaly.
+const MAX_FAULT_EVENTS: usize = 16;
+
+/// `12.504s`: seconds with three decimals, rounded to the nearest millisecond.
+pub(crate) fn secs(ns: u64) -> String {
+    let ms = ns / 1_000_000 + u64::from(ns % 1_000_000 >= 500_000);
+    format!("{}.{:03}s", ms / 1000, ms % 1000)
+}
+
+/// As [`secs`], for a clock reading that may be negative after a backward jump.
+pub(crate) fn secs_signed(ns: i64) -> String {
+    let magnitude = secs(ns.unsigned_abs());
+    if ns < 0 && magnitude != "0.000s" {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    }
+}
+
+/// `at 12.504s (its clock 0.504s)`: the true time of `event` and the reading of the acting
+/// node's own clock, named `clock` (`its`, `lock`, `store`).
+pub(crate) fn when(event: &Event, clock: &str) -> String {
+    match event.local_ns {
+        Some(local_ns) => format!(
+            "at {} ({clock} clock {})",
+            secs(event.time_ns),
+            secs_signed(local_ns)
+        ),
+        None => format!("at {}", secs(event.time_ns)),
+    }
+}
+
+/// `at 12.504s (store clock 12.504s, store order 7)`
+pub(crate) fn at_store_order(applied: &Event) -> String {
+    let seq = applied.seq.map_or("unknown".into(), |seq| seq.to_string());
+    match applied.local_ns {
+        Some(local_ns) => format!(
+            "at {} (store clock {}, store order {seq})",
+            secs(applied.time_ns),
+            secs_signed(local_ns)
+        ),
+        None => format!("at {} (store order {seq})", secs(applied.time_ns)),
+    }
+}
+
+/// `1 write`, `2 writes`: a count with its noun in the right number.
+pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// The first 8 hex digits of an owner token: enough to tell owners apart in prose.
+pub(crate) fn short_owner(owner: &str) -> String {
+    match owner.char_indices().nth(8) {
+        Some((cut, _)) => format!("{}…", &owner[..cut]),
+        None => owner.to_string(),
+    }
+}
+
+/// A process name when the history tells who held `owner`, else the owner token itself.
+pub(crate) fn who_owns(ctx: &Context<'_>, owner: &str) -> String {
+    match ctx.lookup().process_of_owner(ctx.events, owner) {
+        Some(process) => format!("{process} (owner {})", short_owner(owner)),
+        None => format!("owner {}", short_owner(owner)),
+    }
+}
+
+/// Nemesis events that targeted `process` (or its worker) between positions `from` and `to`
+/// inclusive, at most [`MAX_FAULT_EVENTS`] of them.
+pub(crate) fn faults_between(
+    ctx: &Context<'_>,
+    process: &str,
+    from: usize,
+    to: usize,
+) -> Vec<usize> {
+    let mut faults = ctx.lookup().faults_on(process, from, to);
+    faults.truncate(MAX_FAULT_EVENTS);
+    faults
+}
+
+/// One actor's part in an anomaly, as a sentence: `w1 acquired ..., was paused ..., and ...`.
+pub(crate) struct Story {
+    subject: String,
+    /// (history position, verb phrase), told in position order.
+    phrases: Vec<(usize, String)>,
+}
+
+impl Story {
+    /// A story about `subject` (`w1`, `the lock server`).
+    pub fn new(subject: impl Into<String>) -> Story {
+        Story {
+            subject: subject.into(),
+            phrases: Vec::new(),
+        }
+    }
+
+    /// Adds what happened at `position`, as a verb phrase without the subject.
+    pub fn add(&mut self, position: usize, phrase: impl Into<String>) {
+        self.phrases.push((position, phrase.into()));
+    }
+
+    /// True when nothing has been added.
+    pub fn is_empty(&self) -> bool {
+        self.phrases.is_empty()
+    }
+
+    /// Adds the faults at `positions` (nemesis events, ascending). A resume or heal right after
+    /// the pause or drop it ends is not told twice; beyond [`MAX_FAULT_PHRASES`] faults are
+    /// only counted.
+    pub fn add_faults(&mut self, ctx: &Context<'_>, positions: &[usize]) {
+        let mut told = 0;
+        let mut untold = 0;
+        let mut paused = false;
+        let mut dropping = false;
+        for &position in positions {
+            let event = ctx.at(position);
+            let phrase = match event.f {
+                Op::Resume if paused => {
+                    paused = false;
+                    continue;
+                }
+                Op::HealRenew if dropping => {
+                    dropping = false;
+                    continue;
+                }
+                Op::Pause => {
+                    paused = true;
+                    fault_phrase(event)
+                }
+                Op::DropRenew => {
+                    dropping = true;
+                    fault_phrase(event)
+                }
+                _ => fault_phrase(event),
+            };
+            if told < MAX_FAULT_PHRASES {
+                self.add(position, phrase);
+                told += 1;
+            } else {
+                untold += 1;
+            }
+        }
+        if untold > 0 {
+            let last = positions.last().copied().unwrap_or_default();
+            self.add(
+                last,
+                format!(
+                    "was hit by {} (see the evidence events)",
+                    count(untold, "more fault", "more faults")
+                ),
+            );
+        }
+    }
+
+    /// `subject p1, p2, and p3`, without a final period.
+    pub fn render(mut self) -> String {
+        self.phrases.sort_by_key(|(position, _)| *position);
+        let phrases: Vec<String> = self.phrases.into_iter().map(|(_, phrase)| phrase).collect();
+        let body = match phrases.as_slice() {
+            [] => String::new(),
+            [only] => only.clone(),
+            [first, second] => format!("{first} and {second}"),
+            [init @ .., last] => format!("{}, and {last}", init.join(", ")),
+        };
+        format!("{} {body}", self.subject)
+    }
+}
+
+/// What a nemesis event did to its target, as a verb phrase.
+fn fault_phrase(event: &Event) -> String {
+    let at = secs(event.time_ns);
+    match (event.f, event.duration_ns, event.jump_ns, event.drift_ppm) {
+        (Op::Pause, Some(duration_ns), _, _) => format!(
+            "was paused {} from {at} to {}",
+            secs(duration_ns),
+            secs(event.time_ns.saturating_add(duration_ns))
+        ),
+        (Op::Pause, None, _, _) => format!("was paused at {at}"),
+        (Op::Resume, ..) => format!("was resumed at {at}"),
+        (Op::ClockJump, _, Some(jump_ns), _) => format!(
+            "had its clock jumped {} {} at {at}",
+            if jump_ns < 0 { "backward" } else { "forward" },
+            secs(jump_ns.unsigned_abs())
+        ),
+        (Op::ClockDrift, _, _, Some(drift_ppm)) => {
+            format!("had its clock set to drift {drift_ppm:+} ppm at {at}")
+        }
+        (Op::DropRenew, Some(duration_ns), _, _) => format!(
+            "lost its renew replies for {} from {at} to {}",
+            secs(duration_ns),
+            secs(event.time_ns.saturating_add(duration_ns))
+        ),
+        (Op::DropRenew, None, _, _) => format!("started losing its renew replies at {at}"),
+        (Op::HealRenew, ..) => format!("got its renew replies back at {at}"),
+        (f, ..) => format!("was hit by a {} fault at {at}", op_name(f)),
+    }
+}
+
+/// The kebab-case name of an operation, as in the history.
+pub(crate) fn op_name(f: Op) -> &'static str {
+    match f {
+        Op::Acquire => "acquire",
+        Op::Renew => "renew",
+        Op::Release => "release",
+        Op::Write => "write",
+        Op::Read => "read",
+        Op::Pause => "pause",
+        Op::Resume => "resume",
+        Op::ClockJump => "clock-jump",
+        Op::ClockDrift => "clock-drift",
+        Op::DropRenew => "drop-renew",
+        Op::HealRenew => "heal-renew",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::EventType;
+
+    use super::*;
+
+    #[test]
+    fn seconds_have_three_decimals_rounded_to_the_millisecond() {
+        assert_eq!(secs(0), "0.000s");
+        assert_eq!(secs(3_000_000), "0.003s");
+        assert_eq!(secs(12_504_400_000), "12.504s");
+        assert_eq!(secs(12_504_500_000), "12.505s");
+        assert_eq!(secs_signed(-1_500_000_000), "-1.500s");
+        assert_eq!(secs_signed(-100), "0.000s");
+    }
+
+    #[test]
+    fn when_names_both_clocks_if_the_local_one_is_known() {
+        let mut event = Event::new("w1", EventType::Ok, Op::Acquire);
+        event.time_ns = 3_000_000;
+        assert_eq!(when(&event, "its"), "at 0.003s");
+        event.local_ns = Some(-7_000_000_000);
+        assert_eq!(when(&event, "its"), "at 0.003s (its clock -7.000s)");
+    }
+
+    #[test]
+    fn counts_agree_with_their_noun() {
+        assert_eq!(count(1, "write", "writes"), "1 write");
+        assert_eq!(count(0, "write", "writes"), "0 writes");
+        assert_eq!(count(3, "time", "times"), "3 times");
+    }
+
+    #[test]
+    fn owner_tokens_are_shortened() {
+        assert_eq!(short_owner("000000000000000000000000000000ab"), "00000000…");
+        assert_eq!(short_owner("o1"), "o1");
+    }
+
+    #[test]
+    fn story_joins_phrases_in_history_order() {
+        let mut story = Story::new("w1");
+        story.add(9, "wrote");
+        story.add(2, "acquired");
+        story.add(5, "was paused");
+        assert_eq!(story.render(), "w1 acquired, was paused, and wrote");
+        let mut story = Story::new("w2");
+        story.add(1, "a");
+        story.add(0, "b");
+        assert_eq!(story.render(), "w2 b and a");
+    }
+
+    #[test]
+    fn a_story_tells_a_pause_once_and_counts_faults_beyond_the_limit() {
+        let mut b = crate::testkit::Builder::new();
+        b.pause("w1", 2.0);
+        b.resume("w1");
+        for _ in 0..MAX_FAULT_PHRASES {
+            b.nemesis(Op::ClockDrift, "w1", |e| e.drift_ppm = Some(-50));
+        }
+        b.resume("w1");
+        let history = b.build();
+        let ctx = Context::new(&history);
+        let faults = faults_between(&ctx, "w1:renew", 0, history.events.len());
+        assert_eq!(faults.len(), history.events.len());
+        let mut story = Story::new("w1");
+        story.add_faults(&ctx, &faults);
+        let text = story.render();
+        assert!(
+            text.starts_with(
+                "w1 was paused 2.000s from 0.000s to 2.000s, had its clock set to drift -50 ppm"
+            ),
+            "{text}"
+        );
+        assert_eq!(text.matches("was resumed").count(), 0, "{text}");
+        assert!(
+            text.ends_with("and was hit by 2 more faults (see the evidence events)"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fault_phrases_give_durations_and_directions() {
+        let mut pause = Event::new("nemesis", EventType::Nemesis, Op::Pause);
+        pause.time_ns = 500_000_000;
+        pause.duration_ns = Some(12_000_000_000);
+        assert_eq!(
+            fault_phrase(&pause),
+            "was paused 12.000s from 0.500s to 12.500s"
+        );
+        let mut jump = Event::new("nemesis", EventType::Nemesis, Op::ClockJump);
+        jump.jump_ns = Some(-5_000_000_000);
+        assert_eq!(
+            fault_phrase(&jump),
+            "had its clock jumped backward 5.000s at 0.000s"
+        );
+    }
+}

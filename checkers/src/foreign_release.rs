@@ -1,0 +1,523 @@
+//! `foreign-release`: did a release or renew by a stale owner remove or extend another owner's
+//! lease?
+//!
+//! A lock service must compare the caller's owner token with the live lease atomically with
+//! the change; if it does not, a worker waking from a pause can end (or keep alive) a lease
+//! that now belongs to someone else. The lock service's log says exactly whose lease each
+//! renew and release touched (`owner` != `holder`). Without it, the client-visible sign is a
+//! renew or release acknowledged `ok` to an owner after a newer owner's acquire had already
+//! been acknowledged: the service let a stale owner act.
+//!
+//! A stale renewal task keeps renewing, so one stale owner touching one lease is reported once,
+//! with the number of repeats.
+
+use std::collections::BTreeMap;
+
+use fencer_harness::{EventType, Op};
+
+use crate::context::{Context, is_lock_log, worker_of};
+use crate::explain::{
+    Story, count, faults_between, op_name, secs, secs_signed, short_owner, when, who_owns,
+};
+use crate::findings::{Hits, Outcome};
+use crate::index::FastMap;
+use crate::verdict::{Anomaly, AnomalyClass};
+
+const CLASS: AnomalyClass = AnomalyClass::ForeignRelease;
+
+const RULE: &str = "A lock service must apply a renew or release only when the caller's owner \
+                    token matches the live lease, compared atomically with the change.";
+
+/// Runs the checker on the lock service's log if there is one, else on client replies.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    if ctx.has_lock_log {
+        from_lock_log(ctx)
+    } else {
+        from_client_replies(ctx)
+    }
+}
+
+/// The first log entry in which one owner touched another's lease, and how often it recurred.
+struct LoggedHit {
+    applied: usize,
+    repeats: usize,
+    last: usize,
+}
+
+fn from_lock_log(ctx: &Context<'_>) -> Outcome {
+    let mut hits = Hits::new();
+    // (lock, requester, holder token) -> slot of the first hit, if it was kept.
+    let mut seen: BTreeMap<(&str, &str, u64), Option<usize>> = BTreeMap::new();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if !is_lock_log(event) || event.f == Op::Acquire {
+            continue;
+        }
+        let (Some(owner), Some(holder)) = (event.owner.as_deref(), event.holder.as_deref()) else {
+            continue;
+        };
+        if owner == holder {
+            continue;
+        }
+        let root = (
+            event.lock.as_deref().unwrap_or_default(),
+            owner,
+            event.holder_token.unwrap_or_default(),
+        );
+        match seen.get(&root) {
+            Some(&slot) => {
+                if let Some(slot) = slot {
+                    let hit: &mut LoggedHit = &mut hits.kept[slot];
+                    hit.repeats += 1;
+                    hit.last = position;
+                }
+            }
+            None => {
+                let slot = hits.push(LoggedHit {
+                    applied: position,
+                    repeats: 0,
+                    last: position,
+                });
+                seen.insert(root, slot);
+            }
+        }
+    }
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|hit| explain_logged(ctx, hit))
+        .collect();
+    Outcome::ran(CLASS, "lock log", hits.count, anomalies, None)
+}
+
+/// The newest acknowledged grant on a lock.
+#[derive(Clone, Copy)]
+struct Granted<'h> {
+    token: u64,
+    owner: &'h str,
+    ok: usize,
+}
+
+/// A renew or release in flight whose owner was already superseded when it was sent.
+struct StaleCall<'h> {
+    invoke: usize,
+    own_ok: usize,
+    newer: Granted<'h>,
+}
+
+/// A stale renew or release acknowledged `ok`, and how often the same owner repeated it.
+struct AckedHit<'h> {
+    call: StaleCall<'h>,
+    ok: usize,
+    repeats: usize,
+    last: usize,
+}
+
+fn from_client_replies(ctx: &Context<'_>) -> Outcome {
+    let mut newest: BTreeMap<&str, Granted<'_>> = BTreeMap::new();
+    let mut grant_of: FastMap<&str, (u64, usize)> = FastMap::default();
+    let mut open: BTreeMap<&str, Option<StaleCall<'_>>> = BTreeMap::new();
+    let mut hits: Hits<AckedHit<'_>> = Hits::new();
+    let mut seen: BTreeMap<(&str, &str), Option<usize>> = BTreeMap::new();
+    let mut maybe_foreign = 0usize;
+    for (position, event) in ctx.events.iter().enumerate() {
+        let (Some(lock), Some(owner)) = (event.lock.as_deref(), event.owner.as_deref()) else {
+            continue;
+        };
+        match (event.kind, event.f) {
+            (EventType::Ok, Op::Acquire) => {
+                let Some(token) = event.token else { continue };
+                grant_of.insert(owner, (token, position));
+                let granted = Granted {
+                    token,
+                    owner,
+                    ok: position,
+                };
+                newest
+                    .entry(lock)
+                    .and_modify(|current| {
+                        if token > current.token {
+                            *current = granted;
+                        }
+                    })
+                    .or_insert(granted);
+            }
+            (EventType::Invoke, Op::Renew | Op::Release) => {
+                let stale = match (grant_of.get(owner), newest.get(lock)) {
+                    (Some(&(own_token, own_ok)), Some(&newer))
+                        if newer.token > own_token && newer.owner != owner =>
+                    {
+                        Some(StaleCall {
+                            invoke: position,
+                            own_ok,
+                            newer,
+                        })
+                    }
+                    _ => None,
+                };
+                open.insert(&event.process, stale);
+            }
+            (EventType::Ok, Op::Renew | Op::Release) => {
+                let Some(Some(call)) = open.remove(event.process.as_str()) else {
+                    continue;
+                };
+                match seen.get(&(lock, owner)) {
+                    Some(&slot) => {
+                        if let Some(slot) = slot {
+                            let hit: &mut AckedHit<'_> = &mut hits.kept[slot];
+                            hit.repeats += 1;
+                            hit.last = position;
+                        }
+                    }
+                    None => {
+                        let slot = hits.push(AckedHit {
+                            call,
+                            ok: position,
+                            repeats: 0,
+                            last: position,
+                        });
+                        seen.insert((lock, owner), slot);
+                    }
+                }
+            }
+            (EventType::Info, Op::Renew | Op::Release) => {
+                if let Some(Some(_)) = open.remove(event.process.as_str()) {
+                    maybe_foreign += 1;
+                }
+            }
+            (EventType::Fail, Op::Renew | Op::Release) => {
+                open.remove(event.process.as_str());
+            }
+            _ => {}
+        }
+    }
+    maybe_foreign += open.values().filter(|call| call.is_some()).count();
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|hit| explain_acked(ctx, hit))
+        .collect();
+    let inconclusive = (maybe_foreign > 0).then(|| {
+        format!(
+            "{} with unknown outcome by an owner already superseded may have been \
+             applied",
+            count(maybe_foreign, "renew or release", "renews or releases")
+        )
+    });
+    Outcome::ran(CLASS, "client replies", hits.count, anomalies, inconclusive)
+}
+
+/// The requester's story up to the point its call was sent: its grant, its call and the faults
+/// in between. Returns the story and the positions it cites.
+fn requester_story(
+    ctx: &Context<'_>,
+    owner: &str,
+    call: Option<usize>,
+    f: Op,
+    until: usize,
+) -> (Story, Vec<usize>) {
+    let lookup = ctx.lookup();
+    let process = call.map(|call| ctx.at(call).process.as_str());
+    let subject = match process {
+        Some(process) => format!("{} (owner {})", worker_of(process), short_owner(owner)),
+        None => who_owns(ctx, owner),
+    };
+    let mut story = Story::new(subject);
+    let mut cited = Vec::new();
+    let mut from = call.unwrap_or(until);
+    if let Some(ok) = lookup.client_grant(owner) {
+        let granted = ctx.at(ok);
+        story.add(
+            ok,
+            format!(
+                "acquired lock {} with token {} {}",
+                granted.lock.as_deref().unwrap_or("?"),
+                granted.token.unwrap_or_default(),
+                when(granted, "its")
+            ),
+        );
+        cited.push(ok);
+        from = lookup.partner(ok).unwrap_or(ok);
+    } else if let Some(log) = lookup.log_grant(owner) {
+        let granted = ctx.at(log);
+        story.add(
+            log,
+            format!(
+                "was granted lock {} with token {} {}",
+                granted.lock.as_deref().unwrap_or("?"),
+                granted.token.unwrap_or_default(),
+                when(granted, "lock")
+            ),
+        );
+        cited.push(log);
+        from = log;
+    }
+    if let Some(call) = call {
+        let sent = ctx.at(call);
+        let from_task = if worker_of(&sent.process) == sent.process {
+            String::new()
+        } else {
+            format!(" from {}", sent.process)
+        };
+        story.add(
+            call,
+            format!(
+                "sent a {} of lock {}{from_task} {}",
+                op_name(f),
+                sent.lock.as_deref().unwrap_or("?"),
+                when(sent, "its")
+            ),
+        );
+        cited.push(call);
+    }
+    if let Some(process) = process.or_else(|| lookup.process_of_owner(ctx.events, owner)) {
+        let faults = faults_between(ctx, process, from, until);
+        story.add_faults(ctx, &faults);
+        cited.extend(faults);
+    }
+    (story, cited)
+}
+
+fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
+    let lookup = ctx.lookup();
+    let applied = ctx.at(hit.applied);
+    let owner = applied.owner.as_deref().unwrap_or_default();
+    let holder = applied.holder.as_deref().unwrap_or_default();
+    let lock = applied.lock.as_deref().unwrap_or("?");
+    let holder_token = applied
+        .holder_token
+        .map_or("unknown".into(), |token| token.to_string());
+    let call = lookup.lock_call(owner, applied.f, hit.applied);
+    let (story, mut cited) = requester_story(ctx, owner, call, applied.f, hit.applied);
+    cited.push(hit.applied);
+    let requester = call.map_or_else(
+        || format!("owner {}", short_owner(owner)),
+        |call| worker_of(&ctx.at(call).process).to_string(),
+    );
+    let holder_who = who_owns(ctx, holder);
+    let holder_grant = match lookup.log_grant(holder) {
+        Some(grant) => {
+            cited.push(grant);
+            format!(
+                " {holder_who} had been granted lock {lock} with token {holder_token} {}.",
+                when(ctx.at(grant), "lock")
+            )
+        }
+        None => String::new(),
+    };
+    let effect = match (applied.f, applied.expires_ns) {
+        (Op::Renew, Some(expires_ns)) => format!(
+            "extending a lease {requester} did not hold until lock clock {}",
+            secs_signed(expires_ns)
+        ),
+        (Op::Renew, None) => format!("extending a lease {requester} did not hold"),
+        _ => format!("ending a lease {requester} did not hold"),
+    };
+    let repeats = if hit.repeats > 0 {
+        format!(
+            " It applied {} from the same owner to that lease, the last at {}.",
+            count(
+                hit.repeats,
+                &format!("more {}", op_name(applied.f)),
+                &format!("more {}s", op_name(applied.f))
+            ),
+            secs(ctx.at(hit.last).time_ns)
+        )
+    } else {
+        String::new()
+    };
+    Anomaly {
+        class: CLASS,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{}.{holder_grant} The lock service applied {requester}'s {} to the lease with \
+             token {holder_token} held by {holder_who} {}, {effect}.{repeats} {RULE}",
+            story.render(),
+            op_name(applied.f),
+            when(applied, "lock"),
+        ),
+    }
+}
+
+fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
+    let call = ctx.at(hit.call.invoke);
+    let owner = call.owner.as_deref().unwrap_or_default();
+    let (mut story, mut cited) = requester_story(ctx, owner, Some(hit.call.invoke), call.f, hit.ok);
+    let ok = ctx.at(hit.ok);
+    story.add(hit.ok, format!("was told ok {}", when(ok, "its")));
+    cited.extend([hit.call.own_ok, hit.call.newer.ok, hit.ok]);
+    let newer = ctx.at(hit.call.newer.ok);
+    let repeats = if hit.repeats > 0 {
+        format!(
+            " The same owner's {}s on lock {} were acknowledged {}, the last at {}.",
+            op_name(call.f),
+            call.lock.as_deref().unwrap_or("?"),
+            count(hit.repeats, "more time", "more times"),
+            secs(ctx.at(hit.last).time_ns)
+        )
+    } else {
+        String::new()
+    };
+    Anomaly {
+        class: CLASS,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{}. Before that {} was sent, {} had already been told it acquired lock {} with the \
+             newer token {} at {}.{repeats} Judged from client replies (the history has no lock \
+             log): the lock service let a superseded owner {} the lock, acting on {}'s lease or \
+             reviving a replaced one. {RULE}",
+            story.render(),
+            op_name(call.f),
+            newer.process,
+            call.lock.as_deref().unwrap_or("?"),
+            hit.call.newer.token,
+            secs(newer.time_ns),
+            op_name(call.f),
+            newer.process,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    fn run(builder: &Builder) -> Outcome {
+        let history = builder.build();
+        check(&Context::new(&history))
+    }
+
+    /// w0 holds token 1, is paused past its lease, w1 acquires token 2, w0 wakes and
+    /// releases. `broken` decides whether the service applies w0's release to w1's lease.
+    fn stale_release(broken: bool) -> (Builder, [u64; 6]) {
+        let mut b = Builder::new();
+        let w0_grant = b.acquire("w0", "L", "o0", 1, true);
+        b.at(0.5);
+        let pause = b.pause("w0", 12.0);
+        b.at(10.1);
+        b.invoke_acquire("w1", "L", "o1");
+        let w1_grant = b.grant("L", "o1", 2, 10.0);
+        b.ok_acquire("w1", 2);
+        b.at(12.5);
+        b.resume("w0");
+        let release = b.invoke_lock_call("w0", Op::Release, "L", "o0");
+        let applied = if broken {
+            let applied = b.lock_log(Op::Release, "L", "o0", "o1", 2, 0.0);
+            b.ok("w0");
+            applied
+        } else {
+            b.fail("w0", "not-owner")
+        };
+        (b, [w0_grant, pause, w1_grant, release, applied, 0])
+    }
+
+    #[test]
+    fn release_logged_against_another_owners_lease_is_foreign() {
+        let (b, [w0_grant, pause, w1_grant, release, applied, _]) = stale_release(true);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.evidence, "lock log");
+        assert_eq!(outcome.report.anomalies, 1);
+        let anomaly = &outcome.anomalies[0];
+        assert_eq!(anomaly.class, AnomalyClass::ForeignRelease);
+        // The resume right after the pause is cited too: it is a fault on w0 in the window.
+        assert_eq!(
+            anomaly.events,
+            vec![w0_grant, pause, w1_grant, release - 1, release, applied]
+        );
+        let text = &anomaly.explanation;
+        for needle in [
+            "w0 (owner o0) acquired lock L with token 1 at 0.002s (its clock 0.002s)",
+            "was paused 12.000s from 0.500s to 12.500s",
+            "sent a release of lock L at 12.501s",
+            "w1 (owner o1) had been granted lock L with token 2 at 10.101s (lock clock 10.101s)",
+            "applied w0's release to the lease with token 2 held by w1 (owner o1) at 12.502s",
+            "ending a lease w0 did not hold",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn stale_release_refused_by_the_service_is_valid() {
+        let (b, _) = stale_release(false);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+
+    #[test]
+    fn a_stale_renewal_loop_is_one_anomaly_with_repeats() {
+        let mut b = Builder::new();
+        b.acquire("w0", "L", "o0", 1, true);
+        b.acquire("w1", "L", "o1", 2, true);
+        for _ in 0..3 {
+            b.invoke_lock_call("w0:renew", Op::Renew, "L", "o0");
+            b.lock_log(Op::Renew, "L", "o0", "o1", 2, 10.0);
+            b.ok("w0:renew");
+        }
+        // The rightful holder renewing its own lease is fine.
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        b.lock_log(Op::Renew, "L", "o1", "o1", 2, 10.0);
+        b.ok("w1:renew");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(text.contains("2 more renews"), "{text}");
+        assert!(text.contains("extending a lease w0 did not hold"), "{text}");
+    }
+
+    #[test]
+    fn client_replies_show_a_stale_renew_acknowledged_after_a_newer_grant() {
+        let mut b = Builder::new();
+        let own = b.acquire("w0", "L", "o0", 1, false);
+        let pause = b.pause("w0", 12.0);
+        let newer = b.acquire("w1", "L", "o1", 2, false);
+        let invoke = b.invoke_lock_call("w0:renew", Op::Renew, "L", "o0");
+        let ok = b.ok("w0:renew");
+        b.invoke_lock_call("w0:renew", Op::Renew, "L", "o0");
+        b.ok("w0:renew");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.evidence, "client replies");
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(
+            outcome.anomalies[0].events,
+            vec![own, pause, newer, invoke, ok]
+        );
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.contains("w1 had already been told it acquired lock L with the newer token 2"),
+            "{text}"
+        );
+        assert!(text.contains("acknowledged 1 more time,"), "{text}");
+        assert!(
+            text.contains("w0 (owner o0) acquired lock L with token 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("sent a renew of lock L from w0:renew at"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn client_replies_do_not_blame_a_renew_sent_before_the_newer_grant() {
+        let mut b = Builder::new();
+        b.acquire("w0", "L", "o0", 1, false);
+        b.invoke_lock_call("w0:renew", Op::Renew, "L", "o0");
+        b.acquire("w1", "L", "o1", 2, false);
+        b.ok("w0:renew");
+        // A superseded owner told not-owner, and one whose reply was lost.
+        b.invoke_lock_call("w0", Op::Release, "L", "o0");
+        b.fail("w0", "not-owner");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        b.invoke_lock_call("w0", Op::Release, "L", "o0");
+        b.info("w0");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Unknown);
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+}

@@ -1,0 +1,426 @@
+//! `overlapping-leases`: were two leases on one lock valid at the same time, by the lock
+//! service's own account?
+//!
+//! Replays the lock service's log per lock: a grant replaces the current lease, a renew of the
+//! current lease moves its expiry, a release ends it. Expiry is judged on the lock server's
+//! clock (`local_ns` vs `expires_ns`), because that is the clock the service promises to use;
+//! an overlap here is a bug in the service's logic, not in anyone's clock. Two shapes count:
+//! a grant while the current lease is unreleased and unexpired, and a renew that revives a
+//! replaced lease while the newer one is live.
+//!
+//! Client replies cannot show this (a worker never learns another's expiry), so without the
+//! lock service's log the checker is skipped.
+
+use std::collections::BTreeMap;
+
+use fencer_harness::{Event, Op};
+
+use crate::context::{Context, is_lock_log};
+use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
+use crate::findings::{Hits, Outcome};
+use crate::verdict::{Anomaly, AnomalyClass};
+
+const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
+
+/// Runs the checker on the lock service's log, or reports it skipped.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    if !ctx.has_lock_log {
+        return Outcome::skipped(CLASS, "needs the lock service's log");
+    }
+    let mut current: BTreeMap<&str, Lease<'_>> = BTreeMap::new();
+    let mut hits = Hits::new();
+    // (lock, revived token, newest token) -> slot of the first hit, if it was kept.
+    let mut revived: BTreeMap<(&str, u64, u64), Option<usize>> = BTreeMap::new();
+    let mut unreadable = 0usize;
+    for (position, event) in ctx.events.iter().enumerate() {
+        if !is_lock_log(event) {
+            continue;
+        }
+        let Some(lock) = event.lock.as_deref() else {
+            unreadable += 1;
+            continue;
+        };
+        match event.f {
+            Op::Acquire => {
+                let (Some(token), Some(owner), Some(now_ns), Some(expires_ns)) = (
+                    event.token,
+                    event.owner.as_deref(),
+                    event.local_ns,
+                    event.expires_ns,
+                ) else {
+                    unreadable += 1;
+                    continue;
+                };
+                if let Some(previous) = current.get(lock)
+                    && previous.is_live_at(now_ns)
+                {
+                    hits.push(Hit::Granted {
+                        previous: previous.clone(),
+                        grant: position,
+                    });
+                }
+                current.insert(
+                    lock,
+                    Lease {
+                        grant: position,
+                        extended: None,
+                        token,
+                        owner,
+                        expires_ns,
+                        released: false,
+                    },
+                );
+            }
+            Op::Renew => {
+                let Some(lease) = current.get_mut(lock) else {
+                    continue;
+                };
+                if lease.is_touched_by(event) {
+                    // The service says it extended the lease: it is live again, whatever came
+                    // before.
+                    if let Some(expires_ns) = event.expires_ns {
+                        lease.expires_ns = expires_ns;
+                        lease.extended = Some(position);
+                        lease.released = false;
+                    }
+                    continue;
+                }
+                let (Some(old_token), Some(now_ns)) = (event.holder_token, event.local_ns) else {
+                    unreadable += 1;
+                    continue;
+                };
+                if old_token < lease.token && lease.is_live_at(now_ns) {
+                    let root = (lock, old_token, lease.token);
+                    match revived.get(&root) {
+                        Some(&slot) => {
+                            if let Some(Hit::Revived { repeats, last, .. }) =
+                                slot.map(|slot| &mut hits.kept[slot])
+                            {
+                                *repeats += 1;
+                                *last = position;
+                            }
+                        }
+                        None => {
+                            let slot = hits.push(Hit::Revived {
+                                newest: lease.clone(),
+                                renew: position,
+                                repeats: 0,
+                                last: position,
+                            });
+                            revived.insert(root, slot);
+                        }
+                    }
+                }
+            }
+            Op::Release => {
+                if let Some(lease) = current.get_mut(lock)
+                    && lease.is_touched_by(event)
+                {
+                    lease.released = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
+    let inconclusive = (unreadable > 0).then(|| {
+        format!(
+            "{} a lock, token, owner or server clock reading",
+            count(unreadable, "lock log entry lacks", "lock log entries lack")
+        )
+    });
+    Outcome::ran(CLASS, "lock log", hits.count, anomalies, inconclusive)
+}
+
+/// The lease a lock service considers current on one lock.
+#[derive(Clone)]
+struct Lease<'h> {
+    /// Position of its grant.
+    grant: usize,
+    /// Position of the latest renew that extended it.
+    extended: Option<usize>,
+    token: u64,
+    owner: &'h str,
+    /// On the lock server's clock.
+    expires_ns: i64,
+    released: bool,
+}
+
+impl Lease<'_> {
+    fn is_live_at(&self, now_ns: i64) -> bool {
+        !self.released && self.expires_ns > now_ns
+    }
+
+    /// True if a renew or release log entry applied to this lease.
+    fn is_touched_by(&self, event: &Event) -> bool {
+        match event.holder_token {
+            Some(token) => token == self.token,
+            None => event.holder.as_deref() == Some(self.owner),
+        }
+    }
+}
+
+enum Hit<'h> {
+    /// A grant at `grant` while `previous` was live.
+    Granted { previous: Lease<'h>, grant: usize },
+    /// A renew at `renew` of a lease older than `newest`, which was live; repeated
+    /// `repeats` more times up to `last`.
+    Revived {
+        newest: Lease<'h>,
+        renew: usize,
+        repeats: usize,
+        last: usize,
+    },
+}
+
+fn explain(ctx: &Context<'_>, hit: &Hit<'_>) -> Anomaly {
+    match hit {
+        Hit::Granted { previous, grant } => explain_grant(ctx, previous, *grant),
+        Hit::Revived {
+            newest,
+            renew,
+            repeats,
+            last,
+        } => explain_revival(ctx, newest, *renew, *repeats, *last),
+    }
+}
+
+/// What the nemesis did to the lock server between two of its log entries, as a sentence.
+fn server_faults(
+    ctx: &Context<'_>,
+    server: &Event,
+    from: usize,
+    to: usize,
+) -> (String, Vec<usize>) {
+    let faults = faults_between(ctx, &server.process, from, to);
+    let mut story = Story::new(format!("Meanwhile the lock server ({})", server.process));
+    story.add_faults(ctx, &faults);
+    let text = if story.is_empty() {
+        String::new()
+    } else {
+        format!(" {}.", story.render())
+    };
+    (text, faults)
+}
+
+/// `the lease with token 2 held by w1 (owner o1), granted at 1.000s and last extended at
+/// 3.000s,`
+fn describe_lease(ctx: &Context<'_>, lease: &Lease<'_>) -> String {
+    let extended = lease.extended.map_or(String::new(), |renew| {
+        format!(" and last extended at {}", secs(ctx.at(renew).time_ns))
+    });
+    format!(
+        "the lease with token {} held by {}, granted at {}{extended},",
+        lease.token,
+        who_owns(ctx, lease.owner),
+        secs(ctx.at(lease.grant).time_ns)
+    )
+}
+
+fn explain_grant(ctx: &Context<'_>, previous: &Lease<'_>, grant: usize) -> Anomaly {
+    let granted = ctx.at(grant);
+    let now_ns = granted.local_ns.unwrap_or_default();
+    let (faults_text, faults) = server_faults(ctx, granted, previous.grant, grant);
+    let mut cited = vec![previous.grant, grant];
+    cited.extend(previous.extended);
+    cited.extend(faults);
+    Anomaly {
+        class: CLASS,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "On lock {} the lock service granted token {} to {} {}, while {} was still valid \
+             until lock clock {} ({} longer) and had not been released: for that time both \
+             could act as the holder.{faults_text} A lock service must not grant a lease while \
+             an unexpired one exists, judged on its own clock.",
+            granted.lock.as_deref().unwrap_or("?"),
+            granted.token.unwrap_or_default(),
+            who_owns(ctx, granted.owner.as_deref().unwrap_or_default()),
+            when(granted, "lock"),
+            describe_lease(ctx, previous),
+            secs_signed(previous.expires_ns),
+            secs(previous.expires_ns.abs_diff(now_ns)),
+        ),
+    }
+}
+
+fn explain_revival(
+    ctx: &Context<'_>,
+    newest: &Lease<'_>,
+    renew: usize,
+    repeats: usize,
+    last: usize,
+) -> Anomaly {
+    let renewed = ctx.at(renew);
+    let lookup = ctx.lookup();
+    let old_holder = renewed.holder.as_deref().unwrap_or_default();
+    let requester = renewed.owner.as_deref().unwrap_or_default();
+    let old_token = renewed.holder_token.unwrap_or_default();
+    let replaced = if requester == old_holder {
+        format!("its own replaced lease with token {old_token}")
+    } else {
+        format!(
+            "the replaced lease with token {old_token} held by {}",
+            who_owns(ctx, old_holder)
+        )
+    };
+    let (faults_text, faults) = server_faults(ctx, renewed, newest.grant, renew);
+    let mut cited = vec![newest.grant, renew];
+    cited.extend(newest.extended);
+    cited.extend(lookup.log_grant(old_holder));
+    cited.extend(faults);
+    let until = renewed.expires_ns.map_or(String::new(), |expires_ns| {
+        format!(
+            ", extending it until lock clock {}",
+            secs_signed(expires_ns)
+        )
+    });
+    let repeats = if repeats > 0 {
+        format!(
+            " It renewed that replaced lease {}, the last at {}.",
+            count(repeats, "more time", "more times"),
+            secs(ctx.at(last).time_ns)
+        )
+    } else {
+        String::new()
+    };
+    Anomaly {
+        class: CLASS,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "On lock {} the lock service applied a renew by {} to {} {}{until}, while {} was \
+             live until lock clock {}: two leases were valid at once.{repeats}{faults_text} A \
+             renew must never revive a lease that a newer grant has replaced.",
+            renewed.lock.as_deref().unwrap_or("?"),
+            who_owns(ctx, requester),
+            replaced,
+            when(renewed, "lock"),
+            describe_lease(ctx, newest),
+            secs_signed(newest.expires_ns),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    fn run(builder: &Builder) -> Outcome {
+        let history = builder.build();
+        check(&Context::new(&history))
+    }
+
+    #[test]
+    fn grant_while_the_previous_lease_is_unexpired_overlaps() {
+        let mut b = Builder::new();
+        b.at(1.0);
+        let first = b.acquire("w1", "L", "o1", 2, true) - 1;
+        b.at(3.0);
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        let renewed = b.lock_log(Op::Renew, "L", "o1", "o1", 2, 8.0);
+        b.ok("w1:renew");
+        b.at(4.0);
+        let jump = b.nemesis(Op::ClockJump, "lock", |e| e.jump_ns = Some(-2_000_000_000));
+        b.at(5.0);
+        b.skew("lock", -2.0);
+        b.invoke_acquire("w2", "L", "o2");
+        let second = b.grant("L", "o2", 3, 10.0);
+        b.ok_acquire("w2", 3);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(outcome.report.evidence, "lock log");
+        let anomaly = &outcome.anomalies[0];
+        assert_eq!(anomaly.events, vec![first, renewed, jump, second]);
+        let text = &anomaly.explanation;
+        for needle in [
+            "On lock L the lock service granted token 3 to w2 (owner o2) at 5.001s (lock clock 3.001s)",
+            "the lease with token 2 held by w1 (owner o1), granted at 1.001s and last extended at 3.001s, was still valid",
+            "still valid until lock clock 11.001s (8.000s longer)",
+            "Meanwhile the lock server (lock) had its clock jumped backward 2.000s at 4.000s.",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn grant_after_expiry_or_release_does_not_overlap() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.at(10.5);
+        b.acquire("w2", "L", "o2", 2, true);
+        b.invoke_lock_call("w2", Op::Release, "L", "o2");
+        b.lock_log(Op::Release, "L", "o2", "o2", 2, 0.0);
+        b.ok("w2");
+        b.acquire("w3", "L", "o3", 3, true);
+        // Another lock's lease does not conflict with L's.
+        b.acquire("w4", "M", "o4", 1, true);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+
+    #[test]
+    fn renew_reviving_a_replaced_lease_while_the_newer_is_live_overlaps() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.at(10.5);
+        let newer = b.acquire("w2", "L", "o2", 2, true) - 1;
+        b.at(11.0);
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        let revive = b.lock_log(Op::Renew, "L", "o1", "o1", 1, 10.0);
+        b.ok("w1:renew");
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        b.lock_log(Op::Renew, "L", "o1", "o1", 1, 10.0);
+        b.ok("w1:renew");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        let anomaly = &outcome.anomalies[0];
+        // The old lease's grant is cited too.
+        assert_eq!(anomaly.events, vec![1, newer, revive]);
+        let text = &anomaly.explanation;
+        assert!(
+            text.contains(
+                "renew by w1 (owner o1) to its own replaced lease with token 1 at 11.001s"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "while the lease with token 2 held by w2 (owner o2), granted at 10.501s, was live"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("1 more time,"), "{text}");
+    }
+
+    #[test]
+    fn renew_of_a_replaced_lease_after_the_newer_one_was_released_does_not_overlap() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.at(10.5);
+        b.acquire("w2", "L", "o2", 2, true);
+        b.invoke_lock_call("w2", Op::Release, "L", "o2");
+        b.lock_log(Op::Release, "L", "o2", "o2", 2, 0.0);
+        b.ok("w2");
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        b.lock_log(Op::Renew, "L", "o1", "o1", 1, 10.0);
+        b.ok("w1:renew");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Valid);
+    }
+
+    #[test]
+    fn without_a_lock_log_the_checker_is_skipped() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.acquire("w2", "L", "o2", 2, false);
+        let outcome = run(&b);
+        assert_eq!(
+            outcome.report.skipped.as_deref(),
+            Some("needs the lock service's log")
+        );
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+}

@@ -1,0 +1,387 @@
+//! What the checkers conclude: the verdict written as `verdict.json`, and its parts.
+//!
+//! Everything here is plain data (serde, `PartialEq`) so the verdict can be stored, diffed
+//! between runs and read back by the results crate without re-running a checker. Maps are
+//! `BTreeMap`s so the JSON is byte-for-byte deterministic.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// At most this many [`Anomaly`] entries are stored per class in [`Verdict::anomalies`].
+///
+/// A pathological history (a store that ignores fencing entirely) can produce one anomaly per
+/// write; a million explanations would make `verdict.json` unreadable and slow to write. The
+/// counts ([`Verdict::anomaly_counts`], [`CheckerReport::anomalies`]) stay exact.
+pub const MAX_ANOMALIES_PER_CLASS: usize = 1000;
+
+/// Jepsen's three-valued answer.
+///
+/// Ordered by how bad the news is, so combining checkers is `max`: `Invalid > Unknown > Valid`.
+/// The declaration order is not the ordering; see the `Ord` impl.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Validity {
+    /// No anomaly, and the evidence was enough to say so.
+    Valid,
+    /// At least one anomaly was proven.
+    Invalid,
+    /// No anomaly was proven, but calls with unknown outcome could hide one.
+    Unknown,
+}
+
+impl Validity {
+    fn severity(self) -> u8 {
+        match self {
+            Validity::Valid => 0,
+            Validity::Unknown => 1,
+            Validity::Invalid => 2,
+        }
+    }
+
+    /// The worse of two results: what a composed checker reports.
+    pub fn worst(self, other: Validity) -> Validity {
+        self.max(other)
+    }
+
+    /// Jepsen's exit code for this result: 0 valid, 1 invalid, 2 unknown.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Validity::Valid => 0,
+            Validity::Invalid => 1,
+            Validity::Unknown => 2,
+        }
+    }
+
+    /// The lower-case name used in JSON and in [`Verdict::summary_line`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Validity::Valid => "valid",
+            Validity::Invalid => "invalid",
+            Validity::Unknown => "unknown",
+        }
+    }
+}
+
+impl Ord for Validity {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.severity().cmp(&other.severity())
+    }
+}
+
+impl PartialOrd for Validity {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for Validity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The anomaly families this crate checks for; each names one checker.
+///
+/// The kebab-case names are the stable vocabulary shared with the CLI, `verdict.json`, JUnit
+/// reports and DESIGN.md's taxonomy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyClass {
+    /// The store accepted a write whose fencing token was lower than one it had already accepted.
+    StaleWriteAccepted,
+    /// A release or renew by a stale owner removed or extended another owner's lease.
+    ForeignRelease,
+    /// Two leases on one lock were valid at the same time per the lock service.
+    OverlappingLeases,
+    /// A grant carried a token not greater than an earlier grant's on the same lock.
+    TokenRegression,
+    /// A worker was told `ok` for a write the store never applied, or `fail` for one it applied.
+    AckMismatch,
+}
+
+impl AnomalyClass {
+    /// Every class, in the order checkers run and summaries list them.
+    pub const ALL: [AnomalyClass; 5] = [
+        AnomalyClass::StaleWriteAccepted,
+        AnomalyClass::ForeignRelease,
+        AnomalyClass::OverlappingLeases,
+        AnomalyClass::TokenRegression,
+        AnomalyClass::AckMismatch,
+    ];
+
+    /// The kebab-case name (`stale-write-accepted`, ...), identical to the serde form.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AnomalyClass::StaleWriteAccepted => "stale-write-accepted",
+            AnomalyClass::ForeignRelease => "foreign-release",
+            AnomalyClass::OverlappingLeases => "overlapping-leases",
+            AnomalyClass::TokenRegression => "token-regression",
+            AnomalyClass::AckMismatch => "ack-mismatch",
+        }
+    }
+}
+
+impl fmt::Display for AnomalyClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name given to [`AnomalyClass::from_str`] that names no class.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "expected an anomaly class (stale-write-accepted, foreign-release, overlapping-leases, \
+     token-regression or ack-mismatch), found {found:?}"
+)]
+pub struct UnknownAnomalyClass {
+    /// The name that was given.
+    pub found: String,
+}
+
+impl FromStr for AnomalyClass {
+    type Err = UnknownAnomalyClass;
+
+    fn from_str(name: &str) -> Result<AnomalyClass, UnknownAnomalyClass> {
+        AnomalyClass::ALL
+            .into_iter()
+            .find(|class| class.name() == name)
+            .ok_or_else(|| UnknownAnomalyClass {
+                found: name.to_string(),
+            })
+    }
+}
+
+/// One proven anomaly: the events that prove it and a paragraph a person can follow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anomaly {
+    /// Which family it belongs to.
+    pub class: AnomalyClass,
+    /// History indexes of the proof, ascending: the offending event, what it contradicts, and
+    /// the faults that touched the offender in between (so a timeline can highlight them).
+    pub events: Vec<u64>,
+    /// Plain words: who, which tokens and write ids, when on the true clock and on the actor's
+    /// own clock, and what the system should have done.
+    pub explanation: String,
+}
+
+/// What one checker did and found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckerReport {
+    /// The class this checker looks for.
+    pub checker: AnomalyClass,
+    /// Its own result. A skipped checker reports [`Validity::Unknown`] (it cannot vouch for
+    /// anything), but [`crate::check`] leaves skipped checkers out of the overall verdict.
+    pub validity: Validity,
+    /// Exact number of anomalies found, even beyond [`MAX_ANOMALIES_PER_CLASS`].
+    pub anomalies: usize,
+    /// Which evidence was used (`store log`, `client replies`, `lock log + client replies`);
+    /// when the result is unknown, also why.
+    pub evidence: String,
+    /// Why the checker did not run (the history lacks the evidence it needs), if it did not.
+    pub skipped: Option<String>,
+}
+
+/// The answer for a whole history: the worst result of the checkers that ran, with proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Worst result over the checkers that ran (skipped ones excluded).
+    pub validity: Validity,
+    /// Number of events in the checked history (for the summary line).
+    #[serde(default)]
+    pub events: u64,
+    /// Exact anomaly count per class name, only for classes with at least one anomaly.
+    pub anomaly_counts: BTreeMap<String, usize>,
+    /// The anomalies, grouped by class in [`AnomalyClass::ALL`] order, each group in history
+    /// order; at most [`MAX_ANOMALIES_PER_CLASS`] per class.
+    pub anomalies: Vec<Anomaly>,
+    /// One report per checker, in [`AnomalyClass::ALL`] order.
+    pub checkers: Vec<CheckerReport>,
+}
+
+impl Verdict {
+    /// One line for a terminal or a CI log, e.g. `invalid: 3 stale-write-accepted, 1
+    /// ack-mismatch` or `valid: 0 anomalies in 1234 events`.
+    pub fn summary_line(&self) -> String {
+        let skipped: Vec<&str> = self
+            .checkers
+            .iter()
+            .filter(|report| report.skipped.is_some())
+            .map(|report| report.checker.name())
+            .collect();
+        let skipped_note = if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(" (skipped: {})", skipped.join(", "))
+        };
+        match self.validity {
+            Validity::Invalid => {
+                let counts: Vec<String> = AnomalyClass::ALL
+                    .iter()
+                    .filter_map(|class| {
+                        let count = self.anomaly_counts.get(class.name()).copied()?;
+                        (count > 0).then(|| format!("{count} {class}"))
+                    })
+                    .collect();
+                format!("invalid: {}{skipped_note}", counts.join(", "))
+            }
+            Validity::Valid => {
+                format!("valid: 0 anomalies in {} events{skipped_note}", self.events)
+            }
+            Validity::Unknown => {
+                let inconclusive: Vec<&str> = self
+                    .checkers
+                    .iter()
+                    .filter(|report| {
+                        report.skipped.is_none() && report.validity == Validity::Unknown
+                    })
+                    .map(|report| report.checker.name())
+                    .collect();
+                format!(
+                    "unknown: 0 anomalies in {} events, inconclusive: {}{skipped_note}",
+                    self.events,
+                    inconclusive.join(", ")
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_validity_wins_invalid_over_unknown_over_valid() {
+        assert!(Validity::Invalid > Validity::Unknown);
+        assert!(Validity::Unknown > Validity::Valid);
+        assert_eq!(Validity::Valid.worst(Validity::Unknown), Validity::Unknown);
+        assert_eq!(
+            Validity::Invalid.worst(Validity::Unknown),
+            Validity::Invalid
+        );
+        assert_eq!(
+            Validity::Unknown.worst(Validity::Invalid),
+            Validity::Invalid
+        );
+        assert_eq!(Validity::Valid.worst(Validity::Valid), Validity::Valid);
+        let all = [Validity::Unknown, Validity::Valid, Validity::Invalid];
+        assert_eq!(all.iter().max(), Some(&Validity::Invalid));
+        assert_eq!(
+            [Validity::Valid, Validity::Unknown, Validity::Invalid].map(Validity::exit_code),
+            [0, 2, 1]
+        );
+    }
+
+    #[test]
+    fn anomaly_class_names_agree_across_display_fromstr_and_serde() {
+        for class in AnomalyClass::ALL {
+            let name = class.name();
+            assert_eq!(class.to_string(), name);
+            assert_eq!(name.parse::<AnomalyClass>(), Ok(class));
+            assert_eq!(
+                serde_json::to_string(&class).unwrap(),
+                format!("\"{name}\"")
+            );
+        }
+        assert_eq!(
+            serde_json::to_string(&Validity::Unknown).unwrap(),
+            "\"unknown\""
+        );
+    }
+
+    #[test]
+    fn unknown_class_name_is_rejected_naming_what_was_expected() {
+        let err = "stale-write".parse::<AnomalyClass>().unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("stale-write-accepted"), "{message}");
+        assert!(message.contains("found \"stale-write\""), "{message}");
+    }
+
+    fn sample_verdict() -> Verdict {
+        Verdict {
+            validity: Validity::Invalid,
+            events: 12,
+            anomaly_counts: BTreeMap::from([
+                ("ack-mismatch".to_string(), 1),
+                ("stale-write-accepted".to_string(), 3),
+            ]),
+            anomalies: vec![Anomaly {
+                class: AnomalyClass::StaleWriteAccepted,
+                events: vec![1, 4, 9],
+                explanation: "w1 wrote late".into(),
+            }],
+            checkers: vec![
+                CheckerReport {
+                    checker: AnomalyClass::StaleWriteAccepted,
+                    validity: Validity::Invalid,
+                    anomalies: 3,
+                    evidence: "store log".into(),
+                    skipped: None,
+                },
+                CheckerReport {
+                    checker: AnomalyClass::OverlappingLeases,
+                    validity: Validity::Unknown,
+                    anomalies: 0,
+                    evidence: "none".into(),
+                    skipped: Some("needs the lock service's log".into()),
+                },
+                CheckerReport {
+                    checker: AnomalyClass::AckMismatch,
+                    validity: Validity::Invalid,
+                    anomalies: 1,
+                    evidence: "store log + client replies".into(),
+                    skipped: None,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn verdict_round_trips_through_json() {
+        let verdict = sample_verdict();
+        let json = serde_json::to_string_pretty(&verdict).unwrap();
+        assert!(json.contains("\"validity\": \"invalid\""), "{json}");
+        assert!(
+            json.contains("\"class\": \"stale-write-accepted\""),
+            "{json}"
+        );
+        let back: Verdict = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, verdict);
+    }
+
+    #[test]
+    fn invalid_summary_lists_counts_in_class_order() {
+        assert_eq!(
+            sample_verdict().summary_line(),
+            "invalid: 3 stale-write-accepted, 1 ack-mismatch (skipped: overlapping-leases)"
+        );
+    }
+
+    #[test]
+    fn valid_and_unknown_summaries_give_the_event_count() {
+        let mut verdict = Verdict {
+            validity: Validity::Valid,
+            events: 1234,
+            anomaly_counts: BTreeMap::new(),
+            anomalies: Vec::new(),
+            checkers: Vec::new(),
+        };
+        assert_eq!(verdict.summary_line(), "valid: 0 anomalies in 1234 events");
+        verdict.validity = Validity::Unknown;
+        verdict.checkers.push(CheckerReport {
+            checker: AnomalyClass::ForeignRelease,
+            validity: Validity::Unknown,
+            anomalies: 0,
+            evidence: "client replies".into(),
+            skipped: None,
+        });
+        assert_eq!(
+            verdict.summary_line(),
+            "unknown: 0 anomalies in 1234 events, inconclusive: foreign-release"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! The faults the nemesis knows, as data.
+
+use serde::{Deserialize, Serialize};
+
+/// A family of faults, as named on the command line (`--nemesis pause,skew,drop-renew`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Freeze a worker and its renewal task (GC pause, SIGSTOP, VM steal).
+    Pause,
+    /// Offset, drift and step the clocks of the lock server and workers.
+    Skew,
+    /// The lock service applies a renew but its reply is lost.
+    DropRenew,
+}
+
+impl FaultKind {
+    /// Every family, in CLI order.
+    pub const ALL: [FaultKind; 3] = [FaultKind::Pause, FaultKind::Skew, FaultKind::DropRenew];
+
+    /// The CLI name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Pause => "pause",
+            FaultKind::Skew => "skew",
+            FaultKind::DropRenew => "drop-renew",
+        }
+    }
+}
+
+impl std::str::FromStr for FaultKind {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| {
+                format!(
+                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, or none"
+                )
+            })
+    }
+}
+
+/// One scheduled fault. Targets are process names (`w0`) or clock owners (`lock`, `w0`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Fault {
+    /// Freeze `target` from `at_ns` for `duration_ns`.
+    Pause {
+        /// True time the pause starts.
+        at_ns: u64,
+        /// The worker to freeze.
+        target: String,
+        /// How long it stays frozen.
+        duration_ns: u64,
+    },
+    /// Step `target`'s clock by `jump_ns` at `at_ns`.
+    ClockJump {
+        /// True time of the step.
+        at_ns: u64,
+        /// Whose clock.
+        target: String,
+        /// Size of the step (negative: backwards).
+        jump_ns: i64,
+    },
+    /// From `at_ns`, `target`'s clock drifts at `drift_ppm`.
+    ClockDrift {
+        /// True time the drift starts.
+        at_ns: u64,
+        /// Whose clock.
+        target: String,
+        /// Rate error in parts per million (negative: slow).
+        drift_ppm: i64,
+    },
+    /// From `at_ns`, renew replies to `target` are lost for `duration_ns`.
+    DropRenew {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The worker whose renew replies are lost.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
+}
+
+impl Fault {
+    /// True time the fault starts.
+    pub fn at_ns(&self) -> u64 {
+        match self {
+            Fault::Pause { at_ns, .. }
+            | Fault::ClockJump { at_ns, .. }
+            | Fault::ClockDrift { at_ns, .. }
+            | Fault::DropRenew { at_ns, .. } => *at_ns,
+        }
+    }
+
+    /// The process or clock the fault targets.
+    pub fn target(&self) -> &str {
+        match self {
+            Fault::Pause { target, .. }
+            | Fault::ClockJump { target, .. }
+            | Fault::ClockDrift { target, .. }
+            | Fault::DropRenew { target, .. } => target,
+        }
+    }
+
+    /// The family the fault belongs to.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Fault::Pause { .. } => FaultKind::Pause,
+            Fault::ClockJump { .. } | Fault::ClockDrift { .. } => FaultKind::Skew,
+            Fault::DropRenew { .. } => FaultKind::DropRenew,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_json_is_tagged_and_round_trips() {
+        let fault = Fault::Pause {
+            at_ns: 5,
+            target: "w1".into(),
+            duration_ns: 7,
+        };
+        let json = serde_json::to_string(&fault).unwrap();
+        assert_eq!(
+            json,
+            r#"{"fault":"pause","at_ns":5,"target":"w1","duration_ns":7}"#
+        );
+        assert_eq!(serde_json::from_str::<Fault>(&json).unwrap(), fault);
+        let typo = r#"{"fault":"pause","at_ns":5,"target":"w1","duraton_ns":7}"#;
+        assert!(serde_json::from_str::<Fault>(typo).is_err());
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for kind in FaultKind::ALL {
+            assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
+        }
+        assert!(
+            "gc".parse::<FaultKind>()
+                .unwrap_err()
+                .contains("unknown nemesis `gc`")
+        );
+    }
+}

@@ -1,0 +1,269 @@
+//! Applying a schedule to a running simulation, and recording each fault's start and end.
+//!
+//! One task walks the schedule; faults with a duration put their end on a queue, so starts and
+//! ends interleave in true-time order without extra tasks. When the run stops, every fault still
+//! active is healed and its end recorded, so the history never ends with a dangling pause.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fencer_harness::{Event, EventType, LocalClock, Op, ProcessFaults, Recorder};
+use tokio::sync::oneshot;
+
+use crate::fault::Fault;
+
+/// What faults can reach: processes by name, clocks by owner name.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    /// Workers' fault switches, by process name (`w0`).
+    pub processes: BTreeMap<String, Arc<ProcessFaults>>,
+    /// Node clocks, by owner (`lock`, `w0`).
+    pub clocks: BTreeMap<String, LocalClock>,
+}
+
+/// Error for a schedule naming something the run does not have.
+fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> String {
+    let known: Vec<String> = known.collect();
+    format!(
+        "fault at {} ns targets `{}`, which this run does not have (known: {})",
+        fault.at_ns(),
+        fault.target(),
+        known.join(", ")
+    )
+}
+
+/// Checks every fault's target exists before a run starts, so a hand-written plan with a typo
+/// is refused up front rather than silently doing nothing.
+pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
+    for fault in faults {
+        let found = match fault {
+            Fault::Pause { target, .. } | Fault::DropRenew { target, .. } => {
+                targets.processes.contains_key(target)
+            }
+            Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
+                targets.clocks.contains_key(target)
+            }
+        };
+        if !found {
+            let names = targets
+                .processes
+                .keys()
+                .chain(targets.clocks.keys())
+                .cloned()
+                .collect::<BTreeSet<_>>();
+            return Err(unknown_target(fault, names.into_iter()));
+        }
+    }
+    Ok(())
+}
+
+/// The end of a timed fault, waiting in the queue.
+#[derive(Debug)]
+struct PendingEnd {
+    f: Op,
+    target: String,
+}
+
+/// Injects `faults` (sorted by `at_ns`, targets validated) until `stop` fires, then records the
+/// end of every fault still active. Run it as its own task beside the workers.
+pub async fn inject(
+    faults: Vec<Fault>,
+    targets: Targets,
+    recorder: Arc<Recorder>,
+    mut stop: oneshot::Receiver<()>,
+) {
+    let truth = recorder.truth();
+    let mut ends: BTreeMap<(u64, u64), PendingEnd> = BTreeMap::new();
+    let mut end_seq = 0u64;
+    let mut next = faults.into_iter().peekable();
+    loop {
+        let next_start = next.peek().map(Fault::at_ns);
+        let next_end = ends.keys().next().map(|&(at_ns, _)| at_ns);
+        let wake_ns = match (next_start, next_end) {
+            (None, None) => break,
+            (Some(start), Some(end)) => start.min(end),
+            (Some(at), None) | (None, Some(at)) => at,
+        };
+        tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            () = tokio::time::sleep_until(truth.instant_at(wake_ns)) => {}
+        }
+        // Ends first at equal times: a fault ending as another starts is healed before it.
+        if next_end == Some(wake_ns) {
+            let (_, end) = ends.pop_first().expect("peeked above");
+            record_end(&recorder, end);
+            continue;
+        }
+        let fault = next.next().expect("peeked above");
+        let now_ns = truth.now_ns();
+        let start = Event {
+            target: Some(fault.target().to_string()),
+            ..Event::new("nemesis", EventType::Nemesis, Op::Pause)
+        };
+        let (event, end) = match &fault {
+            Fault::Pause {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].freeze_until(now_ns + duration_ns);
+                (
+                    Event {
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::Resume)),
+                )
+            }
+            Fault::DropRenew {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].drop_renew_replies_until(now_ns + duration_ns);
+                (
+                    Event {
+                        f: Op::DropRenew,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealRenew)),
+                )
+            }
+            Fault::ClockJump {
+                target, jump_ns, ..
+            } => {
+                targets.clocks[target].jump(*jump_ns);
+                (
+                    Event {
+                        f: Op::ClockJump,
+                        jump_ns: Some(*jump_ns),
+                        local_ns: Some(targets.clocks[target].now_ns()),
+                        ..start
+                    },
+                    None,
+                )
+            }
+            Fault::ClockDrift {
+                target, drift_ppm, ..
+            } => {
+                targets.clocks[target].set_drift(*drift_ppm);
+                (
+                    Event {
+                        f: Op::ClockDrift,
+                        drift_ppm: Some(*drift_ppm),
+                        ..start
+                    },
+                    None,
+                )
+            }
+        };
+        recorder.record(event);
+        if let Some((end_ns, f)) = end {
+            end_seq += 1;
+            ends.insert(
+                (end_ns, end_seq),
+                PendingEnd {
+                    f,
+                    target: fault.target().to_string(),
+                },
+            );
+        }
+    }
+    // Stopped: heal what is still active (a frozen worker cannot have finished, so this only
+    // records ends that fall after the last worker's last operation).
+    for (_, end) in std::mem::take(&mut ends) {
+        record_end(&recorder, end);
+    }
+}
+
+fn record_end(recorder: &Recorder, end: PendingEnd) {
+    recorder.record(Event {
+        target: Some(end.target),
+        ..Event::new("nemesis", EventType::Nemesis, end.f)
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencer_harness::{NodeClock, TrueClock, runtime::simulation_runtime};
+
+    /// Tokio's timers tick in milliseconds, so schedules in tests use millisecond steps.
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn faults_are_applied_recorded_and_healed_in_time_order() {
+        let (history, frozen_until, clock_reading) = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let worker = Arc::new(ProcessFaults::default());
+            let lock_clock = LocalClock::new(truth, NodeClock::with_offset(0));
+            let targets = Targets {
+                processes: [("w0".to_string(), Arc::clone(&worker))].into(),
+                clocks: [("lock".to_string(), lock_clock.clone())].into(),
+            };
+            let faults = vec![
+                Fault::Pause {
+                    at_ns: 10 * MS,
+                    target: "w0".into(),
+                    duration_ns: 100 * MS,
+                },
+                Fault::ClockJump {
+                    at_ns: 50 * MS,
+                    target: "lock".into(),
+                    jump_ns: -1_000,
+                },
+                Fault::DropRenew {
+                    at_ns: 60 * MS,
+                    target: "w0".into(),
+                    duration_ns: 1_000 * MS,
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let clock_reading = lock_clock.now_ns();
+            stop_tx.send(()).unwrap();
+            injector.await.unwrap();
+            (
+                recorder.take_history(),
+                worker.frozen_until_ns(),
+                clock_reading,
+            )
+        });
+        let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
+        assert_eq!(
+            story,
+            [
+                (10 * MS, Op::Pause),
+                (50 * MS, Op::ClockJump),
+                (60 * MS, Op::DropRenew),
+                (110 * MS, Op::Resume),
+                (500 * MS, Op::HealRenew),
+            ]
+        );
+        assert_eq!(frozen_until, 110 * MS);
+        assert_eq!(clock_reading, (500 * MS) as i64 - 1_000);
+    }
+
+    #[test]
+    fn validate_names_the_unknown_target() {
+        let faults = vec![Fault::Pause {
+            at_ns: 1,
+            target: "w9".into(),
+            duration_ns: 1,
+        }];
+        let targets = Targets {
+            processes: [("w0".to_string(), Arc::new(ProcessFaults::default()))].into(),
+            clocks: BTreeMap::new(),
+        };
+        let error = validate(&faults, &targets).unwrap_err();
+        assert!(
+            error.contains("targets `w9`") && error.contains("known: w0"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,162 @@
+//! Drawing a fault schedule from the nemesis stream.
+//!
+//! Fault sizes are drawn relative to the lease TTL, because that is the scale at which leases
+//! break: a pause of 0.5×–2× TTL sometimes outlives the lease and sometimes does not, which is
+//! exactly the boundary a lock user must get right.
+
+use std::collections::BTreeSet;
+
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
+
+use crate::fault::{Fault, FaultKind};
+
+/// What the schedule may contain and over how long.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleConfig {
+    /// Enabled fault families; empty means no faults.
+    pub kinds: BTreeSet<FaultKind>,
+    /// Number of workers (`w0`..); pause and drop-renew pick one of them.
+    pub workers: usize,
+    /// Lease TTL, the unit fault sizes are drawn in.
+    pub ttl_ns: u64,
+    /// Faults are scheduled in `[0, horizon_ns)`.
+    pub horizon_ns: u64,
+    /// Mean gap between two faults.
+    pub mean_gap_ns: u64,
+}
+
+/// Largest drift the nemesis sets, in ppm: 5 %, far beyond NTP's 500 ppm bound on purpose.
+pub const MAX_DRIFT_PPM: i64 = 50_000;
+
+/// Draws a schedule, sorted by start time.
+pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
+    let kinds: Vec<FaultKind> = config.kinds.iter().copied().collect();
+    if kinds.is_empty() || config.workers == 0 || config.mean_gap_ns == 0 {
+        return Vec::new();
+    }
+    let ttl = config.ttl_ns;
+    let mut faults = Vec::new();
+    let mut at_ns = 0u64;
+    loop {
+        at_ns += rng.random_range(config.mean_gap_ns / 2..=config.mean_gap_ns * 3 / 2);
+        if at_ns >= config.horizon_ns {
+            return faults;
+        }
+        let worker = format!("w{}", rng.random_range(0..config.workers));
+        let fault = match kinds[rng.random_range(0..kinds.len())] {
+            FaultKind::Pause => Fault::Pause {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            FaultKind::DropRenew => Fault::DropRenew {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 4..=ttl * 2),
+            },
+            FaultKind::Skew => {
+                // The lock server's clock decides expiry, so it is skewed as often as all
+                // workers together.
+                let target = if rng.random_bool(0.5) {
+                    "lock".to_string()
+                } else {
+                    worker
+                };
+                if rng.random_bool(0.5) {
+                    let size = rng.random_range(ttl / 10..=ttl * 3 / 2) as i64;
+                    Fault::ClockJump {
+                        at_ns,
+                        target,
+                        jump_ns: if rng.random_bool(0.5) { size } else { -size },
+                    }
+                } else {
+                    Fault::ClockDrift {
+                        at_ns,
+                        target,
+                        drift_ppm: rng.random_range(-MAX_DRIFT_PPM..=MAX_DRIFT_PPM),
+                    }
+                }
+            }
+        };
+        faults.push(fault);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencer_harness::{Stream, stream_rng};
+
+    fn config(kinds: &[FaultKind]) -> ScheduleConfig {
+        ScheduleConfig {
+            kinds: kinds.iter().copied().collect(),
+            workers: 3,
+            ttl_ns: 10_000_000_000,
+            horizon_ns: 1_000_000_000_000,
+            mean_gap_ns: 5_000_000_000,
+        }
+    }
+
+    #[test]
+    fn schedule_is_a_function_of_the_seed() {
+        let draw = |seed| {
+            schedule(
+                &config(&FaultKind::ALL),
+                &mut stream_rng(seed, Stream::Nemesis, 0),
+            )
+        };
+        assert_eq!(draw(3), draw(3));
+        assert_ne!(draw(3), draw(4));
+    }
+
+    #[test]
+    fn only_enabled_kinds_within_horizon_and_sizes_relative_to_ttl() {
+        let config = config(&[FaultKind::Pause]);
+        let faults = schedule(&config, &mut stream_rng(1, Stream::Nemesis, 0));
+        assert!(
+            faults.len() > 100,
+            "about 200 faults over 1000 s, got {}",
+            faults.len()
+        );
+        for fault in &faults {
+            let Fault::Pause {
+                at_ns,
+                duration_ns,
+                target,
+            } = fault
+            else {
+                panic!("only pauses were enabled: {fault:?}");
+            };
+            assert!(*at_ns < config.horizon_ns);
+            assert!((config.ttl_ns / 2..=config.ttl_ns * 2).contains(duration_ns));
+            assert!(["w0", "w1", "w2"].contains(&target.as_str()));
+        }
+        assert!(
+            faults
+                .windows(2)
+                .all(|pair| pair[0].at_ns() <= pair[1].at_ns())
+        );
+    }
+
+    #[test]
+    fn all_kinds_appear_when_enabled() {
+        let faults = schedule(
+            &config(&FaultKind::ALL),
+            &mut stream_rng(2, Stream::Nemesis, 0),
+        );
+        let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
+        assert_eq!(kinds.len(), 3);
+        assert!(
+            faults
+                .iter()
+                .any(|f| matches!(f, Fault::ClockJump { jump_ns, .. } if *jump_ns < 0))
+        );
+        assert!(faults.iter().any(|f| f.target() == "lock"));
+    }
+
+    #[test]
+    fn no_kinds_means_no_faults() {
+        assert!(schedule(&config(&[]), &mut stream_rng(2, Stream::Nemesis, 0)).is_empty());
+    }
+}

@@ -1,0 +1,186 @@
+//! Writing and reading one run directory.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// What `run.json` records: enough to know what ran, with which fencer, and what came of it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// fencer's version that produced the run.
+    pub fencer_version: String,
+    /// The subcommand (`run`, `demo`, `replay`).
+    pub command: String,
+    /// Every setting of the run (the plan's settings, as JSON).
+    pub settings: serde_json::Value,
+    /// Number of history events.
+    pub events: usize,
+    /// SHA-256 of `history.jsonl` as written.
+    pub history_sha256: String,
+    /// The verdict's validity (`valid`, `invalid`, `unknown`).
+    pub validity: String,
+    /// Wall-clock time the run directory was written (UTC), for listing runs; never used by
+    /// the simulation.
+    pub written_at: String,
+}
+
+/// Why a run directory could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum RunDirError {
+    /// The directory already exists and is not empty: fencer never overwrites a run.
+    #[error("{0}: already exists and is not empty; choose another --out")]
+    Exists(PathBuf),
+    /// A filesystem operation failed.
+    #[error("{path}: {action}: {source}")]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// What fencer was doing.
+        action: &'static str,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// A file of the run is missing.
+    #[error("{0}: missing (is this a fencer run directory?)")]
+    Missing(PathBuf),
+    /// A JSON file does not hold what fencer wrote there.
+    #[error("{path}:{line}: {message}")]
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// What was expected.
+        message: String,
+    },
+}
+
+fn io_error(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> RunDirError {
+    let path = path.to_path_buf();
+    move |source| RunDirError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
+/// Writes `files` (name, bytes) as the run directory `dir`, atomically: into a hidden sibling
+/// first, renamed into place once every file is complete and synced.
+pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirError> {
+    if let Ok(mut entries) = std::fs::read_dir(dir) {
+        if entries.next().is_some() {
+            return Err(RunDirError::Exists(dir.to_path_buf()));
+        }
+        std::fs::remove_dir(dir).map_err(io_error(dir, "replacing empty directory"))?;
+    }
+    let parent = match dir.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent).map_err(io_error(&parent, "creating directory"))?;
+    let name = dir
+        .file_name()
+        .ok_or_else(|| RunDirError::Io {
+            path: dir.to_path_buf(),
+            action: "naming run directory",
+            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no final component"),
+        })?
+        .to_string_lossy()
+        .into_owned();
+    let staging = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir(&staging).map_err(io_error(&staging, "creating directory"))?;
+    let result = files.iter().try_for_each(|(file_name, bytes)| {
+        let path = staging.join(file_name);
+        let mut file = std::fs::File::create(&path).map_err(io_error(&path, "creating file"))?;
+        file.write_all(bytes).map_err(io_error(&path, "writing"))?;
+        file.sync_all().map_err(io_error(&path, "syncing"))
+    });
+    let result = result.and_then(|()| {
+        std::fs::rename(&staging, dir).map_err(io_error(dir, "moving run into place"))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    result
+}
+
+/// Reads one file of a run directory, saying which file is missing or unreadable.
+pub fn read_run_file(dir: &Path, name: &str) -> Result<Vec<u8>, RunDirError> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => Ok(bytes),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            Err(RunDirError::Missing(path))
+        }
+        Err(error) => Err(io_error(&path, "reading")(error)),
+    }
+}
+
+/// Parses a JSON file of a run directory into `T`, with `file:line` on failure.
+pub fn parse_run_json<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    name: &str,
+) -> Result<T, RunDirError> {
+    let bytes = read_run_file(dir, name)?;
+    serde_json::from_slice(&bytes).map_err(|error| RunDirError::Malformed {
+        path: dir.join(name),
+        line: error.line(),
+        message: format!("expected {name} as fencer writes it: {error}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_dir_is_written_whole_and_never_overwritten() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("runs").join("0-x");
+        write_run_dir(&dir, &[("a.json", b"{}"), ("b.txt", b"hi")]).unwrap();
+        assert_eq!(std::fs::read(dir.join("b.txt")).unwrap(), b"hi");
+        let leftovers: Vec<_> = std::fs::read_dir(dir.parent().unwrap())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers, ["0-x"]);
+        let error = write_run_dir(&dir, &[("a.json", b"{}")]).unwrap_err();
+        assert!(matches!(error, RunDirError::Exists(_)), "{error}");
+    }
+
+    #[test]
+    fn failed_write_leaves_nothing_behind() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("run");
+        // A file name with a directory separator cannot be created inside the staging dir.
+        let error = write_run_dir(&dir, &[("ok.json", b"{}"), ("no/such.json", b"{}")]);
+        assert!(error.is_err());
+        assert!(!dir.exists());
+        assert_eq!(std::fs::read_dir(root.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn parent_that_is_a_file_gives_an_io_error_naming_it() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let error = write_run_dir(&file.join("run"), &[("a", b"")]).unwrap_err();
+        assert!(error.to_string().contains("plain-file"), "{error}");
+    }
+
+    #[test]
+    fn malformed_json_names_file_and_line() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("run.json"), b"{\n  \"a\": oops\n}").unwrap();
+        let error = parse_run_json::<serde_json::Value>(root.path(), "run.json").unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("run.json:2: expected run.json"), "{text}");
+        let missing = parse_run_json::<serde_json::Value>(root.path(), "plan.json").unwrap_err();
+        assert!(
+            missing.to_string().contains("plan.json: missing"),
+            "{missing}"
+        );
+    }
+}

@@ -1,0 +1,57 @@
+//! `fencer bench`: the simulation's throughput on this machine, without criterion — the
+//! figures quoted in the README.
+
+use std::time::Instant;
+
+use fencer::{Plan, Settings, check, simulate};
+
+use super::{Failure, Outcome};
+
+/// Simulates `seeds` seeds of `base` one after another on this thread and prints events per
+/// second, time compression, and how wall time splits between simulating, checking and
+/// serialising.
+pub fn bench(base: &Settings, seeds: u64) -> Outcome {
+    base.validate().map_err(Failure::BadInput)?;
+    let (mut events, mut simulated_s) = (0usize, 0.0f64);
+    let (mut simulate_s, mut check_s, mut serialise_s) = (0.0f64, 0.0f64, 0.0f64);
+    for seed in 0..seeds {
+        let plan = Plan::generate(&Settings {
+            seed,
+            ..base.clone()
+        });
+        let started = Instant::now();
+        let history = simulate(&plan).map_err(|error| Failure::Internal(error.to_string()))?;
+        let simulated = Instant::now();
+        let verdict = check(&history);
+        let checked = Instant::now();
+        let bytes = history.to_jsonl();
+        let serialised = Instant::now();
+        std::hint::black_box((verdict, bytes));
+        simulate_s += (simulated - started).as_secs_f64();
+        check_s += (checked - simulated).as_secs_f64();
+        serialise_s += (serialised - checked).as_secs_f64();
+        events += history.events.len();
+        simulated_s += history.events.last().map_or(0.0, |e| e.time_s());
+    }
+    let total_s = simulate_s + check_s + serialise_s;
+    println!("bench: {seeds} seeds, {events} events, {simulated_s:.0} simulated s");
+    println!(
+        "simulate: {:.0} events/s, {:.0} simulated s per wall s ({:.3} s)",
+        events as f64 / simulate_s,
+        simulated_s / simulate_s,
+        simulate_s
+    );
+    println!(
+        "check: {:.0} events/s ({:.3} s); serialise JSONL: {:.0} events/s ({:.3} s)",
+        events as f64 / check_s,
+        check_s,
+        events as f64 / serialise_s,
+        serialise_s
+    );
+    println!(
+        "end to end: {:.0} events/s, {:.1} runs/s",
+        events as f64 / total_s,
+        seeds as f64 / total_s
+    );
+    Ok(0)
+}

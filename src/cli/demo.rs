@@ -1,0 +1,45 @@
+//! `fencer demo`: the articles' experiment, computed from two recorded runs.
+
+use std::path::Path;
+
+use fencer::demo::{plan, report_lines};
+use fencer::save::{FinishedRun, default_run_dir, save_run};
+use fencer::{SimError, StoreBackend, check, simulate};
+
+use super::{Failure, Outcome};
+
+/// Runs the scripted scenario against the unfenced and the fenced store and prints the report.
+pub fn demo(store_dir: &Path) -> Outcome {
+    let mut runs = Vec::new();
+    for (label, store) in [
+        ("unfenced", StoreBackend::SqliteUnfenced),
+        ("fenced", StoreBackend::Sqlite),
+    ] {
+        let plan = plan(store);
+        let history = simulate(&plan).map_err(|error| match error {
+            SimError::Plan(message) | SimError::Internal(message) => Failure::Internal(message),
+        })?;
+        let verdict = check(&history);
+        let dir = default_run_dir(store_dir, "demo", label);
+        let finished = FinishedRun {
+            command: "demo",
+            plan: &plan,
+            history: &history,
+            verdict: &verdict,
+        };
+        save_run(&finished, &dir, Some(store_dir))
+            .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
+        runs.push((history, verdict, dir));
+    }
+    for line in report_lines(&runs[0].0, &runs[1].0) {
+        println!("{line}");
+    }
+    for (label, (_, verdict, dir)) in ["unfenced", "fenced"].iter().zip(&runs) {
+        println!(
+            "{label} run: {} ({})",
+            dir.display(),
+            verdict.summary_line()
+        );
+    }
+    Ok(0)
+}

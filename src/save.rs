@@ -1,0 +1,73 @@
+//! Saving a finished run as a run directory (`run.json`, `plan.json`, `history.jsonl`,
+//! `verdict.json`), atomically, and pointing `store/latest` at it.
+
+use std::path::{Path, PathBuf};
+
+use fencer_checkers::Verdict;
+use fencer_harness::History;
+use fencer_harness::history::sha256_hex;
+use fencer_results::{RunDirError, RunRecord, StoreLayout, utc_stamp, write_run_dir};
+
+use crate::plan::Plan;
+
+/// A run ready to be written.
+pub struct FinishedRun<'a> {
+    /// The subcommand that produced it.
+    pub command: &'a str,
+    /// What ran.
+    pub plan: &'a Plan,
+    /// What happened.
+    pub history: &'a History,
+    /// What the checkers said.
+    pub verdict: &'a Verdict,
+}
+
+/// Wall-clock seconds since the UNIX epoch, for naming run directories only (never in the
+/// simulation path).
+fn wall_clock_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_secs())
+        .unwrap_or(0)
+}
+
+/// The default run directory: `<store>/<workload>/<label>-<UTC time>`.
+pub fn default_run_dir(store_root: &Path, workload: &str, label: &str) -> PathBuf {
+    StoreLayout::new(store_root).run_dir(workload, label, &utc_stamp(wall_clock_s()))
+}
+
+/// Writes `run` into `dir` atomically; when `store_root` is given, points its `latest` at it.
+pub fn save_run(
+    run: &FinishedRun<'_>,
+    dir: &Path,
+    store_root: Option<&Path>,
+) -> Result<(), RunDirError> {
+    let history = run.history.to_jsonl();
+    let record = RunRecord {
+        fencer_version: env!("CARGO_PKG_VERSION").to_string(),
+        command: run.command.to_string(),
+        settings: serde_json::to_value(&run.plan.settings).expect("settings always serialise"),
+        events: run.history.events.len(),
+        history_sha256: sha256_hex(&history),
+        validity: run.verdict.validity.name().to_string(),
+        written_at: utc_stamp(wall_clock_s()),
+    };
+    let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
+    record_json.push(b'\n');
+    let mut verdict_json =
+        serde_json::to_vec_pretty(run.verdict).expect("verdicts always serialise");
+    verdict_json.push(b'\n');
+    write_run_dir(
+        dir,
+        &[
+            ("run.json", &record_json),
+            ("plan.json", &run.plan.to_json()),
+            ("history.jsonl", &history),
+            ("verdict.json", &verdict_json),
+        ],
+    )?;
+    if let Some(root) = store_root {
+        StoreLayout::new(root).point_latest_at(dir)?;
+    }
+    Ok(())
+}

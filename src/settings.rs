@@ -1,0 +1,338 @@
+//! Every knob of a run, validated once, with the reasons a bad value is refused.
+
+use std::collections::BTreeSet;
+
+use fencer_backends::{LeaseRules, StoreRules};
+use fencer_harness::LatencyModel;
+use fencer_nemesis::FaultKind;
+use fencer_workloads::RenewFailurePolicy;
+use serde::{Deserialize, Serialize};
+
+/// The lock services fencer can run against in the simulation tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockBackend {
+    /// The reference lease service.
+    Sim,
+    /// Mutant: release without the owner compare.
+    SimUnsafeRelease,
+    /// Mutant: renew without the owner compare.
+    SimUncheckedRenew,
+    /// Mutant: renew revives an expired, re-granted lease.
+    SimResurrectingRenew,
+    /// Mutant: fencing token = lock server wall clock in ms.
+    SimClockTokens,
+}
+
+impl LockBackend {
+    /// Every backend, reference first.
+    pub const ALL: [LockBackend; 5] = [
+        LockBackend::Sim,
+        LockBackend::SimUnsafeRelease,
+        LockBackend::SimUncheckedRenew,
+        LockBackend::SimResurrectingRenew,
+        LockBackend::SimClockTokens,
+    ];
+
+    /// The rules the simulated service follows.
+    pub fn rules(self) -> LeaseRules {
+        match self {
+            LockBackend::Sim => LeaseRules::Reference,
+            LockBackend::SimUnsafeRelease => LeaseRules::UnsafeRelease,
+            LockBackend::SimUncheckedRenew => LeaseRules::UncheckedRenew,
+            LockBackend::SimResurrectingRenew => LeaseRules::ResurrectingRenew,
+            LockBackend::SimClockTokens => LeaseRules::ClockTokens,
+        }
+    }
+}
+
+/// The stores fencer can protect in the simulation tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreBackend {
+    /// SQLite with the fenced conditional UPDATE.
+    Sqlite,
+    /// SQLite with a plain UPDATE (no fence check).
+    SqliteUnfenced,
+    /// SQLite, fence read and compared in the application, then written: a race.
+    SqliteCheckThenWrite,
+}
+
+impl StoreBackend {
+    /// Every backend, reference first.
+    pub const ALL: [StoreBackend; 3] = [
+        StoreBackend::Sqlite,
+        StoreBackend::SqliteUnfenced,
+        StoreBackend::SqliteCheckThenWrite,
+    ];
+
+    /// The rules the SQLite store follows.
+    pub fn rules(self) -> StoreRules {
+        match self {
+            StoreBackend::Sqlite => StoreRules::Fenced,
+            StoreBackend::SqliteUnfenced => StoreRules::Unfenced,
+            StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
+                check_gap_ns: 2_000_000,
+            },
+        }
+    }
+}
+
+/// Parses a kebab-case name through the type's serde form, listing the valid names on error.
+pub fn parse_name<T: serde::de::DeserializeOwned + Serialize>(
+    what: &str,
+    text: &str,
+    all: &[T],
+) -> Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|_| {
+        let names: Vec<String> = all.iter().map(|value| name_of(value)).collect();
+        format!(
+            "unknown {what} `{text}`: expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// The kebab-case name of a value, from its serde form.
+pub fn name_of<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        other => format!("{other:?}"),
+    }
+}
+
+/// Every setting of a run. Serialised into `plan.json` and `run.json`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// The seed every random choice derives from.
+    pub seed: u64,
+    /// Workload name (`fenced-register`).
+    pub workload: String,
+    /// Number of workers.
+    pub workers: usize,
+    /// Cycles per worker.
+    pub ops_per_worker: usize,
+    /// Lease TTL.
+    pub ttl_ns: u64,
+    /// Renewal period.
+    pub renew_every_ns: u64,
+    /// Enabled fault families.
+    pub nemesis: BTreeSet<FaultKind>,
+    /// Mean gap between faults.
+    pub mean_fault_gap_ns: u64,
+    /// Lock service.
+    pub lock: LockBackend,
+    /// Protected store.
+    pub store: StoreBackend,
+    /// What workers do when a renewal fails or is unanswered.
+    pub on_renew_failure: RenewFailurePolicy,
+    /// One-way network latency in the simulation.
+    pub latency: LatencyModel,
+    /// How long a client waits for a reply before recording `info`.
+    pub call_timeout_ns: u64,
+}
+
+/// The only workload of this version.
+pub const FENCED_REGISTER: &str = "fenced-register";
+
+const SECOND_NS: u64 = 1_000_000_000;
+const MS_NS: u64 = 1_000_000;
+
+/// The simulation's timers tick in milliseconds; a TTL below this is not meaningful there.
+pub const MIN_TTL_NS: u64 = 10 * MS_NS;
+
+impl Default for Settings {
+    /// The embedded default: 5 workers, 100 cycles each, 10 s leases renewed every 3 s, all
+    /// faults on, reference lease service, fenced SQLite store.
+    fn default() -> Self {
+        Settings {
+            seed: 0,
+            workload: FENCED_REGISTER.into(),
+            workers: 5,
+            ops_per_worker: 100,
+            ttl_ns: 10 * SECOND_NS,
+            renew_every_ns: 3 * SECOND_NS,
+            nemesis: FaultKind::ALL.into_iter().collect(),
+            mean_fault_gap_ns: 10 * SECOND_NS,
+            lock: LockBackend::Sim,
+            store: StoreBackend::Sqlite,
+            on_renew_failure: RenewFailurePolicy::Stop,
+            latency: LatencyModel {
+                min_ns: MS_NS,
+                max_ns: 5 * MS_NS,
+            },
+            call_timeout_ns: SECOND_NS,
+        }
+    }
+}
+
+impl Settings {
+    /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
+    pub fn validate(&self) -> Result<Vec<String>, String> {
+        let mut warnings = Vec::new();
+        if self.workload != FENCED_REGISTER {
+            return Err(format!(
+                "unknown workload `{}`: expected {FENCED_REGISTER}",
+                self.workload
+            ));
+        }
+        if !(1..=1_000).contains(&self.workers) {
+            return Err(format!("workers must be 1 to 1000, got {}", self.workers));
+        }
+        if !(1..=1_000_000).contains(&self.ops_per_worker) {
+            return Err(format!(
+                "ops must be 1 to 1000000, got {}",
+                self.ops_per_worker
+            ));
+        }
+        if self.ttl_ns < MIN_TTL_NS {
+            return Err(format!(
+                "ttl must be at least 10ms (got {}): simulated timers tick in milliseconds",
+                format_duration(self.ttl_ns)
+            ));
+        }
+        if self.renew_every_ns == 0 {
+            return Err("renew-every must be positive".into());
+        }
+        if self.renew_every_ns >= self.ttl_ns {
+            return Err(format!(
+                "renew-every ({}) must be shorter than ttl ({}): the lease would expire before \
+                 its first renewal",
+                format_duration(self.renew_every_ns),
+                format_duration(self.ttl_ns)
+            ));
+        }
+        if self.renew_every_ns * 2 > self.ttl_ns {
+            warnings.push(format!(
+                "renew-every ({}) is more than half the ttl ({}): one late or lost renewal \
+                 loses the lease",
+                format_duration(self.renew_every_ns),
+                format_duration(self.ttl_ns)
+            ));
+        }
+        if self.latency.min_ns > self.latency.max_ns {
+            return Err("latency min must not exceed max".into());
+        }
+        if self.call_timeout_ns == 0 {
+            return Err("call timeout must be positive".into());
+        }
+        if self.call_timeout_ns >= self.ttl_ns {
+            warnings.push(format!(
+                "call timeout ({}) is not shorter than ttl ({}): a worker learns of a lost reply \
+                 only after its lease is gone",
+                format_duration(self.call_timeout_ns),
+                format_duration(self.ttl_ns)
+            ));
+        }
+        Ok(warnings)
+    }
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1.5s`, `250us`, `100ns`; refuses zero, negatives and junk.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .ok_or_else(|| format!("`{text}` has no unit: write e.g. 10s, 500ms, 2m"))?;
+    let (number, unit) = trimmed.split_at(split);
+    let scale: f64 = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" => 60e9,
+        "h" => 3600e9,
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown unit `{unit}` (expected ns, us, ms, s, m or h)"
+            ));
+        }
+    };
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: `{number}` is not a number"))?;
+    if !value.is_finite() || value <= 0.0 {
+        return Err(format!("`{text}`: a duration must be positive"));
+    }
+    let nanos = value * scale;
+    if nanos > u64::MAX as f64 / 2.0 {
+        return Err(format!("`{text}` is too long"));
+    }
+    Ok(nanos.round() as u64)
+}
+
+/// `10s`, `1.5s`, `250ms`: the shortest exact-ish human form, for messages and summaries.
+pub fn format_duration(ns: u64) -> String {
+    if ns >= SECOND_NS && ns % (SECOND_NS / 1_000) == 0 {
+        let seconds = ns as f64 / 1e9;
+        format!("{}s", trim_float(seconds))
+    } else if ns >= MS_NS && ns % 1_000 == 0 {
+        format!("{}ms", trim_float(ns as f64 / 1e6))
+    } else {
+        format!("{ns}ns")
+    }
+}
+
+fn trim_float(value: f64) -> String {
+    let text = format!("{value:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_nonsense() {
+        assert_eq!(parse_duration("10s"), Ok(10 * SECOND_NS));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500 * MS_NS));
+        assert_eq!(parse_duration("250ms"), Ok(250 * MS_NS));
+        assert_eq!(parse_duration("2m"), Ok(120 * SECOND_NS));
+        for bad in ["0s", "-1s", "10", "ten s", "5 parsecs", ""] {
+            assert!(parse_duration(bad).is_err(), "{bad} must be refused");
+        }
+        assert!(
+            parse_duration("-1s")
+                .unwrap_err()
+                .contains("must be positive")
+        );
+    }
+
+    #[test]
+    fn durations_format_back() {
+        assert_eq!(format_duration(10 * SECOND_NS), "10s");
+        assert_eq!(format_duration(1_500 * MS_NS), "1.5s");
+        assert_eq!(format_duration(250 * MS_NS), "250ms");
+    }
+
+    #[test]
+    fn renew_period_must_be_shorter_than_ttl() {
+        let settings = Settings {
+            renew_every_ns: 10 * SECOND_NS,
+            ..Settings::default()
+        };
+        let error = settings.validate().unwrap_err();
+        assert!(error.contains("must be shorter than ttl"), "{error}");
+        let settings = Settings {
+            renew_every_ns: 6 * SECOND_NS,
+            ..Settings::default()
+        };
+        assert_eq!(settings.validate().unwrap().len(), 1);
+        assert_eq!(Settings::default().validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn backend_names_parse_and_list_alternatives() {
+        assert_eq!(
+            parse_name("store", "sqlite-unfenced", &StoreBackend::ALL),
+            Ok(StoreBackend::SqliteUnfenced)
+        );
+        let error = parse_name("store", "mysql", &StoreBackend::ALL).unwrap_err();
+        assert_eq!(
+            error,
+            "unknown store `mysql`: expected one of sqlite, sqlite-unfenced, sqlite-check-then-write"
+        );
+        assert_eq!(name_of(&LockBackend::SimClockTokens), "sim-clock-tokens");
+    }
+}

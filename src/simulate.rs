@@ -1,0 +1,112 @@
+//! Runs a plan in the simulation tier and returns its history.
+//!
+//! Everything — workers, renewal tasks, the lock server, the SQLite store, the nemesis — runs
+//! on one current-thread runtime with paused time, and every random draw comes from the plan's
+//! seed, so the history is a pure function of the plan.
+
+use std::sync::Arc;
+
+use fencer_backends::{SimLeaseService, SqliteStore};
+use fencer_harness::runtime::simulation_runtime;
+use fencer_harness::{
+    FencedStore, Freezable, History, LocalClock, LockClient, LockService, Network, NodeClock,
+    Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, stream_rng,
+};
+use fencer_nemesis::Targets;
+use fencer_workloads::Worker;
+use tokio::sync::oneshot;
+
+use crate::plan::Plan;
+
+/// Why a simulation could not produce a history.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The plan cannot run (bad settings or fault targets).
+    #[error("plan: {0}")]
+    Plan(String),
+    /// A component of fencer itself failed: a bug, reported with exit 255.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Runs `plan` to completion and returns what was recorded.
+pub fn simulate(plan: &Plan) -> Result<History, SimError> {
+    plan.check().map_err(SimError::Plan)?;
+    let plan = Arc::new(plan.clone());
+    simulation_runtime().block_on(run(plan))
+}
+
+async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
+    let settings = &plan.settings;
+    let truth = TrueClock::start();
+    let recorder = Arc::new(Recorder::new(truth));
+    let network = Arc::new(Network::new(
+        settings.latency,
+        stream_rng(settings.seed, Stream::Latency, 0),
+        std::time::Duration::from_nanos(settings.call_timeout_ns),
+    ));
+    let lock_clock = LocalClock::new(truth, NodeClock::with_offset(0));
+    let lock_service: Arc<dyn LockService> = Arc::new(SimLeaseService::new(
+        lock_clock.clone(),
+        Arc::clone(&recorder),
+        settings.lock.rules(),
+    ));
+    let store: Arc<dyn FencedStore> = Arc::new(
+        SqliteStore::in_memory(settings.store.rules(), Some(Arc::clone(&recorder)))
+            .map_err(|error| SimError::Internal(error.to_string()))?,
+    );
+
+    let mut targets = Targets::default();
+    targets.clocks.insert("lock".into(), lock_clock);
+    let mut workers = Vec::with_capacity(plan.workers.len());
+    for index in 0..plan.workers.len() {
+        let name = format!("w{index}");
+        let faults = Arc::new(ProcessFaults::default());
+        let clock = LocalClock::new(truth, NodeClock::with_offset(0));
+        targets.processes.insert(name.clone(), Arc::clone(&faults));
+        targets.clocks.insert(name.clone(), clock.clone());
+        let process = Process::new(
+            name,
+            clock,
+            Arc::clone(&faults),
+            Arc::clone(&recorder),
+            Arc::clone(&network),
+        );
+        let worker = Worker {
+            index,
+            lock: LockClient::new(process.clone(), Arc::clone(&lock_service)),
+            renew_lock: LockClient::new(process.sibling("renew"), Arc::clone(&lock_service)),
+            store: StoreClient::new(process, Arc::clone(&store)),
+        };
+        let task_plan = Arc::clone(&plan);
+        let config = settings.register_config();
+        workers.push(tokio::spawn(Freezable::new(
+            async move {
+                worker
+                    .run(&task_plan.workers[index], &config, task_plan.settings.seed)
+                    .await;
+            },
+            faults,
+            truth,
+        )));
+    }
+    fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
+    let (stop_nemesis, stopped) = oneshot::channel();
+    let nemesis = tokio::spawn(fencer_nemesis::inject(
+        plan.faults.clone(),
+        targets,
+        Arc::clone(&recorder),
+        stopped,
+    ));
+    for (index, worker) in workers.into_iter().enumerate() {
+        worker
+            .await
+            .map_err(|error| SimError::Internal(format!("worker w{index} failed: {error}")))?;
+    }
+    // The nemesis may already be done with its schedule; then nobody listens and that is fine.
+    let _ = stop_nemesis.send(());
+    nemesis
+        .await
+        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
+    Ok(recorder.take_history())
+}
