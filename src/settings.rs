@@ -264,10 +264,10 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
 
 /// `10s`, `1.5s`, `250ms`: the shortest exact-ish human form, for messages and summaries.
 pub fn format_duration(ns: u64) -> String {
-    if ns >= SECOND_NS && ns % (SECOND_NS / 1_000) == 0 {
+    if ns >= SECOND_NS && ns.is_multiple_of(SECOND_NS / 1_000) {
         let seconds = ns as f64 / 1e9;
         format!("{}s", trim_float(seconds))
-    } else if ns >= MS_NS && ns % 1_000 == 0 {
+    } else if ns >= MS_NS && ns.is_multiple_of(1_000) {
         format!("{}ms", trim_float(ns as f64 / 1e6))
     } else {
         format!("{ns}ns")

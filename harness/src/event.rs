@@ -66,6 +66,15 @@ pub enum Op {
     DropRenew,
     /// Nemesis: renew replies to a process are delivered again.
     HealRenew,
+    /// Nemesis: writes sent by a process are held in flight for `duration_ns` before delivery.
+    DelayWrite,
+    /// Nemesis: writes sent by a process are delivered promptly again.
+    HealWrite,
+    /// Nemesis: the lock service restarts (down for `duration_ns`, leases lost; whether its
+    /// token counter survives is the backend's property).
+    Restart,
+    /// Nemesis: the restarted lock service answers again.
+    Recover,
 }
 
 impl Op {
