@@ -214,19 +214,7 @@ fn fault_phrase(event: &Event) -> String {
 
 /// The kebab-case name of an operation, as in the history.
 pub(crate) fn op_name(f: Op) -> &'static str {
-    match f {
-        Op::Acquire => "acquire",
-        Op::Renew => "renew",
-        Op::Release => "release",
-        Op::Write => "write",
-        Op::Read => "read",
-        Op::Pause => "pause",
-        Op::Resume => "resume",
-        Op::ClockJump => "clock-jump",
-        Op::ClockDrift => "clock-drift",
-        Op::DropRenew => "drop-renew",
-        Op::HealRenew => "heal-renew",
-    }
+    f.name()
 }
 
 #[cfg(test)]

@@ -78,6 +78,27 @@ pub enum Op {
 }
 
 impl Op {
+    /// The kebab-case name, as in the JSONL form.
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Renew => "renew",
+            Op::Release => "release",
+            Op::Write => "write",
+            Op::Read => "read",
+            Op::Pause => "pause",
+            Op::Resume => "resume",
+            Op::ClockJump => "clock-jump",
+            Op::ClockDrift => "clock-drift",
+            Op::DropRenew => "drop-renew",
+            Op::HealRenew => "heal-renew",
+            Op::DelayWrite => "delay-write",
+            Op::HealWrite => "heal-write",
+            Op::Restart => "restart",
+            Op::Recover => "recover",
+        }
+    }
+
     /// True for operations a worker calls on a lock service or store.
     pub fn is_client_op(self) -> bool {
         matches!(
@@ -221,6 +242,16 @@ mod tests {
         );
         let back: Event = serde_json::from_str(&json).unwrap();
         assert_eq!(back, event);
+    }
+
+    #[test]
+    fn op_names_match_the_json_form() {
+        for f in [Op::Acquire, Op::ClockJump, Op::DelayWrite, Op::Recover] {
+            assert_eq!(
+                serde_json::to_string(&f).unwrap(),
+                format!("\"{}\"", f.name())
+            );
+        }
     }
 
     #[test]
