@@ -156,6 +156,7 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
     };
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!("{}, {verdict}", story.render()),
     }

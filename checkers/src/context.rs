@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use fencer_harness::{Event, EventType, History, Op};
 
 use crate::index::{FastMap, Positions};
+use crate::options::CheckOptions;
 
 /// A history plus what checkers need to know about it before they start.
 pub(crate) struct Context<'h> {
@@ -22,12 +23,21 @@ pub(crate) struct Context<'h> {
     pub has_store_log: bool,
     /// The lock service recorded grants, renewals and releases (`log` entries exist).
     pub has_lock_log: bool,
+    /// What the check was asked to do.
+    pub options: CheckOptions,
     lookup: OnceCell<Lookup<'h>>,
 }
 
 impl<'h> Context<'h> {
-    /// Scans `history` once for the kinds of ground truth it carries.
+    /// Scans `history` once for the kinds of ground truth it carries (default options).
+    #[cfg(test)]
     pub fn new(history: &'h History) -> Context<'h> {
+        Context::with_options(history, CheckOptions::default())
+    }
+
+    /// Scans `history` once for the kinds of ground truth it carries, for a check with
+    /// `options`.
+    pub fn with_options(history: &'h History, options: CheckOptions) -> Context<'h> {
         let events = history.events.as_slice();
         let has_store_log = events.iter().any(is_store_log);
         let has_lock_log = events.iter().any(is_lock_log);
@@ -35,6 +45,7 @@ impl<'h> Context<'h> {
             events,
             has_store_log,
             has_lock_log,
+            options,
             lookup: OnceCell::new(),
         }
     }

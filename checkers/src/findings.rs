@@ -1,7 +1,9 @@
 //! How a checker's raw hits become a report: exact counting, the per-class storage cap, and the
 //! three-valued result.
 
-use crate::verdict::{Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Validity};
+use crate::verdict::{
+    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Severity, Validity,
+};
 
 /// Hits found by a detection pass: all are counted, only the first
 /// [`MAX_ANOMALIES_PER_CLASS`] are kept to be explained.
@@ -46,6 +48,7 @@ impl Outcome {
                 anomalies: 0,
                 evidence: "none".into(),
                 skipped: Some(why.into()),
+                severity: Severity::Failure,
             },
             anomalies: Vec::new(),
         }
@@ -80,9 +83,25 @@ impl Outcome {
                 anomalies: count,
                 evidence,
                 skipped: None,
+                severity: Severity::Failure,
             },
             anomalies,
         }
+    }
+}
+
+impl Outcome {
+    /// The same findings as warnings: they no longer make the checker invalid (an
+    /// inconclusive result stays unknown, for the record), and every anomaly says so.
+    pub fn into_warnings(mut self) -> Outcome {
+        self.report.severity = Severity::Warning;
+        if self.report.validity == Validity::Invalid {
+            self.report.validity = Validity::Valid;
+        }
+        for anomaly in &mut self.anomalies {
+            anomaly.severity = Severity::Warning;
+        }
+        self
     }
 }
 

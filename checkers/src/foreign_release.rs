@@ -327,6 +327,7 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
     };
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "{}.{holder_grant} The lock service applied {requester}'s {} to the lease with \
@@ -359,6 +360,7 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
     };
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "{}. Before that {} was sent, {} had already been told it acquired lock {} with the \

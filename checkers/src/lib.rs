@@ -9,6 +9,12 @@
 //! | `overlapping-leases` | were two leases on one lock valid at once, per the lock service? | lock log only |
 //! | `token-regression` | did a grant carry a token not above an earlier grant's? | lock log and client replies |
 //! | `ack-mismatch` | did a write reply contradict what the store applied? | store log only |
+//! | `superseded-write-accepted` | did the store accept a write after the lock was granted to a newer token it had not seen? (a warning unless strict) | lock log (else grants) + store log |
+//! | `lost-update` | is an acknowledged increment missing from the final counter? (lock-counter) | reads + final read, else store log |
+//! | `duplicate-effect` | did one write id take effect twice? (lock-counter) | store log, else client replies |
+//! | `zombie-renewal` | did a renewal task renew after its worker released or finished? | client calls |
+//! | `stale-read` | did a read miss a write that completed before it began? | store log, else client replies |
+//! | `nonlinearizable-register` | do the register's reads and writes admit no linearization? | store log (read-mapping), else a bounded search |
 //!
 //! Server logs (`type: log`) are ground truth and preferred; histories without them (a user's
 //! own recording) fall back to what clients were told, and a checker that cannot work from
@@ -25,12 +31,20 @@ mod explain;
 mod findings;
 mod foreign_release;
 mod index;
+mod linearizable;
+mod lost_update;
+mod options;
 mod overlapping_leases;
+mod search;
+mod stale_read;
 mod stale_write;
+mod superseded;
 #[cfg(test)]
 mod testkit;
 mod token_regression;
 mod verdict;
+mod versions;
+mod zombie_renewal;
 
 use std::collections::BTreeMap;
 
@@ -38,48 +52,95 @@ use fencer_harness::History;
 
 use crate::context::Context;
 use crate::findings::Outcome;
+pub use crate::options::{CheckOptions, UnknownWorkload, Workload};
 pub use crate::verdict::{
-    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, UnknownAnomalyClass, Validity,
-    Verdict,
+    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Severity, UnknownAnomalyClass,
+    Validity, Verdict,
 };
 
-/// Runs every checker on `history` and combines their results: the worst validity of the
-/// checkers that ran wins; a skipped checker (its evidence is missing from the history) is
-/// listed in [`Verdict::checkers`] but does not make the verdict unknown.
+/// Runs every checker that applies to a `fenced-register` history, non-strict: the same as
+/// [`check_with`] with [`CheckOptions::default`].
 pub fn check(history: &History) -> Verdict {
-    check_only(history, &AnomalyClass::ALL)
+    check_with(history, &CheckOptions::default())
+}
+
+/// Runs every checker that applies to `options.workload` on `history` and combines their
+/// results: the worst validity of the checkers that ran wins; a skipped checker (its evidence
+/// is missing from the history) is listed in [`Verdict::checkers`] but does not make the
+/// verdict unknown; warnings are counted apart and fail the verdict only under
+/// `options.strict`.
+pub fn check_with(history: &History, options: &CheckOptions) -> Verdict {
+    check_classes(history, options, &AnomalyClass::ALL)
 }
 
 /// As [`check`], running only the checkers for `classes` (in [`AnomalyClass::ALL`] order,
 /// whatever the order given): for a CLI `--checker` filter or a focused test.
 pub fn check_only(history: &History, classes: &[AnomalyClass]) -> Verdict {
-    let ctx = Context::new(history);
+    check_classes(history, &CheckOptions::default(), classes)
+}
+
+fn check_classes(history: &History, options: &CheckOptions, classes: &[AnomalyClass]) -> Verdict {
+    let ctx = Context::with_options(history, *options);
     let mut verdict = Verdict {
         validity: Validity::Valid,
         events: history.events.len() as u64,
         anomaly_counts: BTreeMap::new(),
+        warning_counts: BTreeMap::new(),
         anomalies: Vec::new(),
         checkers: Vec::new(),
     };
     for class in AnomalyClass::ALL {
-        if !classes.contains(&class) {
+        if !classes.contains(&class) || !applies(class, options.workload) {
             continue;
         }
-        let Outcome { report, anomalies } = run(&ctx, class);
+        let mut outcome = run(&ctx, class);
+        if is_warning(class) && !options.strict {
+            outcome = outcome.into_warnings();
+        }
+        let Outcome { report, anomalies } = outcome;
         debug_assert_eq!(report.checker, class);
         debug_assert!(anomalies.len() <= MAX_ANOMALIES_PER_CLASS);
-        if report.skipped.is_none() {
-            verdict.validity = verdict.validity.worst(report.validity);
-        }
+        let counts = match report.severity {
+            Severity::Failure => {
+                if report.skipped.is_none() {
+                    verdict.validity = verdict.validity.worst(report.validity);
+                }
+                &mut verdict.anomaly_counts
+            }
+            Severity::Warning => &mut verdict.warning_counts,
+        };
         if report.anomalies > 0 {
-            verdict
-                .anomaly_counts
-                .insert(class.name().to_string(), report.anomalies);
+            counts.insert(class.name().to_string(), report.anomalies);
         }
         verdict.anomalies.extend(anomalies);
         verdict.checkers.push(report);
     }
     verdict
+}
+
+/// Classes reported as warnings unless the check is strict: the documented limits of fencing.
+fn is_warning(class: AnomalyClass) -> bool {
+    class == AnomalyClass::SupersededWriteAccepted
+}
+
+/// Whether `class` means anything for histories of `workload`: the store checkers need a
+/// store, the counter checkers a counter, register linearizability a register whose reads name
+/// the write they saw.
+fn applies(class: AnomalyClass, workload: Workload) -> bool {
+    match class {
+        AnomalyClass::ForeignRelease
+        | AnomalyClass::OverlappingLeases
+        | AnomalyClass::TokenRegression
+        | AnomalyClass::ZombieRenewal => true,
+        AnomalyClass::StaleWriteAccepted
+        | AnomalyClass::SupersededWriteAccepted
+        | AnomalyClass::AckMismatch
+        | AnomalyClass::StaleRead => workload != Workload::Mutex,
+        AnomalyClass::LostUpdate | AnomalyClass::DuplicateEffect => {
+            workload == Workload::LockCounter
+        }
+        AnomalyClass::NonlinearizableRegister => workload == Workload::FencedRegister,
+    }
 }
 
 fn run(ctx: &Context<'_>, class: AnomalyClass) -> Outcome {
@@ -89,6 +150,12 @@ fn run(ctx: &Context<'_>, class: AnomalyClass) -> Outcome {
         AnomalyClass::OverlappingLeases => overlapping_leases::check(ctx),
         AnomalyClass::TokenRegression => token_regression::check(ctx),
         AnomalyClass::AckMismatch => ack_mismatch::check(ctx),
+        AnomalyClass::SupersededWriteAccepted => superseded::check(ctx),
+        AnomalyClass::LostUpdate => lost_update::check_lost(ctx),
+        AnomalyClass::DuplicateEffect => lost_update::check_duplicates(ctx),
+        AnomalyClass::ZombieRenewal => zombie_renewal::check(ctx),
+        AnomalyClass::StaleRead => stale_read::check(ctx),
+        AnomalyClass::NonlinearizableRegister => linearizable::check(ctx),
     }
 }
 
@@ -125,7 +192,8 @@ mod tests {
             verdict.anomaly_counts,
             BTreeMap::from([("stale-write-accepted".to_string(), 1)])
         );
-        assert_eq!(verdict.checkers.len(), 5);
+        // Every checker but the lock-counter's two runs on a fenced-register history.
+        assert_eq!(verdict.checkers.len(), 9);
         assert!(
             verdict
                 .checkers
@@ -162,11 +230,16 @@ mod tests {
             .collect();
         assert_eq!(
             skipped,
-            vec![AnomalyClass::OverlappingLeases, AnomalyClass::AckMismatch]
+            vec![
+                AnomalyClass::OverlappingLeases,
+                AnomalyClass::AckMismatch,
+                AnomalyClass::SupersededWriteAccepted
+            ]
         );
         assert_eq!(
             verdict.summary_line(),
-            "valid: 0 anomalies in 6 events (skipped: overlapping-leases, ack-mismatch)"
+            "valid: 0 anomalies in 6 events (skipped: overlapping-leases, ack-mismatch, \
+             superseded-write-accepted)"
         );
         let evidence: Vec<&str> = verdict
             .checkers
@@ -180,7 +253,11 @@ mod tests {
                 "client replies",
                 "none",
                 "client replies",
-                "none"
+                "none",
+                "none",
+                "client calls",
+                "client replies",
+                "client replies (linearizability search)"
             ]
         );
     }

@@ -226,6 +226,7 @@ fn explain_grant(ctx: &Context<'_>, previous: &Lease<'_>, grant: usize) -> Anoma
     cited.extend(faults);
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "On lock {} the lock service granted token {} to {} {}, while {} was still valid \
@@ -285,6 +286,7 @@ fn explain_revival(
     };
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "On lock {} the lock service applied a renew by {} to {} {}{until}, while {} was \

@@ -176,7 +176,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
 /// The story of the worker that sent the write invoked at `invoke`: its grant of the write's
 /// token, the write, and the faults that hit it until `until`. Returns the story and the
 /// positions it cites.
-fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (Story, Vec<usize>) {
+pub(crate) fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (Story, Vec<usize>) {
     let lookup = ctx.lookup();
     let call = ctx.at(invoke);
     let token = call.token.unwrap_or_default();
@@ -255,6 +255,7 @@ fn explain_applied(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
     };
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "{told}. The store must refuse a write whose fencing token is lower than one it has \
@@ -283,6 +284,7 @@ fn explain_acknowledged(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
     );
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "{}. Judged from client replies (the history has no store log): the store accepted a \

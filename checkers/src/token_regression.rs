@@ -217,6 +217,7 @@ fn explain_logged(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
     cited.extend(faults);
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "On lock {lock} the lock service granted token {} to {} {} after it had already \
@@ -242,6 +243,7 @@ fn explain_acked(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
     cited.extend(faults);
     Anomaly {
         class: CLASS,
+        severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
             "{} sent an acquire of lock {lock} {} and was told it got token {} {}, although {} \

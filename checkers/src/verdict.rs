@@ -101,16 +101,36 @@ pub enum AnomalyClass {
     TokenRegression,
     /// A worker was told `ok` for a write the store never applied, or `fail` for one it applied.
     AckMismatch,
+    /// The store accepted a write from a holder whose lock had already been granted to a newer
+    /// token the store had not seen yet: the documented limit of fencing, a warning unless
+    /// strict.
+    SupersededWriteAccepted,
+    /// A read-modify-write increment acknowledged to a worker is missing from the final state.
+    LostUpdate,
+    /// One logical operation (one write id) took effect twice.
+    DuplicateEffect,
+    /// A renewal task renewed (or tried to) after its worker released that lease or finished.
+    ZombieRenewal,
+    /// A read returned a value older than a write that completed before the read began.
+    StaleRead,
+    /// The reads and writes of the protected value admit no linearization as a register.
+    NonlinearizableRegister,
 }
 
 impl AnomalyClass {
     /// Every class, in the order checkers run and summaries list them.
-    pub const ALL: [AnomalyClass; 5] = [
+    pub const ALL: [AnomalyClass; 11] = [
         AnomalyClass::StaleWriteAccepted,
         AnomalyClass::ForeignRelease,
         AnomalyClass::OverlappingLeases,
         AnomalyClass::TokenRegression,
         AnomalyClass::AckMismatch,
+        AnomalyClass::SupersededWriteAccepted,
+        AnomalyClass::LostUpdate,
+        AnomalyClass::DuplicateEffect,
+        AnomalyClass::ZombieRenewal,
+        AnomalyClass::StaleRead,
+        AnomalyClass::NonlinearizableRegister,
     ];
 
     /// The kebab-case name (`stale-write-accepted`, ...), identical to the serde form.
@@ -121,6 +141,12 @@ impl AnomalyClass {
             AnomalyClass::OverlappingLeases => "overlapping-leases",
             AnomalyClass::TokenRegression => "token-regression",
             AnomalyClass::AckMismatch => "ack-mismatch",
+            AnomalyClass::SupersededWriteAccepted => "superseded-write-accepted",
+            AnomalyClass::LostUpdate => "lost-update",
+            AnomalyClass::DuplicateEffect => "duplicate-effect",
+            AnomalyClass::ZombieRenewal => "zombie-renewal",
+            AnomalyClass::StaleRead => "stale-read",
+            AnomalyClass::NonlinearizableRegister => "nonlinearizable-register",
         }
     }
 }
@@ -135,7 +161,8 @@ impl fmt::Display for AnomalyClass {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
     "expected an anomaly class (stale-write-accepted, foreign-release, overlapping-leases, \
-     token-regression or ack-mismatch), found {found:?}"
+     token-regression, ack-mismatch, superseded-write-accepted, lost-update, duplicate-effect, \
+     zombie-renewal, stale-read or nonlinearizable-register), found {found:?}"
 )]
 pub struct UnknownAnomalyClass {
     /// The name that was given.
@@ -155,11 +182,36 @@ impl FromStr for AnomalyClass {
     }
 }
 
+/// How much a finding counts: a failure decides the verdict, a warning is reported but does
+/// not (unless checking is strict, which turns warnings into failures).
+///
+/// Serialised only when it is a warning, so verdicts written before warnings existed read back
+/// unchanged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// The finding makes the verdict invalid.
+    #[default]
+    Failure,
+    /// A documented limit, reported without failing the verdict.
+    Warning,
+}
+
+impl Severity {
+    /// True for [`Severity::Failure`] (serde's skip test).
+    pub fn is_failure(&self) -> bool {
+        *self == Severity::Failure
+    }
+}
+
 /// One proven anomaly: the events that prove it and a paragraph a person can follow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Anomaly {
     /// Which family it belongs to.
     pub class: AnomalyClass,
+    /// Whether it fails the verdict (omitted from JSON when it does).
+    #[serde(default, skip_serializing_if = "Severity::is_failure")]
+    pub severity: Severity,
     /// History indexes of the proof, ascending: the offending event, what it contradicts, and
     /// the faults that touched the offender in between (so a timeline can highlight them).
     pub events: Vec<u64>,
@@ -183,6 +235,9 @@ pub struct CheckerReport {
     pub evidence: String,
     /// Why the checker did not run (the history lacks the evidence it needs), if it did not.
     pub skipped: Option<String>,
+    /// Whether its findings fail the verdict or are warnings (omitted from JSON for failures).
+    #[serde(default, skip_serializing_if = "Severity::is_failure")]
+    pub severity: Severity,
 }
 
 /// The answer for a whole history: the worst result of the checkers that ran, with proof.
@@ -193,8 +248,13 @@ pub struct Verdict {
     /// Number of events in the checked history (for the summary line).
     #[serde(default)]
     pub events: u64,
-    /// Exact anomaly count per class name, only for classes with at least one anomaly.
+    /// Exact anomaly count per class name, only for classes with at least one anomaly that
+    /// fails the verdict.
     pub anomaly_counts: BTreeMap<String, usize>,
+    /// Exact count per class name of findings reported as warnings (they do not fail the
+    /// verdict); omitted from JSON when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub warning_counts: BTreeMap<String, usize>,
     /// The anomalies, grouped by class in [`AnomalyClass::ALL`] order, each group in history
     /// order; at most [`MAX_ANOMALIES_PER_CLASS`] per class.
     pub anomalies: Vec<Anomaly>,
@@ -212,11 +272,21 @@ impl Verdict {
             .filter(|report| report.skipped.is_some())
             .map(|report| report.checker.name())
             .collect();
-        let skipped_note = if skipped.is_empty() {
+        let mut skipped_note = if skipped.is_empty() {
             String::new()
         } else {
             format!(" (skipped: {})", skipped.join(", "))
         };
+        let warnings: Vec<String> = AnomalyClass::ALL
+            .iter()
+            .filter_map(|class| {
+                let count = self.warning_counts.get(class.name()).copied()?;
+                (count > 0).then(|| format!("{count} {class}"))
+            })
+            .collect();
+        if !warnings.is_empty() {
+            skipped_note.push_str(&format!("; warnings: {}", warnings.join(", ")));
+        }
         match self.validity {
             Validity::Invalid => {
                 let counts: Vec<String> = AnomalyClass::ALL
@@ -309,9 +379,11 @@ mod tests {
                 ("ack-mismatch".to_string(), 1),
                 ("stale-write-accepted".to_string(), 3),
             ]),
+            warning_counts: BTreeMap::new(),
             anomalies: vec![Anomaly {
                 class: AnomalyClass::StaleWriteAccepted,
                 events: vec![1, 4, 9],
+                severity: Severity::Failure,
                 explanation: "w1 wrote late".into(),
             }],
             checkers: vec![
@@ -321,6 +393,7 @@ mod tests {
                     anomalies: 3,
                     evidence: "store log".into(),
                     skipped: None,
+                    severity: Severity::Failure,
                 },
                 CheckerReport {
                     checker: AnomalyClass::OverlappingLeases,
@@ -328,6 +401,7 @@ mod tests {
                     anomalies: 0,
                     evidence: "none".into(),
                     skipped: Some("needs the lock service's log".into()),
+                    severity: Severity::Failure,
                 },
                 CheckerReport {
                     checker: AnomalyClass::AckMismatch,
@@ -335,6 +409,7 @@ mod tests {
                     anomalies: 1,
                     evidence: "store log + client replies".into(),
                     skipped: None,
+                    severity: Severity::Failure,
                 },
             ],
         }
@@ -367,6 +442,7 @@ mod tests {
             validity: Validity::Valid,
             events: 1234,
             anomaly_counts: BTreeMap::new(),
+            warning_counts: BTreeMap::new(),
             anomalies: Vec::new(),
             checkers: Vec::new(),
         };
@@ -378,6 +454,7 @@ mod tests {
             anomalies: 0,
             evidence: "client replies".into(),
             skipped: None,
+            severity: Severity::Failure,
         });
         assert_eq!(
             verdict.summary_line(),

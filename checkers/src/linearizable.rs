@@ -1,0 +1,497 @@
+//! `nonlinearizable-register`: is the protected value, read and written by the workers, a
+//! linearizable register?
+//!
+//! Every write carries a unique write id and every read returns the id it saw, so with the
+//! store's log of applied writes the check is read-mapping (Gibbons & Korach): the log fixes
+//! the order of versions, and a read is explained iff the version it returned was current at
+//! some instant between its invoke and its reply — applied before the reply, and not yet
+//! replaced when the read was sent. One indexed pass over the reads.
+//!
+//! Without a store log the order of writes is unknown and a bounded Wing–Gong/Lowe search
+//! (per key) looks for one; when its budget runs out the result is `unknown`.
+
+use std::time::{Duration, Instant};
+
+use fencer_harness::{Event, EventType, Op};
+
+use crate::context::Context;
+use crate::explain::{at_store_order, count, when};
+use crate::findings::{Hits, Outcome};
+use crate::index::FastMap;
+use crate::search::{Call, INITIAL, RegisterOp, Search, linearize};
+use crate::verdict::{Anomaly, AnomalyClass};
+use crate::versions::{StoreVersions, Version};
+
+const CLASS: AnomalyClass = AnomalyClass::NonlinearizableRegister;
+
+/// Runs the read-mapping check on the store log, else the bounded search.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    if ctx.has_store_log {
+        read_mapping(ctx)
+    } else {
+        search(ctx)
+    }
+}
+
+/// What a read returned, as it names it: the write id, else the value.
+fn named(event: &Event) -> Option<&str> {
+    event.write_id.as_deref().or(event.value.as_deref())
+}
+
+/// A read that no instant of its interval explains.
+struct Unexplained {
+    invoke: usize,
+    reply: usize,
+    /// The application of the version read, if the store applied it before the reply.
+    seen: Option<Version>,
+    /// The next version, applied before the read was sent (when `seen` is known).
+    replaced_by: Option<usize>,
+}
+
+fn read_mapping(ctx: &Context<'_>) -> Outcome {
+    let versions = StoreVersions::build(ctx.events);
+    let mut open: FastMap<&str, usize> = FastMap::default();
+    let mut hits = Hits::new();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if event.f != Op::Read {
+            continue;
+        }
+        match event.kind {
+            EventType::Invoke => {
+                open.insert(&event.process, position);
+            }
+            EventType::Ok => {
+                let Some(invoke) = open.remove(event.process.as_str()) else {
+                    continue;
+                };
+                let Some(key) = event.key.as_deref() else {
+                    continue;
+                };
+                match versions.seen_by(event, position) {
+                    None => {
+                        hits.push(Unexplained {
+                            invoke,
+                            reply: position,
+                            seen: None,
+                            replaced_by: None,
+                        });
+                    }
+                    Some(seen) => {
+                        if let Some(next) = versions
+                            .next_after(key, seen)
+                            .filter(|&next| next < invoke)
+                        {
+                            hits.push(Unexplained {
+                                invoke,
+                                reply: position,
+                                seen: Some(seen),
+                                replaced_by: Some(next),
+                            });
+                        }
+                    }
+                }
+            }
+            EventType::Fail | EventType::Info => {
+                open.remove(event.process.as_str());
+            }
+            EventType::Nemesis | EventType::Log => {}
+        }
+    }
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|hit| explain_read(ctx, &versions, hit))
+        .collect();
+    Outcome::ran(
+        CLASS,
+        "store log + reads (read-mapping)",
+        hits.count,
+        anomalies,
+        None,
+    )
+}
+
+fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplained) -> Anomaly {
+    let invoke = ctx.at(hit.invoke);
+    let reply = ctx.at(hit.reply);
+    let key = reply.key.as_deref().unwrap_or("(no key)");
+    let name = named(reply).map_or("the initial (empty) value".to_string(), |id| {
+        format!("write {id}")
+    });
+    let mut cited = vec![hit.invoke, hit.reply];
+    let why = match (hit.seen, hit.replaced_by) {
+        (Some(seen), Some(next)) => {
+            cited.push(next);
+            let current = match seen {
+                Version::Initial => String::new(),
+                Version::Applied(applied) => {
+                    cited.push(applied);
+                    format!(
+                        " (the store applied it {})",
+                        at_store_order(ctx.at(applied))
+                    )
+                }
+            };
+            let next_event = ctx.at(next);
+            format!(
+                "{name}{current} had already been replaced by write {} {} before the read was \
+                 sent",
+                next_event.write_id.as_deref().unwrap_or("(no id)"),
+                at_store_order(next_event)
+            )
+        }
+        _ => {
+            let later = reply.write_id.as_deref().and_then(|id| {
+                versions
+                    .applied_before(key, id, usize::MAX)
+                    .filter(|&applied| applied > hit.reply)
+            });
+            match later {
+                Some(applied) => {
+                    cited.push(applied);
+                    format!(
+                        "the store applied {name} only {}, after the read had returned",
+                        at_store_order(ctx.at(applied))
+                    )
+                }
+                None => format!("the store never applied {name} to key {key}"),
+            }
+        }
+    };
+    Anomaly {
+        class: CLASS,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{} read key {key} {} and got {name} (reply {}); but {why}. No instant between \
+             the read's invoke and reply had that value, so the register is not linearizable.",
+            invoke.process,
+            when(invoke, "its"),
+            when(reply, "its"),
+        ),
+    }
+}
+
+/// One key's calls for the search, and where they came from.
+#[derive(Default)]
+struct KeyCalls<'h> {
+    calls: Vec<Call>,
+    /// Write id (or value) names, interned.
+    names: Vec<&'h str>,
+    index_of: FastMap<&'h str, u32>,
+}
+
+impl<'h> KeyCalls<'h> {
+    fn intern(&mut self, name: &'h str) -> u32 {
+        if let Some(&index) = self.index_of.get(name) {
+            return index;
+        }
+        let index = self.names.len() as u32;
+        self.names.push(name);
+        self.index_of.insert(name, index);
+        index
+    }
+}
+
+fn search(ctx: &Context<'_>) -> Outcome {
+    let started = Instant::now();
+    let deadline = started + Duration::from_millis(ctx.options.search_budget_ms);
+    let mut keys: FastMap<&str, KeyCalls<'_>> = FastMap::default();
+    let mut key_order: Vec<&str> = Vec::new();
+    let mut open: FastMap<&str, (usize, Option<&str>)> = FastMap::default();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if !matches!(event.f, Op::Read | Op::Write) {
+            continue;
+        }
+        match event.kind {
+            EventType::Invoke => {
+                open.insert(&event.process, (position, event.key.as_deref()));
+            }
+            EventType::Ok | EventType::Fail | EventType::Info => {
+                let Some((invoke, Some(key))) = open.remove(event.process.as_str()) else {
+                    continue;
+                };
+                let reply = (event.kind == EventType::Ok).then_some(position);
+                let taken = event.kind != EventType::Fail;
+                let calls = keys.entry(key).or_insert_with(|| {
+                    key_order.push(key);
+                    KeyCalls::default()
+                });
+                match event.f {
+                    Op::Write if taken => {
+                        if let Some(name) = named(ctx.at(invoke)) {
+                            let id = calls.intern(name);
+                            calls.calls.push(Call {
+                                invoke,
+                                reply,
+                                op: RegisterOp::Write(id),
+                            });
+                        }
+                    }
+                    Op::Read if reply.is_some() => {
+                        let seen = named(event).map_or(INITIAL, |name| calls.intern(name));
+                        calls.calls.push(Call {
+                            invoke,
+                            reply,
+                            op: RegisterOp::Read(seen),
+                        });
+                    }
+                    _ => {}
+                }
+            }
+            EventType::Nemesis | EventType::Log => {}
+        }
+    }
+    // Calls never answered may still have taken effect (writes only).
+    for (_, (invoke, key)) in open {
+        let event = ctx.at(invoke);
+        if let (Op::Write, Some(key), Some(name)) = (event.f, key, named(event))
+            && let Some(calls) = keys.get_mut(key)
+        {
+            let id = calls.intern(name);
+            calls.calls.push(Call {
+                invoke,
+                reply: None,
+                op: RegisterOp::Write(id),
+            });
+        }
+    }
+    key_order.sort_unstable();
+    let mut hits = Hits::new();
+    let mut out_of_budget = Vec::new();
+    for key in key_order {
+        let calls = &keys[key];
+        match linearize(&calls.calls, deadline) {
+            Search::Linearizable => {}
+            Search::Violation {
+                blocked,
+                state,
+                depth,
+            } => {
+                hits.push((key, blocked, state, depth));
+            }
+            Search::OutOfBudget { explored } => {
+                out_of_budget.push(format!(
+                    "key {key} ({}, {} explored)",
+                    count(calls.calls.len(), "call", "calls"),
+                    count(explored, "state", "states")
+                ));
+            }
+        }
+    }
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|&(key, blocked, state, depth)| {
+            explain_search(ctx, key, &keys[key], blocked, state, depth)
+        })
+        .collect();
+    let inconclusive = (!out_of_budget.is_empty()).then(|| {
+        format!(
+            "the {} ms search budget ran out on {}",
+            ctx.options.search_budget_ms,
+            out_of_budget.join(", ")
+        )
+    });
+    Outcome::ran(
+        CLASS,
+        "client replies (linearizability search)",
+        hits.count,
+        anomalies,
+        inconclusive,
+    )
+}
+
+fn explain_search(
+    ctx: &Context<'_>,
+    key: &str,
+    calls: &KeyCalls<'_>,
+    blocked: usize,
+    state: u32,
+    depth: usize,
+) -> Anomaly {
+    let call = calls.calls[blocked];
+    let name_of = |id: u32| {
+        if id == INITIAL {
+            "the initial (empty) value".to_string()
+        } else {
+            format!("write {}", calls.names[id as usize])
+        }
+    };
+    let invoke = ctx.at(call.invoke);
+    let mut cited = vec![call.invoke];
+    cited.extend(call.reply);
+    let what = match call.op {
+        RegisterOp::Read(id) => format!("read key {key} and got {}", name_of(id)),
+        RegisterOp::Write(id) => format!("wrote {} to key {key}", name_of(id)),
+    };
+    let replied = call
+        .reply
+        .map(|reply| format!(", reply {}", when(ctx.at(reply), "its")))
+        .unwrap_or_default();
+    // The write the register held at the dead end, as evidence.
+    if state != INITIAL {
+        let holder = calls
+            .calls
+            .iter()
+            .find(|other| other.op == RegisterOp::Write(state));
+        if let Some(holder) = holder {
+            cited.push(holder.invoke);
+            cited.extend(holder.reply);
+        }
+    }
+    if let RegisterOp::Read(id) = call.op
+        && id != INITIAL
+        && let Some(source) = calls
+            .calls
+            .iter()
+            .find(|other| other.op == RegisterOp::Write(id))
+    {
+        cited.push(source.invoke);
+        cited.extend(source.reply);
+    }
+    Anomaly {
+        class: CLASS,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "No order of the {} on key {key} explains what the workers saw (judged from client \
+             replies; the history has no store log). The deepest attempt placed {depth} of them \
+             and then had to place: {} {what} (sent {}{replied}), while the register held {}. \
+             The register is not linearizable.",
+            count(calls.calls.len(), "reads and writes", "reads and writes"),
+            invoke.process,
+            when(invoke, "its"),
+            name_of(state),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::CheckOptions;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    fn read(b: &mut Builder, process: &str, seen: Option<&str>) -> u64 {
+        b.invoke(process, Op::Read, |e| e.key = Some("k".into()));
+        b.complete(process, EventType::Ok, |e| e.write_id = seen.map(str::to_string))
+    }
+
+    fn run(b: &Builder, budget_ms: u64) -> Outcome {
+        let history = b.build();
+        let options = CheckOptions {
+            search_budget_ms: budget_ms,
+            ..CheckOptions::default()
+        };
+        check(&Context::with_options(&history, options))
+    }
+
+    /// Writes a then b; a reader sees b, then (after both completed) a: not linearizable.
+    fn flip_flop(logged: bool) -> Builder {
+        let mut b = Builder::new();
+        b.write("w1", "k", 1, "a", logged);
+        b.write("w2", "k", 2, "b", logged);
+        read(&mut b, "r", Some("b"));
+        read(&mut b, "r", Some("a"));
+        b
+    }
+
+    #[test]
+    fn reading_an_overwritten_version_is_not_linearizable_both_ways() {
+        let logged = run(&flip_flop(true), 10_000);
+        assert_eq!(logged.report.validity, Validity::Invalid);
+        assert_eq!(logged.report.anomalies, 1);
+        let text = &logged.anomalies[0].explanation;
+        assert!(text.contains("got write a"), "{text}");
+        assert!(text.contains("already been replaced by write b"), "{text}");
+        let searched = run(&flip_flop(false), 10_000);
+        assert_eq!(searched.report.validity, Validity::Invalid);
+        assert_eq!(searched.report.evidence, "client replies (linearizability search)");
+        let text = &searched.anomalies[0].explanation;
+        assert!(text.contains("r read key k and got write a"), "{text}");
+        assert!(text.contains("while the register held write b"), "{text}");
+    }
+
+    /// Two overlapping writes and reads during them: any order of the writes explains them.
+    fn concurrent(logged: bool, info: bool) -> Builder {
+        let mut b = Builder::new();
+        b.invoke_write("w1", "k", 1, "a");
+        b.invoke_write("w2", "k", 2, "b");
+        if logged {
+            b.applied("k", 2, "b");
+        }
+        read(&mut b, "r", Some("b"));
+        if logged {
+            b.applied("k", 1, "a");
+        }
+        if info {
+            b.info("w1");
+        } else {
+            b.ok("w1");
+        }
+        b.ok("w2");
+        read(&mut b, "r", Some("a"));
+        read(&mut b, "r", Some("a"));
+        b
+    }
+
+    #[test]
+    fn concurrent_writes_and_unknown_writes_are_linearizable_both_ways() {
+        for logged in [true, false] {
+            for info in [true, false] {
+                let outcome = run(&concurrent(logged, info), 10_000);
+                assert_eq!(
+                    outcome.report.validity,
+                    Validity::Valid,
+                    "logged {logged} info {info}: {:?}",
+                    outcome.anomalies
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn an_unknown_write_settled_by_the_store_log() {
+        // w1's write timed out; the log says it was applied before the read: reading the
+        // initial value after that is not linearizable, reading a is.
+        for (seen, valid) in [(None, false), (Some("a"), true)] {
+            let mut b = Builder::new();
+            b.invoke_write("w1", "k", 1, "a");
+            b.applied("k", 1, "a");
+            b.info("w1");
+            read(&mut b, "r", seen);
+            let outcome = run(&b, 10_000);
+            assert_eq!(outcome.report.validity == Validity::Valid, valid, "{seen:?}");
+        }
+    }
+
+    #[test]
+    fn a_read_of_a_write_never_applied_is_not_linearizable() {
+        let mut b = Builder::new();
+        b.write("w1", "k", 1, "a", true);
+        b.rejected_write("w2", "k", 0, "ghost", 1);
+        read(&mut b, "r", Some("ghost"));
+        let outcome = run(&b, 10_000);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("the store never applied write ghost to key k"),
+            "{}",
+            outcome.anomalies[0].explanation
+        );
+    }
+
+    #[test]
+    fn the_search_says_unknown_when_its_budget_is_spent() {
+        let outcome = run(&concurrent(false, false), 0);
+        assert_eq!(outcome.report.validity, Validity::Unknown);
+        assert!(
+            outcome.report.evidence.contains("the 0 ms search budget ran out on key k"),
+            "{}",
+            outcome.report.evidence
+        );
+    }
+}

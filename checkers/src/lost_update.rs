@@ -1,0 +1,554 @@
+//! The lock-counter's two questions: is an acknowledged increment missing from the final value
+//! (`lost-update`), and did one logical increment (one write id) take effect twice
+//! (`duplicate-effect`)?
+//!
+//! A lock-counter write is `read + 1`, so every write descends from the write its worker read
+//! (the read names it by write id, or the store log tells which write held the value read).
+//! The final value (the `final` process's read, else the store log's last write) descends from
+//! a chain of writes back to the initial 0; an acknowledged write outside that chain was
+//! overwritten by a write computed without it: its increment is lost.
+
+use std::collections::BTreeSet;
+
+use fencer_harness::{Event, EventType, Op};
+
+use crate::context::{Context, is_store_log};
+use crate::explain::{Story, at_store_order, count, faults_between, when};
+use crate::findings::{Hits, Outcome};
+use crate::index::{FastMap, Positions};
+use crate::verdict::{Anomaly, AnomalyClass};
+
+/// The process that reads every key once after all workers finished.
+const FINAL_PROCESS: &str = "final";
+
+/// A counter value as recorded (`None` or empty = the initial 0).
+fn counter_of(event: &Event) -> Option<u64> {
+    match event.value.as_deref() {
+        None | Some("") => Some(0),
+        Some(text) => text.parse().ok(),
+    }
+}
+
+/// Per key, the store's applied writes in order.
+#[derive(Default)]
+struct Applied<'h> {
+    positions: Vec<usize>,
+    write_ids: Vec<Option<&'h str>>,
+    values: Vec<Option<u64>>,
+}
+
+impl<'h> Applied<'h> {
+    /// The write id of the latest application before `before` whose value is `value`.
+    fn holding(&self, value: u64, before: usize) -> Option<&'h str> {
+        let end = self.positions.partition_point(|&position| position < before);
+        (0..end)
+            .rev()
+            .find(|&slot| self.values[slot] == Some(value))
+            .and_then(|slot| self.write_ids[slot])
+    }
+}
+
+/// What the counter checkers learn in one pass.
+struct Counter<'h> {
+    applied: FastMap<&'h str, Applied<'h>>,
+    /// For each write id: the read its worker made before sending it (first send).
+    read_of: FastMap<&'h str, usize>,
+    /// For each write id: its first `ok` reply.
+    acked: FastMap<&'h str, usize>,
+    /// Acknowledged write ids in reply order, with their key.
+    acked_order: Vec<(&'h str, &'h str)>,
+    /// The `final` process's read of each key (`ok`), in key order.
+    final_reads: Vec<(&'h str, usize)>,
+}
+
+impl<'h> Counter<'h> {
+    fn scan(ctx: &Context<'h>) -> Counter<'h> {
+        let mut counter = Counter {
+            applied: FastMap::default(),
+            read_of: FastMap::default(),
+            acked: FastMap::default(),
+            acked_order: Vec::new(),
+            final_reads: Vec::new(),
+        };
+        let mut last_read: FastMap<&'h str, usize> = FastMap::default();
+        for (position, event) in ctx.events.iter().enumerate() {
+            let key = event.key.as_deref();
+            if is_store_log(event) {
+                if let Some(key) = key {
+                    let applied = counter.applied.entry(key).or_default();
+                    applied.positions.push(position);
+                    applied.write_ids.push(event.write_id.as_deref());
+                    applied.values.push(counter_of(event));
+                }
+                continue;
+            }
+            match (event.kind, event.f) {
+                (EventType::Ok, Op::Read) => {
+                    if event.process == FINAL_PROCESS {
+                        if let Some(key) = key {
+                            counter.final_reads.push((key, position));
+                        }
+                    } else {
+                        last_read.insert(&event.process, position);
+                    }
+                }
+                (EventType::Invoke, Op::Write) => {
+                    if let (Some(write_id), Some(&read)) =
+                        (event.write_id.as_deref(), last_read.get(event.process.as_str()))
+                    {
+                        counter.read_of.entry(write_id).or_insert(read);
+                    }
+                }
+                (EventType::Ok, Op::Write) => {
+                    if let (Some(write_id), Some(key)) = (event.write_id.as_deref(), key)
+                        && !counter.acked.contains_key(write_id)
+                    {
+                        counter.acked.insert(write_id, position);
+                        counter.acked_order.push((write_id, key));
+                    }
+                }
+                _ => {}
+            }
+        }
+        counter.final_reads.sort_unstable();
+        counter
+    }
+
+    /// The write id a read saw: named by the read, else the store log's write that held the
+    /// value read. `Ok(None)` is the initial 0; `Err` when it cannot be told.
+    fn seen_by(&self, ctx: &Context<'h>, read: usize) -> Result<Option<&'h str>, ()> {
+        let event = ctx.at(read);
+        if let Some(write_id) = event.write_id.as_deref() {
+            return Ok(Some(write_id));
+        }
+        match counter_of(event) {
+            Some(0) => Ok(None),
+            Some(value) => event
+                .key
+                .as_deref()
+                .and_then(|key| self.applied.get(key))
+                .and_then(|applied| applied.holding(value, read))
+                .map(Some)
+                .ok_or(()),
+            None => Err(()),
+        }
+    }
+}
+
+/// `lost-update`: acknowledged writes missing from the chain the final value descends from.
+pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
+    const CLASS: AnomalyClass = AnomalyClass::LostUpdate;
+    let counter = Counter::scan(ctx);
+    let evidence = if ctx.has_store_log {
+        "final read + reads + store log"
+    } else {
+        "final read + reads"
+    };
+    // The final state of each key: the final read, else the store log's last write.
+    let mut finals: Vec<(&str, Option<usize>, Result<Option<&str>, ()>)> = Vec::new();
+    for &(key, read) in &counter.final_reads {
+        finals.push((key, Some(read), counter.seen_by(ctx, read)));
+    }
+    if finals.is_empty() {
+        let mut keys: Vec<&&str> = counter.applied.keys().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let applied = &counter.applied[*key];
+            finals.push((key, None, Ok(applied.write_ids.last().copied().flatten())));
+        }
+    }
+    if finals.is_empty() {
+        return Outcome::skipped(CLASS, "needs the final read or the store log");
+    }
+    let mut hits = Hits::new();
+    let mut unresolved = 0usize;
+    for (key, final_read, final_write) in finals {
+        let Ok(final_write) = final_write else {
+            unresolved += 1;
+            continue;
+        };
+        // Walk the chain back from the final write.
+        let mut survived: BTreeSet<&str> = BTreeSet::new();
+        let mut cursor = final_write;
+        while let Some(write_id) = cursor {
+            if !survived.insert(write_id) {
+                break;
+            }
+            cursor = match counter.read_of.get(write_id) {
+                Some(&read) => match counter.seen_by(ctx, read) {
+                    Ok(parent) => parent,
+                    Err(()) => {
+                        unresolved += 1;
+                        None
+                    }
+                },
+                None => None,
+            };
+        }
+        for &(write_id, acked_key) in &counter.acked_order {
+            if acked_key == key && !survived.contains(write_id) {
+                hits.push(Lost {
+                    write_id,
+                    ok: counter.acked[write_id],
+                    final_read,
+                });
+            }
+        }
+    }
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|hit| explain_lost(ctx, &counter, hit))
+        .collect();
+    let inconclusive = (unresolved > 0).then(|| {
+        format!(
+            "{} whose write could not be identified",
+            count(unresolved, "read saw a value", "reads saw values")
+        )
+    });
+    Outcome::ran(CLASS, evidence, hits.count, anomalies, inconclusive)
+}
+
+struct Lost<'h> {
+    write_id: &'h str,
+    ok: usize,
+    final_read: Option<usize>,
+}
+
+fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Anomaly {
+    let lookup = ctx.lookup();
+    let ok = ctx.at(hit.ok);
+    let invoke = lookup.partner(hit.ok).unwrap_or(hit.ok);
+    let mut cited = vec![invoke, hit.ok];
+    let mut story = Story::new(ok.process.as_str());
+    if let Some(&read) = counter.read_of.get(hit.write_id) {
+        cited.push(read);
+        story.add(
+            read,
+            format!(
+                "read counter {} {}",
+                ctx.at(read).value.as_deref().unwrap_or("0"),
+                when(ctx.at(read), "its")
+            ),
+        );
+    }
+    story.add(
+        invoke,
+        format!(
+            "sent write {} = {} with token {} {}",
+            hit.write_id,
+            ok.value.as_deref().unwrap_or("?"),
+            ok.token.map_or("(none)".into(), |token| token.to_string()),
+            when(ctx.at(invoke), "its")
+        ),
+    );
+    let faults = faults_between(ctx, &ok.process, invoke, hit.ok);
+    story.add_faults(ctx, &faults);
+    cited.extend(faults);
+    story.add(hit.ok, format!("was told ok {}", when(ok, "its")));
+    let key = ok.key.as_deref().unwrap_or("(no key)");
+    let mut overwritten = String::new();
+    if let Some(applied) = counter.applied.get(key) {
+        let mine: Vec<usize> = (0..applied.positions.len())
+            .filter(|&slot| applied.write_ids[slot] == Some(hit.write_id))
+            .collect();
+        if let Some(&slot) = mine.last() {
+            cited.push(applied.positions[slot]);
+            story.add(
+                applied.positions[slot],
+                format!("the store applied it {}", at_store_order(ctx.at(applied.positions[slot]))),
+            );
+            if let Some(next) = applied.positions.get(slot + 1) {
+                let next_event = ctx.at(*next);
+                cited.push(*next);
+                let next_id = next_event.write_id.as_deref().unwrap_or("(no id)");
+                let from = next_event
+                    .write_id
+                    .as_deref()
+                    .and_then(|id| counter.read_of.get(id))
+                    .map(|&read| {
+                        cited.push(read);
+                        let read = ctx.at(read);
+                        format!(
+                            ", computed by {} from its read of {} {}",
+                            read.process,
+                            read.value.as_deref().unwrap_or("0"),
+                            when(read, "its")
+                        )
+                    })
+                    .unwrap_or_default();
+                overwritten = format!(
+                    " It was overwritten by write {next_id} = {} {}{from}, which did not \
+                     include it.",
+                    next_event.value.as_deref().unwrap_or("?"),
+                    at_store_order(next_event)
+                );
+            }
+        } else {
+            overwritten = " The store log has no application of it.".to_string();
+        }
+    }
+    let final_part = match hit.final_read {
+        Some(read) => {
+            cited.push(read);
+            let read = ctx.at(read);
+            format!(
+                "the final read of {key} returned {} {}",
+                read.value.as_deref().unwrap_or("0"),
+                when(read, "its")
+            )
+        }
+        None => format!("the store's last write to {key} does not descend from it"),
+    };
+    Anomaly {
+        class: AnomalyClass::LostUpdate,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{}; but {final_part}, and that value does not descend from this increment.{overwritten} \
+             An acknowledged increment was lost: two read-modify-write cycles overlapped, so the \
+             lock did not make them exclusive, or the store accepted a write computed from a \
+             stale read.",
+            story.render()
+        ),
+    }
+}
+
+/// `duplicate-effect`: one write id applied twice (store log), else acknowledged twice.
+pub(crate) fn check_duplicates(ctx: &Context<'_>) -> Outcome {
+    const CLASS: AnomalyClass = AnomalyClass::DuplicateEffect;
+    let logged = ctx.has_store_log;
+    let mut seen: FastMap<(&str, &str), usize> = FastMap::default();
+    let mut invokes: FastMap<&str, Positions> = FastMap::default();
+    let mut hits = Hits::new();
+    for (position, event) in ctx.events.iter().enumerate() {
+        let Some(write_id) = event.write_id.as_deref() else {
+            continue;
+        };
+        if event.is(EventType::Invoke, Op::Write) {
+            Positions::record(&mut invokes, write_id, position);
+        }
+        let effect = if logged {
+            is_store_log(event)
+        } else {
+            event.is(EventType::Ok, Op::Write)
+        };
+        if !effect {
+            continue;
+        }
+        let key = event.key.as_deref().unwrap_or("");
+        match seen.get(&(key, write_id)) {
+            Some(&first) => {
+                hits.push((first, position));
+            }
+            None => {
+                seen.insert((key, write_id), position);
+            }
+        }
+    }
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|&(first, again)| explain_duplicate(ctx, &invokes, first, again))
+        .collect();
+    let evidence = if logged { "store log" } else { "client replies" };
+    Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
+}
+
+fn explain_duplicate(
+    ctx: &Context<'_>,
+    invokes: &FastMap<&str, Positions>,
+    first: usize,
+    again: usize,
+) -> Anomaly {
+    let event = ctx.at(again);
+    let write_id = event.write_id.as_deref().unwrap_or("(no id)");
+    let mut cited = vec![first, again];
+    let describe = |position: usize| {
+        let event = ctx.at(position);
+        if event.kind == EventType::Log {
+            at_store_order(event)
+        } else {
+            format!("(ok to {}) {}", event.process, when(event, "its"))
+        }
+    };
+    let mut sends = Vec::new();
+    if let Some(positions) = invokes.get(write_id) {
+        let mut cursor = positions.first_from(0);
+        while let Some(position) = cursor.filter(|&position| position < again) {
+            cited.push(position);
+            sends.push(position);
+            cursor = positions.first_from(position + 1);
+        }
+    }
+    let sent = match sends.as_slice() {
+        [] => "no client call in the history sent it".to_string(),
+        [only] => format!(
+            "{} sent it once {}",
+            ctx.at(*only).process,
+            when(ctx.at(*only), "its")
+        ),
+        [first_send, .., last_send] => {
+            let process = ctx.at(*first_send).process.as_str();
+            let faults = faults_between(ctx, process, *first_send, again);
+            let mut story = Story::new(process);
+            story.add(*first_send, format!("sent it {}", when(ctx.at(*first_send), "its")));
+            story.add_faults(ctx, &faults);
+            cited.extend(faults);
+            story.add(
+                *last_send,
+                format!(
+                    "sent it again ({}) {}",
+                    count(sends.len(), "send", "sends"),
+                    when(ctx.at(*last_send), "its")
+                ),
+            );
+            story.render()
+        }
+    };
+    Anomaly {
+        class: AnomalyClass::DuplicateEffect,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "Write {write_id} = {} with token {} to key {} took effect twice: {} and again {}; \
+             {sent}. One logical operation must take effect once: fencing refuses lower tokens, \
+             not a repeat of the same generation, so a retry needs an idempotency key.",
+            event.value.as_deref().unwrap_or("?"),
+            event.token.map_or("(none)".into(), |token| token.to_string()),
+            event.key.as_deref().unwrap_or("(no key)"),
+            describe(first),
+            describe(again),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    /// `process` reads the counter (`seen` = the write id it saw, `value`), then writes
+    /// `value + 1` as `write_id` with `token`; the store applies it when `logged`.
+    fn increment(
+        b: &mut Builder,
+        process: &str,
+        seen: Option<&str>,
+        value: u64,
+        write_id: &str,
+        token: u64,
+        logged: bool,
+    ) {
+        read(b, process, seen, value);
+        write(b, process, value + 1, write_id, token, logged);
+    }
+
+    /// `process` writes `value` as `write_id` with `token`; the store applies it when `logged`.
+    fn write(b: &mut Builder, process: &str, value: u64, write_id: &str, token: u64, logged: bool) {
+        let fill = |e: &mut Event| {
+            e.key = Some("counter-1".into());
+            e.token = Some(token);
+            e.write_id = Some(write_id.into());
+            e.value = Some(value.to_string());
+        };
+        b.invoke(process, Op::Write, fill);
+        if logged {
+            b.log("store", Op::Write, fill);
+        }
+        b.ok(process);
+    }
+
+    fn read(b: &mut Builder, process: &str, seen: Option<&str>, value: u64) -> u64 {
+        b.invoke(process, Op::Read, |e| e.key = Some("counter-1".into()));
+        b.complete(process, EventType::Ok, |e| {
+            e.write_id = seen.map(str::to_string);
+            e.value = (value > 0).then(|| value.to_string());
+        })
+    }
+
+    fn run(b: &Builder) -> (Outcome, Outcome) {
+        let history = b.build();
+        let ctx = Context::new(&history);
+        (check_lost(&ctx), check_duplicates(&ctx))
+    }
+
+    #[test]
+    fn sequential_increments_lose_nothing() {
+        for logged in [true, false] {
+            let mut b = Builder::new();
+            increment(&mut b, "w0", None, 0, "w0-0", 1, logged);
+            increment(&mut b, "w1", Some("w0-0"), 1, "w1-0", 2, logged);
+            increment(&mut b, "w0", Some("w1-0"), 2, "w0-1", 3, logged);
+            read(&mut b, "final", Some("w0-1"), 3);
+            let (lost, duplicates) = run(&b);
+            assert_eq!(lost.report.validity, Validity::Valid, "{:?}", lost.report);
+            assert_eq!(duplicates.report.validity, Validity::Valid);
+        }
+    }
+
+    #[test]
+    fn two_increments_from_the_same_read_lose_one() {
+        for logged in [true, false] {
+            let mut b = Builder::new();
+            increment(&mut b, "w0", None, 0, "w0-0", 1, logged);
+            // w1 and w2 both read 1; w2's write overwrites w1's.
+            read(&mut b, "w1", Some("w0-0"), 1);
+            read(&mut b, "w2", Some("w0-0"), 1);
+            write(&mut b, "w1", 2, "w1-0", 2, logged);
+            write(&mut b, "w2", 2, "w2-0", 3, logged);
+            read(&mut b, "final", Some("w2-0"), 2);
+            let (lost, _) = run(&b);
+            assert_eq!(lost.report.validity, Validity::Invalid, "logged {logged}");
+            assert_eq!(lost.report.anomalies, 1);
+            let text = &lost.anomalies[0].explanation;
+            assert!(text.starts_with("w1 read counter 1"), "{text}");
+            assert!(text.contains("sent write w1-0 = 2 with token 2"), "{text}");
+            assert!(text.contains("the final read of counter-1 returned 2"), "{text}");
+            if logged {
+                assert!(
+                    text.contains(
+                        "overwritten by write w2-0 = 2 at 0.013s (store clock 0.013s, store order \
+                         unknown), computed by w2 from its read of 1 at 0.008s"
+                    ),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn reads_without_write_ids_are_resolved_through_the_store_log() {
+        let mut b = Builder::new();
+        increment(&mut b, "w0", None, 0, "w0-0", 1, true);
+        increment(&mut b, "w1", None, 1, "w1-0", 2, true);
+        // A late write computed from the initial read overwrites both.
+        increment(&mut b, "w2", None, 0, "w2-0", 3, true);
+        read(&mut b, "final", None, 1);
+        let (lost, _) = run(&b);
+        assert_eq!(lost.report.anomalies, 2, "{:?}", lost.report);
+        assert!(
+            lost.anomalies[1]
+                .explanation
+                .contains("overwritten by write w2-0 = 1"),
+            "{}",
+            lost.anomalies[1].explanation
+        );
+    }
+
+    #[test]
+    fn a_write_id_applied_twice_is_a_duplicate_effect() {
+        let mut b = Builder::new();
+        increment(&mut b, "w0", None, 0, "w0-0", 1, true);
+        b.pause("w0", 2.0);
+        write(&mut b, "w0", 1, "w0-0", 1, true);
+        let (_, duplicates) = run(&b);
+        assert_eq!(duplicates.report.validity, Validity::Invalid);
+        assert_eq!(duplicates.report.anomalies, 1);
+        let text = &duplicates.anomalies[0].explanation;
+        assert!(text.starts_with("Write w0-0 = 1 with token 1 to key counter-1 took effect twice"), "{text}");
+        assert!(text.contains("w0 sent it at"), "{text}");
+        assert!(text.contains("was paused 2.000s"), "{text}");
+        assert!(text.contains("sent it again (2 sends)"), "{text}");
+    }
+}

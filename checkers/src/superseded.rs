@@ -1,0 +1,241 @@
+//! `superseded-write-accepted`: did the store accept a write whose token the lock service had
+//! already superseded (a newer grant on the lock), before the store had seen the newer token?
+//!
+//! This is the documented limit of fencing: a store can only refuse a token once it has seen a
+//! higher one, so an old holder's write that overtakes the new holder's first write is applied.
+//! It is reported as a warning unless the check is strict. A write whose token is below one the
+//! store had already applied is `stale-write-accepted` instead, and is not reported here.
+
+use fencer_harness::{EventType, Op};
+
+use crate::context::{Context, is_lock_log, is_store_log};
+use crate::explain::{at_store_order, who_owns, when};
+use crate::findings::{Hits, Outcome};
+use crate::index::FastMap;
+use crate::stale_write::writer_story;
+use crate::verdict::{Anomaly, AnomalyClass};
+
+const CLASS: AnomalyClass = AnomalyClass::SupersededWriteAccepted;
+
+/// An applied write and the newer grant that superseded its token.
+struct Hit {
+    applied: usize,
+    newer_grant: usize,
+    store_fence: Option<u64>,
+}
+
+/// Runs the checker on the store log, with grants from the lock log (else acquire replies).
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    if !ctx.has_store_log {
+        return Outcome::skipped(CLASS, "needs the store's log of applied writes");
+    }
+    let is_grant = |event: &fencer_harness::Event| {
+        if ctx.has_lock_log {
+            is_lock_log(event) && event.f == Op::Acquire
+        } else {
+            event.is(EventType::Ok, Op::Acquire)
+        }
+    };
+    // Per lock: the newest token granted so far and its grant's position.
+    let mut newest_grant: FastMap<&str, (u64, usize)> = FastMap::default();
+    // Which lock handed out a token (tokens are per lock; the latest grant wins).
+    let mut lock_of_token: FastMap<u64, &str> = FastMap::default();
+    // Per key: the highest token the store has applied.
+    let mut store_fence: FastMap<&str, u64> = FastMap::default();
+    let mut hits = Hits::new();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if is_grant(event) {
+            if let (Some(lock), Some(token)) = (event.lock.as_deref(), event.token) {
+                lock_of_token.insert(token, lock);
+                let newest = newest_grant.entry(lock).or_insert((token, position));
+                if token > newest.0 {
+                    *newest = (token, position);
+                }
+            }
+            continue;
+        }
+        if !is_store_log(event) {
+            continue;
+        }
+        let (Some(key), Some(token)) = (event.key.as_deref(), event.token) else {
+            continue;
+        };
+        let fence = store_fence.get(key).copied();
+        if fence.is_none_or(|fence| token >= fence)
+            && let Some(lock) = lock_of_token.get(&token)
+            && let Some(&(newest, grant)) = newest_grant.get(lock)
+            && newest > token
+        {
+            hits.push(Hit {
+                applied: position,
+                newer_grant: grant,
+                store_fence: fence,
+            });
+        }
+        let fence = store_fence.entry(key).or_insert(token);
+        *fence = (*fence).max(token);
+    }
+    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
+    let evidence = if ctx.has_lock_log {
+        "lock log + store log"
+    } else {
+        "acquire replies + store log"
+    };
+    Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
+}
+
+fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
+    let applied = ctx.at(hit.applied);
+    let grant = ctx.at(hit.newer_grant);
+    let token = applied.token.unwrap_or_default();
+    let newer = grant.token.unwrap_or_default();
+    let lock = grant.lock.as_deref().unwrap_or("(no lock)");
+    let key = applied.key.as_deref().unwrap_or("(no key)");
+    let write_id = applied.write_id.as_deref().unwrap_or("(no id)");
+    let holder = grant
+        .owner
+        .as_deref()
+        .map_or_else(|| grant.process.clone(), |owner| who_owns(ctx, owner));
+    let granted_by = if grant.kind == EventType::Log {
+        format!("the lock service granted lock {lock} to {holder} with token {newer} {}", when(grant, "lock"))
+    } else {
+        format!("{} was granted lock {lock} with token {newer} {}", grant.process, when(grant, "its"))
+    };
+    let fence = hit
+        .store_fence
+        .map_or("no token yet".to_string(), |fence| format!("token {fence}"));
+    let mut cited = vec![hit.newer_grant, hit.applied];
+    let told = match applied
+        .write_id
+        .as_deref()
+        .and_then(|id| ctx.lookup().write_invoke(id, hit.applied))
+    {
+        Some(invoke) => {
+            let (mut story, story_cited) = writer_story(ctx, invoke, hit.applied);
+            cited.extend(story_cited);
+            story.add(
+                hit.applied,
+                format!("the store applied that write {}", at_store_order(applied)),
+            );
+            story.render()
+        }
+        None => format!(
+            "The store applied write {write_id} with token {token} to key {key} {}",
+            at_store_order(applied)
+        ),
+    };
+    Anomaly {
+        class: CLASS,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{told}; but {granted_by}, before that, and the store had seen only {fence} for key \
+             {key}, so it could not know token {token} was superseded. This is the documented \
+             limit of fencing: a store refuses an old token only after a newer one has reached \
+             it (a warning unless checking is strict)."
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    /// w1 (token 1) is paused past its lease; w3 is granted token 2; w1's late write reaches
+    /// the store before (`overtakes`) or after w3's first write.
+    fn late_old_holder(overtakes: bool) -> Builder {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.write("w1", "k", 1, "w1-0", true);
+        b.pause("w1", 12.0);
+        b.at(10.7);
+        b.acquire("w3", "L", "o3", 2, true);
+        if !overtakes {
+            b.write("w3", "k", 2, "w3-0", true);
+        }
+        b.at(12.5);
+        b.resume("w1");
+        if overtakes {
+            b.write("w1", "k", 1, "w1-1", true);
+            b.write("w3", "k", 2, "w3-0", true);
+        } else {
+            b.rejected_write("w1", "k", 1, "w1-1", 2);
+        }
+        b
+    }
+
+    #[test]
+    fn an_old_write_overtaking_the_new_holders_first_write_is_superseded() {
+        let history = late_old_holder(true).build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        for needle in [
+            "w1 acquired lock L with token 1",
+            "was paused 12.000s",
+            "sent write w1-1 with token 1",
+            "granted lock L to w3 (owner o3) with token 2 at 10.701s (lock clock 10.701s)",
+            "had seen only token 1 for key k",
+            "documented limit of fencing",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn a_fenced_store_that_saw_the_newer_token_first_is_silent() {
+        let history = late_old_holder(false).build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+
+    #[test]
+    fn a_write_below_the_store_fence_is_stale_not_superseded() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.acquire("w2", "L", "o2", 2, true);
+        b.write("w2", "k", 2, "w2-0", true);
+        b.write("w1", "k", 1, "w1-0", true);
+        let history = b.build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+
+    #[test]
+    fn warnings_do_not_fail_the_verdict_unless_strict() {
+        let history = late_old_holder(true).build();
+        let verdict = crate::check(&history);
+        assert_eq!(verdict.validity, Validity::Valid);
+        assert_eq!(verdict.warning_counts["superseded-write-accepted"], 1);
+        assert!(verdict.anomaly_counts.is_empty(), "{:?}", verdict.anomaly_counts);
+        let warning = verdict
+            .anomalies
+            .iter()
+            .find(|anomaly| anomaly.class == CLASS)
+            .expect("the warning is explained");
+        assert_eq!(warning.severity, crate::Severity::Warning);
+        assert!(
+            verdict
+                .summary_line()
+                .ends_with("; warnings: 1 superseded-write-accepted"),
+            "{}",
+            verdict.summary_line()
+        );
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert!(json.contains("\"severity\":\"warning\""), "{json}");
+        let strict = crate::check_with(
+            &history,
+            &crate::CheckOptions {
+                strict: true,
+                ..crate::CheckOptions::default()
+            },
+        );
+        assert_eq!(strict.validity, Validity::Invalid);
+        assert_eq!(strict.anomaly_counts["superseded-write-accepted"], 1);
+        assert!(strict.warning_counts.is_empty());
+    }
+}

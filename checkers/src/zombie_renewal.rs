@@ -1,0 +1,214 @@
+//! `zombie-renewal`: did a worker's renewal task renew a lease after the worker had released
+//! it, or after the worker had finished altogether?
+//!
+//! A renewal task must die with its lease. One that outlives it keeps renewing a lease nobody
+//! uses (holding the lock against everyone else until the process dies), or, with a lock
+//! service that does not compare owners, someone else's. The evidence is the client calls
+//! alone: the renewal task of `wN` is the process `wN:renew`, and a renew it *sends* for an
+//! owner token after `wN` sent that token's release (or after `wN`'s last event) is a zombie,
+//! whatever the lock service answers.
+
+use fencer_harness::{EventType, Op};
+
+use crate::context::{Context, worker_of};
+use crate::explain::{short_owner, when};
+use crate::findings::{Hits, Outcome};
+use crate::index::FastMap;
+use crate::verdict::{Anomaly, AnomalyClass};
+
+const CLASS: AnomalyClass = AnomalyClass::ZombieRenewal;
+
+/// A renew sent too late, and what it was too late for.
+struct Hit {
+    renew: usize,
+    /// The worker's release of the same owner token, or its last event.
+    after: usize,
+    released: bool,
+}
+
+/// Runs the checker on the client calls.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let mut last_of_worker: FastMap<&str, usize> = FastMap::default();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if event.f.is_client_op() && !event.process.contains(':') {
+            last_of_worker.insert(&event.process, position);
+        }
+    }
+    let mut released: FastMap<(&str, &str), usize> = FastMap::default();
+    let mut hits = Hits::new();
+    for (position, event) in ctx.events.iter().enumerate() {
+        if event.kind != EventType::Invoke {
+            continue;
+        }
+        let Some(owner) = event.owner.as_deref() else {
+            continue;
+        };
+        match event.f {
+            Op::Release if !event.process.contains(':') => {
+                released.entry((&event.process, owner)).or_insert(position);
+            }
+            Op::Renew if event.process.ends_with(":renew") => {
+                let worker = worker_of(&event.process);
+                if let Some(&release) = released.get(&(worker, owner)) {
+                    hits.push(Hit {
+                        renew: position,
+                        after: release,
+                        released: true,
+                    });
+                } else if let Some(&last) = last_of_worker.get(worker)
+                    && last < position
+                {
+                    hits.push(Hit {
+                        renew: position,
+                        after: last,
+                        released: false,
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
+    Outcome::ran(CLASS, "client calls", hits.count, anomalies, None)
+}
+
+fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
+    let renew = ctx.at(hit.renew);
+    let after = ctx.at(hit.after);
+    let owner = short_owner(renew.owner.as_deref().unwrap_or("(none)"));
+    let lock = renew.lock.as_deref().unwrap_or("(no lock)");
+    let worker = worker_of(&renew.process);
+    let mut cited = vec![hit.after, hit.renew];
+    let before = if hit.released {
+        format!(
+            "{worker} sent the release of lock {lock} for owner {owner} {}",
+            when(after, "its")
+        )
+    } else {
+        format!(
+            "{worker} finished (its last call, {} {}, ended {})",
+            after.f.name(),
+            event_kind(after.kind),
+            when(after, "its")
+        )
+    };
+    let outcome = match ctx.lookup().partner(hit.renew) {
+        Some(reply) => {
+            cited.push(reply);
+            let reply = ctx.at(reply);
+            match reply.kind {
+                EventType::Ok => format!("and the lock service extended the lease {}", when(reply, "its")),
+                EventType::Fail => format!(
+                    "and the lock service refused it ({}) {}",
+                    reply.error.as_deref().unwrap_or("no reason given"),
+                    when(reply, "its")
+                ),
+                _ => format!("and its outcome is unknown {}", when(reply, "its")),
+            }
+        }
+        None => "and it never completed".to_string(),
+    };
+    Anomaly {
+        class: CLASS,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{before}; afterwards its renewal task {} still sent a renew of lock {lock} for \
+             owner {owner} {}, {outcome}. A renewal task must stop before its worker releases \
+             the lease or finishes; one that outlives it keeps a dead lease alive and holds off \
+             every other worker.",
+            renew.process,
+            when(renew, "its")
+        ),
+    }
+}
+
+fn event_kind(kind: EventType) -> &'static str {
+    match kind {
+        EventType::Invoke => "(sent)",
+        EventType::Ok => "ok",
+        EventType::Fail => "failed",
+        EventType::Info => "unknown",
+        EventType::Nemesis | EventType::Log => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    fn renew(b: &mut Builder, process: &str, owner: &str, ok: bool) -> u64 {
+        let invoke = b.invoke_lock_call(process, Op::Renew, "L", owner);
+        if ok {
+            b.ok(process);
+        } else {
+            b.fail(process, "not-owner");
+        }
+        invoke
+    }
+
+    fn release(b: &mut Builder, process: &str, owner: &str) -> u64 {
+        let invoke = b.invoke_lock_call(process, Op::Release, "L", owner);
+        b.ok(process);
+        invoke
+    }
+
+    #[test]
+    fn a_renew_after_the_workers_release_is_a_zombie() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        renew(&mut b, "w1:renew", "o1", true);
+        let released = release(&mut b, "w1", "o1");
+        b.acquire("w1", "L", "o2", 2, false);
+        b.at(3.0);
+        let zombie = renew(&mut b, "w1:renew", "o1", false);
+        let history = b.build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(outcome.anomalies[0].events, vec![released, zombie, zombie + 1]);
+        let text = &outcome.anomalies[0].explanation;
+        for needle in [
+            "w1 sent the release of lock L for owner o1",
+            "renewal task w1:renew still sent a renew of lock L for owner o1 at 3.000s (its clock 3.000s)",
+            "refused it (not-owner)",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn a_renew_after_the_workers_last_event_is_a_zombie() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.at(5.0);
+        renew(&mut b, "w1:renew", "o1", true);
+        let history = b.build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(text.starts_with("w1 finished (its last call, acquire ok"), "{text}");
+        assert!(text.contains("extended the lease"), "{text}");
+    }
+
+    #[test]
+    fn renewals_while_the_lease_is_held_are_silent() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        renew(&mut b, "w1:renew", "o1", true);
+        // A renew sent before the release but answered after it is not a zombie.
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        b.invoke_lock_call("w1", Op::Release, "L", "o1");
+        b.ok("w1:renew");
+        b.ok("w1");
+        // Another worker's release of its own token says nothing about w1's renewals.
+        b.acquire("w2", "L", "o2", 2, false);
+        release(&mut b, "w2", "o2");
+        let history = b.build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        assert_eq!(outcome.report.anomalies, 0);
+    }
+}
