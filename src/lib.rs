@@ -13,7 +13,7 @@ pub mod save;
 pub mod settings;
 pub mod simulate;
 
-pub use fencer_checkers::{Validity, Verdict, check};
+pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_harness::History;
 pub use plan::{Plan, PlanError};
 pub use settings::{LockBackend, Settings, StoreBackend};

@@ -101,9 +101,10 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     } else {
         format!("{} was granted lock {lock} with token {newer} {}", grant.process, when(grant, "its"))
     };
-    let fence = hit
-        .store_fence
-        .map_or("no token yet".to_string(), |fence| format!("token {fence}"));
+    let fence = hit.store_fence.map_or(
+        format!("the store had not seen any token for key {key} yet"),
+        |fence| format!("the store had seen only token {fence} for key {key}"),
+    );
     let mut cited = vec![hit.newer_grant, hit.applied];
     let told = match applied
         .write_id
@@ -129,8 +130,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
-            "{told}; but {granted_by}, before that, and the store had seen only {fence} for key \
-             {key}, so it could not know token {token} was superseded. This is the documented \
+            "{told}; but {granted_by}, before that, and {fence}, so it could not know token {token} was superseded. This is the documented \
              limit of fencing: a store refuses an old token only after a newer one has reached \
              it (a warning unless checking is strict)."
         ),
@@ -178,7 +178,7 @@ mod tests {
             "was paused 12.000s",
             "sent write w1-1 with token 1",
             "granted lock L to w3 (owner o3) with token 2 at 10.701s (lock clock 10.701s)",
-            "had seen only token 1 for key k",
+            "the store had seen only token 1 for key k",
             "documented limit of fencing",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in: {text}");

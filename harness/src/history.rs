@@ -66,38 +66,51 @@ impl History {
     }
 
     /// Reads a JSONL history file; `path` appears in every error message.
+    ///
+    /// The file is read whole and parsed line by line from the byte slice: no per-line
+    /// `String`, and the event vector is sized once from the line count (growing it by
+    /// doubling copied every event several times and doubled peak memory).
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
-        let file = std::fs::File::open(path).map_err(|source| HistoryError::Io {
+        let bytes = std::fs::read(path).map_err(|source| HistoryError::Io {
             path: path.display().to_string(),
             source,
         })?;
-        Self::read_jsonl(std::io::BufReader::new(file), &path.display().to_string())
+        Self::parse_jsonl(&bytes, &path.display().to_string())
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors, and validates the invariants.
-    pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
-        let mut events = Vec::new();
-        for (number, line) in reader.lines().enumerate() {
-            let line_no = number + 1;
-            let line = line.map_err(|source| HistoryError::Io {
+    pub fn read_jsonl(mut reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|source| HistoryError::Io {
                 path: origin.to_string(),
                 source,
             })?;
-            if line.trim().is_empty() {
+        Self::parse_jsonl(&bytes, origin)
+    }
+
+    /// Parses JSONL bytes, naming `origin` in errors, and validates the invariants.
+    pub fn parse_jsonl(bytes: &[u8], origin: &str) -> Result<History, HistoryError> {
+        let lines = bytes.iter().filter(|&&byte| byte == b'\n').count() + 1;
+        let mut events = Vec::with_capacity(lines);
+        let mut line_numbers = Vec::with_capacity(lines);
+        for (number, line) in bytes.split(|&byte| byte == b'\n').enumerate() {
+            let line_no = number + 1;
+            if line.trim_ascii().is_empty() {
                 continue;
             }
             let event: Event =
-                serde_json::from_str(&line).map_err(|err| HistoryError::Malformed {
+                serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
                 })?;
-            events.push((line_no, event));
+            events.push(event);
+            line_numbers.push(line_no);
         }
-        validate(&events, origin)?;
-        Ok(History {
-            events: events.into_iter().map(|(_, event)| event).collect(),
-        })
+        validate(&events, &line_numbers, origin)?;
+        Ok(History { events })
     }
 }
 
@@ -109,7 +122,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Checks what every producer promises: contiguous indexes, time never going back, and each
 /// completion closing an open invoke of the same process and operation.
-fn validate(events: &[(usize, Event)], origin: &str) -> Result<(), HistoryError> {
+fn validate(events: &[Event], line_numbers: &[usize], origin: &str) -> Result<(), HistoryError> {
     let malformed = |line: usize, message: String| HistoryError::Malformed {
         path: origin.to_string(),
         line,
@@ -117,7 +130,7 @@ fn validate(events: &[(usize, Event)], origin: &str) -> Result<(), HistoryError>
     };
     let mut open: BTreeMap<&str, &Event> = BTreeMap::new();
     let mut last_time_ns = 0;
-    for (position, (line, event)) in events.iter().enumerate() {
+    for (position, (event, line)) in events.iter().zip(line_numbers).enumerate() {
         if event.index != position as u64 {
             return Err(malformed(
                 *line,

@@ -1,16 +1,54 @@
-//! `fencer check`: judge a stored history again.
+//! `fencer check`: judge a stored history again, as Jepsen's `analyze` does, so improved
+//! checkers can be re-run on old failures.
 
 use std::path::Path;
 
-use fencer::{History, check as check_history};
+use fencer::{CheckOptions, History, Workload, check_with};
 
 use super::{Failure, Outcome, report};
 
-/// Reads `path`, checks it, prints the verdict.
-pub fn check(path: &Path) -> Outcome {
+/// Reads `path`, checks it with the checkers for `workload` (else the one named by `run.json`
+/// beside the history, else `fenced-register`), prints the verdict.
+pub fn check(path: &Path, workload: Option<Workload>, strict: bool) -> Outcome {
     let history =
         History::read_jsonl_file(path).map_err(|error| Failure::BadInput(error.to_string()))?;
-    let verdict = check_history(&history);
+    let workload = match workload {
+        Some(workload) => workload,
+        None => workload_beside(path)?.unwrap_or_default(),
+    };
+    let options = CheckOptions {
+        workload,
+        strict,
+        ..CheckOptions::default()
+    };
+    println!(
+        "fencer check: {} ({workload}{})",
+        path.display(),
+        if strict { ", strict" } else { "" }
+    );
+    let verdict = check_with(&history, &options);
     report::print_summary(&history, &verdict, 0.0);
     Ok(verdict.validity.exit_code() as u8)
+}
+
+/// The workload recorded in the `run.json` next to `history`, if there is one; a `run.json`
+/// that names no known workload is bad input.
+fn workload_beside(history: &Path) -> Result<Option<Workload>, Failure> {
+    let record = history.with_file_name("run.json");
+    let Ok(text) = std::fs::read_to_string(&record) else {
+        return Ok(None);
+    };
+    let bad = |what: String| Failure::BadInput(format!("{}: {what}", record.display()));
+    let json: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|error| bad(format!("expected a run record as JSON: {error}")))?;
+    match json.pointer("/settings/workload") {
+        None => Ok(None),
+        Some(serde_json::Value::String(name)) => name
+            .parse::<Workload>()
+            .map(Some)
+            .map_err(|error| bad(format!("settings.workload: {error}"))),
+        Some(other) => Err(bad(format!(
+            "expected settings.workload to be a string, found {other}"
+        ))),
+    }
 }

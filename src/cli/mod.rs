@@ -67,6 +67,13 @@ enum Command {
     Check {
         /// The history file.
         history: PathBuf,
+        /// The workload that produced it (default: from run.json beside it, else
+        /// fenced-register): fenced-register, lock-counter, mutex.
+        #[arg(long, value_parser = |s: &str| s.parse::<fencer::Workload>())]
+        workload: Option<fencer::Workload>,
+        /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
+        #[arg(long)]
+        strict: bool,
     },
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
@@ -125,6 +132,9 @@ struct RunArgs {
     /// Root of the run store.
     #[arg(long, default_value = "store")]
     store_dir: PathBuf,
+    /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// A parsed `--nemesis` list (a newtype so clap does not treat it as repeated values).
@@ -175,10 +185,19 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(args) => run::run(&args.settings(), args.out.as_deref(), &args.store_dir),
+        Command::Run(args) => run::run(
+            &args.settings(),
+            args.out.as_deref(),
+            &args.store_dir,
+            args.strict,
+        ),
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
-        Command::Check { history } => check::check(&history),
+        Command::Check {
+            history,
+            workload,
+            strict,
+        } => check::check(&history, workload, strict),
         Command::Bench {
             seeds,
             workers,

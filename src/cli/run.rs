@@ -3,12 +3,13 @@
 use std::path::Path;
 
 use fencer::save::{FinishedRun, default_run_dir, save_run};
-use fencer::{Plan, Settings, SimError, check, simulate};
+use fencer::{CheckOptions, Plan, Settings, SimError, Workload, check_with, simulate};
 
 use super::{Failure, Outcome, describe, report};
 
-/// Runs `settings`, writes the run directory (`out`, or a fresh one under `store_dir`).
-pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path) -> Outcome {
+/// Runs `settings`, writes the run directory (`out`, or a fresh one under `store_dir`);
+/// `strict` makes warnings fail the verdict.
+pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
     let warnings = settings.validate().map_err(Failure::BadInput)?;
     for warning in warnings {
         eprintln!("warning: {warning}");
@@ -24,7 +25,15 @@ pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path) -> Outcome
         SimError::Plan(message) => Failure::BadInput(message),
         SimError::Internal(message) => Failure::Internal(message),
     })?;
-    let verdict = check(&history);
+    let options = CheckOptions {
+        workload: settings
+            .workload
+            .parse::<Workload>()
+            .map_err(|error| Failure::BadInput(error.to_string()))?,
+        strict,
+        ..CheckOptions::default()
+    };
+    let verdict = check_with(&history, &options);
     let wall_s = started.elapsed().as_secs_f64();
     report::print_summary(&history, &verdict, wall_s);
     let finished = FinishedRun {
