@@ -67,41 +67,68 @@ impl History {
 
     /// Reads a JSONL history file; `path` appears in every error message.
     ///
-    /// The file is read whole and parsed line by line from the byte slice: no per-line
-    /// `String`, and the event vector is sized once from the line count (growing it by
-    /// doubling copied every event several times and doubled peak memory).
+    /// Two streaming passes: the first counts lines so the event vector is sized once (growing
+    /// it by doubling copied every event several times and doubled peak memory), the second
+    /// parses each line from a reused byte buffer (no per-line `String`, and the file is never
+    /// held in memory whole).
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
-        let bytes = std::fs::read(path).map_err(|source| HistoryError::Io {
-            path: path.display().to_string(),
+        let origin = path.display().to_string();
+        let io = |source| HistoryError::Io {
+            path: origin.clone(),
             source,
-        })?;
-        Self::parse_jsonl(&bytes, &path.display().to_string())
+        };
+        let open = || {
+            std::fs::File::open(path)
+                .map(|file| std::io::BufReader::with_capacity(1 << 20, file))
+                .map_err(io)
+        };
+        let mut lines = 1usize;
+        let mut counting = open()?;
+        loop {
+            let chunk = counting.fill_buf().map_err(io)?;
+            if chunk.is_empty() {
+                break;
+            }
+            lines += chunk.iter().filter(|&&byte| byte == b'\n').count();
+            let consumed = chunk.len();
+            counting.consume(consumed);
+        }
+        Self::parse_lines(open()?, lines, &origin)
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors, and validates the invariants.
-    pub fn read_jsonl(mut reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
-        let mut bytes = Vec::new();
-        reader
-            .read_to_end(&mut bytes)
-            .map_err(|source| HistoryError::Io {
-                path: origin.to_string(),
-                source,
-            })?;
-        Self::parse_jsonl(&bytes, origin)
+    pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
+        Self::parse_lines(reader, 0, origin)
     }
 
-    /// Parses JSONL bytes, naming `origin` in errors, and validates the invariants.
-    pub fn parse_jsonl(bytes: &[u8], origin: &str) -> Result<History, HistoryError> {
-        let lines = bytes.iter().filter(|&&byte| byte == b'\n').count() + 1;
+    /// Parses JSONL line by line from `reader` (about `lines` of them), naming `origin` in
+    /// errors, and validates the invariants.
+    fn parse_lines(
+        mut reader: impl BufRead,
+        lines: usize,
+        origin: &str,
+    ) -> Result<History, HistoryError> {
         let mut events = Vec::with_capacity(lines);
         let mut line_numbers = Vec::with_capacity(lines);
-        for (number, line) in bytes.split(|&byte| byte == b'\n').enumerate() {
-            let line_no = number + 1;
+        let mut line = Vec::with_capacity(512);
+        let mut line_no = 0usize;
+        loop {
+            line.clear();
+            let read = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|source| HistoryError::Io {
+                    path: origin.to_string(),
+                    source,
+                })?;
+            if read == 0 {
+                break;
+            }
+            line_no += 1;
             if line.trim_ascii().is_empty() {
                 continue;
             }
             let event: Event =
-                serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
+                serde_json::from_slice(&line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
