@@ -48,7 +48,7 @@ fn write_big_history(sources: &[History], events: usize, path: &Path) -> usize {
                 .iter()
                 .map(|event| {
                     let mut event: Event = event.clone();
-                    event.index = written as u64 + event.index;
+                    event.index += written as u64;
                     event.time_ns += offset_ns;
                     last_ns = event.time_ns;
                     for name in [
@@ -93,9 +93,7 @@ fn big_histories(c: &mut Criterion) {
         // A cut-off copy leaves calls open at its end; that is allowed and must stay valid.
         assert_eq!(check_file(&path), Validity::Valid);
         group.throughput(Throughput::Elements(events as u64));
-        group.bench_function(format!("{events}-events"), |b| {
-            b.iter(|| check_file(&path))
-        });
+        group.bench_function(format!("{events}-events"), |b| b.iter(|| check_file(&path)));
     }
     group.finish();
 }

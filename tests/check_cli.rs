@@ -120,9 +120,19 @@ fn the_workload_comes_from_the_flag_else_run_json() {
     .unwrap();
     let from_record = fencer(&["check", "history.jsonl", "--strict"], dir.path());
     assert_eq!(from_record.status.code(), Some(0), "{}", text(&from_record));
-    assert!(text(&from_record).contains("(mutex, strict)"), "{}", text(&from_record));
+    assert!(
+        text(&from_record).contains("(mutex, strict)"),
+        "{}",
+        text(&from_record)
+    );
     let flag = fencer(
-        &["check", "history.jsonl", "--strict", "--workload", "fenced-register"],
+        &[
+            "check",
+            "history.jsonl",
+            "--strict",
+            "--workload",
+            "fenced-register",
+        ],
         dir.path(),
     );
     assert_eq!(flag.status.code(), Some(1), "{}", text(&flag));
@@ -139,7 +149,10 @@ fn the_workload_comes_from_the_flag_else_run_json() {
         "{}",
         text(&bad_record)
     );
-    let bad_flag = fencer(&["check", "history.jsonl", "--workload", "queue"], dir.path());
+    let bad_flag = fencer(
+        &["check", "history.jsonl", "--workload", "queue"],
+        dir.path(),
+    );
     assert_eq!(bad_flag.status.code(), Some(254), "{}", text(&bad_flag));
 }
 
@@ -167,7 +180,14 @@ fn a_lost_increment_is_found_in_a_lock_counter_history() {
     ];
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("h.jsonl"), history(events)).unwrap();
-    let output = fencer(&["check", "h.jsonl", "--workload", "lock-counter"], dir.path());
+    let output = fencer(
+        &["check", "h.jsonl", "--workload", "lock-counter"],
+        dir.path(),
+    );
     assert_eq!(output.status.code(), Some(1), "{}", text(&output));
-    assert!(text(&output).contains("invalid: 1 lost-update"), "{}", text(&output));
+    assert!(
+        text(&output).contains("invalid: 1 lost-update"),
+        "{}",
+        text(&output)
+    );
 }

@@ -25,8 +25,8 @@ impl Rng {
 
 /// A linearizable history: each process alternates write/read calls lasting 1–20 ms with
 /// 0–10 ms gaps; each call takes effect at a random instant inside its interval; one write in
-/// 50 never gets a reply (`info`).
-fn history(ops_per_process: usize, concurrency: usize, seed: u64) -> History {
+/// `info_one_in` gets no reply (`info`) although it took effect.
+fn history(ops_per_process: usize, concurrency: usize, info_one_in: u64, seed: u64) -> History {
     let mut rng = Rng(seed | 1);
     // (time, order, event, effect): effect = the write id that takes effect at that time.
     struct Call {
@@ -44,7 +44,7 @@ fn history(ops_per_process: usize, concurrency: usize, seed: u64) -> History {
             let duration_ns = 1_000_000 + rng.below(19_000_000);
             let effect_ns = now_ns + 1 + rng.below(duration_ns - 1);
             let write = (n % 2 == 0).then(|| format!("w{process}-{n}"));
-            let info = write.is_some() && rng.below(50) == 0;
+            let info = write.is_some() && rng.below(info_one_in) == 0;
             calls.push(Call {
                 invoke_ns: now_ns,
                 effect_ns,
@@ -54,9 +54,6 @@ fn history(ops_per_process: usize, concurrency: usize, seed: u64) -> History {
                 info,
             });
             now_ns += duration_ns + rng.below(10_000_000);
-            if info {
-                break; // a process whose call is unanswered makes no further calls
-            }
         }
     }
     // Register value at each read's effect instant.
@@ -78,12 +75,20 @@ fn history(ops_per_process: usize, concurrency: usize, seed: u64) -> History {
         let mut invoke = Event::new(
             process.clone(),
             EventType::Invoke,
-            if call.write.is_some() { Op::Write } else { Op::Read },
+            if call.write.is_some() {
+                Op::Write
+            } else {
+                Op::Read
+            },
         );
         invoke.key = Some("k".into());
         invoke.write_id = call.write.clone();
         let mut reply = Event {
-            kind: if call.info { EventType::Info } else { EventType::Ok },
+            kind: if call.info {
+                EventType::Info
+            } else {
+                EventType::Ok
+            },
             ..invoke.clone()
         };
         if call.write.is_none() {
@@ -116,23 +121,30 @@ fn main() {
     } else {
         ops
     };
-    println!("ops/process x concurrency = calls: result in seconds");
-    for concurrency in [2, 5, 10, 20] {
-        for &per_process in &ops {
-            let history = history(per_process, concurrency, 7);
-            let calls = history.events.len() / 2;
-            let started = Instant::now();
-            let verdict = check_with(&history, &CheckOptions::default());
-            let elapsed = started.elapsed().as_secs_f64();
-            let report = verdict
-                .checkers
-                .iter()
-                .find(|report| report.checker == AnomalyClass::NonlinearizableRegister)
-                .expect("the register checker runs on fenced-register histories");
-            println!(
-                "{per_process} x {concurrency} = {calls}: {} in {elapsed:.3}s",
-                report.validity
-            );
+    println!("ops/process x concurrency = calls (1 write in N unknown): result in seconds");
+    for info_one_in in [u64::MAX, 50] {
+        for concurrency in [2, 5, 10, 20, 50] {
+            for &per_process in &ops {
+                let history = history(per_process, concurrency, info_one_in, 7);
+                let calls = history.events.len() / 2;
+                let started = Instant::now();
+                let verdict = check_with(&history, &CheckOptions::default());
+                let elapsed = started.elapsed().as_secs_f64();
+                let report = verdict
+                    .checkers
+                    .iter()
+                    .find(|report| report.checker == AnomalyClass::NonlinearizableRegister)
+                    .expect("the register checker runs on fenced-register histories");
+                let unknown = if info_one_in == u64::MAX {
+                    "none".to_string()
+                } else {
+                    info_one_in.to_string()
+                };
+                println!(
+                    "{per_process} x {concurrency} = {calls} (N = {unknown}): {} in {elapsed:.3}s",
+                    report.validity
+                );
+            }
         }
     }
 }

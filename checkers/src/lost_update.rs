@@ -40,7 +40,9 @@ struct Applied<'h> {
 impl<'h> Applied<'h> {
     /// The write id of the latest application before `before` whose value is `value`.
     fn holding(&self, value: u64, before: usize) -> Option<&'h str> {
-        let end = self.positions.partition_point(|&position| position < before);
+        let end = self
+            .positions
+            .partition_point(|&position| position < before);
         (0..end)
             .rev()
             .find(|&slot| self.values[slot] == Some(value))
@@ -93,9 +95,10 @@ impl<'h> Counter<'h> {
                     }
                 }
                 (EventType::Invoke, Op::Write) => {
-                    if let (Some(write_id), Some(&read)) =
-                        (event.write_id.as_deref(), last_read.get(event.process.as_str()))
-                    {
+                    if let (Some(write_id), Some(&read)) = (
+                        event.write_id.as_deref(),
+                        last_read.get(event.process.as_str()),
+                    ) {
                         counter.read_of.entry(write_id).or_insert(read);
                     }
                 }
@@ -135,6 +138,10 @@ impl<'h> Counter<'h> {
     }
 }
 
+/// A key's final state: the final read (if any) and the write it descends from (`Err` when
+/// that cannot be told).
+type FinalState<'h> = (&'h str, Option<usize>, Result<Option<&'h str>, ()>);
+
 /// `lost-update`: acknowledged writes missing from the chain the final value descends from.
 pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
     const CLASS: AnomalyClass = AnomalyClass::LostUpdate;
@@ -145,7 +152,7 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
         "final read + reads"
     };
     // The final state of each key: the final read, else the store log's last write.
-    let mut finals: Vec<(&str, Option<usize>, Result<Option<&str>, ()>)> = Vec::new();
+    let mut finals: Vec<FinalState<'_>> = Vec::new();
     for &(key, read) in &counter.final_reads {
         finals.push((key, Some(read), counter.seen_by(ctx, read)));
     }
@@ -256,7 +263,10 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Ano
             cited.push(applied.positions[slot]);
             story.add(
                 applied.positions[slot],
-                format!("the store applied it {}", at_store_order(ctx.at(applied.positions[slot]))),
+                format!(
+                    "the store applied it {}",
+                    at_store_order(ctx.at(applied.positions[slot]))
+                ),
             );
             if let Some(next) = applied.positions.get(slot + 1) {
                 let next_event = ctx.at(*next);
@@ -351,7 +361,11 @@ pub(crate) fn check_duplicates(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|&(first, again)| explain_duplicate(ctx, &invokes, first, again))
         .collect();
-    let evidence = if logged { "store log" } else { "client replies" };
+    let evidence = if logged {
+        "store log"
+    } else {
+        "client replies"
+    };
     Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
 }
 
@@ -392,7 +406,10 @@ fn explain_duplicate(
             let process = ctx.at(*first_send).process.as_str();
             let faults = faults_between(ctx, process, *first_send, again);
             let mut story = Story::new(process);
-            story.add(*first_send, format!("sent it {}", when(ctx.at(*first_send), "its")));
+            story.add(
+                *first_send,
+                format!("sent it {}", when(ctx.at(*first_send), "its")),
+            );
             story.add_faults(ctx, &faults);
             cited.extend(faults);
             story.add(
@@ -415,7 +432,9 @@ fn explain_duplicate(
              {sent}. One logical operation must take effect once: fencing refuses lower tokens, \
              not a repeat of the same generation, so a retry needs an idempotency key.",
             event.value.as_deref().unwrap_or("?"),
-            event.token.map_or("(none)".into(), |token| token.to_string()),
+            event
+                .token
+                .map_or("(none)".into(), |token| token.to_string()),
             event.key.as_deref().unwrap_or("(no key)"),
             describe(first),
             describe(again),
@@ -504,7 +523,10 @@ mod tests {
             let text = &lost.anomalies[0].explanation;
             assert!(text.starts_with("w1 read counter 1"), "{text}");
             assert!(text.contains("sent write w1-0 = 2 with token 2"), "{text}");
-            assert!(text.contains("the final read of counter-1 returned 2"), "{text}");
+            assert!(
+                text.contains("the final read of counter-1 returned 2"),
+                "{text}"
+            );
             if logged {
                 assert!(
                     text.contains(
@@ -546,7 +568,10 @@ mod tests {
         assert_eq!(duplicates.report.validity, Validity::Invalid);
         assert_eq!(duplicates.report.anomalies, 1);
         let text = &duplicates.anomalies[0].explanation;
-        assert!(text.starts_with("Write w0-0 = 1 with token 1 to key counter-1 took effect twice"), "{text}");
+        assert!(
+            text.starts_with("Write w0-0 = 1 with token 1 to key counter-1 took effect twice"),
+            "{text}"
+        );
         assert!(text.contains("w0 sent it at"), "{text}");
         assert!(text.contains("was paused 2.000s"), "{text}");
         assert!(text.contains("sent it again (2 sends)"), "{text}");

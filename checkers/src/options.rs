@@ -101,6 +101,9 @@ mod tests {
             );
         }
         let err = "counter".parse::<Workload>().unwrap_err().to_string();
-        assert!(err.contains("lock-counter") && err.contains("\"counter\""), "{err}");
+        assert!(
+            err.contains("lock-counter") && err.contains("\"counter\""),
+            "{err}"
+        );
     }
 }

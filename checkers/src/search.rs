@@ -254,7 +254,11 @@ mod tests {
         ];
         assert!(matches!(
             linearize(&calls, soon()),
-            Search::Violation { blocked: 2, state: 1, .. }
+            Search::Violation {
+                blocked: 2,
+                state: 1,
+                ..
+            }
         ));
     }
 
@@ -274,7 +278,10 @@ mod tests {
             call(1, Some(2), Read(0)),
             call(3, Some(4), Read(INITIAL)),
         ];
-        assert!(matches!(linearize(&flicker, soon()), Search::Violation { .. }));
+        assert!(matches!(
+            linearize(&flicker, soon()),
+            Search::Violation { .. }
+        ));
     }
 
     #[test]

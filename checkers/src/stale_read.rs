@@ -16,6 +16,10 @@ use crate::versions::{StoreVersions, Version};
 
 const CLASS: AnomalyClass = AnomalyClass::StaleRead;
 
+/// Reads in flight per process: the invoke, and the newest acknowledged write (its store
+/// position or invoke, and its `ok`) when the read was sent.
+type OpenReads<'h> = FastMap<&'h str, (usize, Option<(usize, usize)>)>;
+
 /// A stale read: its invoke and reply, the newer write's `ok`, and where the store applied the
 /// version read and the newer write (store log only).
 struct Hit {
@@ -39,7 +43,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
     let versions = StoreVersions::build(ctx.events);
     // Per key: the newest version (by store position) among acknowledged writes, and its ok.
     let mut newest_acked: FastMap<&str, (usize, usize)> = FastMap::default();
-    let mut open_reads: FastMap<&str, (usize, Option<(usize, usize)>)> = FastMap::default();
+    let mut open_reads: OpenReads<'_> = FastMap::default();
     let mut hits = Hits::new();
     for (position, event) in ctx.events.iter().enumerate() {
         let Some(key) = event.key.as_deref() else {
@@ -98,7 +102,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut open_writes: FastMap<&str, usize> = FastMap::default();
     // Per key: among acknowledged writes, the one sent last (invoke position) and its ok.
     let mut latest_sent_acked: FastMap<&str, (usize, usize)> = FastMap::default();
-    let mut open_reads: FastMap<&str, (usize, Option<(usize, usize)>)> = FastMap::default();
+    let mut open_reads: OpenReads<'_> = FastMap::default();
     let mut hits = Hits::new();
     for (position, event) in ctx.events.iter().enumerate() {
         let Some(key) = event.key.as_deref() else {
@@ -141,13 +145,13 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     (Some(write_id), _) => match acked.get(write_id) {
                         Some(&ok) => Some(ok),
                         None => {
-                    continue;
-                }
+                            continue;
+                        }
                     },
                     (None, None) => None,
                     (None, Some(_)) => {
-                    continue;
-                }
+                        continue;
+                    }
                 };
                 if seen_ok.is_none_or(|ok| ok < newer_sent) {
                     hits.push(Hit {
@@ -190,9 +194,16 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
                 |id| format!("write {id}"),
             );
             if applied.kind == EventType::Log {
-                format!("{name}, which the store applied {}", at_store_order(applied))
+                format!(
+                    "{name}, which the store applied {}",
+                    at_store_order(applied)
+                )
             } else {
-                format!("{name}, acknowledged to {} {}", applied.process, when(applied, "its"))
+                format!(
+                    "{name}, acknowledged to {} {}",
+                    applied.process,
+                    when(applied, "its")
+                )
             }
         }
         (id, None) => id.map_or_else(
@@ -260,11 +271,18 @@ mod tests {
             let stale = read(&mut b, "w3", "k", Some("a"));
             let history = b.build();
             let outcome = check(&Context::new(&history));
-            assert_eq!(outcome.report.validity, Validity::Invalid, "logged {logged}");
+            assert_eq!(
+                outcome.report.validity,
+                Validity::Invalid,
+                "logged {logged}"
+            );
             assert_eq!(outcome.report.anomalies, 1);
             assert!(outcome.anomalies[0].events.contains(&stale));
             let text = &outcome.anomalies[0].explanation;
-            assert!(text.starts_with("w3 read key k at 1.000s (its clock 1.000s) and got write a"), "{text}");
+            assert!(
+                text.starts_with("w3 read key k at 1.000s (its clock 1.000s) and got write a"),
+                "{text}"
+            );
             assert!(text.contains("write b"), "{text}");
         }
     }
@@ -277,7 +295,11 @@ mod tests {
         let history = b.build();
         let outcome = check(&Context::new(&history));
         assert_eq!(outcome.report.anomalies, 1);
-        assert!(outcome.anomalies[0].explanation.contains("the initial (empty) value"));
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("the initial (empty) value")
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use fencer_harness::{EventType, Op};
 
 use crate::context::{Context, is_lock_log, is_store_log};
-use crate::explain::{at_store_order, who_owns, when};
+use crate::explain::{at_store_order, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
 use crate::stale_write::writer_story;
@@ -97,9 +97,16 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         .as_deref()
         .map_or_else(|| grant.process.clone(), |owner| who_owns(ctx, owner));
     let granted_by = if grant.kind == EventType::Log {
-        format!("the lock service granted lock {lock} to {holder} with token {newer} {}", when(grant, "lock"))
+        format!(
+            "the lock service granted lock {lock} to {holder} with token {newer} {}",
+            when(grant, "lock")
+        )
     } else {
-        format!("{} was granted lock {lock} with token {newer} {}", grant.process, when(grant, "its"))
+        format!(
+            "{} was granted lock {lock} with token {newer} {}",
+            grant.process,
+            when(grant, "its")
+        )
     };
     let fence = hit.store_fence.map_or(
         format!("the store had not seen any token for key {key} yet"),
@@ -211,7 +218,11 @@ mod tests {
         let verdict = crate::check(&history);
         assert_eq!(verdict.validity, Validity::Valid);
         assert_eq!(verdict.warning_counts["superseded-write-accepted"], 1);
-        assert!(verdict.anomaly_counts.is_empty(), "{:?}", verdict.anomaly_counts);
+        assert!(
+            verdict.anomaly_counts.is_empty(),
+            "{:?}",
+            verdict.anomaly_counts
+        );
         let warning = verdict
             .anomalies
             .iter()

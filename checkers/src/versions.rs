@@ -72,7 +72,11 @@ impl<'h> StoreVersions<'h> {
         };
         let applied = self.by_key.get(key).map(Vec::as_slice).unwrap_or_default();
         let end = applied.partition_point(|&(position, _)| position < reply);
-        match applied[..end].iter().rev().find(|(_, seen)| *seen == Some(value)) {
+        match applied[..end]
+            .iter()
+            .rev()
+            .find(|(_, seen)| *seen == Some(value))
+        {
             Some(&(position, _)) => Some(Version::Applied(position)),
             None if value == "0" => Some(Version::Initial),
             None => None,

@@ -97,7 +97,10 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             cited.push(reply);
             let reply = ctx.at(reply);
             match reply.kind {
-                EventType::Ok => format!("and the lock service extended the lease {}", when(reply, "its")),
+                EventType::Ok => format!(
+                    "and the lock service extended the lease {}",
+                    when(reply, "its")
+                ),
                 EventType::Fail => format!(
                     "and the lock service refused it ({}) {}",
                     reply.error.as_deref().unwrap_or("no reason given"),
@@ -168,7 +171,10 @@ mod tests {
         let outcome = check(&Context::new(&history));
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
-        assert_eq!(outcome.anomalies[0].events, vec![released, zombie, zombie + 1]);
+        assert_eq!(
+            outcome.anomalies[0].events,
+            vec![released, zombie, zombie + 1]
+        );
         let text = &outcome.anomalies[0].explanation;
         for needle in [
             "w1 sent the release of lock L for owner o1",
@@ -189,7 +195,10 @@ mod tests {
         let outcome = check(&Context::new(&history));
         assert_eq!(outcome.report.anomalies, 1);
         let text = &outcome.anomalies[0].explanation;
-        assert!(text.starts_with("w1 finished (its last call, acquire ok"), "{text}");
+        assert!(
+            text.starts_with("w1 finished (its last call, acquire ok"),
+            "{text}"
+        );
         assert!(text.contains("extended the lease"), "{text}");
     }
 
