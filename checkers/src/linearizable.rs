@@ -271,6 +271,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
             RegisterOp::Write(id) => call.reply.is_some() || observed[id as usize],
             RegisterOp::Read(_) => true,
         });
+        calls.calls.sort_by_key(|call| call.invoke);
     }
     key_order.sort_unstable();
     let mut hits = Hits::new();

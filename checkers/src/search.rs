@@ -143,12 +143,65 @@ impl Entries {
     }
 }
 
-type StateSet = HashSet<(Box<[u64]>, u32), BuildHasherDefault<FxHasher>>;
+type StateSet = HashSet<(u32, Box<[u64]>, u32), BuildHasherDefault<FxHasher>>;
 
-/// Searches for a linearization of `calls` on a register, until `deadline`.
+/// The set of linearized calls, with what makes its memo key small: calls are sorted by
+/// invoke, so a search state is almost always "every call before `low`, plus a few after".
+/// The key is `low` (the first call not linearized) and the words from `low` up to the
+/// highest linearized call — an exact encoding of the set, not a hash of it.
+struct Linearized {
+    words: Vec<u64>,
+    low: usize,
+    /// The highest linearized call after each push, so pops restore it.
+    high: Vec<usize>,
+}
+
+impl Linearized {
+    fn new(calls: usize) -> Linearized {
+        Linearized {
+            words: vec![0; calls.div_ceil(64)],
+            low: 0,
+            high: Vec::new(),
+        }
+    }
+
+    fn contains(&self, call: usize) -> bool {
+        self.words[call / 64] & (1 << (call % 64)) != 0
+    }
+
+    fn insert(&mut self, call: usize) {
+        self.words[call / 64] |= 1 << (call % 64);
+        let high = self.high.last().map_or(call, |&high| high.max(call));
+        self.high.push(high);
+        while self.low < self.words.len() * 64 && self.contains(self.low) {
+            self.low += 1;
+        }
+    }
+
+    fn remove(&mut self, call: usize) {
+        self.words[call / 64] &= !(1 << (call % 64));
+        self.high.pop();
+        self.low = self.low.min(call);
+    }
+
+    /// The memo key with the register's `state`.
+    fn key(&self, state: u32) -> (u32, Box<[u64]>, u32) {
+        let from = self.low / 64;
+        let to = self
+            .high
+            .last()
+            .map_or(from, |&high| high / 64 + 1)
+            .max(from);
+        (self.low as u32, self.words[from..to].into(), state)
+    }
+}
+
+/// Searches for a linearization of `calls` (sorted by invoke, for compact memo keys) on a
+/// register, until `deadline`.
 pub(crate) fn linearize(calls: &[Call], deadline: Instant) -> Search {
+    debug_assert!(calls.is_sorted_by_key(|call| call.invoke));
     let mut entries = Entries::new(calls);
-    let mut linearized = vec![0u64; calls.len().div_ceil(64)];
+    let mut linearized = Linearized::new(calls.len());
     let mut seen = StateSet::default();
     let mut stack: Vec<(usize, u32)> = Vec::new();
     let mut state = INITIAL;
@@ -173,15 +226,15 @@ pub(crate) fn linearize(calls: &[Call], deadline: Instant) -> Search {
                 RegisterOp::Read(id) => (id == state, state),
             };
             if fits {
-                linearized[call / 64] |= 1 << (call % 64);
-                if seen.insert((linearized.clone().into_boxed_slice(), next_state)) {
+                linearized.insert(call);
+                if seen.insert(linearized.key(next_state)) {
                     stack.push((entry, state));
                     state = next_state;
                     entries.lift(entry);
                     entry = entries.first();
                     continue;
                 }
-                linearized[call / 64] &= !(1 << (call % 64));
+                linearized.remove(call);
             }
             entry = entries.next[entry];
             continue;
@@ -201,8 +254,7 @@ pub(crate) fn linearize(calls: &[Call], deadline: Instant) -> Search {
                 depth,
             };
         };
-        let undone = entries.call[undo];
-        linearized[undone / 64] &= !(1 << (undone % 64));
+        linearized.remove(entries.call[undo]);
         state = previous;
         entries.unlift(undo);
         entry = entries.next[undo];
