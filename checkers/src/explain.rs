@@ -208,6 +208,18 @@ fn fault_phrase(event: &Event) -> String {
         ),
         (Op::DropRenew, None, _, _) => format!("started losing its renew replies at {at}"),
         (Op::HealRenew, ..) => format!("got its renew replies back at {at}"),
+        (Op::DelayWrite, Some(duration_ns), _, _) => format!(
+            "had its writes held in flight for {} from {at} to {}",
+            secs(duration_ns),
+            secs(event.time_ns.saturating_add(duration_ns))
+        ),
+        (Op::DelayWrite, None, _, _) => format!("started having its writes delayed at {at}"),
+        (Op::HealWrite, ..) => format!("had its writes delivered promptly again at {at}"),
+        (Op::Restart, Some(duration_ns), _, _) => {
+            format!("was restarted at {at}, down for {}", secs(duration_ns))
+        }
+        (Op::Restart, None, _, _) => format!("was restarted at {at}"),
+        (Op::Recover, ..) => format!("answered again after its restart at {at}"),
         (f, ..) => format!("was hit by a {} fault at {at}", op_name(f)),
     }
 }
@@ -311,6 +323,19 @@ mod tests {
         assert_eq!(
             fault_phrase(&jump),
             "had its clock jumped backward 5.000s at 0.000s"
+        );
+        let mut delay = Event::new("nemesis", EventType::Nemesis, Op::DelayWrite);
+        delay.time_ns = 1_000_000_000;
+        delay.duration_ns = Some(3_000_000_000);
+        assert_eq!(
+            fault_phrase(&delay),
+            "had its writes held in flight for 3.000s from 1.000s to 4.000s"
+        );
+        let mut restart = Event::new("nemesis", EventType::Nemesis, Op::Restart);
+        restart.duration_ns = Some(2_000_000_000);
+        assert_eq!(
+            fault_phrase(&restart),
+            "was restarted at 0.000s, down for 2.000s"
         );
     }
 }

@@ -9,7 +9,7 @@
 use fencer_harness::{EventType, Op};
 
 use crate::context::{Context, is_lock_log, is_store_log};
-use crate::explain::{at_store_order, when, who_owns};
+use crate::explain::{Story, at_store_order, faults_between, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
 use crate::stale_write::writer_story;
@@ -132,12 +132,33 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             at_store_order(applied)
         ),
     };
+    // What happened to the lock server between the old grant and the newer one (a restart, a
+    // clock jump) often explains why the old lease ended early.
+    let old_grant = applied
+        .write_id
+        .as_deref()
+        .and_then(|id| ctx.lookup().write_invoke(id, hit.applied))
+        .and_then(|invoke| {
+            let call = ctx.at(invoke);
+            ctx.lookup()
+                .grant_to_worker(crate::context::worker_of(&call.process), token, invoke)
+        })
+        .unwrap_or(0);
+    let faults = faults_between(ctx, "lock", old_grant, hit.newer_grant);
+    let mut server = Story::new("Meanwhile the lock server");
+    server.add_faults(ctx, &faults);
+    let server = if server.is_empty() {
+        String::new()
+    } else {
+        format!(" {}.", server.render())
+    };
+    cited.extend(faults);
     Anomaly {
         class: CLASS,
         severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
-            "{told}; but {granted_by}, before that, and {fence}, so it could not know token {token} was superseded. This is the documented \
+            "{told}; but {granted_by}, before that, and {fence}, so it could not know token {token} was superseded.{server} This is the documented \
              limit of fencing: a store refuses an old token only after a newer one has reached \
              it (a warning unless checking is strict)."
         ),
@@ -157,6 +178,7 @@ mod tests {
         b.acquire("w1", "L", "o1", 1, true);
         b.write("w1", "k", 1, "w1-0", true);
         b.pause("w1", 12.0);
+        b.nemesis(Op::Restart, "lock", |e| e.duration_ns = Some(1_000_000_000));
         b.at(10.7);
         b.acquire("w3", "L", "o3", 2, true);
         if !overtakes {
@@ -186,6 +208,7 @@ mod tests {
             "sent write w1-1 with token 1",
             "granted lock L to w3 (owner o3) with token 2 at 10.701s (lock clock 10.701s)",
             "the store had seen only token 1 for key k",
+            "Meanwhile the lock server was restarted at 0.007s, down for 1.000s.",
             "documented limit of fencing",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in: {text}");
