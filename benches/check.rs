@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fencer::{History, Plan, Settings, Validity, check, simulate};
+use fencer::{History, Plan, Settings, Validity, Verdict, check, simulate};
 use fencer_harness::Event;
 
 /// Default simulations of seeds `0..4`, one per seed.
@@ -72,9 +72,9 @@ fn write_big_history(sources: &[History], events: usize, path: &Path) -> usize {
     written
 }
 
-fn check_file(path: &Path) -> Validity {
+fn check_file(path: &Path) -> Verdict {
     let history = History::read_jsonl_file(path).expect("generated history reads back");
-    check(&history).validity
+    check(&history)
 }
 
 fn big_histories(c: &mut Criterion) {
@@ -91,7 +91,13 @@ fn big_histories(c: &mut Criterion) {
         let written = write_big_history(&sources, events, &path);
         assert_eq!(written, events);
         // A cut-off copy leaves calls open at its end; that is allowed and must stay valid.
-        assert_eq!(check_file(&path), Validity::Valid);
+        let verdict = check_file(&path);
+        assert_eq!(
+            verdict.validity,
+            Validity::Valid,
+            "{}",
+            verdict.summary_line()
+        );
         group.throughput(Throughput::Elements(events as u64));
         group.bench_function(format!("{events}-events"), |b| b.iter(|| check_file(&path)));
     }

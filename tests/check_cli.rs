@@ -191,3 +191,26 @@ fn a_lost_increment_is_found_in_a_lock_counter_history() {
         text(&output)
     );
 }
+
+#[test]
+fn run_strict_fails_exactly_when_the_lenient_run_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let lenient = fencer(&["run", "--seed", "1", "--out", "lenient"], dir.path());
+    assert_eq!(lenient.status.code(), Some(0), "{}", text(&lenient));
+    let warned = text(&lenient).contains("; warnings: ");
+    let strict = fencer(
+        &["run", "--seed", "1", "--strict", "--out", "strict"],
+        dir.path(),
+    );
+    assert_eq!(
+        strict.status.code(),
+        Some(if warned { 1 } else { 0 }),
+        "{}",
+        text(&strict)
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("lenient/history.jsonl")).unwrap(),
+        std::fs::read(dir.path().join("strict/history.jsonl")).unwrap(),
+        "--strict changes the verdict, never the run"
+    );
+}

@@ -5,10 +5,10 @@
 //! uses (holding the lock against everyone else until the process dies), or, with a lock
 //! service that does not compare owners, someone else's. The evidence is the client calls
 //! alone: the renewal task of `wN` is the process `wN:renew`, and a renew it *sends* for an
-//! owner token after `wN` sent that token's release (or after `wN`'s last event) is a zombie,
-//! whatever the lock service answers.
+//! owner token after `wN` sent that token's release (or after `wN` finished: its last event
+//! closed a release or a refused acquire) is a zombie, whatever the lock service answers.
 
-use fencer_harness::{EventType, Op};
+use fencer_harness::{Event, EventType, Op};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
@@ -57,6 +57,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     });
                 } else if let Some(&last) = last_of_worker.get(worker)
                     && last < position
+                    && has_finished(ctx.at(last))
                 {
                     hits.push(Hit {
                         renew: position,
@@ -70,6 +71,14 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
     Outcome::ran(CLASS, "client calls", hits.count, anomalies, None)
+}
+
+/// Whether a worker whose last event is `last` had finished: its last call was a release, or
+/// an acquire it was refused (it gave up). A history cut off while the worker held a lease
+/// (last event a read, a write, a granted acquire) shows a live renewal, not a zombie.
+fn has_finished(last: &Event) -> bool {
+    last.kind.is_completion()
+        && (last.f == Op::Release || (last.f == Op::Acquire && last.kind != EventType::Ok))
 }
 
 fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
@@ -186,9 +195,12 @@ mod tests {
     }
 
     #[test]
-    fn a_renew_after_the_workers_last_event_is_a_zombie() {
+    fn a_renew_after_the_worker_finished_is_a_zombie() {
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
+        // w1 gives up on a second lease and finishes; its first lease's task lives on.
+        b.invoke_acquire("w1", "L", "o2");
+        b.fail("w1", "busy");
         b.at(5.0);
         renew(&mut b, "w1:renew", "o1", true);
         let history = b.build();
@@ -196,10 +208,22 @@ mod tests {
         assert_eq!(outcome.report.anomalies, 1);
         let text = &outcome.anomalies[0].explanation;
         assert!(
-            text.starts_with("w1 finished (its last call, acquire ok"),
+            text.starts_with("w1 finished (its last call, acquire failed"),
             "{text}"
         );
         assert!(text.contains("extended the lease"), "{text}");
+    }
+
+    #[test]
+    fn a_history_cut_off_while_the_lease_is_held_has_no_zombie() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.write("w1", "k", 1, "w1-0", false);
+        b.at(5.0);
+        renew(&mut b, "w1:renew", "o1", true);
+        let history = b.build();
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Valid);
     }
 
     #[test]
