@@ -373,24 +373,26 @@ mod tests {
         );
     }
 
-    /// Issue 3's budget: a million events in under a second. Timing is only meaningful in an
-    /// optimised build: `cargo test -p fencer-checkers --release -- --ignored`.
+    /// A million events: every checker finishes and the counts stay exact beyond the stored
+    /// cap. How long it takes is measured by the `check` criterion bench (`cargo bench --bench
+    /// check`), not asserted here: a timed test fails on a busy CI machine.
     #[test]
-    #[ignore = "timing; run with --release -- --ignored"]
-    fn a_million_events_are_checked_in_under_a_second() {
+    #[ignore = "slow in debug; CI runs it with --release -- --ignored"]
+    fn a_million_events_are_checked_with_exact_counts() {
         // Every 40th round stale: over 2,500 anomalies, more than the stored cap.
         let history = busy_history(1_000_000 / 9, 40);
         assert!(history.events.len() >= 1_000_000);
-        let started = std::time::Instant::now();
         let verdict = check(&history);
-        let elapsed = started.elapsed();
-        eprintln!("checked {} events in {elapsed:?}", history.events.len());
         assert_eq!(verdict.validity, Validity::Invalid);
-        assert!(verdict.anomaly_counts["stale-write-accepted"] > MAX_ANOMALIES_PER_CLASS);
-        assert!(
-            elapsed < std::time::Duration::from_secs(1),
-            "checking {} events took {elapsed:?}",
-            history.events.len()
+        assert_eq!(
+            verdict.anomaly_counts["stale-write-accepted"],
+            1_000_000 / 9 / 40
+        );
+        assert_eq!(
+            verdict.anomaly_counts.len(),
+            1,
+            "{:?}",
+            verdict.anomaly_counts
         );
     }
 }
