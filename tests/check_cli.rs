@@ -214,3 +214,33 @@ fn run_strict_fails_exactly_when_the_lenient_run_warns() {
         "--strict changes the verdict, never the run"
     );
 }
+
+#[test]
+fn a_search_out_of_budget_exits_2_and_says_why() {
+    // No store log: register linearizability needs the search; two overlapping writes and a
+    // read keep it busy for more than 0 ms.
+    let events = vec![
+        write("w1", EventType::Invoke, 1, "a"),
+        write("w2", EventType::Invoke, 2, "b"),
+        write("w1", EventType::Ok, 1, "a"),
+        write("w2", EventType::Ok, 2, "b"),
+        event("r", EventType::Invoke, Op::Read, |e| {
+            e.key = Some("k".into())
+        }),
+        event("r", EventType::Ok, Op::Read, |e| {
+            e.key = Some("k".into());
+            e.write_id = Some("a".into());
+        }),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("h.jsonl"), history(events)).unwrap();
+    let settled = fencer(&["check", "h.jsonl"], dir.path());
+    assert_eq!(settled.status.code(), Some(0), "{}", text(&settled));
+    let spent = fencer(&["check", "h.jsonl", "--search-budget-ms", "0"], dir.path());
+    assert_eq!(spent.status.code(), Some(2), "{}", text(&spent));
+    assert!(
+        text(&spent).contains("inconclusive: nonlinearizable-register"),
+        "{}",
+        text(&spent)
+    );
+}

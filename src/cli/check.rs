@@ -8,8 +8,8 @@ use fencer::{CheckOptions, History, Workload, check_with};
 use super::{Failure, Outcome, report};
 
 /// Reads `path`, checks it with the checkers for `workload` (else the one named by `run.json`
-/// beside the history, else `fenced-register`), prints the verdict.
-pub fn check(path: &Path, workload: Option<Workload>, strict: bool) -> Outcome {
+/// beside the history, else `fenced-register`) and the rest of `options`, prints the verdict.
+pub fn check(path: &Path, workload: Option<Workload>, options: CheckOptions) -> Outcome {
     let history =
         History::read_jsonl_file(path).map_err(|error| Failure::BadInput(error.to_string()))?;
     let workload = match workload {
@@ -18,13 +18,12 @@ pub fn check(path: &Path, workload: Option<Workload>, strict: bool) -> Outcome {
     };
     let options = CheckOptions {
         workload,
-        strict,
-        ..CheckOptions::default()
+        ..options
     };
     println!(
         "fencer check: {} ({workload}{})",
         path.display(),
-        if strict { ", strict" } else { "" }
+        if options.strict { ", strict" } else { "" }
     );
     let verdict = check_with(&history, &options);
     report::print_summary(&history, &verdict, 0.0);

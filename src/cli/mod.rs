@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use fencer::CheckOptions;
 use fencer::settings::{
     LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
 };
@@ -74,6 +75,10 @@ enum Command {
         /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
         #[arg(long)]
         strict: bool,
+        /// Wall-clock budget of the linearizability search for histories without a store
+        /// log; when it runs out the verdict is unknown (exit 2).
+        #[arg(long, default_value_t = 10_000)]
+        search_budget_ms: u64,
     },
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
@@ -197,7 +202,16 @@ pub fn main() -> ExitCode {
             history,
             workload,
             strict,
-        } => check::check(&history, workload, strict),
+            search_budget_ms,
+        } => check::check(
+            &history,
+            workload,
+            CheckOptions {
+                strict,
+                search_budget_ms,
+                ..CheckOptions::default()
+            },
+        ),
         Command::Bench {
             seeds,
             workers,
