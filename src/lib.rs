@@ -8,10 +8,15 @@
 //! [`fencer_checkers::check`].
 
 pub mod demo;
+pub mod gate;
 pub mod plan;
+pub mod plan_locate;
 pub mod save;
 pub mod settings;
+pub mod shrink;
 pub mod simulate;
+pub mod swarm;
+pub mod test_backends;
 
 pub use fencer_checkers::{Validity, Verdict, check};
 pub use fencer_harness::History;

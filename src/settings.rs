@@ -22,6 +22,11 @@ pub enum LockBackend {
     SimResurrectingRenew,
     /// Mutant: fencing token = lock server wall clock in ms.
     SimClockTokens,
+    /// Test-only (`test-nondeterministic`): the reference service made non-deterministic on
+    /// purpose, to prove `gate --check-determinism` catches it; see
+    /// [`crate::test_backends`]. Deliberately left out of [`LockBackend::ALL`].
+    #[doc(hidden)]
+    TestNondeterministic,
 }
 
 impl LockBackend {
@@ -42,6 +47,7 @@ impl LockBackend {
             LockBackend::SimUncheckedRenew => LeaseRules::UncheckedRenew,
             LockBackend::SimResurrectingRenew => LeaseRules::ResurrectingRenew,
             LockBackend::SimClockTokens => LeaseRules::ClockTokens,
+            LockBackend::TestNondeterministic => LeaseRules::Reference,
         }
     }
 }

@@ -17,6 +17,8 @@ use fencer_workloads::Worker;
 use tokio::sync::oneshot;
 
 use crate::plan::Plan;
+use crate::settings::LockBackend;
+use crate::test_backends::NondeterministicLock;
 
 /// Why a simulation could not produce a history.
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +53,10 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
         Arc::clone(&recorder),
         settings.lock.rules(),
     ));
+    let lock_service: Arc<dyn LockService> = match settings.lock {
+        LockBackend::TestNondeterministic => Arc::new(NondeterministicLock::new(lock_service)),
+        _ => lock_service,
+    };
     let store: Arc<dyn FencedStore> = Arc::new(
         SqliteStore::in_memory(settings.store.rules(), Some(Arc::clone(&recorder)))
             .map_err(|error| SimError::Internal(error.to_string()))?,

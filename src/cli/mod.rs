@@ -3,9 +3,13 @@
 mod bench;
 mod check;
 mod demo;
+mod gate;
+mod merge;
+mod progress;
 mod replay;
 mod report;
 mod run;
+mod shrink;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -68,6 +72,13 @@ enum Command {
         /// The history file.
         history: PathBuf,
     },
+    /// Run many seeds on every core, fail on the first anomaly, shrink it, save it as a
+    /// regression: the CI gate.
+    Gate(gate::GateArgs),
+    /// Shrink a failing run's plan to a minimal one that still shows the same anomaly.
+    Shrink(shrink::ShrinkArgs),
+    /// Combine the summaries of gate shards (their --out directories) into one.
+    Merge(merge::MergeArgs),
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
         /// Seeds to simulate, from 0.
@@ -88,6 +99,40 @@ struct RunArgs {
     /// Seed every random choice derives from.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Run this plan file (a saved plan.json, a shrunk plan.min.json, or a hand-written plan)
+    /// instead of generating one; the plan carries its own settings.
+    #[arg(long, conflicts_with_all = SETTINGS_FLAGS)]
+    plan: Option<PathBuf>,
+    #[command(flatten)]
+    settings: SettingsArgs,
+    /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Root of the run store.
+    #[arg(long, default_value = "store")]
+    store_dir: PathBuf,
+}
+
+/// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
+/// them.
+const SETTINGS_FLAGS: [&str; 12] = [
+    "seed",
+    "workers",
+    "ops",
+    "ttl",
+    "renew_every",
+    "nemesis",
+    "fault_gap",
+    "store",
+    "lock",
+    "on_renew_failure",
+    "call_timeout",
+    "swarm",
+];
+
+/// The workload, backend and nemesis flags `run` and `gate` share.
+#[derive(Args, Debug)]
+struct SettingsArgs {
     /// Number of workers.
     #[arg(long, default_value_t = 5)]
     workers: usize,
@@ -119,12 +164,10 @@ struct RunArgs {
     /// How long a client waits for a reply before recording the call as unknown.
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     call_timeout: u64,
-    /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
+    /// Swarm testing: each seed also chooses which of the enabled faults are on and how
+    /// often they come.
     #[arg(long)]
-    out: Option<PathBuf>,
-    /// Root of the run store.
-    #[arg(long, default_value = "store")]
-    store_dir: PathBuf,
+    swarm: bool,
 }
 
 /// A parsed `--nemesis` list (a newtype so clap does not treat it as repeated values).
@@ -141,10 +184,11 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
         .map(NemesisList)
 }
 
-impl RunArgs {
-    fn settings(&self) -> Settings {
+impl SettingsArgs {
+    /// The settings before any seed is applied (`seed` 0, no swarm draw).
+    fn base(&self) -> Settings {
         Settings {
-            seed: self.seed,
+            seed: 0,
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
@@ -158,6 +202,48 @@ impl RunArgs {
             ..Settings::default()
         }
     }
+}
+
+/// The settings of seed `seed`: `base` with the seed, and with the seed's fault mix in swarm
+/// mode.
+fn settings_for_seed(base: &Settings, seed: u64, swarm: bool) -> Settings {
+    let settings = Settings {
+        seed,
+        ..base.clone()
+    };
+    if swarm {
+        fencer::swarm::swarm_settings(&settings)
+    } else {
+        settings
+    }
+}
+
+/// The `fencer run` command line that reproduces seed `seed` of a gate over `base`: every
+/// setting spelled out, so it does not depend on defaults.
+fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
+    let nemesis: Vec<&str> = base.nemesis.iter().map(|kind| kind.name()).collect();
+    let mut command = format!(
+        "fencer run --seed {seed} --workers {} --ops {} --ttl {} --renew-every {} --nemesis {} \
+         --fault-gap {} --store {} --lock {} --on-renew-failure {} --call-timeout {}",
+        base.workers,
+        base.ops_per_worker,
+        format_duration(base.ttl_ns),
+        format_duration(base.renew_every_ns),
+        if nemesis.is_empty() {
+            "none".to_string()
+        } else {
+            nemesis.join(",")
+        },
+        format_duration(base.mean_fault_gap_ns),
+        fencer::settings::name_of(&base.store),
+        fencer::settings::name_of(&base.lock),
+        base.on_renew_failure.name(),
+        format_duration(base.call_timeout_ns),
+    );
+    if swarm {
+        command.push_str(" --swarm");
+    }
+    command
 }
 
 /// Parses arguments, runs the command, and maps the outcome to an exit code.
@@ -175,7 +261,17 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(args) => run::run(&args.settings(), args.out.as_deref(), &args.store_dir),
+        Command::Run(args) => match &args.plan {
+            Some(path) => run::run_plan_file(path, args.out.as_deref(), &args.store_dir),
+            None => run::run(
+                &settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm),
+                args.out.as_deref(),
+                &args.store_dir,
+            ),
+        },
+        Command::Gate(args) => gate::gate(&args),
+        Command::Shrink(args) => shrink::shrink_command(&args),
+        Command::Merge(args) => merge::merge_command(&args),
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check { history } => check::check(&history),
