@@ -103,6 +103,7 @@ pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: Shrink
     // until a whole round changes nothing; three rounds bound the cost.
     for _ in 0..3 {
         let before = shrinker.accepted;
+        shrinker.truncate_cycles();
         shrinker.drop_chunks(
             |plan| plan.faults.len(),
             |plan, range| {
@@ -218,6 +219,30 @@ impl Shrinker<'_> {
             true
         } else {
             false
+        }
+    }
+
+    /// Cuts every worker's script to its first `keep` cycles, for the smallest `keep` found by
+    /// halving steps. Whatever happens after the anomaly cannot matter, so cutting the tail
+    /// usually works and makes every later candidate cheaper to simulate.
+    fn truncate_cycles(&mut self) {
+        let longest = |plan: &Plan| {
+            plan.workers
+                .iter()
+                .map(|w| w.cycles.len())
+                .max()
+                .unwrap_or(0)
+        };
+        let mut step = longest(&self.best) / 2;
+        while step > 0 && !self.exhausted() {
+            let keep = longest(&self.best).saturating_sub(step);
+            let mut candidate = self.best.clone();
+            for worker in &mut candidate.workers {
+                worker.cycles.truncate(keep);
+            }
+            if !self.try_candidate(Some(candidate)) {
+                step /= 2;
+            }
         }
     }
 

@@ -139,6 +139,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
             chunks: Vec::new(),
             failures: Vec::new(),
             wall_s: 0.0,
+            shrink_s: 0.0,
         },
         failed_plans: Vec::new(),
     };
@@ -186,11 +187,13 @@ pub fn gate(args: &GateArgs) -> Outcome {
         }
         BatchEnd::Finished => {}
     }
+    gate.summary.wall_s = started.elapsed().as_secs_f64();
     if !args.no_shrink {
+        let shrinking = Instant::now();
         gate.shrink_failures();
+        gate.summary.shrink_s = shrinking.elapsed().as_secs_f64();
     }
     gate.save_regressions();
-    gate.summary.wall_s = started.elapsed().as_secs_f64();
     let summary_path = out.join("gate.json");
     write_atomically(&summary_path, &gate.summary.to_json())
         .map_err(|error| Failure::BadInput(format!("{}: {error}", summary_path.display())))?;
@@ -520,6 +523,9 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
         row("failing", failing.join(", "));
     }
     row("wall time", format!("{:.2} s", summary.wall_s));
+    if summary.shrink_s > 0.0 {
+        row("shrinking", format!("{:.2} s", summary.shrink_s));
+    }
     row("runs/s", format!("{:.1}", summary.runs_per_s()));
     if let Some(path) = path {
         row("summary", path.display().to_string());

@@ -86,11 +86,12 @@ impl Progress {
         );
     }
 
-    /// Prints a line without tearing the bar.
+    /// Prints a result line (a failure): above the bar on a terminal, on stdout in plain mode
+    /// (where progress lines go to stderr).
     pub fn println(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            None => println!("{line}"),
         }
     }
 

@@ -50,8 +50,12 @@ pub struct GateSummary {
     pub chunks: Vec<Chunk>,
     /// Every failing run, in seed order (regressions first).
     pub failures: Vec<FailureRecord>,
-    /// Wall time of the gate (the longest shard's, after a merge).
+    /// Wall time spent running plans, shrinking excluded (the longest shard's, after a
+    /// merge): what runs/s is measured over.
     pub wall_s: f64,
+    /// Wall time spent shrinking failures (the longest shard's, after a merge).
+    #[serde(default)]
+    pub shrink_s: f64,
 }
 
 /// Seeds of one chunk `[first_seed, first_seed + CHUNK_SEEDS)` that ran.
@@ -199,6 +203,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
         chunks: Vec::new(),
         failures: Vec::new(),
         wall_s: 0.0,
+        shrink_s: 0.0,
         ..first.clone()
     };
     let mut chunks: BTreeMap<u64, Chunk> = BTreeMap::new();
@@ -252,6 +257,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
         }
         merged.failures.extend(part.failures.iter().cloned());
         merged.wall_s = merged.wall_s.max(part.wall_s);
+        merged.shrink_s = merged.shrink_s.max(part.shrink_s);
     }
     merged.shards.sort_by_key(|shard| shard.index);
     merged.chunks = chunks.into_values().collect();
@@ -283,6 +289,7 @@ mod tests {
             chunks: Vec::new(),
             failures: Vec::new(),
             wall_s: 1.0,
+            shrink_s: 0.0,
         };
         for &(seed, validity) in seeds {
             summary.count_run(Some(seed), validity, 10);
