@@ -143,6 +143,21 @@ fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     assert_eq!(minimal.status.code(), Some(1), "{}", text(&minimal));
     let verdict = json(&dir.path().join("min/verdict.json"));
     assert!(verdict["anomaly_counts"][&class].as_u64().unwrap() > 0);
+    // `fencer shrink` does the same on demand.
+    std::fs::remove_file(dir.path().join(run_dir).join("plan.min.json")).unwrap();
+    let on_demand = fencer(
+        &["shrink", run_dir, "--shrink-candidates", "300"],
+        dir.path(),
+    );
+    assert_eq!(on_demand.status.code(), Some(1), "{}", text(&on_demand));
+    assert!(
+        text(&on_demand).contains(&format!("shrunk ({class}")),
+        "{}",
+        text(&on_demand)
+    );
+    let again = std::fs::read(dir.path().join(run_dir).join("plan.min.json")).unwrap();
+    let from_gate = std::fs::read(dir.path().join("min/plan.json")).unwrap();
+    assert_eq!(again, from_gate, "shrinking is deterministic");
 
     // The minimal plan was saved as a regression; the next gate of the same system replays it
     // first and fails on it, a gate of another system does not.
@@ -246,6 +261,57 @@ fn failing_seeds_do_not_depend_on_jobs_or_shards() {
     let lowest: BTreeSet<u64> = one.iter().take(1).copied().collect();
     assert_eq!(first_failure("f1", "1"), lowest);
     assert_eq!(first_failure("f2", "2"), lowest);
+}
+
+#[test]
+fn swarm_seeds_choose_their_fault_mix_and_replay_from_the_printed_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--seeds",
+        "0..40",
+        "--swarm",
+        "--keep-going",
+        "--no-shrink",
+        "--no-regressions",
+        "--nemesis",
+        "pause,skew,drop-renew",
+        "--out",
+        "g",
+    ];
+    args.extend_from_slice(&MUTANT[..2]);
+    args.extend_from_slice(&MUTANT[4..]);
+    let output = gate(dir.path(), &args);
+    let out = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{out}");
+    let summary = json(&dir.path().join("g/gate.json"));
+    let mut mixes = BTreeSet::new();
+    for failure in summary["failures"].as_array().unwrap() {
+        let plan = json(
+            &Path::new(dir.path())
+                .join(failure["run_dir"].as_str().unwrap())
+                .join("plan.json"),
+        );
+        mixes.insert(plan["settings"]["nemesis"].to_string());
+    }
+    assert!(
+        mixes.len() >= 2,
+        "failing seeds should differ in fault mix: {mixes:?}"
+    );
+    let command = out
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("reproduce: fencer run "))
+        .unwrap();
+    assert!(command.ends_with(" --swarm"), "{command}");
+    let mut replay_args: Vec<&str> = command.split(' ').collect();
+    replay_args.insert(0, "run");
+    replay_args.extend_from_slice(&["--out", "again"]);
+    let again = fencer(&replay_args, dir.path());
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again));
+    let seed = summary["failures"][0]["run_dir"].as_str().unwrap();
+    assert_eq!(
+        std::fs::read(dir.path().join("again/history.jsonl")).unwrap(),
+        std::fs::read(dir.path().join(seed).join("history.jsonl")).unwrap()
+    );
 }
 
 #[test]
@@ -380,15 +446,24 @@ fn sigint_leaves_complete_run_dirs_and_an_incomplete_summary_and_exits_2() {
         .args(&args)
         .current_dir(dir.path())
         .env("CI", "true")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    // A failing assertion must not leave a 100 000-seed gate running.
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     // Wait for the first failure to be reported, then interrupt.
-    let stderr = child.stderr.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut child = KillOnDrop(child);
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines() {
+        for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             let _ = sender.send(line);
         }
@@ -402,14 +477,15 @@ fn sigint_leaves_complete_run_dirs_and_an_incomplete_summary_and_exits_2() {
             break;
         }
     }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+    // The shell's builtin `kill`, so the test needs no extra package.
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -INT {}", child.0.id())])
         .status()
         .unwrap();
     assert!(status.success());
     let started = Instant::now();
     let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
+        if let Some(status) = child.0.try_wait().unwrap() {
             break status.code();
         }
         assert!(

@@ -188,7 +188,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
         BatchEnd::Finished => {}
     }
     gate.summary.wall_s = started.elapsed().as_secs_f64();
-    if !args.no_shrink {
+    if !args.no_shrink && !gate.failed_plans.is_empty() {
         let shrinking = Instant::now();
         gate.shrink_failures();
         gate.summary.shrink_s = shrinking.elapsed().as_secs_f64();
