@@ -102,7 +102,7 @@ impl Plan {
         }
         self.settings
             .validate()
-            .map_err(at(vec![Step::Key("settings")]))?;
+            .map_err(|message| (settings_path(&message), message))?;
         if self.workers.len() != self.settings.workers {
             return Err(at(vec![Step::Key("workers")])(format!(
                 "expected {} worker scripts (settings.workers), found {}",
@@ -145,6 +145,28 @@ impl Plan {
         bytes.push(b'\n');
         bytes
     }
+}
+
+/// The settings field a validation message is about, from the message's first word (the CLI
+/// flag it names), so the error points at that line; the `settings` object otherwise.
+fn settings_path(message: &str) -> Vec<Step> {
+    const FIELDS: [(&str, &str); 7] = [
+        ("unknown workload", "workload"),
+        ("workers", "workers"),
+        ("ops", "ops_per_worker"),
+        ("ttl", "ttl_ns"),
+        ("renew-every", "renew_every_ns"),
+        ("latency", "latency"),
+        ("call timeout", "call_timeout_ns"),
+    ];
+    let mut path = vec![Step::Key("settings")];
+    if let Some((_, field)) = FIELDS
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+    {
+        path.push(Step::Key(field));
+    }
+    path
 }
 
 impl Settings {
@@ -207,6 +229,21 @@ mod tests {
         assert!(
             (fault_line - 3..fault_line).contains(&reported),
             "{error} (target on line {fault_line})"
+        );
+
+        let mut plan = Plan::generate(&Settings::default());
+        plan.settings.renew_every_ns = plan.settings.ttl_ns;
+        let text = String::from_utf8(plan.to_json()).unwrap();
+        let renew_line = 1 + text
+            .lines()
+            .position(|l| l.contains("renew_every_ns"))
+            .unwrap();
+        let error = Plan::from_json(text.as_bytes(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!("p.json:{renew_line}: renew-every")),
+            "{error}"
         );
 
         let mut plan = Plan::generate(&Settings::default());

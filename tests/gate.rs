@@ -519,3 +519,18 @@ fn sigint_leaves_complete_run_dirs_and_an_incomplete_summary_and_exits_2() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn a_time_budget_ends_an_open_range_as_finished_work_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = gate(
+        dir.path(),
+        &["--time", "1s", "--ops", "5", "--jobs", "2", "--out", "g"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let summary = json(&dir.path().join("g/gate.json"));
+    assert_eq!(summary["ended"], "out-of-time");
+    assert_eq!(summary["complete"], true);
+    assert_eq!(summary["seeds"]["end"], Value::Null);
+    assert!(summary["seeds_run"].as_u64().unwrap() > 0);
+}
