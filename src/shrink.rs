@@ -171,15 +171,39 @@ pub fn without_worker(plan: &Plan, index: usize) -> Option<Plan> {
     Some(candidate)
 }
 
+/// `fault` aimed at `new_target`. Works on the fault's JSON form so every fault kind, present
+/// and future, is renumbered the same way (each has a `target`).
 fn retarget(fault: &Fault, new_target: String) -> Fault {
-    let mut fault = fault.clone();
-    match &mut fault {
-        Fault::Pause { target, .. }
-        | Fault::ClockJump { target, .. }
-        | Fault::ClockDrift { target, .. }
-        | Fault::DropRenew { target, .. } => *target = new_target,
+    let mut value = serde_json::to_value(fault).expect("faults always serialise");
+    value["target"] = serde_json::Value::String(new_target);
+    serde_json::from_value(value).expect("only the target changed")
+}
+
+/// `fault` with its `field` (a magnitude: duration, clock step, drift) halved toward zero, or
+/// `None` if it is already zero. JSON-based for the same reason as [`retarget`].
+fn halved(fault: &Fault, field: &str) -> Option<Fault> {
+    let mut value = serde_json::to_value(fault).expect("faults always serialise");
+    let number = &mut value[field];
+    let half = if let Some(unsigned) = number.as_u64() {
+        (unsigned != 0).then(|| serde_json::Value::from(unsigned / 2))?
+    } else {
+        let signed = number.as_i64()?;
+        (signed != 0).then(|| serde_json::Value::from(signed / 2))?
+    };
+    *number = half;
+    serde_json::from_value(value).ok()
+}
+
+/// The numeric fields of `fault` other than its start time: what shrinking makes smaller.
+fn magnitudes(fault: &Fault) -> Vec<String> {
+    match serde_json::to_value(fault).expect("faults always serialise") {
+        serde_json::Value::Object(fields) => fields
+            .into_iter()
+            .filter(|(name, value)| name != "at_ns" && value.is_number())
+            .map(|(name, _)| name)
+            .collect(),
+        _ => Vec::new(),
     }
-    fault
 }
 
 struct Shrinker<'a> {
@@ -274,18 +298,17 @@ impl Shrinker<'_> {
     /// Halves each fault's duration, clock step or drift while the failure reproduces.
     fn shrink_fault_sizes(&mut self) {
         for index in 0..self.best.faults.len() {
-            // A magnitude halves at most 16 times before it is negligible.
-            for _ in 0..16 {
-                let mut candidate = self.best.clone();
-                let halved = match &mut candidate.faults[index] {
-                    Fault::Pause { duration_ns, .. } | Fault::DropRenew { duration_ns, .. } => {
-                        halve_u64(duration_ns)
+            for field in magnitudes(&self.best.faults[index]) {
+                // A magnitude halves at most 16 times before it is negligible.
+                for _ in 0..16 {
+                    let Some(fault) = halved(&self.best.faults[index], &field) else {
+                        break;
+                    };
+                    let mut candidate = self.best.clone();
+                    candidate.faults[index] = fault;
+                    if !self.try_candidate(Some(candidate)) {
+                        break;
                     }
-                    Fault::ClockJump { jump_ns, .. } => halve_i64(jump_ns),
-                    Fault::ClockDrift { drift_ppm, .. } => halve_i64(drift_ppm),
-                };
-                if !halved || !self.try_candidate(Some(candidate)) {
-                    break;
                 }
             }
         }
@@ -317,18 +340,6 @@ impl Shrinker<'_> {
             }
         }
     }
-}
-
-fn halve_u64(value: &mut u64) -> bool {
-    let before = *value;
-    *value /= 2;
-    *value != before
-}
-
-fn halve_i64(value: &mut i64) -> bool {
-    let before = *value;
-    *value /= 2;
-    *value != before
 }
 
 #[cfg(test)]
@@ -369,6 +380,27 @@ mod tests {
             one = without_worker(&one, 0).unwrap();
         }
         assert!(without_worker(&one, 0).is_none());
+    }
+
+    #[test]
+    fn fault_magnitudes_halve_toward_zero_whatever_their_sign() {
+        let jump = Fault::ClockJump {
+            at_ns: 5,
+            target: "lock".into(),
+            jump_ns: -9,
+        };
+        assert_eq!(magnitudes(&jump), ["jump_ns"]);
+        let Some(Fault::ClockJump { jump_ns, at_ns, .. }) = halved(&jump, "jump_ns") else {
+            panic!("a jump halves to a jump");
+        };
+        assert_eq!((jump_ns, at_ns), (-4, 5));
+        let pause = Fault::Pause {
+            at_ns: 1,
+            target: "w0".into(),
+            duration_ns: 0,
+        };
+        assert_eq!(halved(&pause, "duration_ns"), None);
+        assert_eq!(retarget(&pause, "w3".into()).target(), "w3");
     }
 
     #[test]
