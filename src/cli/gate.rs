@@ -256,7 +256,7 @@ impl Gate<'_> {
                     result,
                     None,
                     &label,
-                    &format!("regression-{name}"),
+                    &format!("regression-{}", name.trim_end_matches(".json")),
                     replay,
                     &progress,
                 );
@@ -406,7 +406,7 @@ impl Gate<'_> {
         true
     }
 
-    /// Shrinks the first failure of each anomaly class (later ones of the same class are
+    /// Shrinks the first failing seed of each anomaly class (later ones of the same class are
     /// usually the same bug, and each shrink has its own time budget).
     fn shrink_failures(&mut self) {
         let mut seen = Vec::new();
@@ -414,8 +414,11 @@ impl Gate<'_> {
             if seen.contains(class) || INTERRUPTED.load(Ordering::SeqCst) {
                 continue;
             }
-            seen.push(*class);
             let failure = &mut self.summary.failures[*position];
+            if failure.seed.is_none() {
+                continue; // A saved regression is already as small as it got.
+            }
+            seen.push(*class);
             let Some(dir) = failure.run_dir.clone() else {
                 continue;
             };
