@@ -9,6 +9,7 @@
 
 pub mod demo;
 pub mod plan;
+pub mod reports;
 pub mod save;
 pub mod settings;
 pub mod simulate;
