@@ -8,9 +8,11 @@
 //! [`fencer_checkers::check`].
 
 pub mod demo;
+pub mod explain;
 pub mod plan;
 pub mod reports;
 pub mod save;
+pub mod serve;
 pub mod settings;
 pub mod simulate;
 
