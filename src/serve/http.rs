@@ -92,7 +92,7 @@ fn reason(status: u16) -> &'static str {
 /// Pages may run their own inline script and style, and fetch nothing else but same-origin
 /// images: a run's report can never call out to the network.
 const SECURITY_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
-Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self'\r\n\
+Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:\r\n\
 Referrer-Policy: no-referrer\r\n";
 
 /// Writes a whole response and closes; `head_only` for `HEAD`.

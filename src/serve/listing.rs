@@ -114,7 +114,7 @@ td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}.invalid{col
 /// The index page, showing only runs whose validity is `verdict` when one is given.
 pub fn index_page(runs: &[RunEntry], verdict: Option<&str>) -> String {
     let mut page = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fencer runs</title>\
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>fencer runs</title>\
          <style>{STYLE}</style></head><body>\n<h1>fencer runs</h1>\n<nav id=\"filter\">verdict: "
     );
     for (label, value) in [
@@ -187,7 +187,7 @@ pub fn directory_page(dir: &Path, url: &str) -> String {
         .unwrap_or_default();
     names.sort();
     let mut page = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{0}</title>\
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\"><title>{0}</title>\
          <style>{STYLE}</style></head><body><h1>{0}</h1><p><a href=\"/\">all runs</a></p><ul>\n",
         escape::text(url)
     );

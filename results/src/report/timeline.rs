@@ -71,7 +71,7 @@ fn head(page: &mut String, input: &ReportInput) {
     let title = escape::text(&input.title);
     let _ = write!(
         page,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<link rel=\"icon\" href=\"data:,\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>fencer timeline: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
          <header><h1>{title}</h1>\n<p class=\"verdict v-{}\" id=\"verdict\">{}</p>\n\

@@ -57,6 +57,12 @@ pub fn describe(event: &Event) -> String {
         .clone()
         .or_else(|| event.value.clone())
         .unwrap_or_else(|| "?".into());
+    // The value, when it says more than the write id (a user's own values, say).
+    let value = match (&event.value, &event.write_id) {
+        (Some(value), Some(id)) if value != id => format!(" (value {value:?})"),
+        (Some(value), None) => format!(" (value {value:?})"),
+        _ => String::new(),
+    };
     let error = event
         .error
         .as_deref()
@@ -70,7 +76,7 @@ pub fn describe(event: &Event) -> String {
         (EventType::Invoke, Op::Renew) => format!("{who} asked to renew lock {lock}"),
         (EventType::Invoke, Op::Release) => format!("{who} asked to release lock {lock}"),
         (EventType::Invoke, Op::Write) => {
-            format!("{who} sent write {write} with token {token} to key {key}")
+            format!("{who} sent write {write}{value} with token {token} to key {key}")
         }
         (EventType::Invoke, Op::Read) => format!("{who} read key {key}"),
         (EventType::Ok, Op::Acquire) => format!("{who} was granted lock {lock} with token {token}"),
@@ -107,7 +113,7 @@ pub fn describe(event: &Event) -> String {
             short_owner(event.owner.as_deref().unwrap_or("?"))
         ),
         (EventType::Log, Op::Write) => format!(
-            "the store applied write {write} with token {token} to key {key} (store order {})",
+            "the store applied write {write}{value} with token {token} to key {key} (store order {})",
             opt(&event.seq)
         ),
         (EventType::Log, f) => format!("the {who} logged {}", f.name()),
