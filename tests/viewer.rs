@@ -476,3 +476,32 @@ fn timeline_loads_in_headless_chromium_without_errors() {
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
 }
+
+#[test]
+fn explain_tells_the_story_and_exits_with_the_verdict() {
+    let root = tempfile::tempdir().unwrap();
+    let (dir, _) = save(
+        &demo::plan(StoreBackend::SqliteUnfenced),
+        root.path(),
+        "demo",
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .arg("explain")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let story = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{story}");
+    assert!(
+        story.contains("Anomaly 1 of 1: stale-write-accepted"),
+        "{story}"
+    );
+    assert!(story.contains("  1. "), "{story}");
+    assert!(story.contains("Defence that failed: fencing"), "{story}");
+    let missing = Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .args(["explain", "no/such/run"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(254));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("no/such/run: not a run directory"));
+}

@@ -150,10 +150,10 @@ pub fn index_page(runs: &[RunEntry], verdict: Option<&str>) -> String {
         for file in ["history.jsonl", "verdict.json", "plan.json", "run.json"] {
             let _ = write!(files, " <a href=\"/{base}/{file}\">{file}</a>");
         }
-        let _ = write!(
+        let _ = writeln!(
             page,
             "<tr class=\"run\" data-verdict=\"{v}\"><td><a href=\"/{base}/\">{date}</a></td><td>{seed}</td><td>{workload}</td>\
-             <td>lock {lock}, store {store}</td><td class=\"{v}\">{v}</td><td>{files}</td></tr>\n",
+             <td>lock {lock}, store {store}</td><td class=\"{v}\">{v}</td><td>{files}</td></tr>",
             v = escape::text(&record.validity),
             date = escape::text(&pretty_date(&record.written_at)),
             seed = escape::text(&setting(record, "seed")),

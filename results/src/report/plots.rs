@@ -113,9 +113,9 @@ impl Chart {
         let mut t = 0.0;
         while t <= self.x_max_ns as f64 / 1e9 + 1e-9 {
             let x = self.x((t * 1e9) as u64);
-            let _ = write!(
+            let _ = writeln!(
                 self.out,
-                "<line x1=\"{0}\" x2=\"{0}\" y1=\"{TOP}\" y2=\"{bottom}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>\n",
+                "<line x1=\"{0}\" x2=\"{0}\" y1=\"{TOP}\" y2=\"{bottom}\" stroke=\"#eee\"/><text x=\"{0}\" y=\"{1}\" text-anchor=\"middle\">{2}</text>",
                 px(x),
                 px(bottom + 14.0),
                 trim(t)
@@ -126,9 +126,9 @@ impl Chart {
         let mut v = (self.y_min / y_step).ceil() * y_step;
         while v <= self.y_max + 1e-9 {
             let y = self.y(v);
-            let _ = write!(
+            let _ = writeln!(
                 self.out,
-                "<line x1=\"{LEFT}\" x2=\"{right}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#eee\"/><text x=\"{1}\" y=\"{2}\" text-anchor=\"end\">{3}</text>\n",
+                "<line x1=\"{LEFT}\" x2=\"{right}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#eee\"/><text x=\"{1}\" y=\"{2}\" text-anchor=\"end\">{3}</text>",
                 px(y),
                 px(LEFT - 6.0),
                 px(y + 4.0),
@@ -136,9 +136,9 @@ impl Chart {
             );
             v += y_step;
         }
-        let _ = write!(
+        let _ = writeln!(
             self.out,
-            "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>\n",
+            "<rect x=\"{LEFT}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#999\"/>",
             px(right - LEFT),
             px(bottom - TOP)
         );
@@ -156,18 +156,18 @@ impl Chart {
             );
             let x = self.x(fault.start_ns);
             if fault.end_ns > fault.start_ns {
-                let _ = write!(
+                let _ = writeln!(
                     self.out,
-                    "<rect class=\"fault\" x=\"{}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"#888\" fill-opacity=\"0.12\"><title>{}</title></rect>\n",
+                    "<rect class=\"fault\" x=\"{}\" y=\"{TOP}\" width=\"{}\" height=\"{}\" fill=\"#888\" fill-opacity=\"0.12\"><title>{}</title></rect>",
                     px(x),
                     px((self.x(fault.end_ns) - x).max(1.0)),
                     px(bottom - TOP),
                     escape::text(&title)
                 );
             } else {
-                let _ = write!(
+                let _ = writeln!(
                     self.out,
-                    "<line class=\"fault\" x1=\"{0}\" x2=\"{0}\" y1=\"{TOP}\" y2=\"{bottom}\" stroke=\"#2471a3\" stroke-dasharray=\"4 3\"><title>{1}</title></line>\n",
+                    "<line class=\"fault\" x1=\"{0}\" x2=\"{0}\" y1=\"{TOP}\" y2=\"{bottom}\" stroke=\"#2471a3\" stroke-dasharray=\"4 3\"><title>{1}</title></line>",
                     px(x),
                     escape::text(&title)
                 );
@@ -179,9 +179,9 @@ impl Chart {
         let x = WIDTH - RIGHT + 12.0;
         for (n, (name, colour)) in self.legend.iter().enumerate() {
             let y = TOP + 10.0 + n as f64 * 16.0;
-            let _ = write!(
+            let _ = writeln!(
                 self.out,
-                "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+                "<rect x=\"{}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{colour}\"/><text x=\"{}\" y=\"{}\">{}</text>",
                 px(x),
                 px(y - 9.0),
                 px(x + 14.0),
@@ -229,16 +229,16 @@ fn latency(model: &Model<'_>) -> String {
         let y = chart.y((call.end_ns - call.start_ns) as f64 / 1e6);
         let colour = op_colour(call.f);
         if call.outcome == EventType::Info {
-            let _ = write!(
+            let _ = writeln!(
                 chart.out,
-                "<path d=\"M{} {}l6 6m0 -6l-6 6\" stroke=\"{colour}\" stroke-width=\"1.5\"/>\n",
+                "<path d=\"M{} {}l6 6m0 -6l-6 6\" stroke=\"{colour}\" stroke-width=\"1.5\"/>",
                 px(x - 3.0),
                 px(y - 3.0)
             );
         } else {
-            let _ = write!(
+            let _ = writeln!(
                 chart.out,
-                "<circle cx=\"{}\" cy=\"{}\" r=\"2\" fill=\"{colour}\" fill-opacity=\"0.7\"/>\n",
+                "<circle cx=\"{}\" cy=\"{}\" r=\"2\" fill=\"{colour}\" fill-opacity=\"0.7\"/>",
                 px(x),
                 px(y)
             );
@@ -284,9 +284,9 @@ fn leases(model: &Model<'_>) -> String {
             secs(lease.start_ns),
             secs(lease.end_ns)
         );
-        let _ = write!(
+        let _ = writeln!(
             chart.out,
-            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"4\" fill=\"{colour}\"><title>{}</title></rect>\n",
+            "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"4\" fill=\"{colour}\"><title>{}</title></rect>",
             px(x),
             px(y - 2.0),
             px((chart.x(lease.end_ns) - x).max(1.0)),
@@ -343,9 +343,9 @@ fn clocks(model: &Model<'_>) -> String {
             .iter()
             .map(|(t, offset)| format!("{},{}", px(chart.x(*t)), px(chart.y(*offset))))
             .collect();
-        let _ = write!(
+        let _ = writeln!(
             chart.out,
-            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>\n",
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\"><title>{}</title></polyline>",
             path.join(" "),
             escape::text(node)
         );

@@ -256,10 +256,10 @@ impl<'m, 'e> Drawing<'m, 'e> {
         for (lane_index, lane) in self.model.lanes.iter().enumerate() {
             let y = self.lane_y[lane_index];
             let h = self.lane_h[lane_index];
-            let _ = write!(
+            let _ = writeln!(
                 page,
                 "<rect class=\"lane{}\" x=\"0\" y=\"{}\" width=\"{width}\" height=\"{}\"/>\
-                 <text class=\"lane-name\" x=\"6\" y=\"{}\">{}</text>\n",
+                 <text class=\"lane-name\" x=\"6\" y=\"{}\">{}</text>",
                 if lane_index % 2 == 0 { " even" } else { "" },
                 px(y),
                 px(h),
@@ -298,7 +298,8 @@ impl<'m, 'e> Drawing<'m, 'e> {
             );
             let class = format!("fault f-{}", fault.f.name());
             let mut lanes = vec!["nemesis".to_string(), fault.target.clone()];
-            if fault.f == Op::Pause {
+            // A pause freezes the renewal task too; dropped renew replies are its loss.
+            if matches!(fault.f, Op::Pause | Op::DropRenew) {
                 lanes.push(format!("{}:renew", fault.target));
             }
             for lane in lanes {
@@ -623,10 +624,10 @@ fn anomaly_list(page: &mut String, model: &Model<'_>, anomalies: &[ReportAnomaly
         let a = times.iter().copied().min().unwrap_or(0);
         let b = times.iter().copied().max().unwrap_or(0);
         let cited: Vec<String> = anomaly.events.iter().map(|i| format!("#{i}")).collect();
-        let _ = write!(
+        let _ = writeln!(
             page,
             "<li class=\"anomaly\" id=\"anomaly-{k}\"><button class=\"goto\" data-k=\"{k}\" data-a=\"{}\" data-b=\"{}\">{} · {}–{}</button>\
-             <p>{}</p><p class=\"cited\">evidence: {}</p></li>\n",
+             <p>{}</p><p class=\"cited\">evidence: {}</p></li>",
             ms(a),
             ms(b),
             escape::text(&anomaly.class),
