@@ -205,7 +205,7 @@ mod tests {
         );
         assert!(story.contains("  1. "), "{story}");
         assert!(
-            story.contains("the store applied write w0-0 with token 1"),
+            story.contains("the store applied write w0-0 (value \"late A result\") with token 1"),
             "{story}"
         );
         assert!(story.contains("(w0's clock"), "{story}");
