@@ -308,14 +308,23 @@ fn clocks(model: &Model<'_>) -> String {
         let Some(local_ns) = event.local_ns else {
             continue;
         };
-        let node = event
-            .process
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_string();
+        // A clock jump records its target's reading after the jump: a step in that node's line.
+        let node = match (event.kind, &event.target) {
+            (EventType::Nemesis, Some(target)) => target.clone(),
+            _ => event
+                .process
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
         let offset_ms = (i128::from(local_ns) - i128::from(event.time_ns)) as f64 / 1e6;
         let points = series.entry(node).or_default();
+        if event.is(EventType::Nemesis, Op::ClockJump)
+            && let Some(&(_, before_ms)) = points.last()
+        {
+            points.push((event.time_ns, before_ms));
+        }
         match points.as_slice() {
             [.., before, last] if last.1 == offset_ms && before.1 == offset_ms => {
                 let end = points.len() - 1;
@@ -383,6 +392,7 @@ mod tests {
         let mut jump = ev(2_000, "nemesis", EventType::Nemesis, Op::ClockJump);
         jump.target = Some("w1".into());
         jump.jump_ns = Some(-5_000_000_000);
+        jump.local_ns = Some(-3_000_000_000);
         let mut after = ev(3_000, "w1:renew", EventType::Invoke, Op::Renew);
         after.local_ns = Some(-2_000_000_000);
         let events = vec![before, done, jump, after];
@@ -397,6 +407,16 @@ mod tests {
             clocks.contains("stroke-dasharray"),
             "the jump is not marked"
         );
+        assert!(!clocks.contains("<title>nemesis</title>"), "{clocks}");
+        // The line steps straight down at the jump (same x, offset 0 then -5000 ms).
+        let chart = Chart::new("", "", 3_000_000_000, -5_400.0, 400.0);
+        let at_jump = px(chart.x(2_000_000_000));
+        let step = format!(
+            "{at_jump},{} {at_jump},{}",
+            px(chart.y(0.0)),
+            px(chart.y(-5_000.0))
+        );
+        assert!(clocks.contains(&step), "{step} not in {clocks}");
     }
 
     #[test]
