@@ -19,6 +19,8 @@ use super::words::secs;
 pub const PLOT_FILES: [&str; 3] = ["latency.svg", "leases.svg", "clocks.svg"];
 
 const WIDTH: f64 = 1000.0;
+/// Latencies below this are drawn on it (a log scale has no zero).
+const LATENCY_FLOOR_MS: f64 = 0.1;
 const HEIGHT: f64 = 380.0;
 const LEFT: f64 = 70.0;
 const RIGHT: f64 = 150.0;
@@ -64,6 +66,8 @@ struct Chart {
     x_max_ns: u64,
     y_min: f64,
     y_max: f64,
+    /// The y values are log10 of what the labels show.
+    log_y: bool,
     legend: Vec<(String, String)>,
 }
 
@@ -79,6 +83,7 @@ impl Chart {
             x_max_ns: x_max_ns.max(1_000_000),
             y_min,
             y_max,
+            log_y: false,
             legend: Vec::new(),
         };
         let _ = write!(
@@ -122,7 +127,11 @@ impl Chart {
             );
             t += x_step;
         }
-        let y_step = nice_step(self.y_max - self.y_min, 6.0);
+        let y_step = if self.log_y {
+            1.0
+        } else {
+            nice_step(self.y_max - self.y_min, 6.0)
+        };
         let mut v = (self.y_min / y_step).ceil() * y_step;
         while v <= self.y_max + 1e-9 {
             let y = self.y(v);
@@ -132,7 +141,7 @@ impl Chart {
                 px(y),
                 px(LEFT - 6.0),
                 px(y + 4.0),
-                trim(v)
+                trim(if self.log_y { 10f64.powf(v) } else { v })
             );
             v += y_step;
         }
@@ -211,13 +220,15 @@ fn latency(model: &Model<'_>) -> String {
         .iter()
         .map(|call| (call.end_ns - call.start_ns) as f64 / 1e6)
         .fold(0.0, f64::max);
+    // Log scale: millisecond replies and second-long timeouts both stay readable.
     let mut chart = Chart::new(
         "Operation latency by operation type (× = unknown outcome)",
-        "latency (ms)",
+        "latency (ms, log scale)",
         model.end_ns,
-        0.0,
-        (max_ms * 1.05).max(1.0),
+        LATENCY_FLOOR_MS.log10(),
+        (max_ms * 1.5).max(10.0).log10(),
     );
+    chart.log_y = true;
     chart.shade_faults(model);
     chart.axes();
     let mut seen: Vec<Op> = Vec::new();
@@ -226,7 +237,8 @@ fn latency(model: &Model<'_>) -> String {
             seen.push(call.f);
         }
         let x = chart.x(call.start_ns);
-        let y = chart.y((call.end_ns - call.start_ns) as f64 / 1e6);
+        let latency_ms = (call.end_ns - call.start_ns) as f64 / 1e6;
+        let y = chart.y(latency_ms.max(LATENCY_FLOOR_MS).log10());
         let colour = op_colour(call.f);
         if call.outcome == EventType::Info {
             let _ = writeln!(
