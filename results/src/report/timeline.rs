@@ -673,7 +673,7 @@ h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:14px 0 6px}\
 text.out-ok{fill:#1e8449}text.out-fail{fill:#c0392b}text.out-info{fill:#b9770e}\
 .slabel{font-size:9px;fill:#333}.heal{fill:#2e86c1}.log{fill:#444}\
 .ev{fill:none;stroke:#e0001b;stroke-width:2.5}.ev.focus{stroke-width:4;stroke:#ff00aa}\
-#anomalies li{margin-bottom:8px}#anomalies li.active{background:#fde7ef}\
+#anomalies li{margin-bottom:8px}#anomalies li.none{list-style:none}#anomalies li.active{background:#fde7ef}\
 .goto{font-weight:600;cursor:pointer}.cited{color:#666;font-size:12px;margin:2px 0}\
 #legend ul{list-style:none;padding:0}.sw{display:inline-block;width:14px;height:10px;border:1px solid #999}\
 .fault-sw{background:rgba(85,85,85,.3)}.ev-sw{border:2px solid #e0001b;border-radius:50%}";
@@ -688,6 +688,28 @@ const SCRIPT: &str = r##"(function () {
   var H = svg.viewBox.baseVal.height;
   var NS = "http://www.w3.org/2000/svg";
   function X(t) { return L + (t - v0) / (v1 - v0) * W; }
+  // Point labels (no end time) per row, in time order: shown only where they do not overlap.
+  var rows = {};
+  items.forEach(function (el) {
+    if (el.tagName === "text" && el.dataset.b === undefined) {
+      var row = el.getAttribute("y");
+      (rows[row] = rows[row] || []).push(el);
+    }
+  });
+  Object.keys(rows).forEach(function (row) {
+    rows[row].sort(function (p, q) { return p.dataset.a - q.dataset.a; });
+  });
+  function declutter() {
+    Object.keys(rows).forEach(function (row) {
+      var free = -Infinity;
+      rows[row].forEach(function (el) {
+        var x = X(+el.dataset.a) + 2;
+        var fits = x >= free;
+        el.style.display = fits ? "" : "none";
+        if (fits) free = x + el.textContent.length * 6.5 + 4;
+      });
+    });
+  }
   function fmt(t) { return (t / 1000).toFixed(3) + "s"; }
   function ticks() {
     while (axis.firstChild) axis.removeChild(axis.firstChild);
@@ -729,6 +751,7 @@ const SCRIPT: &str = r##"(function () {
           break;
       }
     }
+    declutter();
     ticks();
     document.getElementById("range").textContent = fmt(v0) + " – " + fmt(v1);
   }
