@@ -171,7 +171,7 @@ pub fn index_page(runs: &[RunEntry], verdict: Option<&str>) -> String {
     page
 }
 
-/// A plain listing of `dir` (`url` is its URL path, ending in `/`).
+/// A plain listing of `dir`; `url` is the path it was requested by (still percent-encoded).
 pub fn directory_page(dir: &Path, url: &str) -> String {
     let mut names: Vec<(String, bool)> = std::fs::read_dir(dir)
         .map(|entries| {
@@ -193,9 +193,11 @@ pub fn directory_page(dir: &Path, url: &str) -> String {
     );
     for (name, is_dir) in names {
         let slash = if is_dir { "/" } else { "" };
+        // Absolute links, so they work whether or not the request ended in `/`.
         let _ = writeln!(
             page,
-            "<li><a href=\"{}{slash}\">{}{slash}</a></li>",
+            "<li><a href=\"{}/{}{slash}\">{}{slash}</a></li>",
+            escape::text(url.trim_end_matches('/')),
             href(&name),
             escape::text(&name)
         );
@@ -258,6 +260,22 @@ mod tests {
         assert_eq!(invalid.matches("<tr class=\"run\"").count(), 1);
         assert!(invalid.contains("store sqlite-unfenced"), "{invalid}");
         assert!(invalid.contains("href=\"/fenced-register/1-a/timeline.html\""));
+    }
+
+    #[test]
+    fn directory_links_are_absolute_and_escaped() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("sub")).unwrap();
+        std::fs::write(root.path().join("a b.json"), b"{}").unwrap();
+        let page = directory_page(root.path(), "/w/\"run");
+        assert!(
+            page.contains("<a href=\"/w/&quot;run/a%20b.json\">a b.json</a>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<a href=\"/w/&quot;run/sub/\">sub/</a>"),
+            "{page}"
+        );
     }
 
     #[test]

@@ -90,7 +90,11 @@ fn query_verdict(target: &str) -> Option<&str> {
         .filter(|value| matches!(*value, "valid" | "invalid" | "unknown"))
 }
 
+/// A client that stops reading its response for this long is dropped.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 fn handle(root: &Path, mut stream: TcpStream) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
     let request = match read_request(&stream) {
         Ok(request) => request,
         Err(BadRequest::Gone) => return Ok(()),
