@@ -22,12 +22,16 @@ pub fn secs_signed(ns: i64) -> String {
 }
 
 /// `26.813s (w2's clock 26.813s)`: the true time, and the acting node's own reading if known.
+/// A nemesis event's reading is its target's clock (after a jump, the new reading).
 pub fn both_clocks(event: &Event) -> String {
+    let node = match (event.kind, &event.target) {
+        (EventType::Nemesis, Some(target)) => target,
+        _ => &event.process,
+    };
     match event.local_ns {
         Some(local_ns) => format!(
-            "{} ({}'s clock {})",
+            "{} ({node}'s clock {})",
             secs(event.time_ns),
-            event.process,
             secs_signed(local_ns)
         ),
         None => secs(event.time_ns),
@@ -176,5 +180,9 @@ mod tests {
             "the lock service granted lock L to owner 01234567… with token 9, expiring at lock clock 10.000s"
         );
         assert_eq!(both_clocks(&grant), "0.001s (lock's clock 0.002s)");
+        let mut jump = Event::new("nemesis", EventType::Nemesis, Op::ClockJump);
+        jump.target = Some("w3".into());
+        jump.local_ns = Some(-5_000_000_000);
+        assert_eq!(both_clocks(&jump), "0.000s (w3's clock -5.000s)");
     }
 }
