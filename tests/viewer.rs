@@ -454,8 +454,22 @@ fn timeline_loads_in_headless_chromium_without_errors() {
     let shown = range[0].as_str().unwrap().to_string();
     assert!(!shown.starts_with("0.000s"), "not zoomed: {shown}");
     assert_eq!(range[1], verdict.anomalies[0].events.len(), "{range}");
+    // Wheel zooms in around the cursor; a drag pans; neither throws.
+    let zoomed = browser.script(
+        "const svg = document.getElementById('timeline');\
+         const before = document.getElementById('range').textContent;\
+         svg.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: 600, clientY: 300, bubbles: true, cancelable: true}));\
+         svg.dispatchEvent(new MouseEvent('mousedown', {clientX: 600, clientY: 300, bubbles: true}));\
+         window.dispatchEvent(new MouseEvent('mousemove', {clientX: 500, clientY: 300}));\
+         window.dispatchEvent(new MouseEvent('mouseup', {}));\
+         return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => \
+         r([before, document.getElementById('range').textContent]))));",
+    );
+    assert_ne!(zoomed[0], zoomed[1], "wheel and drag did not move the view");
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
+    // Back onto the first anomaly for the screenshot.
+    browser.script("document.querySelector('button.goto').click(); return null;");
     let screenshot = browser.call("GET", "/screenshot", serde_json::json!(null));
     let png = base64_decode(screenshot.as_str().unwrap());
     assert!(png.starts_with(b"\x89PNG"), "screenshot is not a PNG");
