@@ -89,10 +89,11 @@ impl SimLeaseService {
         }
     }
 
-    fn log(&self, f: Op, lock: &str, fill: impl FnOnce(&mut Event)) {
+    /// Logs a change applied at lock-server time `now_ns` (no await since it was read).
+    fn log(&self, f: Op, lock: &str, now_ns: i64, fill: impl FnOnce(&mut Event)) {
         let mut event = Event {
             lock: Some(lock.to_string()),
-            local_ns: Some(self.clock.now_ns()),
+            local_ns: Some(now_ns),
             ..Event::new("lock", EventType::Log, f)
         };
         fill(&mut event);
@@ -146,7 +147,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = granted else {
             return Ok(Acquired::Busy);
         };
-        self.log(Op::Acquire, lock, |event| {
+        self.log(Op::Acquire, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.token = Some(lease.token);
             event.ttl_ns = Some(ttl.as_nanos() as u64);
@@ -186,7 +187,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = renewed else {
             return Ok(Owned::NotOwner);
         };
-        self.log(Op::Renew, lock, |event| {
+        self.log(Op::Renew, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.holder = Some(lease.owner.to_string());
             event.holder_token = Some(lease.token);
@@ -197,6 +198,7 @@ impl LockService for SimLeaseService {
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        let now_ns = self.clock.now_ns();
         let released = self.with_lock(lock, |state| {
             let position = match self.rules {
                 LeaseRules::UnsafeRelease => state.leases.len().checked_sub(1),
@@ -214,7 +216,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
         };
-        self.log(Op::Release, lock, |event| {
+        self.log(Op::Release, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.holder = Some(lease.owner.to_string());
             event.holder_token = Some(lease.token);
