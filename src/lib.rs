@@ -8,10 +8,13 @@
 //! [`fencer_checkers::check`].
 
 pub mod demo;
+pub mod explain;
 pub mod gate;
 pub mod plan;
 pub mod plan_locate;
+pub mod reports;
 pub mod save;
+pub mod serve;
 pub mod settings;
 pub mod shrink;
 pub mod simulate;

@@ -3,12 +3,14 @@
 mod bench;
 mod check;
 mod demo;
+mod explain;
 mod gate;
 mod merge;
 mod progress;
 mod replay;
 mod report;
 mod run;
+mod serve;
 mod shrink;
 
 use std::path::PathBuf;
@@ -90,6 +92,24 @@ enum Command {
         /// Cycles per worker.
         #[arg(long, default_value_t = 100)]
         ops: usize,
+    },
+    /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
+    /// failed, the remedy.
+    Explain {
+        /// The run directory (e.g. store/latest).
+        dir: PathBuf,
+        /// Tell every anomaly, not only the first five.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Serve a local web UI listing the runs in a store, with their timelines and plots.
+    Serve {
+        /// Root of the run store.
+        #[arg(default_value = "store")]
+        store_dir: PathBuf,
+        /// Address to listen on (loopback by default; port 0 picks a free port).
+        #[arg(long, default_value = serve::DEFAULT_LISTEN)]
+        listen: String,
     },
 }
 
@@ -287,6 +307,8 @@ pub fn main() -> ExitCode {
             },
             seeds,
         ),
+        Command::Explain { dir, all } => explain::explain(&dir, all),
+        Command::Serve { store_dir, listen } => serve::serve(&store_dir, &listen),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
