@@ -8,6 +8,7 @@
 //! [`fencer_checkers::check`].
 
 pub mod demo;
+pub mod mutants;
 pub mod plan;
 pub mod save;
 pub mod settings;

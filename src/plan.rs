@@ -114,6 +114,14 @@ impl Plan {
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
         for fault in &self.faults {
             let target = fault.target();
+            if let Fault::Restart { .. } = fault {
+                if target != "lock" {
+                    return Err(format!(
+                        "expected restart target to be the lock service (lock), found `{target}`"
+                    ));
+                }
+                continue;
+            }
             let clock_target = matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. });
             if !(workers.contains(target) || (clock_target && target == "lock")) {
                 return Err(format!(
@@ -135,7 +143,8 @@ impl Plan {
 }
 
 impl Settings {
-    /// The workload's view of the settings.
+    /// The workload's view of the settings (call on validated settings: an unknown workload
+    /// name falls back to the default workload).
     pub fn register_config(&self) -> RegisterConfig {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
@@ -146,6 +155,7 @@ impl Settings {
                 self.renew_every_ns,
             )
         }
+        .for_workload(self.workload_kind().unwrap_or_default(), self.worker)
     }
 }
 

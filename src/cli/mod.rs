@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod demo;
+mod mutants;
 mod replay;
 mod report;
 mod run;
@@ -15,7 +16,7 @@ use fencer::settings::{
     LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
 };
 use fencer_nemesis::FaultKind;
-use fencer_workloads::RenewFailurePolicy;
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 
 /// How a command ended, as Jepsen's exit codes.
 #[derive(Debug)]
@@ -80,6 +81,13 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         ops: usize,
     },
+    /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
+    /// fencer catches it; exit 1 if any escapes.
+    Mutants {
+        /// Seeds to try per mutant before declaring it not caught.
+        #[arg(long, default_value_t = 200)]
+        cap: u64,
+    },
 }
 
 /// `fencer run`'s flags; every default is the embedded default of [`Settings`].
@@ -88,6 +96,13 @@ struct RunArgs {
     /// Seed every random choice derives from.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// What workers do under the lock: fenced-register, lock-counter, mutex.
+    #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+    workload: WorkloadKind,
+    /// The workers' code: reference, or a worker mutant (ignore-renew-failure,
+    /// zombie-renewal, blind-retry).
+    #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
+    worker: WorkerVariant,
     /// Number of workers.
     #[arg(long, default_value_t = 5)]
     workers: usize,
@@ -100,8 +115,9 @@ struct RunArgs {
     /// Renewal period while a lease is held; must be shorter than the TTL.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
-    /// Faults to inject: a comma list of pause, skew, drop-renew; or none.
-    #[arg(long, default_value = "pause,skew,drop-renew", value_parser = parse_nemesis)]
+    /// Faults to inject: a comma list of pause, skew, drop-renew, delay-write, restart; all
+    /// (every one, the default); or none.
+    #[arg(long, default_value = "all", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -110,7 +126,7 @@ struct RunArgs {
     #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_name("store", s, &StoreBackend::ALL))]
     store: StoreBackend,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens).
+    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter).
     #[arg(long, default_value = "sim", value_parser = |s: &str| parse_name("lock", s, &LockBackend::ALL))]
     lock: LockBackend,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
@@ -135,6 +151,9 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
     if text == "none" {
         return Ok(NemesisList(Vec::new()));
     }
+    if text == "all" {
+        return Ok(NemesisList(FaultKind::ALL.to_vec()));
+    }
     text.split(',')
         .map(|name| name.trim().parse::<FaultKind>())
         .collect::<Result<Vec<_>, _>>()
@@ -145,6 +164,8 @@ impl RunArgs {
     fn settings(&self) -> Settings {
         Settings {
             seed: self.seed,
+            workload: self.workload.name().to_string(),
+            worker: self.worker,
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
@@ -179,6 +200,7 @@ pub fn main() -> ExitCode {
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check { history } => check::check(&history),
+        Command::Mutants { cap } => mutants::mutants(cap),
         Command::Bench {
             seeds,
             workers,
@@ -219,7 +241,7 @@ fn init_tracing() {
 fn describe(settings: &Settings) -> String {
     let nemesis: Vec<&str> = settings.nemesis.iter().map(|kind| kind.name()).collect();
     format!(
-        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, on renew failure {}",
+        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, worker {}, on renew failure {}",
         settings.workload,
         settings.seed,
         settings.workers,
@@ -233,6 +255,7 @@ fn describe(settings: &Settings) -> String {
         },
         fencer::settings::name_of(&settings.lock),
         fencer::settings::name_of(&settings.store),
+        settings.worker.name(),
         settings.on_renew_failure.name(),
     )
 }
