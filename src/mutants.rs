@@ -31,10 +31,16 @@ pub struct Mutant {
     pub needs_new_checker: bool,
     workload: WorkloadKind,
     nemesis: &'static [FaultKind],
+    /// Mean gap between faults: restarts keep the lock down for 0.5–2 TTLs, so they are
+    /// spaced out further than the default or the lock is down most of the run.
+    mean_fault_gap_ns: u64,
     lock: LockBackend,
     store: StoreBackend,
     worker: WorkerVariant,
 }
+
+const DEFAULT_GAP_NS: u64 = 10_000_000_000;
+const RESTART_GAP_NS: u64 = 60_000_000_000;
 
 /// Every mutant, lock service first, then stores, then workers.
 pub const ZOO: [Mutant; 10] = [
@@ -47,6 +53,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimUnsafeRelease,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
@@ -59,6 +66,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimUncheckedRenew,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
@@ -71,6 +79,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimResurrectingRenew,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
@@ -83,6 +92,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::Mutex,
         nemesis: &[FaultKind::Skew],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimClockTokens,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
@@ -95,6 +105,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::Mutex,
         nemesis: &[FaultKind::Restart],
+        mean_fault_gap_ns: RESTART_GAP_NS,
         lock: LockBackend::SimVolatileCounter,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
@@ -107,6 +118,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause, FaultKind::DelayWrite],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteCheckThenWrite,
         worker: WorkerVariant::Reference,
@@ -119,6 +131,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteUnfenced,
         worker: WorkerVariant::Reference,
@@ -127,11 +140,12 @@ pub const ZOO: [Mutant; 10] = [
         name: "ignore-renew-failure",
         models: "the worker logs a failed or unanswered renewal and keeps writing; shown \
                  against an unfenced store, where only the worker's own policy protects the \
-                 data (a lock-service restart loses the lease under it)",
+                 data, so a pause past the TTL lets its late write land after its successor's",
         expected_class: "stale-write-accepted",
         needs_new_checker: false,
         workload: WorkloadKind::LockCounter,
-        nemesis: &[FaultKind::Restart],
+        nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteUnfenced,
         worker: WorkerVariant::IgnoreRenewFailure,
@@ -144,6 +158,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: true,
         workload: WorkloadKind::Mutex,
         nemesis: &FaultKind::ALL,
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::ZombieRenewal,
@@ -156,6 +171,7 @@ pub const ZOO: [Mutant; 10] = [
         needs_new_checker: true,
         workload: WorkloadKind::LockCounter,
         nemesis: &[FaultKind::DelayWrite],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::BlindRetry,
@@ -174,6 +190,7 @@ impl Mutant {
             seed,
             workload: self.workload.name().to_string(),
             nemesis: self.nemesis.iter().copied().collect(),
+            mean_fault_gap_ns: self.mean_fault_gap_ns,
             lock: self.lock,
             store: self.store,
             worker: self.worker,

@@ -75,8 +75,9 @@ impl StoreBackend {
         match self {
             StoreBackend::Sqlite => StoreRules::Fenced,
             StoreBackend::SqliteUnfenced => StoreRules::Unfenced,
+            // An application round trip between SELECT and UPDATE on a loaded service.
             StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
-                check_gap_ns: 2_000_000,
+                check_gap_ns: 50_000_000,
             },
         }
     }

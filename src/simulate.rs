@@ -110,23 +110,17 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
     nemesis
         .await
         .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
+    settle(&plan).await;
     if settings.workload_kind() == Ok(WorkloadKind::LockCounter) {
         final_read(&plan, truth, &recorder, &network, &store).await;
     }
     Ok(recorder.take_history())
 }
 
-/// The lock-counter's ground truth for lost and duplicated increments: once every worker is
-/// done and every delayed write has landed, a process named `final` reads the counter.
-async fn final_read(
-    plan: &Plan,
-    truth: TrueClock,
-    recorder: &Arc<Recorder>,
-    network: &Arc<Network>,
-    store: &Arc<dyn FencedStore>,
-) {
+/// Waits until every write still held in flight by a `delay-write` fault has landed, so the
+/// store's log is complete before the run ends (simulated time: this costs nothing).
+async fn settle(plan: &Plan) {
     let settings = &plan.settings;
-    // A write sent just before the workers finished may still be held in flight.
     let longest_delay_ns = plan
         .faults
         .iter()
@@ -138,6 +132,18 @@ async fn final_read(
         .unwrap_or(0);
     let settle_ns = longest_delay_ns + 2 * settings.latency.max_ns + settings.call_timeout_ns;
     tokio::time::sleep(std::time::Duration::from_nanos(settle_ns)).await;
+}
+
+/// The lock-counter's ground truth for lost and duplicated increments: once every worker is
+/// done and every write has landed, a process named `final` reads the counter.
+async fn final_read(
+    plan: &Plan,
+    truth: TrueClock,
+    recorder: &Arc<Recorder>,
+    network: &Arc<Network>,
+    store: &Arc<dyn FencedStore>,
+) {
+    let settings = &plan.settings;
     let process = Process::new(
         "final",
         LocalClock::new(truth, NodeClock::with_offset(0)),
