@@ -20,7 +20,10 @@ fn assert_caught(mutant: &'static Mutant) {
         .caught
         .unwrap_or_else(|| panic!("{} not caught within {CAP} seeds", mutant.name));
     assert!(
-        catch.classes.iter().any(|class| class == mutant.expected_class),
+        catch
+            .classes
+            .iter()
+            .any(|class| class == mutant.expected_class),
         "{} caught at seed {} as {:?}, expected {}",
         mutant.name,
         catch.seed,
@@ -113,7 +116,10 @@ fn lock_counter_and_mutex_are_deterministic_and_seeded() {
                 .unwrap()
                 .to_jsonl()
         };
-        assert!(run(3) == run(3), "{workload:?}: same seed, different history");
+        assert!(
+            run(3) == run(3),
+            "{workload:?}: same seed, different history"
+        );
         assert!(run(3) != run(4), "{workload:?}: the seed is ignored");
     }
 }
@@ -136,14 +142,22 @@ fn lock_counter_increments_one_counter_and_ends_with_a_final_read() {
         assert_eq!(write.value.as_deref(), Some(&*(n + 1).to_string()));
     }
     let last = &history.events[history.events.len() - 1];
-    assert_eq!((last.process.as_str(), last.kind, last.f), ("final", EventType::Ok, Op::Read));
+    assert_eq!(
+        (last.process.as_str(), last.kind, last.f),
+        ("final", EventType::Ok, Op::Read)
+    );
     assert_eq!(last.value.as_deref(), Some("50"));
 }
 
 #[test]
 fn mutex_makes_no_store_calls() {
     let history = simulate(&Plan::generate(&small(WorkloadKind::Mutex, 2))).unwrap();
-    assert!(history.events.iter().any(|e| e.is(EventType::Ok, Op::Acquire)));
+    assert!(
+        history
+            .events
+            .iter()
+            .any(|e| e.is(EventType::Ok, Op::Acquire))
+    );
     assert!(
         !history
             .events
@@ -228,7 +242,11 @@ fn delay_write_delivers_a_write_after_a_newer_one() {
         .iter()
         .find(|e| e.kind.is_completion() && e.f == Op::Write && e.process == "w0")
         .unwrap();
-    assert_eq!(a_reply.kind, EventType::Info, "A gave up waiting: {a_reply:?}");
+    assert_eq!(
+        a_reply.kind,
+        EventType::Info,
+        "A gave up waiting: {a_reply:?}"
+    );
     assert_eq!(
         check(&history).anomaly_counts.get("stale-write-accepted"),
         Some(&1)
@@ -274,8 +292,12 @@ fn restart_loses_leases_and_only_the_volatile_counter_regresses_tokens() {
     // w0's lease (TTL 10 s) was lost at 1 s: w1 got the lock right after recovery at 4 s.
     assert!((4 * SECOND_NS..5 * SECOND_NS).contains(&b_at), "{b_at}");
     assert!(b > a, "the reference keeps its counter: {a} then {b}");
-    assert!(history.events.iter().any(|e| e.kind == EventType::Fail
-        && e.error.as_deref() == Some("connection refused")));
+    assert!(
+        history
+            .events
+            .iter()
+            .any(|e| e.kind == EventType::Fail && e.error.as_deref() == Some("connection refused"))
+    );
     assert_eq!(check(&history).validity, Validity::Valid);
 
     let ((a, b, _), history) = restart_run(LockBackend::SimVolatileCounter);
@@ -308,20 +330,23 @@ fn reference_shows_zero_anomalies_over_10000_seeds_of_every_workload() {
                             match verdict.validity {
                                 Validity::Valid => {}
                                 Validity::Unknown => unknown.push(seed),
-                                Validity::Invalid => invalid
-                                    .push(format!("seed {seed}: {}", verdict.summary_line())),
+                                Validity::Invalid => {
+                                    invalid.push(format!("seed {seed}: {}", verdict.summary_line()))
+                                }
                             }
                         }
                         (unknown, invalid)
                     })
                 })
                 .collect();
-            halves.into_iter().fold((Vec::new(), Vec::new()), |mut all, half| {
-                let (unknown, invalid) = half.join().unwrap();
-                all.0.extend(unknown);
-                all.1.extend(invalid);
-                all
-            })
+            halves
+                .into_iter()
+                .fold((Vec::new(), Vec::new()), |mut all, half| {
+                    let (unknown, invalid) = half.join().unwrap();
+                    all.0.extend(unknown);
+                    all.1.extend(invalid);
+                    all
+                })
         });
         eprintln!(
             "{}: {SEEDS} seeds, {} unknown, {} invalid",

@@ -36,10 +36,7 @@ pub fn mutants(cap: u64) -> Outcome {
         println!("every mutant caught within {cap} seeds");
         Ok(0)
     } else {
-        println!(
-            "not caught within {cap} seeds: {}",
-            escaped.join(", ")
-        );
+        println!("not caught within {cap} seeds: {}", escaped.join(", "));
         Ok(1)
     }
 }

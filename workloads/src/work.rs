@@ -76,7 +76,13 @@ impl Worker {
 
     /// Sends the fenced write; a `blind-retry` worker sends a rejected or unanswered one again,
     /// once, unchanged.
-    async fn write(&self, config: &RegisterConfig, token: FencingToken, write_id: &str, value: &str) {
+    async fn write(
+        &self,
+        config: &RegisterConfig,
+        token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) {
         let reply = self.store.write(&config.key, token, write_id, value).await;
         let retry = matches!(
             reply,
