@@ -357,3 +357,54 @@ fn reference_shows_zero_anomalies_over_10000_seeds_of_every_workload() {
         assert!(invalid.is_empty(), "{}: {invalid:#?}", workload.name());
     }
 }
+
+/// Renew invocations sent with an owner token after that owner's release was acknowledged.
+fn renewals_after_release(history: &History) -> usize {
+    let mut released = std::collections::BTreeSet::new();
+    let mut late = 0;
+    for event in &history.events {
+        match (event.kind, event.f, event.owner.as_deref()) {
+            (EventType::Ok, Op::Release, Some(owner)) => {
+                released.insert(owner);
+            }
+            (EventType::Invoke, Op::Renew, Some(owner)) if released.contains(owner) => {
+                assert!(event.process.ends_with(":renew"), "{event:?}");
+                late += 1;
+            }
+            _ => {}
+        }
+    }
+    late
+}
+
+/// The worker mutants do what their documentation says, judged from the history alone, so the
+/// zoo is sound before the checkers for their classes exist.
+#[test]
+fn zombie_renewal_renews_after_release_and_blind_retry_applies_a_write_twice() {
+    let zombie = Mutant::named("zombie-renewal").unwrap();
+    let run = |settings: Settings| {
+        simulate(&Plan::generate(&Settings {
+            ops_per_worker: 5,
+            ..settings
+        }))
+        .unwrap()
+    };
+    assert!(renewals_after_release(&run(zombie.settings(0))) > 0);
+    assert_eq!(renewals_after_release(&run(zombie.healed(0))), 0);
+
+    let blind = Mutant::named("blind-retry").unwrap();
+    let applied_twice = |settings: &Settings| {
+        let history = simulate(&Plan::generate(settings)).unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        for event in history
+            .events
+            .iter()
+            .filter(|e| e.is(EventType::Log, Op::Write))
+        {
+            *seen.entry(event.write_id.clone().unwrap()).or_insert(0) += 1;
+        }
+        seen.values().filter(|&&count| count > 1).count()
+    };
+    assert!(applied_twice(&blind.settings(0)) > 0);
+    assert_eq!(applied_twice(&blind.healed(0)), 0);
+}
