@@ -408,3 +408,31 @@ fn zombie_renewal_renews_after_release_and_blind_retry_applies_a_write_twice() {
     assert!(applied_twice(&blind.settings(0)) > 0);
     assert_eq!(applied_twice(&blind.healed(0)), 0);
 }
+
+#[test]
+fn bad_zoo_flags_exit_254_with_the_choices() {
+    let fencer = |args: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_fencer"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            output.status.code(),
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        )
+    };
+    let (code, err) = fencer(&["run", "--workload", "queue"]);
+    assert_eq!(code, Some(254), "{err}");
+    assert!(
+        err.contains("expected one of fenced-register, lock-counter, mutex"),
+        "{err}"
+    );
+    let (code, err) = fencer(&["run", "--worker", "retry"]);
+    assert_eq!(code, Some(254), "{err}");
+    assert!(err.contains("unknown worker `retry`"), "{err}");
+    let (code, err) = fencer(&["mutants", "--cap", "0"]);
+    assert_eq!(code, Some(254), "{err}");
+    assert!(err.contains("--cap must be at least 1"), "{err}");
+}
