@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use crate::settings::Settings;
 
 /// Version of the plan format; bumped when the same plan would run differently.
-pub const PLAN_FORMAT: u32 = 1;
+/// 2: delay-write and restart faults, `worker` and the lock-counter and mutex workloads, and
+/// a run ends only once writes still in flight have landed.
+pub const PLAN_FORMAT: u32 = 2;
 
 /// Settings, worker scripts and fault schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -436,3 +436,31 @@ fn bad_zoo_flags_exit_254_with_the_choices() {
     assert_eq!(code, Some(254), "{err}");
     assert!(err.contains("--cap must be at least 1"), "{err}");
 }
+
+/// `ignore-renew-failure` is shown against the unfenced store, which a reference worker can
+/// also trip (a pause between its last lease check and its write); what the mutant adds is
+/// many more stale writes in the same scenario.
+#[test]
+fn ignoring_renew_failures_multiplies_stale_writes_over_the_reference_worker() {
+    let mutant = Mutant::named("ignore-renew-failure").unwrap();
+    let stale = |settings: Settings| {
+        verdict_of(&settings)
+            .unwrap()
+            .anomaly_counts
+            .get("stale-write-accepted")
+            .copied()
+            .unwrap_or(0)
+    };
+    let (mut ignoring, mut reference) = (0, 0);
+    for seed in 0..3 {
+        ignoring += stale(mutant.settings(seed));
+        reference += stale(Settings {
+            worker: fencer_workloads::WorkerVariant::Reference,
+            ..mutant.settings(seed)
+        });
+    }
+    assert!(
+        ignoring > 3 * reference,
+        "ignore-renew-failure {ignoring} vs reference worker {reference} stale writes"
+    );
+}
