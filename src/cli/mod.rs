@@ -80,6 +80,9 @@ enum Command {
         /// Cycles per worker.
         #[arg(long, default_value_t = 100)]
         ops: usize,
+        /// Workload to simulate: fenced-register, lock-counter, mutex.
+        #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+        workload: WorkloadKind,
     },
     /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
     /// fencer catches it; exit 1 if any escapes.
@@ -205,10 +208,12 @@ pub fn main() -> ExitCode {
             seeds,
             workers,
             ops,
+            workload,
         } => bench::bench(
             &Settings {
                 workers,
                 ops_per_worker: ops,
+                workload: workload.name().to_string(),
                 ..Settings::default()
             },
             seeds,
