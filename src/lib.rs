@@ -10,6 +10,7 @@
 pub mod demo;
 pub mod explain;
 pub mod gate;
+pub mod mutants;
 pub mod plan;
 pub mod plan_locate;
 pub mod reports;

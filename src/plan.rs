@@ -13,7 +13,9 @@ use crate::plan_locate::{Step, line_of};
 use crate::settings::Settings;
 
 /// Version of the plan format; bumped when the same plan would run differently.
-pub const PLAN_FORMAT: u32 = 1;
+/// 2: delay-write and restart faults, `worker` and the lock-counter and mutex workloads, and
+/// a run ends only once writes still in flight have landed.
+pub const PLAN_FORMAT: u32 = 2;
 
 /// Settings, worker scripts and fault schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +129,14 @@ impl Plan {
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
+            if let Fault::Restart { .. } = fault {
+                if target != "lock" {
+                    return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                        "expected restart target to be the lock service (lock), found `{target}`"
+                    )));
+                }
+                continue;
+            }
             let clock_target = matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. });
             if !(workers.contains(target) || (clock_target && target == "lock")) {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
@@ -170,7 +180,8 @@ fn settings_path(message: &str) -> Vec<Step> {
 }
 
 impl Settings {
-    /// The workload's view of the settings.
+    /// The workload's view of the settings (call on validated settings: an unknown workload
+    /// name falls back to the default workload).
     pub fn register_config(&self) -> RegisterConfig {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
@@ -181,6 +192,7 @@ impl Settings {
                 self.renew_every_ns,
             )
         }
+        .for_workload(self.workload_kind().unwrap_or_default(), self.worker)
     }
 }
 

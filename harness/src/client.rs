@@ -185,7 +185,14 @@ impl Process {
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let request_latency = self.network.one_way();
+        // A delayed write is held on the wire, not by its sender: the sender's deadline still
+        // runs, so it records `info` while the write is still on its way.
+        let held = if f == Op::Write {
+            Duration::from_nanos(self.faults.write_delay_at(self.clock.truth().now_ns()))
+        } else {
+            Duration::ZERO
+        };
+        let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);
         let truth = self.clock.truth();

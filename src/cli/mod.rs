@@ -6,6 +6,7 @@ mod demo;
 mod explain;
 mod gate;
 mod merge;
+mod mutants;
 mod progress;
 mod replay;
 mod report;
@@ -21,7 +22,7 @@ use fencer::settings::{
     LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
 };
 use fencer_nemesis::FaultKind;
-use fencer_workloads::RenewFailurePolicy;
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 
 /// How a command ended, as Jepsen's exit codes.
 #[derive(Debug)]
@@ -92,6 +93,16 @@ enum Command {
         /// Cycles per worker.
         #[arg(long, default_value_t = 100)]
         ops: usize,
+        /// Workload to simulate: fenced-register, lock-counter, mutex.
+        #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+        workload: WorkloadKind,
+    },
+    /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
+    /// fencer catches it; exit 1 if any escapes.
+    Mutants {
+        /// Seeds to try per mutant before declaring it not caught.
+        #[arg(long, default_value_t = 200)]
+        cap: u64,
     },
     /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
     /// failed, the remedy.
@@ -135,8 +146,10 @@ struct RunArgs {
 
 /// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
 /// them.
-const SETTINGS_FLAGS: [&str; 12] = [
+const SETTINGS_FLAGS: [&str; 14] = [
     "seed",
+    "workload",
+    "worker",
     "workers",
     "ops",
     "ttl",
@@ -153,6 +166,13 @@ const SETTINGS_FLAGS: [&str; 12] = [
 /// The workload, backend and nemesis flags `run` and `gate` share.
 #[derive(Args, Debug)]
 struct SettingsArgs {
+    /// What workers do under the lock: fenced-register, lock-counter, mutex.
+    #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+    workload: WorkloadKind,
+    /// The workers' code: reference, or a worker mutant (ignore-renew-failure,
+    /// zombie-renewal, blind-retry).
+    #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
+    worker: WorkerVariant,
     /// Number of workers.
     #[arg(long, default_value_t = 5)]
     workers: usize,
@@ -165,8 +185,9 @@ struct SettingsArgs {
     /// Renewal period while a lease is held; must be shorter than the TTL.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
-    /// Faults to inject: a comma list of pause, skew, drop-renew; or none.
-    #[arg(long, default_value = "pause,skew,drop-renew", value_parser = parse_nemesis)]
+    /// Faults to inject: a comma list of pause, skew, drop-renew, delay-write, restart; all
+    /// (every one, the default); or none.
+    #[arg(long, default_value = "all", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -175,7 +196,7 @@ struct SettingsArgs {
     #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_name("store", s, &StoreBackend::ALL))]
     store: StoreBackend,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens).
+    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter).
     #[arg(long, default_value = "sim", value_parser = |s: &str| parse_name("lock", s, &LockBackend::ALL))]
     lock: LockBackend,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
@@ -198,6 +219,9 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
     if text == "none" {
         return Ok(NemesisList(Vec::new()));
     }
+    if text == "all" {
+        return Ok(NemesisList(FaultKind::ALL.to_vec()));
+    }
     text.split(',')
         .map(|name| name.trim().parse::<FaultKind>())
         .collect::<Result<Vec<_>, _>>()
@@ -209,6 +233,8 @@ impl SettingsArgs {
     fn base(&self) -> Settings {
         Settings {
             seed: 0,
+            workload: self.workload.name().to_string(),
+            worker: self.worker,
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
@@ -243,8 +269,11 @@ fn settings_for_seed(base: &Settings, seed: u64, swarm: bool) -> Settings {
 fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
     let nemesis: Vec<&str> = base.nemesis.iter().map(|kind| kind.name()).collect();
     let mut command = format!(
-        "fencer run --seed {seed} --workers {} --ops {} --ttl {} --renew-every {} --nemesis {} \
-         --fault-gap {} --store {} --lock {} --on-renew-failure {} --call-timeout {}",
+        "fencer run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
+         --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} --on-renew-failure {} \
+         --call-timeout {}",
+        base.workload,
+        base.worker.name(),
         base.workers,
         base.ops_per_worker,
         format_duration(base.ttl_ns),
@@ -295,14 +324,17 @@ pub fn main() -> ExitCode {
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check { history } => check::check(&history),
+        Command::Mutants { cap } => mutants::mutants(cap),
         Command::Bench {
             seeds,
             workers,
             ops,
+            workload,
         } => bench::bench(
             &Settings {
                 workers,
                 ops_per_worker: ops,
+                workload: workload.name().to_string(),
                 ..Settings::default()
             },
             seeds,
@@ -337,7 +369,7 @@ fn init_tracing() {
 fn describe(settings: &Settings) -> String {
     let nemesis: Vec<&str> = settings.nemesis.iter().map(|kind| kind.name()).collect();
     format!(
-        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, on renew failure {}",
+        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, worker {}, on renew failure {}",
         settings.workload,
         settings.seed,
         settings.workers,
@@ -351,6 +383,7 @@ fn describe(settings: &Settings) -> String {
         },
         fencer::settings::name_of(&settings.lock),
         fencer::settings::name_of(&settings.store),
+        settings.worker.name(),
         settings.on_renew_failure.name(),
     )
 }

@@ -76,9 +76,9 @@ pub fn load(dir: &Path, base: &Settings) -> Result<Vec<Regression>, RegressionEr
     Ok(regressions)
 }
 
-/// Whether two settings test the same system (workload, lock service, store).
+/// Whether two settings test the same system (workload, worker code, lock service, store).
 pub fn same_system(a: &Settings, b: &Settings) -> bool {
-    a.workload == b.workload && a.lock == b.lock && a.store == b.store
+    a.workload == b.workload && a.worker == b.worker && a.lock == b.lock && a.store == b.store
 }
 
 /// Saves `plan` (failing with `class`) in `dir`, named after the class, backends, seed and
