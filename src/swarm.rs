@@ -42,7 +42,13 @@ mod tests {
 
     #[test]
     fn seeds_choose_varied_mixes_within_the_enabled_families_reproducibly() {
-        let base = Settings::default();
+        use fencer_nemesis::FaultKind;
+        let base = Settings {
+            nemesis: [FaultKind::Pause, FaultKind::Skew, FaultKind::DropRenew]
+                .into_iter()
+                .collect(),
+            ..Settings::default()
+        };
         let mut mixes = BTreeSet::new();
         let mut gaps = BTreeSet::new();
         for seed in 0..64 {
@@ -60,7 +66,7 @@ mod tests {
         assert_eq!(mixes.len(), 8, "every subset of three families: {mixes:?}");
         assert_eq!(gaps.len(), GAP_FACTORS.len());
         let only_pause = Settings {
-            nemesis: [fencer_nemesis::FaultKind::Pause].into_iter().collect(),
+            nemesis: [FaultKind::Pause].into_iter().collect(),
             ..base
         };
         for seed in 0..16 {
