@@ -8,10 +8,19 @@
 //! [`fencer_checkers::check`].
 
 pub mod demo;
+pub mod explain;
+pub mod gate;
+pub mod mutants;
 pub mod plan;
+pub mod plan_locate;
+pub mod reports;
 pub mod save;
+pub mod serve;
 pub mod settings;
+pub mod shrink;
 pub mod simulate;
+pub mod swarm;
+pub mod test_backends;
 
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_harness::History;

@@ -9,10 +9,13 @@ use fencer_nemesis::{Fault, ScheduleConfig};
 use fencer_workloads::{RegisterConfig, WorkerPlan, plan_workers};
 use serde::{Deserialize, Serialize};
 
+use crate::plan_locate::{Step, line_of};
 use crate::settings::Settings;
 
 /// Version of the plan format; bumped when the same plan would run differently.
-pub const PLAN_FORMAT: u32 = 1;
+/// 2: delay-write and restart faults, `worker` and the lock-counter and mutex workloads, and
+/// a run ends only once writes still in flight have landed.
+pub const PLAN_FORMAT: u32 = 2;
 
 /// Settings, worker scripts and fault schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,9 +79,9 @@ impl Plan {
             line: error.line().max(1),
             message: format!("expected a fencer plan: {error}"),
         })?;
-        plan.check().map_err(|message| PlanError {
+        plan.check_located().map_err(|(path, message)| PlanError {
             origin: origin.to_string(),
-            line: 1,
+            line: line_of(bytes, &path).unwrap_or(1),
             message,
         })?;
         Ok(plan)
@@ -86,41 +89,61 @@ impl Plan {
 
     /// Checks the plan is runnable; the message says what was expected.
     pub fn check(&self) -> Result<(), String> {
+        self.check_located().map_err(|(_, message)| message)
+    }
+
+    /// As [`Plan::check`], also naming the JSON path of the offending value so a plan file's
+    /// error can point at the line to edit.
+    pub fn check_located(&self) -> Result<(), (Vec<Step>, String)> {
+        let at = |path: Vec<Step>| move |message: String| (path, message);
         if self.format != PLAN_FORMAT {
-            return Err(format!(
+            return Err(at(vec![Step::Key("format")])(format!(
                 "expected plan format {PLAN_FORMAT}, found {} (written by another fencer version)",
                 self.format
-            ));
+            )));
         }
-        self.settings.validate()?;
+        self.settings
+            .validate()
+            .map_err(|message| (settings_path(&message), message))?;
         if self.workers.len() != self.settings.workers {
-            return Err(format!(
+            return Err(at(vec![Step::Key("workers")])(format!(
                 "expected {} worker scripts (settings.workers), found {}",
                 self.settings.workers,
                 self.workers.len()
-            ));
+            )));
         }
-        if let Some(pair) = self
+        if let Some(index) = self
             .faults
             .windows(2)
-            .find(|pair| pair[0].at_ns() > pair[1].at_ns())
+            .position(|pair| pair[0].at_ns() > pair[1].at_ns())
         {
-            return Err(format!(
-                "expected faults sorted by at_ns, found {} before {}",
-                pair[0].at_ns(),
-                pair[1].at_ns()
+            let pair = &self.faults[index..=index + 1];
+            return Err(at(vec![Step::Key("faults"), Step::Index(index + 1)])(
+                format!(
+                    "expected faults sorted by at_ns, found {} before {}",
+                    pair[0].at_ns(),
+                    pair[1].at_ns()
+                ),
             ));
         }
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
-        for fault in &self.faults {
+        for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
+            if let Fault::Restart { .. } = fault {
+                if target != "lock" {
+                    return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                        "expected restart target to be the lock service (lock), found `{target}`"
+                    )));
+                }
+                continue;
+            }
             let clock_target = matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. });
             if !(workers.contains(target) || (clock_target && target == "lock")) {
-                return Err(format!(
+                return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
                     "expected fault target to be a worker (w0..w{}){}, found `{target}`",
                     self.workers.len() - 1,
                     if clock_target { " or lock" } else { "" }
-                ));
+                )));
             }
         }
         Ok(())
@@ -134,8 +157,31 @@ impl Plan {
     }
 }
 
+/// The settings field a validation message is about, from the message's first word (the CLI
+/// flag it names), so the error points at that line; the `settings` object otherwise.
+fn settings_path(message: &str) -> Vec<Step> {
+    const FIELDS: [(&str, &str); 7] = [
+        ("unknown workload", "workload"),
+        ("workers", "workers"),
+        ("ops", "ops_per_worker"),
+        ("ttl", "ttl_ns"),
+        ("renew-every", "renew_every_ns"),
+        ("latency", "latency"),
+        ("call timeout", "call_timeout_ns"),
+    ];
+    let mut path = vec![Step::Key("settings")];
+    if let Some((_, field)) = FIELDS
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+    {
+        path.push(Step::Key(field));
+    }
+    path
+}
+
 impl Settings {
-    /// The workload's view of the settings.
+    /// The workload's view of the settings (call on validated settings: an unknown workload
+    /// name falls back to the default workload).
     pub fn register_config(&self) -> RegisterConfig {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
@@ -146,6 +192,7 @@ impl Settings {
                 self.renew_every_ns,
             )
         }
+        .for_workload(self.workload_kind().unwrap_or_default(), self.worker)
     }
 }
 
@@ -187,6 +234,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("found `w99`"), "{error}");
+        let text = String::from_utf8(plan.to_json()).unwrap();
+        let fault_line = 1 + text.lines().position(|l| l.contains("\"w99\"")).unwrap();
+        // The fault object opens a line or two above its target member.
+        let reported: usize = error.split(':').nth(1).unwrap().parse().unwrap();
+        assert!(
+            (fault_line - 3..fault_line).contains(&reported),
+            "{error} (target on line {fault_line})"
+        );
+
+        let mut plan = Plan::generate(&Settings::default());
+        plan.settings.renew_every_ns = plan.settings.ttl_ns;
+        let text = String::from_utf8(plan.to_json()).unwrap();
+        let renew_line = 1 + text
+            .lines()
+            .position(|l| l.contains("renew_every_ns"))
+            .unwrap();
+        let error = Plan::from_json(text.as_bytes(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!("p.json:{renew_line}: renew-every")),
+            "{error}"
+        );
 
         let mut plan = Plan::generate(&Settings::default());
         plan.workers.pop();

@@ -1,5 +1,5 @@
 //! Saving a finished run as a run directory (`run.json`, `plan.json`, `history.jsonl`,
-//! `verdict.json`), atomically, and pointing `store/latest` at it.
+//! `verdict.json`, and the reports: `timeline.html` and SVG plots), atomically, and pointing `store/latest` at it.
 
 use std::path::{Path, PathBuf};
 
@@ -57,15 +57,20 @@ pub fn save_run(
     let mut verdict_json =
         serde_json::to_vec_pretty(run.verdict).expect("verdicts always serialise");
     verdict_json.push(b'\n');
-    write_run_dir(
-        dir,
-        &[
-            ("run.json", &record_json),
-            ("plan.json", &run.plan.to_json()),
-            ("history.jsonl", &history),
-            ("verdict.json", &verdict_json),
-        ],
-    )?;
+    let plan_json = run.plan.to_json();
+    let reports = crate::reports::report_files(run.history, &record.settings, run.verdict);
+    let mut files: Vec<(&str, &[u8])> = vec![
+        ("run.json", &record_json),
+        ("plan.json", &plan_json),
+        ("history.jsonl", &history),
+        ("verdict.json", &verdict_json),
+    ];
+    files.extend(
+        reports
+            .iter()
+            .map(|(name, bytes)| (*name, bytes.as_slice())),
+    );
+    write_run_dir(dir, &files)?;
     if let Some(root) = store_root {
         StoreLayout::new(root).point_latest_at(dir)?;
     }

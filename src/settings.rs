@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use fencer_backends::{LeaseRules, StoreRules};
 use fencer_harness::LatencyModel;
 use fencer_nemesis::FaultKind;
-use fencer_workloads::RenewFailurePolicy;
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 use serde::{Deserialize, Serialize};
 
 /// The lock services fencer can run against in the simulation tier.
@@ -22,16 +22,24 @@ pub enum LockBackend {
     SimResurrectingRenew,
     /// Mutant: fencing token = lock server wall clock in ms.
     SimClockTokens,
+    /// Test-only (`test-nondeterministic`): the reference service made non-deterministic on
+    /// purpose, to prove `gate --check-determinism` catches it; see
+    /// [`crate::test_backends`]. Deliberately left out of [`LockBackend::ALL`].
+    #[doc(hidden)]
+    TestNondeterministic,
+    /// Mutant: the token counter resets when the lock service restarts.
+    SimVolatileCounter,
 }
 
 impl LockBackend {
     /// Every backend, reference first.
-    pub const ALL: [LockBackend; 5] = [
+    pub const ALL: [LockBackend; 6] = [
         LockBackend::Sim,
         LockBackend::SimUnsafeRelease,
         LockBackend::SimUncheckedRenew,
         LockBackend::SimResurrectingRenew,
         LockBackend::SimClockTokens,
+        LockBackend::SimVolatileCounter,
     ];
 
     /// The rules the simulated service follows.
@@ -42,6 +50,8 @@ impl LockBackend {
             LockBackend::SimUncheckedRenew => LeaseRules::UncheckedRenew,
             LockBackend::SimResurrectingRenew => LeaseRules::ResurrectingRenew,
             LockBackend::SimClockTokens => LeaseRules::ClockTokens,
+            LockBackend::TestNondeterministic => LeaseRules::Reference,
+            LockBackend::SimVolatileCounter => LeaseRules::VolatileCounter,
         }
     }
 }
@@ -71,8 +81,9 @@ impl StoreBackend {
         match self {
             StoreBackend::Sqlite => StoreRules::Fenced,
             StoreBackend::SqliteUnfenced => StoreRules::Unfenced,
+            // An application round trip between SELECT and UPDATE on a loaded service.
             StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
-                check_gap_ns: 2_000_000,
+                check_gap_ns: 50_000_000,
             },
         }
     }
@@ -107,7 +118,7 @@ pub fn name_of<T: Serialize>(value: &T) -> String {
 pub struct Settings {
     /// The seed every random choice derives from.
     pub seed: u64,
-    /// Workload name (`fenced-register`).
+    /// Workload name (`fenced-register`, `lock-counter`, `mutex`).
     pub workload: String,
     /// Number of workers.
     pub workers: usize,
@@ -131,9 +142,12 @@ pub struct Settings {
     pub latency: LatencyModel,
     /// How long a client waits for a reply before recording `info`.
     pub call_timeout_ns: u64,
+    /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
+    #[serde(default)]
+    pub worker: WorkerVariant,
 }
 
-/// The only workload of this version.
+/// The default workload.
 pub const FENCED_REGISTER: &str = "fenced-register";
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -163,6 +177,7 @@ impl Default for Settings {
                 max_ns: 5 * MS_NS,
             },
             call_timeout_ns: SECOND_NS,
+            worker: WorkerVariant::Reference,
         }
     }
 }
@@ -171,12 +186,7 @@ impl Settings {
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
-        if self.workload != FENCED_REGISTER {
-            return Err(format!(
-                "unknown workload `{}`: expected {FENCED_REGISTER}",
-                self.workload
-            ));
-        }
+        self.workload_kind()?;
         if !(1..=1_000).contains(&self.workers) {
             return Err(format!("workers must be 1 to 1000, got {}", self.workers));
         }
@@ -226,6 +236,13 @@ impl Settings {
             ));
         }
         Ok(warnings)
+    }
+}
+
+impl Settings {
+    /// The workload, parsed from its name.
+    pub fn workload_kind(&self) -> Result<WorkloadKind, String> {
+        self.workload.parse()
     }
 }
 

@@ -12,11 +12,13 @@ use fencer_harness::{
     FencedStore, Freezable, History, LocalClock, LockClient, LockService, Network, NodeClock,
     Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, stream_rng,
 };
-use fencer_nemesis::Targets;
-use fencer_workloads::Worker;
+use fencer_nemesis::{Fault, Targets};
+use fencer_workloads::{Worker, WorkloadKind};
 use tokio::sync::oneshot;
 
 use crate::plan::Plan;
+use crate::settings::LockBackend;
+use crate::test_backends::NondeterministicLock;
 
 /// Why a simulation could not produce a history.
 #[derive(Debug, thiserror::Error)]
@@ -46,11 +48,16 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
         std::time::Duration::from_nanos(settings.call_timeout_ns),
     ));
     let lock_clock = LocalClock::new(truth, NodeClock::with_offset(0));
-    let lock_service: Arc<dyn LockService> = Arc::new(SimLeaseService::new(
+    let sim_lock = Arc::new(SimLeaseService::new(
         lock_clock.clone(),
         Arc::clone(&recorder),
         settings.lock.rules(),
     ));
+    let lock_service: Arc<dyn LockService> = Arc::clone(&sim_lock) as Arc<dyn LockService>;
+    let lock_service: Arc<dyn LockService> = match settings.lock {
+        LockBackend::TestNondeterministic => Arc::new(NondeterministicLock::new(lock_service)),
+        _ => lock_service,
+    };
     let store: Arc<dyn FencedStore> = Arc::new(
         SqliteStore::in_memory(settings.store.rules(), Some(Arc::clone(&recorder)))
             .map_err(|error| SimError::Internal(error.to_string()))?,
@@ -58,6 +65,7 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
 
     let mut targets = Targets::default();
     targets.clocks.insert("lock".into(), lock_clock);
+    targets.servers.insert("lock".into(), sim_lock);
     let mut workers = Vec::with_capacity(plan.workers.len());
     for index in 0..plan.workers.len() {
         let name = format!("w{index}");
@@ -108,5 +116,48 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
     nemesis
         .await
         .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
+    settle(&plan).await;
+    if settings.workload_kind() == Ok(WorkloadKind::LockCounter) {
+        final_read(&plan, truth, &recorder, &network, &store).await;
+    }
     Ok(recorder.take_history())
+}
+
+/// Waits until every write still held in flight by a `delay-write` fault has landed, so the
+/// store's log is complete before the run ends (simulated time: this costs nothing).
+async fn settle(plan: &Plan) {
+    let settings = &plan.settings;
+    let longest_delay_ns = plan
+        .faults
+        .iter()
+        .filter_map(|fault| match fault {
+            Fault::DelayWrite { duration_ns, .. } => Some(*duration_ns),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let settle_ns = longest_delay_ns + 2 * settings.latency.max_ns + settings.call_timeout_ns;
+    tokio::time::sleep(std::time::Duration::from_nanos(settle_ns)).await;
+}
+
+/// The lock-counter's ground truth for lost and duplicated increments: once every worker is
+/// done and every write has landed, a process named `final` reads the counter.
+async fn final_read(
+    plan: &Plan,
+    truth: TrueClock,
+    recorder: &Arc<Recorder>,
+    network: &Arc<Network>,
+    store: &Arc<dyn FencedStore>,
+) {
+    let settings = &plan.settings;
+    let process = Process::new(
+        "final",
+        LocalClock::new(truth, NodeClock::with_offset(0)),
+        Arc::new(ProcessFaults::default()),
+        Arc::clone(recorder),
+        Arc::clone(network),
+    );
+    let client = StoreClient::new(process, Arc::clone(store));
+    // Recorded whatever its outcome; a failed final read leaves the checker without a total.
+    let _ = client.read(settings.register_config().key.as_str()).await;
 }

@@ -6,13 +6,14 @@
 //! process `lock`), which is what lets checkers see a lease race the clients could not.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fencer_harness::{
     Acquired, CallError, Event, EventType, FencingToken, LocalClock, LockService, Op, Owned,
-    OwnerToken, Recorder,
+    OwnerToken, Recorder, Restartable,
 };
 
 /// Which rules the lease service follows: the reference, or one known bug.
@@ -35,16 +36,21 @@ pub enum LeaseRules {
     /// The fencing token is the lock server's wall clock in milliseconds: a backward clock step
     /// hands out a smaller token than an earlier grant.
     ClockTokens,
+    /// The token counter lives only in memory and restarts from zero with the server (a Redis
+    /// `INCR fence:k` without persistence, an in-process counter): after a restart, grants
+    /// reuse tokens the store has already seen.
+    VolatileCounter,
 }
 
 impl LeaseRules {
     /// Every variant, reference first.
-    pub const ALL: [LeaseRules; 5] = [
+    pub const ALL: [LeaseRules; 6] = [
         LeaseRules::Reference,
         LeaseRules::UnsafeRelease,
         LeaseRules::UncheckedRenew,
         LeaseRules::ResurrectingRenew,
         LeaseRules::ClockTokens,
+        LeaseRules::VolatileCounter,
     ];
 }
 
@@ -76,6 +82,8 @@ pub struct SimLeaseService {
     recorder: Arc<Recorder>,
     rules: LeaseRules,
     locks: Mutex<BTreeMap<String, LockState>>,
+    /// True time until which a restart keeps the server down (0: up).
+    down_until_ns: AtomicU64,
 }
 
 impl SimLeaseService {
@@ -86,13 +94,24 @@ impl SimLeaseService {
             recorder,
             rules,
             locks: Mutex::new(BTreeMap::new()),
+            down_until_ns: AtomicU64::new(0),
         }
     }
 
-    fn log(&self, f: Op, lock: &str, fill: impl FnOnce(&mut Event)) {
+    /// Refuses a call that reaches the server while a restart keeps it down: the connection
+    /// is refused before anything is read, so nothing was applied.
+    fn refuse_while_down(&self) -> Result<(), CallError> {
+        if self.clock.truth().now_ns() < self.down_until_ns.load(Ordering::Relaxed) {
+            return Err(CallError::NotApplied("connection refused".into()));
+        }
+        Ok(())
+    }
+
+    /// Logs a change applied at lock-server time `now_ns` (no await since it was read).
+    fn log(&self, f: Op, lock: &str, now_ns: i64, fill: impl FnOnce(&mut Event)) {
         let mut event = Event {
             lock: Some(lock.to_string()),
-            local_ns: Some(self.clock.now_ns()),
+            local_ns: Some(now_ns),
             ..Event::new("lock", EventType::Log, f)
         };
         fill(&mut event);
@@ -117,6 +136,7 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
+        self.refuse_while_down()?;
         let now_ns = self.clock.now_ns();
         let granted = self.with_lock(lock, |state| {
             if state
@@ -146,7 +166,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = granted else {
             return Ok(Acquired::Busy);
         };
-        self.log(Op::Acquire, lock, |event| {
+        self.log(Op::Acquire, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.token = Some(lease.token);
             event.ttl_ns = Some(ttl.as_nanos() as u64);
@@ -163,6 +183,7 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
+        self.refuse_while_down()?;
         let now_ns = self.clock.now_ns();
         let renewed = self.with_lock(lock, |state| {
             let lease = match self.rules {
@@ -186,7 +207,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = renewed else {
             return Ok(Owned::NotOwner);
         };
-        self.log(Op::Renew, lock, |event| {
+        self.log(Op::Renew, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.holder = Some(lease.owner.to_string());
             event.holder_token = Some(lease.token);
@@ -197,6 +218,8 @@ impl LockService for SimLeaseService {
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        self.refuse_while_down()?;
+        let now_ns = self.clock.now_ns();
         let released = self.with_lock(lock, |state| {
             let position = match self.rules {
                 LeaseRules::UnsafeRelease => state.leases.len().checked_sub(1),
@@ -214,12 +237,42 @@ impl LockService for SimLeaseService {
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
         };
-        self.log(Op::Release, lock, |event| {
+        self.log(Op::Release, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
             event.holder = Some(lease.owner.to_string());
             event.holder_token = Some(lease.token);
         });
         Ok(Owned::Done)
+    }
+}
+
+impl Restartable for SimLeaseService {
+    /// Every lease is lost (logged as a release of that lease by its own holder, with error
+    /// `restart`, so lease-checkers see it end); the counter survives unless the rules are
+    /// [`LeaseRules::VolatileCounter`].
+    fn restart(&self, down_ns: u64) {
+        let until_ns = self.clock.truth().now_ns().saturating_add(down_ns);
+        self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
+        let lost: Vec<(String, Lease)> = {
+            let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+            let mut lost = Vec::new();
+            for (name, state) in locks.iter_mut() {
+                lost.extend(state.leases.drain(..).map(|lease| (name.clone(), lease)));
+                if self.rules == LeaseRules::VolatileCounter {
+                    state.counter = 0;
+                }
+            }
+            lost
+        };
+        let now_ns = self.clock.now_ns();
+        for (lock, lease) in lost {
+            self.log(Op::Release, &lock, now_ns, |event| {
+                event.owner = Some(lease.owner.to_string());
+                event.holder = Some(lease.owner.to_string());
+                event.holder_token = Some(lease.token);
+                event.error = Some("restart".into());
+            });
+        }
     }
 }
 
@@ -354,5 +407,64 @@ mod tests {
             };
             assert!(second < first, "{second} < {first}");
         });
+    }
+
+    /// Acquire, restart for 1 s, try while down, then acquire after recovery; returns the
+    /// tokens of the two grants and the reply received while down.
+    async fn restart_and_reacquire(
+        service: Arc<SimLeaseService>,
+    ) -> (FencingToken, Result<Acquired, CallError>, FencingToken) {
+        let Ok(Acquired::Granted {
+            fencing_token: before,
+        }) = service.acquire("L", A, TTL).await
+        else {
+            panic!("first acquire must be granted");
+        };
+        service.restart(1_000_000_000);
+        let while_down = service.acquire("L", B, TTL).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // The lease was lost with the restart, well before its TTL: B gets the lock at once.
+        let Ok(Acquired::Granted {
+            fencing_token: after,
+        }) = service.acquire("L", B, TTL).await
+        else {
+            panic!("acquire after recovery must be granted");
+        };
+        (before, while_down, after)
+    }
+
+    #[test]
+    fn restart_loses_leases_refuses_calls_while_down_and_keeps_the_counter() {
+        let mut outcome = None;
+        let history = with_service(LeaseRules::Reference, |service, _| async {
+            outcome = Some(restart_and_reacquire(service).await);
+        });
+        let (before, while_down, after) = outcome.unwrap();
+        assert_eq!(
+            while_down,
+            Err(CallError::NotApplied("connection refused".into()))
+        );
+        assert!(after > before, "reference tokens survive a restart");
+        let lost = history
+            .events
+            .iter()
+            .find(|e| e.f == Op::Release)
+            .expect("the lost lease is logged");
+        assert_eq!(lost.error.as_deref(), Some("restart"));
+        assert_eq!(lost.holder, lost.owner);
+        assert_eq!(lost.holder_token, Some(before));
+    }
+
+    #[test]
+    fn volatile_counter_regresses_tokens_after_a_restart() {
+        let mut outcome = None;
+        with_service(LeaseRules::VolatileCounter, |service, _| async {
+            // Two grants first, so the regression is strict, not only a repeat.
+            service.acquire("L", A, TTL).await.unwrap();
+            service.release("L", A).await.unwrap();
+            outcome = Some(restart_and_reacquire(service).await);
+        });
+        let (before, _, after) = outcome.unwrap();
+        assert_eq!((before, after), (2, 1));
     }
 }

@@ -124,10 +124,7 @@ impl Process {
     }
 
     fn event(&self, kind: EventType, f: Op) -> Event {
-        Event {
-            local_ns: Some(self.clock.now_ns()),
-            ..Event::new(&*self.name, kind, f)
-        }
+        Event::new(&*self.name, kind, f)
     }
 
     /// Records `invoke`, delivers `apply` over the wire, waits for the reply within the call
@@ -145,15 +142,10 @@ impl Process {
     {
         let f = invoke.f;
         let mut guard = OpenCall {
-            recorder: &self.recorder,
-            completion: Some(Event {
-                index: 0,
-                time_ns: 0,
-                local_ns: None,
-                ..invoke.clone()
-            }),
+            process: self,
+            completion: Some(invoke.clone()),
         };
-        self.recorder.record(invoke);
+        self.recorder.record_on(invoke, &self.clock);
         let deadline = tokio::time::Instant::now() + self.network.call_timeout;
         let reply = self.deliver(f, apply).await;
         let reply = match tokio::time::timeout_at(deadline, reply).await {
@@ -166,7 +158,6 @@ impl Process {
             Err(_elapsed) => Err(CallError::Unknown("timeout".into())),
         };
         let mut completion = guard.completion.take().expect("completed once");
-        completion.local_ns = Some(self.clock.now_ns());
         completion.kind = match &reply {
             Ok(value) => annotate(value, &mut completion),
             Err(CallError::NotApplied(why)) => {
@@ -178,7 +169,7 @@ impl Process {
                 EventType::Info
             }
         };
-        self.recorder.record(completion);
+        self.recorder.record_on(completion, &self.clock);
         reply
     }
 
@@ -194,7 +185,14 @@ impl Process {
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let request_latency = self.network.one_way();
+        // A delayed write is held on the wire, not by its sender: the sender's deadline still
+        // runs, so it records `info` while the write is still on its way.
+        let held = if f == Op::Write {
+            Duration::from_nanos(self.faults.write_delay_at(self.clock.truth().now_ns()))
+        } else {
+            Duration::ZERO
+        };
+        let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);
         let truth = self.clock.truth();
@@ -235,7 +233,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// Records an `info` completion if a call is dropped (cancelled) before it completed, so no
 /// invoke is ever left open and a cancelled call is never mistaken for one that did not happen.
 struct OpenCall<'a> {
-    recorder: &'a Recorder,
+    process: &'a Process,
     completion: Option<Event>,
 }
 
@@ -244,7 +242,9 @@ impl Drop for OpenCall<'_> {
         if let Some(mut completion) = self.completion.take() {
             completion.kind = EventType::Info;
             completion.error = Some("cancelled".into());
-            self.recorder.record(completion);
+            self.process
+                .recorder
+                .record_on(completion, &self.process.clock);
         }
     }
 }

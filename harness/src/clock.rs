@@ -102,6 +102,11 @@ impl LocalClock {
         self.lock().read(true_ns)
     }
 
+    /// The node's reading at true time `true_ns` (for stamping an event read at that instant).
+    pub fn read_at(&self, true_ns: u64) -> i64 {
+        self.lock().read(true_ns)
+    }
+
     /// The true clock this local clock is built on.
     pub fn truth(&self) -> TrueClock {
         self.truth

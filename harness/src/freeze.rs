@@ -19,6 +19,8 @@ use crate::clock::TrueClock;
 pub struct ProcessFaults {
     frozen_until_ns: AtomicU64,
     drop_renew_replies_until_ns: AtomicU64,
+    delay_writes_until_ns: AtomicU64,
+    write_delay_ns: AtomicU64,
 }
 
 impl ProcessFaults {
@@ -53,6 +55,35 @@ impl ProcessFaults {
     /// True if a renew reply sent at true time `now_ns` is lost.
     pub fn renew_reply_lost_at(&self, now_ns: u64) -> bool {
         now_ns < self.drop_renew_replies_until_ns.load(Ordering::Relaxed)
+    }
+
+    /// Holds every write this process sends before true time `until_ns` in flight for
+    /// `delay_ns` more: the late UPDATE of the articles, independent of any pause. A longer
+    /// delay set meanwhile wins, so overlapping windows never shorten one another.
+    pub fn delay_writes_until(&self, until_ns: u64, delay_ns: u64) {
+        self.delay_writes_until_ns
+            .fetch_max(until_ns, Ordering::Relaxed);
+        self.write_delay_ns.fetch_max(delay_ns, Ordering::Relaxed);
+    }
+
+    /// Ends a write-delay window that was set to end at `until_ns`, unless a later one was set.
+    pub fn heal_writes(&self, until_ns: u64) {
+        if self
+            .delay_writes_until_ns
+            .compare_exchange(until_ns, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.write_delay_ns.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// How long a write sent at true time `now_ns` is held in flight (0: delivered promptly).
+    pub fn write_delay_at(&self, now_ns: u64) -> u64 {
+        if now_ns < self.delay_writes_until_ns.load(Ordering::Relaxed) {
+            self.write_delay_ns.load(Ordering::Relaxed)
+        } else {
+            0
+        }
     }
 }
 
@@ -133,6 +164,20 @@ mod tests {
             // The sleep could only be observed once the 5 s pause ended.
             assert_eq!(finished_at, 5_000_000_000);
         });
+    }
+
+    #[test]
+    fn writes_are_delayed_only_inside_the_window_and_heal_keeps_a_later_one() {
+        let faults = ProcessFaults::default();
+        faults.delay_writes_until(10, 7);
+        assert_eq!(faults.write_delay_at(9), 7);
+        assert_eq!(faults.write_delay_at(10), 0);
+        faults.delay_writes_until(20, 3);
+        // Healing the first window must not end the second, longer one.
+        faults.heal_writes(10);
+        assert_eq!(faults.write_delay_at(15), 7);
+        faults.heal_writes(20);
+        assert_eq!(faults.write_delay_at(15), 0);
     }
 
     #[test]

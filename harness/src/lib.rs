@@ -11,6 +11,7 @@ pub mod event;
 pub mod freeze;
 pub mod history;
 pub mod recorder;
+pub mod restart;
 pub mod rng;
 pub mod runtime;
 
@@ -24,4 +25,5 @@ pub use event::{Event, EventType, Op};
 pub use freeze::{Freezable, ProcessFaults};
 pub use history::{History, HistoryError};
 pub use recorder::Recorder;
+pub use restart::Restartable;
 pub use rng::{Stream, stream_rng};

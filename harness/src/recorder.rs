@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use crate::clock::TrueClock;
+use crate::clock::{LocalClock, TrueClock};
 use crate::event::Event;
 use crate::history::History;
 
@@ -28,6 +28,18 @@ impl Recorder {
         let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
         event.index = events.len() as u64;
         event.time_ns = self.truth.now_ns();
+        let index = event.index;
+        events.push(event);
+        index
+    }
+
+    /// Appends `event` now, with `local_ns` read from `clock` at the same true instant (one
+    /// clock read serves both stamps, so they can never disagree).
+    pub fn record_on(&self, mut event: Event, clock: &LocalClock) -> u64 {
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        event.index = events.len() as u64;
+        event.time_ns = self.truth.now_ns();
+        event.local_ns = Some(clock.read_at(event.time_ns));
         let index = event.index;
         events.push(event);
         index

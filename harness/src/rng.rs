@@ -19,6 +19,8 @@ pub enum Stream {
     Latency = 3,
     /// Owner tokens.
     Tokens = 4,
+    /// Swarm mode: which fault families a seed turns on, and how often faults come.
+    Swarm = 5,
 }
 
 /// The generator for `stream` (and sub-stream `sub`, e.g. a worker's index) of `seed`.

@@ -12,11 +12,24 @@ pub enum FaultKind {
     Skew,
     /// The lock service applies a renew but its reply is lost.
     DropRenew,
+    /// A worker's writes are held in flight and delivered late (a slow network path, a
+    /// retransmission), independent of any pause: "A's UPDATE arrives after B's".
+    DelayWrite,
+    /// The lock service restarts: down for a while, every lease lost; whether its token
+    /// counter survives is the backend's property.
+    Restart,
 }
 
 impl FaultKind {
-    /// Every family, in CLI order.
-    pub const ALL: [FaultKind; 3] = [FaultKind::Pause, FaultKind::Skew, FaultKind::DropRenew];
+    /// Every family, in CLI order; also the default `--nemesis`, so a plain run meets every
+    /// fault fencer knows.
+    pub const ALL: [FaultKind; 5] = [
+        FaultKind::Pause,
+        FaultKind::Skew,
+        FaultKind::DropRenew,
+        FaultKind::DelayWrite,
+        FaultKind::Restart,
+    ];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -24,6 +37,8 @@ impl FaultKind {
             FaultKind::Pause => "pause",
             FaultKind::Skew => "skew",
             FaultKind::DropRenew => "drop-renew",
+            FaultKind::DelayWrite => "delay-write",
+            FaultKind::Restart => "restart",
         }
     }
 }
@@ -37,7 +52,8 @@ impl std::str::FromStr for FaultKind {
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 format!(
-                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, or none"
+                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, \
+                     delay-write, restart, all, or none"
                 )
             })
     }
@@ -83,6 +99,25 @@ pub enum Fault {
         /// How long replies are lost.
         duration_ns: u64,
     },
+    /// Writes `target` sends in `[at_ns, at_ns + duration_ns)` are each held in flight for
+    /// `duration_ns` before delivery.
+    DelayWrite {
+        /// True time the window opens.
+        at_ns: u64,
+        /// The worker whose writes are delayed.
+        target: String,
+        /// Window length, and how long each write in it is held.
+        duration_ns: u64,
+    },
+    /// `target` (a server: `lock`) restarts at `at_ns` and stays down for `duration_ns`.
+    Restart {
+        /// True time of the restart.
+        at_ns: u64,
+        /// The server.
+        target: String,
+        /// How long it refuses connections.
+        duration_ns: u64,
+    },
 }
 
 impl Fault {
@@ -92,7 +127,9 @@ impl Fault {
             Fault::Pause { at_ns, .. }
             | Fault::ClockJump { at_ns, .. }
             | Fault::ClockDrift { at_ns, .. }
-            | Fault::DropRenew { at_ns, .. } => *at_ns,
+            | Fault::DropRenew { at_ns, .. }
+            | Fault::DelayWrite { at_ns, .. }
+            | Fault::Restart { at_ns, .. } => *at_ns,
         }
     }
 
@@ -102,7 +139,9 @@ impl Fault {
             Fault::Pause { target, .. }
             | Fault::ClockJump { target, .. }
             | Fault::ClockDrift { target, .. }
-            | Fault::DropRenew { target, .. } => target,
+            | Fault::DropRenew { target, .. }
+            | Fault::DelayWrite { target, .. }
+            | Fault::Restart { target, .. } => target,
         }
     }
 
@@ -112,6 +151,8 @@ impl Fault {
             Fault::Pause { .. } => FaultKind::Pause,
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } => FaultKind::Skew,
             Fault::DropRenew { .. } => FaultKind::DropRenew,
+            Fault::DelayWrite { .. } => FaultKind::DelayWrite,
+            Fault::Restart { .. } => FaultKind::Restart,
         }
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fencer_harness::{Event, EventType, LocalClock, Op, ProcessFaults, Recorder};
+use fencer_harness::{Event, EventType, LocalClock, Op, ProcessFaults, Recorder, Restartable};
 use tokio::sync::oneshot;
 
 use crate::fault::Fault;
@@ -19,6 +19,8 @@ pub struct Targets {
     pub processes: BTreeMap<String, Arc<ProcessFaults>>,
     /// Node clocks, by owner (`lock`, `w0`).
     pub clocks: BTreeMap<String, LocalClock>,
+    /// Servers that can be restarted, by name (`lock`).
+    pub servers: BTreeMap<String, Arc<dyn Restartable>>,
 }
 
 /// Error for a schedule naming something the run does not have.
@@ -37,9 +39,10 @@ fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> String 
 pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
     for fault in faults {
         let found = match fault {
-            Fault::Pause { target, .. } | Fault::DropRenew { target, .. } => {
-                targets.processes.contains_key(target)
-            }
+            Fault::Pause { target, .. }
+            | Fault::DropRenew { target, .. }
+            | Fault::DelayWrite { target, .. } => targets.processes.contains_key(target),
+            Fault::Restart { target, .. } => targets.servers.contains_key(target),
             Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
                 targets.clocks.contains_key(target)
             }
@@ -49,6 +52,7 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
                 .processes
                 .keys()
                 .chain(targets.clocks.keys())
+                .chain(targets.servers.keys())
                 .cloned()
                 .collect::<BTreeSet<_>>();
             return Err(unknown_target(fault, names.into_iter()));
@@ -62,6 +66,8 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
 struct PendingEnd {
     f: Op,
     target: String,
+    /// The switch to turn off when the fault ends, for faults that need an explicit heal.
+    heal: Option<(Arc<ProcessFaults>, u64)>,
 }
 
 /// Injects `faults` (sorted by `at_ns`, targets validated) until `stop` fires, then records the
@@ -131,6 +137,45 @@ pub async fn inject(
                     Some((now_ns + duration_ns, Op::HealRenew)),
                 )
             }
+            Fault::DelayWrite {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].delay_writes_until(now_ns + duration_ns, *duration_ns);
+                (
+                    Event {
+                        f: Op::DelayWrite,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealWrite)),
+                )
+            }
+            Fault::Restart {
+                target,
+                duration_ns,
+                ..
+            } => {
+                // Recorded before the server acts, so the leases it logs as lost follow the
+                // restart that lost them.
+                recorder.record(Event {
+                    f: Op::Restart,
+                    duration_ns: Some(*duration_ns),
+                    ..start
+                });
+                targets.servers[target].restart(*duration_ns);
+                end_seq += 1;
+                ends.insert(
+                    (now_ns + duration_ns, end_seq),
+                    PendingEnd {
+                        f: Op::Recover,
+                        target: target.clone(),
+                        heal: None,
+                    },
+                );
+                continue;
+            }
             Fault::ClockJump {
                 target, jump_ns, ..
             } => {
@@ -162,11 +207,14 @@ pub async fn inject(
         recorder.record(event);
         if let Some((end_ns, f)) = end {
             end_seq += 1;
+            let heal = (f == Op::HealWrite)
+                .then(|| (Arc::clone(&targets.processes[fault.target()]), end_ns));
             ends.insert(
                 (end_ns, end_seq),
                 PendingEnd {
                     f,
                     target: fault.target().to_string(),
+                    heal,
                 },
             );
         }
@@ -179,6 +227,9 @@ pub async fn inject(
 }
 
 fn record_end(recorder: &Recorder, end: PendingEnd) {
+    if let Some((faults, until_ns)) = &end.heal {
+        faults.heal_writes(*until_ns);
+    }
     recorder.record(Event {
         target: Some(end.target),
         ..Event::new("nemesis", EventType::Nemesis, end.f)
@@ -203,6 +254,7 @@ mod tests {
             let targets = Targets {
                 processes: [("w0".to_string(), Arc::clone(&worker))].into(),
                 clocks: [("lock".to_string(), lock_clock.clone())].into(),
+                servers: BTreeMap::new(),
             };
             let faults = vec![
                 Fault::Pause {
@@ -249,6 +301,70 @@ mod tests {
         assert_eq!(clock_reading, (500 * MS) as i64 - 1_000);
     }
 
+    /// A server that only remembers when it was restarted and for how long.
+    #[derive(Debug, Default)]
+    struct Restarts(std::sync::Mutex<Vec<u64>>);
+
+    impl Restartable for Restarts {
+        fn restart(&self, down_ns: u64) {
+            self.0.lock().unwrap().push(down_ns);
+        }
+    }
+
+    #[test]
+    fn delay_write_opens_and_heals_a_window_and_restart_reaches_the_server() {
+        let server = Arc::new(Restarts::default());
+        let (history, delay_inside, delay_after) = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let worker = Arc::new(ProcessFaults::default());
+            let targets = Targets {
+                processes: [("w0".to_string(), Arc::clone(&worker))].into(),
+                clocks: BTreeMap::new(),
+                servers: [(
+                    "lock".to_string(),
+                    Arc::clone(&server) as Arc<dyn Restartable>,
+                )]
+                .into(),
+            };
+            let faults = vec![
+                Fault::DelayWrite {
+                    at_ns: 10 * MS,
+                    target: "w0".into(),
+                    duration_ns: 100 * MS,
+                },
+                Fault::Restart {
+                    at_ns: 20 * MS,
+                    target: "lock".into(),
+                    duration_ns: 50 * MS,
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let delay_inside = worker.write_delay_at(truth.now_ns());
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let delay_after = worker.write_delay_at(truth.now_ns());
+            // Every fault has ended by now, so the injector may be gone already.
+            let _ = stop_tx.send(());
+            injector.await.unwrap();
+            (recorder.take_history(), delay_inside, delay_after)
+        });
+        let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
+        assert_eq!(
+            story,
+            [
+                (10 * MS, Op::DelayWrite),
+                (20 * MS, Op::Restart),
+                (70 * MS, Op::Recover),
+                (110 * MS, Op::HealWrite),
+            ]
+        );
+        assert_eq!((delay_inside, delay_after), (100 * MS, 0));
+        assert_eq!(*server.0.lock().unwrap(), [50 * MS]);
+    }
+
     #[test]
     fn validate_names_the_unknown_target() {
         let faults = vec![Fault::Pause {
@@ -259,6 +375,7 @@ mod tests {
         let targets = Targets {
             processes: [("w0".to_string(), Arc::new(ProcessFaults::default()))].into(),
             clocks: BTreeMap::new(),
+            servers: BTreeMap::new(),
         };
         let error = validate(&faults, &targets).unwrap_err();
         assert!(

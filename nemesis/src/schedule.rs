@@ -29,6 +29,10 @@ pub struct ScheduleConfig {
 /// Largest drift the nemesis sets, in ppm: 5 %, far beyond NTP's 500 ppm bound on purpose.
 pub const MAX_DRIFT_PPM: i64 = 50_000;
 
+/// Largest lock-server clock step, in TTLs: a VM restored from a snapshot or an operator
+/// setting the date by hand moves the clock by minutes, not by a fraction of a lease.
+pub const MAX_BIG_JUMP_TTLS: u64 = 5;
+
 /// Draws a schedule, sorted by start time.
 pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
     let kinds: Vec<FaultKind> = config.kinds.iter().copied().collect();
@@ -55,6 +59,18 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
                 target: worker,
                 duration_ns: rng.random_range(ttl / 4..=ttl * 2),
             },
+            FaultKind::DelayWrite => Fault::DelayWrite {
+                at_ns,
+                target: worker,
+                // From well under a call timeout (the write is acknowledged late) to beyond a
+                // TTL (it lands after the lease moved on).
+                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+            },
+            FaultKind::Restart => Fault::Restart {
+                at_ns,
+                target: "lock".to_string(),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
             FaultKind::Skew => {
                 // The lock server's clock decides expiry, so it is skewed as often as all
                 // workers together.
@@ -64,7 +80,14 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
                     worker
                 };
                 if rng.random_bool(0.5) {
-                    let size = rng.random_range(ttl / 10..=ttl * 3 / 2) as i64;
+                    // One lock-server step in four is big: every lease expires at once
+                    // (forward) or outlives its TTL several times over (backward).
+                    let big = target == "lock" && rng.random_bool(0.25);
+                    let size = if big {
+                        rng.random_range(ttl * 2..=ttl * MAX_BIG_JUMP_TTLS)
+                    } else {
+                        rng.random_range(ttl / 10..=ttl * 3 / 2)
+                    } as i64;
                     Fault::ClockJump {
                         at_ns,
                         target,
@@ -146,13 +169,68 @@ mod tests {
             &mut stream_rng(2, Stream::Nemesis, 0),
         );
         let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
-        assert_eq!(kinds.len(), 3);
+        assert_eq!(kinds.len(), FaultKind::ALL.len());
         assert!(
             faults
                 .iter()
                 .any(|f| matches!(f, Fault::ClockJump { jump_ns, .. } if *jump_ns < 0))
         );
         assert!(faults.iter().any(|f| f.target() == "lock"));
+    }
+
+    #[test]
+    fn big_lock_clock_jumps_both_ways_appear_in_skew_schedules() {
+        let config = config(&[FaultKind::Skew]);
+        let faults = schedule(&config, &mut stream_rng(5, Stream::Nemesis, 0));
+        let big = |forward: bool| {
+            faults.iter().any(|fault| {
+                matches!(fault, Fault::ClockJump { target, jump_ns, .. }
+                    if target == "lock"
+                        && jump_ns.unsigned_abs() >= 2 * config.ttl_ns
+                        && (*jump_ns > 0) == forward)
+            })
+        };
+        assert!(big(true) && big(false), "{faults:?}");
+        for fault in &faults {
+            if let Fault::ClockJump {
+                target, jump_ns, ..
+            } = fault
+            {
+                let limit = if target == "lock" {
+                    MAX_BIG_JUMP_TTLS * config.ttl_ns
+                } else {
+                    config.ttl_ns * 3 / 2
+                };
+                assert!(jump_ns.unsigned_abs() <= limit, "{fault:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn delay_write_and_restart_are_drawn_relative_to_ttl() {
+        let config = config(&[FaultKind::DelayWrite, FaultKind::Restart]);
+        let faults = schedule(&config, &mut stream_rng(6, Stream::Nemesis, 0));
+        let ttl = config.ttl_ns;
+        let (mut delays, mut restarts) = (0, 0);
+        for fault in &faults {
+            match fault {
+                Fault::DelayWrite { duration_ns, .. } => {
+                    delays += 1;
+                    assert!((ttl / 20..=ttl * 3 / 2).contains(duration_ns));
+                }
+                Fault::Restart {
+                    target,
+                    duration_ns,
+                    ..
+                } => {
+                    restarts += 1;
+                    assert_eq!(target, "lock");
+                    assert!((ttl / 2..=ttl * 2).contains(duration_ns));
+                }
+                other => panic!("not enabled: {other:?}"),
+            }
+        }
+        assert!(delays > 10 && restarts > 10, "{delays} {restarts}");
     }
 
     #[test]

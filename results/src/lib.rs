@@ -5,6 +5,7 @@
 //! that is renamed into place last, so a crash or a full disk never leaves a half-written run
 //! that `replay` would misread.
 
+pub mod report;
 pub mod run_dir;
 pub mod store;
 

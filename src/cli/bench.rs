@@ -14,6 +14,7 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
     base.validate().map_err(Failure::BadInput)?;
     let (mut events, mut simulated_s) = (0usize, 0.0f64);
     let (mut simulate_s, mut check_s, mut serialise_s) = (0.0f64, 0.0f64, 0.0f64);
+    let mut report_s = 0.0f64;
     for seed in 0..seeds {
         let plan = Plan::generate(&Settings {
             seed,
@@ -26,7 +27,9 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         let checked = Instant::now();
         let bytes = history.to_jsonl();
         let serialised = Instant::now();
-        std::hint::black_box((verdict, bytes));
+        let reports = fencer::reports::report_files(&history, &serde_json::json!({}), &verdict);
+        report_s += serialised.elapsed().as_secs_f64();
+        std::hint::black_box((verdict, bytes, reports));
         simulate_s += (simulated - started).as_secs_f64();
         check_s += (checked - simulated).as_secs_f64();
         serialise_s += (serialised - checked).as_secs_f64();
@@ -47,6 +50,11 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         check_s,
         events as f64 / serialise_s,
         serialise_s
+    );
+    println!(
+        "reports (timeline.html + plots, not in end to end): {:.0} events/s ({:.3} s)",
+        events as f64 / report_s,
+        report_s
     );
     println!(
         "end to end: {:.0} events/s, {:.1} runs/s",

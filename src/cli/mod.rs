@@ -3,9 +3,16 @@
 mod bench;
 mod check;
 mod demo;
+mod explain;
+mod gate;
+mod merge;
+mod mutants;
+mod progress;
 mod replay;
 mod report;
 mod run;
+mod serve;
+mod shrink;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,7 +23,7 @@ use fencer::settings::{
     LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
 };
 use fencer_nemesis::FaultKind;
-use fencer_workloads::RenewFailurePolicy;
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 
 /// How a command ended, as Jepsen's exit codes.
 #[derive(Debug)]
@@ -80,6 +87,13 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         search_budget_ms: u64,
     },
+    /// Run many seeds on every core, fail on the first anomaly, shrink it, save it as a
+    /// regression: the CI gate.
+    Gate(gate::GateArgs),
+    /// Shrink a failing run's plan to a minimal one that still shows the same anomaly.
+    Shrink(shrink::ShrinkArgs),
+    /// Combine the summaries of gate shards (their --out directories) into one.
+    Merge(merge::MergeArgs),
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
         /// Seeds to simulate, from 0.
@@ -91,6 +105,34 @@ enum Command {
         /// Cycles per worker.
         #[arg(long, default_value_t = 100)]
         ops: usize,
+        /// Workload to simulate: fenced-register, lock-counter, mutex.
+        #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+        workload: WorkloadKind,
+    },
+    /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
+    /// fencer catches it; exit 1 if any escapes.
+    Mutants {
+        /// Seeds to try per mutant before declaring it not caught.
+        #[arg(long, default_value_t = 200)]
+        cap: u64,
+    },
+    /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
+    /// failed, the remedy.
+    Explain {
+        /// The run directory (e.g. store/latest).
+        dir: PathBuf,
+        /// Tell every anomaly, not only the first five.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Serve a local web UI listing the runs in a store, with their timelines and plots.
+    Serve {
+        /// Root of the run store.
+        #[arg(default_value = "store")]
+        store_dir: PathBuf,
+        /// Address to listen on (loopback by default; port 0 picks a free port).
+        #[arg(long, default_value = serve::DEFAULT_LISTEN)]
+        listen: String,
     },
 }
 
@@ -100,6 +142,52 @@ struct RunArgs {
     /// Seed every random choice derives from.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Run this plan file (a saved plan.json, a shrunk plan.min.json, or a hand-written plan)
+    /// instead of generating one; the plan carries its own settings.
+    #[arg(long, conflicts_with_all = SETTINGS_FLAGS)]
+    plan: Option<PathBuf>,
+    #[command(flatten)]
+    settings: SettingsArgs,
+    /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Root of the run store.
+    #[arg(long, default_value = "store")]
+    store_dir: PathBuf,
+    /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
+    #[arg(long)]
+    strict: bool,
+}
+
+/// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
+/// them.
+const SETTINGS_FLAGS: [&str; 14] = [
+    "seed",
+    "workload",
+    "worker",
+    "workers",
+    "ops",
+    "ttl",
+    "renew_every",
+    "nemesis",
+    "fault_gap",
+    "store",
+    "lock",
+    "on_renew_failure",
+    "call_timeout",
+    "swarm",
+];
+
+/// The workload, backend and nemesis flags `run` and `gate` share.
+#[derive(Args, Debug)]
+struct SettingsArgs {
+    /// What workers do under the lock: fenced-register, lock-counter, mutex.
+    #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
+    workload: WorkloadKind,
+    /// The workers' code: reference, or a worker mutant (ignore-renew-failure,
+    /// zombie-renewal, blind-retry).
+    #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
+    worker: WorkerVariant,
     /// Number of workers.
     #[arg(long, default_value_t = 5)]
     workers: usize,
@@ -112,8 +200,9 @@ struct RunArgs {
     /// Renewal period while a lease is held; must be shorter than the TTL.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
-    /// Faults to inject: a comma list of pause, skew, drop-renew; or none.
-    #[arg(long, default_value = "pause,skew,drop-renew", value_parser = parse_nemesis)]
+    /// Faults to inject: a comma list of pause, skew, drop-renew, delay-write, restart; all
+    /// (every one, the default); or none.
+    #[arg(long, default_value = "all", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -122,7 +211,7 @@ struct RunArgs {
     #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_name("store", s, &StoreBackend::ALL))]
     store: StoreBackend,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens).
+    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter).
     #[arg(long, default_value = "sim", value_parser = |s: &str| parse_name("lock", s, &LockBackend::ALL))]
     lock: LockBackend,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
@@ -131,15 +220,10 @@ struct RunArgs {
     /// How long a client waits for a reply before recording the call as unknown.
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     call_timeout: u64,
-    /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
+    /// Swarm testing: each seed also chooses which of the enabled faults are on and how
+    /// often they come.
     #[arg(long)]
-    out: Option<PathBuf>,
-    /// Root of the run store.
-    #[arg(long, default_value = "store")]
-    store_dir: PathBuf,
-    /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
-    #[arg(long)]
-    strict: bool,
+    swarm: bool,
 }
 
 /// A parsed `--nemesis` list (a newtype so clap does not treat it as repeated values).
@@ -150,16 +234,22 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
     if text == "none" {
         return Ok(NemesisList(Vec::new()));
     }
+    if text == "all" {
+        return Ok(NemesisList(FaultKind::ALL.to_vec()));
+    }
     text.split(',')
         .map(|name| name.trim().parse::<FaultKind>())
         .collect::<Result<Vec<_>, _>>()
         .map(NemesisList)
 }
 
-impl RunArgs {
-    fn settings(&self) -> Settings {
+impl SettingsArgs {
+    /// The settings before any seed is applied (`seed` 0, no swarm draw).
+    fn base(&self) -> Settings {
         Settings {
-            seed: self.seed,
+            seed: 0,
+            workload: self.workload.name().to_string(),
+            worker: self.worker,
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
@@ -173,6 +263,51 @@ impl RunArgs {
             ..Settings::default()
         }
     }
+}
+
+/// The settings of seed `seed`: `base` with the seed, and with the seed's fault mix in swarm
+/// mode.
+fn settings_for_seed(base: &Settings, seed: u64, swarm: bool) -> Settings {
+    let settings = Settings {
+        seed,
+        ..base.clone()
+    };
+    if swarm {
+        fencer::swarm::swarm_settings(&settings)
+    } else {
+        settings
+    }
+}
+
+/// The `fencer run` command line that reproduces seed `seed` of a gate over `base`: every
+/// setting spelled out, so it does not depend on defaults.
+fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
+    let nemesis: Vec<&str> = base.nemesis.iter().map(|kind| kind.name()).collect();
+    let mut command = format!(
+        "fencer run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
+         --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} --on-renew-failure {} \
+         --call-timeout {}",
+        base.workload,
+        base.worker.name(),
+        base.workers,
+        base.ops_per_worker,
+        format_duration(base.ttl_ns),
+        format_duration(base.renew_every_ns),
+        if nemesis.is_empty() {
+            "none".to_string()
+        } else {
+            nemesis.join(",")
+        },
+        format_duration(base.mean_fault_gap_ns),
+        fencer::settings::name_of(&base.store),
+        fencer::settings::name_of(&base.lock),
+        base.on_renew_failure.name(),
+        format_duration(base.call_timeout_ns),
+    );
+    if swarm {
+        command.push_str(" --swarm");
+    }
+    command
 }
 
 /// Parses arguments, runs the command, and maps the outcome to an exit code.
@@ -190,12 +325,20 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(args) => run::run(
-            &args.settings(),
-            args.out.as_deref(),
-            &args.store_dir,
-            args.strict,
-        ),
+        Command::Run(args) => match &args.plan {
+            Some(path) => {
+                run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
+            }
+            None => run::run(
+                &settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm),
+                args.out.as_deref(),
+                &args.store_dir,
+                args.strict,
+            ),
+        },
+        Command::Gate(args) => gate::gate(&args),
+        Command::Shrink(args) => shrink::shrink_command(&args),
+        Command::Merge(args) => merge::merge_command(&args),
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check {
@@ -212,18 +355,23 @@ pub fn main() -> ExitCode {
                 ..CheckOptions::default()
             },
         ),
+        Command::Mutants { cap } => mutants::mutants(cap),
         Command::Bench {
             seeds,
             workers,
             ops,
+            workload,
         } => bench::bench(
             &Settings {
                 workers,
                 ops_per_worker: ops,
+                workload: workload.name().to_string(),
                 ..Settings::default()
             },
             seeds,
         ),
+        Command::Explain { dir, all } => explain::explain(&dir, all),
+        Command::Serve { store_dir, listen } => serve::serve(&store_dir, &listen),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -252,7 +400,7 @@ fn init_tracing() {
 fn describe(settings: &Settings) -> String {
     let nemesis: Vec<&str> = settings.nemesis.iter().map(|kind| kind.name()).collect();
     format!(
-        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, on renew failure {}",
+        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, worker {}, on renew failure {}",
         settings.workload,
         settings.seed,
         settings.workers,
@@ -266,6 +414,7 @@ fn describe(settings: &Settings) -> String {
         },
         fencer::settings::name_of(&settings.lock),
         fencer::settings::name_of(&settings.store),
+        settings.worker.name(),
         settings.on_renew_failure.name(),
     )
 }

@@ -16,7 +16,12 @@ pub fn print_summary(history: &History, verdict: &Verdict, wall_s: f64) {
             e.kind == EventType::Nemesis
                 && matches!(
                     e.f,
-                    Op::Pause | Op::ClockJump | Op::ClockDrift | Op::DropRenew
+                    Op::Pause
+                        | Op::ClockJump
+                        | Op::ClockDrift
+                        | Op::DropRenew
+                        | Op::DelayWrite
+                        | Op::Restart
                 )
         })
         .count();

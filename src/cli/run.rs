@@ -1,4 +1,4 @@
-//! `fencer run`: simulate one seed, check it, save it.
+//! `fencer run`: simulate one seed (or one plan file), check it, save it.
 
 use std::path::Path;
 
@@ -14,14 +14,32 @@ pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path, strict: bo
     for warning in warnings {
         eprintln!("warning: {warning}");
     }
+    run_plan(&Plan::generate(settings), out, store_dir, strict)
+}
+
+/// Runs the plan in `path` (`--plan`): a saved, shrunk or hand-written plan. A plan that does
+/// not parse or cannot run is refused with `file:line: what was expected`; `strict` makes
+/// warnings fail the verdict.
+pub fn run_plan_file(path: &Path, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
+    let bytes = std::fs::read(path)
+        .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
+    let plan = Plan::from_json(&bytes, &path.display().to_string())
+        .map_err(|error| Failure::BadInput(error.to_string()))?;
+    for warning in plan.settings.validate().map_err(Failure::BadInput)? {
+        eprintln!("warning: {warning}");
+    }
+    run_plan(&plan, out, store_dir, strict)
+}
+
+fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
+    let settings = &plan.settings;
     let dir = match out {
         Some(dir) => dir.to_path_buf(),
         None => default_run_dir(store_dir, &settings.workload, &settings.seed.to_string()),
     };
     println!("fencer run: {}", describe(settings));
-    let plan = Plan::generate(settings);
     let started = std::time::Instant::now();
-    let history = simulate(&plan).map_err(|error| match error {
+    let history = simulate(plan).map_err(|error| match error {
         SimError::Plan(message) => Failure::BadInput(message),
         SimError::Internal(message) => Failure::Internal(message),
     })?;
@@ -38,7 +56,7 @@ pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path, strict: bo
     report::print_summary(&history, &verdict, wall_s);
     let finished = FinishedRun {
         command: "run",
-        plan: &plan,
+        plan,
         history: &history,
         verdict: &verdict,
     };

@@ -1,8 +1,11 @@
 //! What workers do. A workload is a plan (data, drawn from the workload stream or written by
 //! hand) plus the code that carries it out through recorded clients.
 
+pub mod kind;
 pub mod lease;
 pub mod register;
+mod work;
 
+pub use kind::{WorkerVariant, WorkloadKind};
 pub use lease::{LeaseStatus, RenewFailurePolicy};
 pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};

@@ -1,4 +1,5 @@
-//! `fenced-register`: workers race to update one protected value under a lease.
+//! The worker's cycle, shared by every workload: workers race for one lease and do the
+//! workload's protected work (see [`crate::work`]) while they hold it.
 //!
 //! Each cycle is the articles' loop: acquire → read → think → check → prepare → write(token)
 //! → hold → release, with a renewal task alive exactly as long as the lease is held. The
@@ -15,9 +16,11 @@ use rand::{Rng, RngExt};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::kind::{WorkerVariant, WorkloadKind};
 use crate::lease::{RenewFailurePolicy, Renewal};
+use crate::work::sleep_ns;
 
-/// Settings of the `fenced-register` workload.
+/// Settings of a workload run: the shape of every worker's cycle.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterConfig {
@@ -39,6 +42,10 @@ pub struct RegisterConfig {
     pub retry_every_ns: u64,
     /// Acquire attempts per cycle before the worker gives the cycle up.
     pub max_acquire_attempts: u32,
+    /// What the worker does under the lock.
+    pub workload: WorkloadKind,
+    /// The worker's code: reference or a worker mutant.
+    pub variant: WorkerVariant,
 }
 
 impl RegisterConfig {
@@ -55,6 +62,27 @@ impl RegisterConfig {
             key: "register-1".into(),
             retry_every_ns: ttl_ns / 20,
             max_acquire_attempts: 1_000,
+            workload: WorkloadKind::FencedRegister,
+            variant: WorkerVariant::Reference,
+        }
+    }
+
+    /// As [`RegisterConfig::new`], for `workload` (its key) run by `variant` workers.
+    pub fn for_workload(self, workload: WorkloadKind, variant: WorkerVariant) -> Self {
+        RegisterConfig {
+            key: workload.key().into(),
+            workload,
+            variant,
+            ..self
+        }
+    }
+
+    /// The renew-failure policy in force: a worker that ignores renew failures continues
+    /// whatever the setting says.
+    pub fn effective_policy(&self) -> RenewFailurePolicy {
+        match self.variant {
+            WorkerVariant::IgnoreRenewFailure => RenewFailurePolicy::Continue,
+            _ => self.on_renew_failure,
         }
     }
 }
@@ -121,23 +149,26 @@ impl Worker {
     /// Carries out `plan`. Returns when every cycle is done or given up.
     pub async fn run(self, plan: &WorkerPlan, config: &RegisterConfig, seed: u64) {
         let mut owners = stream_rng(seed, Stream::Tokens, self.index as u32);
+        // Renewal tasks a `zombie-renewal` worker failed to stop; dropping them when the
+        // worker ends aborts them, so even a zombie cannot outlive the run.
+        let mut zombies = Vec::new();
         for (cycle_number, cycle) in plan.cycles.iter().enumerate() {
             sleep_ns(cycle.delay_ns).await;
-            self.cycle(cycle_number, cycle, config, &mut owners).await;
+            zombies.extend(self.cycle(cycle_number, cycle, config, &mut owners).await);
         }
     }
 
+    /// One acquire → work → release cycle; returns the renewal task if the worker failed to
+    /// stop it (the `zombie-renewal` bug).
     async fn cycle(
         &self,
         cycle_number: usize,
         cycle: &CyclePlan,
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
-    ) {
+    ) -> Option<Renewal> {
         let ttl = Duration::from_nanos(config.ttl_ns);
-        let Some((owner, token, granted_local_ns)) = self.acquire(config, owners).await else {
-            return;
-        };
+        let (owner, token, granted_local_ns) = self.acquire(config, owners).await?;
         let renewal = Renewal::start(
             self.renew_lock.clone(),
             config.lock.clone(),
@@ -146,28 +177,23 @@ impl Worker {
             Duration::from_nanos(config.renew_every_ns),
             granted_local_ns,
         );
-        let may_work = || match config.on_renew_failure {
+        let may_work = || match config.effective_policy() {
             RenewFailurePolicy::Continue => true,
             RenewFailurePolicy::Stop => renewal
                 .belief
                 .usable_at(self.lock.process().clock().now_ns()),
         };
-        if may_work() {
-            // The read's result is not needed: the register is overwritten, not merged. It is
-            // recorded so checkers can see what each holder saw.
-            let _ = self.store.read(&config.key).await;
-            sleep_ns(cycle.think_ns).await;
-            if may_work() {
-                sleep_ns(cycle.prepare_ns).await;
-                let write_id = format!("w{}-{cycle_number}", self.index);
-                let value = cycle.value.as_deref().unwrap_or(&write_id);
-                let _ = self.store.write(&config.key, token, &write_id, value).await;
-                sleep_ns(cycle.hold_ns).await;
-            }
-        }
-        renewal.stop().await;
+        let write_id = format!("w{}-{cycle_number}", self.index);
+        self.work(cycle, config, token, &write_id, may_work).await;
+        let zombie = if config.variant == WorkerVariant::ZombieRenewal {
+            Some(renewal)
+        } else {
+            renewal.stop().await;
+            None
+        };
         // Safe even when the lease was lost: the service compares the owner token.
         let _ = self.lock.release(&config.lock, owner).await;
+        zombie
     }
 
     /// Acquires the lock, retrying while busy. An acquire whose outcome is unknown may have
@@ -195,11 +221,5 @@ impl Worker {
             sleep_ns(config.retry_every_ns).await;
         }
         None
-    }
-}
-
-async fn sleep_ns(duration_ns: u64) {
-    if duration_ns > 0 {
-        tokio::time::sleep(Duration::from_nanos(duration_ns)).await;
     }
 }

@@ -1,0 +1,434 @@
+//! What a report draws, read once from a history: swimlanes, leases (grant to expiry, on the
+//! true clock), client calls with their outcomes, and nemesis fault periods.
+//!
+//! Lease ends come from the lock service's own log: a grant or renewal records the expiry on
+//! the lock server's clock (`expires_ns`), converted to true time with the server's offset at
+//! that moment (`time_ns - local_ns`); a release ends the lease where it happened; a restart of
+//! the lock service ends every lease it held.
+
+use std::collections::BTreeMap;
+
+use fencer_harness::{Event, EventType, Op};
+
+/// One horizontal row of the timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lane {
+    /// The process it shows (`w0`, `w0:renew`, `lock`, `store`, `nemesis`).
+    pub name: String,
+    /// A renewal task's lane is drawn thinner.
+    pub thin: bool,
+}
+
+/// How a lease ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseEnd {
+    /// Its owner released it.
+    Released,
+    /// Its TTL ran out (or the run ended first).
+    Expired,
+    /// The lock service restarted and forgot it.
+    Lost,
+}
+
+/// A lease as the lock service applied it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    /// Lock name.
+    pub lock: String,
+    /// Fencing token of the grant.
+    pub token: u64,
+    /// Owner token.
+    pub owner: String,
+    /// The worker that asked for it, when the history tells.
+    pub process: Option<String>,
+    /// True time of the grant.
+    pub start_ns: u64,
+    /// True time it stopped being valid.
+    pub end_ns: u64,
+    /// Why it ended.
+    pub end: LeaseEnd,
+    /// History position of the grant's log entry.
+    pub grant_index: usize,
+    /// True times of the renewals the lock service applied to it.
+    pub renewals_ns: Vec<u64>,
+}
+
+/// A client call, from its invoke to its completion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// History position of the invoke.
+    pub invoke: usize,
+    /// History position of the completion, if the call completed.
+    pub completion: Option<usize>,
+    /// Which lane it belongs to.
+    pub process: String,
+    /// The operation.
+    pub f: Op,
+    /// `Ok`, `Fail` or `Info`; `Info` too when the call never completed.
+    pub outcome: EventType,
+    /// True time of the invoke.
+    pub start_ns: u64,
+    /// True time of the completion (the run's end when it never completed).
+    pub end_ns: u64,
+}
+
+/// A fault period (or instant, for clock faults) the nemesis injected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultSpan {
+    /// History position of the nemesis event that started it.
+    pub index: usize,
+    /// The fault.
+    pub f: Op,
+    /// Its target process or node.
+    pub target: String,
+    /// True time it began.
+    pub start_ns: u64,
+    /// True time it ended (equal to `start_ns` for instant faults).
+    pub end_ns: u64,
+}
+
+/// Everything a report needs from a history, computed in one pass.
+#[derive(Clone, Debug)]
+pub struct Model<'a> {
+    /// The history's events.
+    pub events: &'a [Event],
+    /// Lanes, top to bottom.
+    pub lanes: Vec<Lane>,
+    /// True time of the last event.
+    pub end_ns: u64,
+    /// Leases in grant order.
+    pub leases: Vec<Lease>,
+    /// Client calls in invoke order.
+    pub calls: Vec<Call>,
+    /// Faults in injection order.
+    pub faults: Vec<FaultSpan>,
+}
+
+impl<'a> Model<'a> {
+    /// Reads `events` (a validated history, in index order).
+    pub fn new(events: &'a [Event]) -> Model<'a> {
+        let end_ns = events.last().map_or(0, |event| event.time_ns);
+        Model {
+            events,
+            lanes: lanes(events),
+            end_ns,
+            leases: leases(events, end_ns),
+            calls: calls(events, end_ns),
+            faults: faults(events),
+        }
+    }
+
+    /// Number of client calls (invokes): the measure of a history's size for drawing.
+    pub fn ops(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The lane an event is drawn on: its process, or a nemesis event's target.
+    pub fn lane_of(&self, event: &Event) -> Option<usize> {
+        let name = match (&event.kind, &event.target) {
+            (EventType::Nemesis, Some(target)) => target.as_str(),
+            _ => event.process.as_str(),
+        };
+        self.lane_index(name)
+            .or_else(|| self.lane_index(&event.process))
+    }
+
+    /// The position of the lane named `name`.
+    pub fn lane_index(&self, name: &str) -> Option<usize> {
+        self.lanes.iter().position(|lane| lane.name == name)
+    }
+}
+
+/// `w2` → ("w", 2) so `w10` sorts after `w9`.
+fn natural_key(name: &str) -> (String, u64, String) {
+    let (base, suffix) = name.split_once(':').unwrap_or((name, ""));
+    let digits = base.trim_start_matches(|c: char| !c.is_ascii_digit());
+    let prefix = &base[..base.len() - digits.len()];
+    (
+        prefix.to_string(),
+        digits.parse().unwrap_or(u64::MAX),
+        suffix.to_string(),
+    )
+}
+
+fn lanes(events: &[Event]) -> Vec<Lane> {
+    let mut workers: Vec<&str> = Vec::new();
+    let mut has_nemesis = false;
+    for event in events {
+        let name = event.process.as_str();
+        match name {
+            "lock" | "store" => {}
+            "nemesis" => has_nemesis = true,
+            _ if !workers.contains(&name) => workers.push(name),
+            _ => {}
+        }
+    }
+    workers.sort_by_key(|name| natural_key(name));
+    let mut lanes: Vec<Lane> = Vec::new();
+    if has_nemesis {
+        lanes.push(Lane {
+            name: "nemesis".into(),
+            thin: false,
+        });
+    }
+    lanes.extend(workers.into_iter().map(|name| Lane {
+        name: name.to_string(),
+        thin: name.contains(':'),
+    }));
+    for server in ["lock", "store"] {
+        lanes.push(Lane {
+            name: server.into(),
+            thin: false,
+        });
+    }
+    lanes
+}
+
+/// True time at which a lock-clock deadline falls, using the server's offset at `event`.
+fn deadline_true_ns(event: &Event) -> Option<u64> {
+    let expires_ns = event.expires_ns?;
+    let local_ns = event.local_ns.unwrap_or(event.time_ns as i64);
+    let remaining_ns = i128::from(expires_ns) - i128::from(local_ns);
+    Some((i128::from(event.time_ns) + remaining_ns).max(0) as u64)
+}
+
+fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
+    let mut process_of_owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for event in events {
+        if event.kind == EventType::Invoke
+            && event.f == Op::Acquire
+            && let Some(owner) = &event.owner
+        {
+            process_of_owner.insert(owner, &event.process);
+        }
+    }
+    let mut leases: Vec<Lease> = Vec::new();
+    // (lock, token) → position in `leases`, for leases still valid.
+    let mut open: BTreeMap<(&str, u64), usize> = BTreeMap::new();
+    for (position, event) in events.iter().enumerate() {
+        if event.is(EventType::Nemesis, Op::Restart) {
+            for (_, lease) in std::mem::take(&mut open) {
+                let lease = &mut leases[lease];
+                if lease.end_ns > event.time_ns {
+                    lease.end_ns = event.time_ns;
+                    lease.end = LeaseEnd::Lost;
+                }
+            }
+            continue;
+        }
+        if event.kind != EventType::Log {
+            continue;
+        }
+        let Some(lock) = event.lock.as_deref() else {
+            continue;
+        };
+        match event.f {
+            Op::Acquire => {
+                let (Some(token), Some(owner)) = (event.token, event.owner.as_deref()) else {
+                    continue;
+                };
+                open.insert((lock, token), leases.len());
+                leases.push(Lease {
+                    lock: lock.to_string(),
+                    token,
+                    owner: owner.to_string(),
+                    process: process_of_owner.get(owner).map(|p| p.to_string()),
+                    start_ns: event.time_ns,
+                    end_ns: deadline_true_ns(event).unwrap_or(end_ns).min(end_ns),
+                    end: LeaseEnd::Expired,
+                    grant_index: position,
+                    renewals_ns: Vec::new(),
+                });
+            }
+            Op::Renew => {
+                let Some(token) = event.holder_token else {
+                    continue;
+                };
+                if let Some(&lease) = open.get(&(lock, token)) {
+                    let lease = &mut leases[lease];
+                    lease.renewals_ns.push(event.time_ns);
+                    if let Some(deadline) = deadline_true_ns(event) {
+                        lease.end_ns = deadline.min(end_ns).max(lease.start_ns);
+                        lease.end = LeaseEnd::Expired;
+                    }
+                }
+            }
+            Op::Release => {
+                let Some(token) = event.holder_token else {
+                    continue;
+                };
+                if let Some(lease) = open.remove(&(lock, token)) {
+                    let lease = &mut leases[lease];
+                    if event.time_ns < lease.end_ns {
+                        lease.end_ns = event.time_ns;
+                        lease.end = LeaseEnd::Released;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    leases
+}
+
+fn calls(events: &[Event], end_ns: u64) -> Vec<Call> {
+    let mut calls: Vec<Call> = Vec::new();
+    let mut open: BTreeMap<&str, usize> = BTreeMap::new();
+    for (position, event) in events.iter().enumerate() {
+        if event.kind == EventType::Invoke {
+            open.insert(&event.process, calls.len());
+            calls.push(Call {
+                invoke: position,
+                completion: None,
+                process: event.process.clone(),
+                f: event.f,
+                outcome: EventType::Info,
+                start_ns: event.time_ns,
+                end_ns,
+            });
+        } else if event.kind.is_completion()
+            && let Some(call) = open.remove(event.process.as_str())
+        {
+            let call = &mut calls[call];
+            call.completion = Some(position);
+            call.outcome = event.kind;
+            call.end_ns = event.time_ns;
+        }
+    }
+    calls
+}
+
+fn faults(events: &[Event]) -> Vec<FaultSpan> {
+    let mut spans: Vec<FaultSpan> = Vec::new();
+    // (fault, target) → spans without a duration, waiting for their heal event.
+    let mut waiting: BTreeMap<(Op, &str), Vec<usize>> = BTreeMap::new();
+    for (position, event) in events.iter().enumerate() {
+        if event.kind != EventType::Nemesis {
+            continue;
+        }
+        let target = event.target.as_deref().unwrap_or("lock");
+        let starts = matches!(
+            event.f,
+            Op::Pause
+                | Op::DropRenew
+                | Op::DelayWrite
+                | Op::Restart
+                | Op::ClockJump
+                | Op::ClockDrift
+        );
+        if starts {
+            let end_ns = match event.duration_ns {
+                Some(duration_ns) => event.time_ns.saturating_add(duration_ns),
+                None => event.time_ns,
+            };
+            if event.duration_ns.is_none() && !matches!(event.f, Op::ClockJump | Op::ClockDrift) {
+                waiting
+                    .entry((event.f, target))
+                    .or_default()
+                    .push(spans.len());
+            }
+            spans.push(FaultSpan {
+                index: position,
+                f: event.f,
+                target: target.to_string(),
+                start_ns: event.time_ns,
+                end_ns,
+            });
+            continue;
+        }
+        let opened_by = match event.f {
+            Op::Resume => Op::Pause,
+            Op::HealRenew => Op::DropRenew,
+            Op::HealWrite => Op::DelayWrite,
+            Op::Recover => Op::Restart,
+            _ => continue,
+        };
+        if let Some(open) = waiting.get_mut(&(opened_by, target))
+            && !open.is_empty()
+        {
+            let span = open.remove(0);
+            spans[span].end_ns = event.time_ns;
+        }
+    }
+    spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(time_ms: u64, process: &str, kind: EventType, f: Op) -> Event {
+        Event {
+            time_ns: time_ms * 1_000_000,
+            ..Event::new(process, kind, f)
+        }
+    }
+
+    #[test]
+    fn lanes_put_workers_in_natural_order_between_nemesis_and_servers() {
+        let events = vec![
+            event(0, "w10", EventType::Invoke, Op::Read),
+            event(0, "store", EventType::Log, Op::Write),
+            event(0, "w2:renew", EventType::Invoke, Op::Renew),
+            event(0, "w2", EventType::Invoke, Op::Read),
+            event(0, "nemesis", EventType::Nemesis, Op::Pause),
+        ];
+        let names: Vec<String> = lanes(&events).into_iter().map(|l| l.name).collect();
+        assert_eq!(names, ["nemesis", "w2", "w2:renew", "w10", "lock", "store"]);
+    }
+
+    #[test]
+    fn a_lease_runs_from_grant_to_the_true_time_of_its_lock_clock_deadline() {
+        let mut invoke = event(0, "w1", EventType::Invoke, Op::Acquire);
+        invoke.owner = Some("o1".into());
+        let mut grant = event(1_000, "lock", EventType::Log, Op::Acquire);
+        grant.lock = Some("L".into());
+        grant.owner = Some("o1".into());
+        grant.token = Some(4);
+        // The lock clock runs 500 ms ahead; the lease expires 10 s after the grant.
+        grant.local_ns = Some(1_500_000_000);
+        grant.expires_ns = Some(11_500_000_000);
+        let mut renew = event(4_000, "lock", EventType::Log, Op::Renew);
+        renew.lock = Some("L".into());
+        renew.holder_token = Some(4);
+        renew.local_ns = Some(4_500_000_000);
+        renew.expires_ns = Some(14_500_000_000);
+        let last = event(30_000, "w1", EventType::Invoke, Op::Read);
+        let events = vec![invoke, grant, renew, last];
+        let model = Model::new(&events);
+        assert_eq!(model.leases.len(), 1);
+        let lease = &model.leases[0];
+        assert_eq!(lease.process.as_deref(), Some("w1"));
+        assert_eq!(
+            (lease.start_ns, lease.end_ns),
+            (1_000_000_000, 14_000_000_000)
+        );
+        assert_eq!(lease.renewals_ns, [4_000_000_000]);
+        assert_eq!(lease.end, LeaseEnd::Expired);
+    }
+
+    #[test]
+    fn a_release_ends_the_lease_and_a_heal_ends_a_fault_without_duration() {
+        let mut grant = event(0, "lock", EventType::Log, Op::Acquire);
+        grant.lock = Some("L".into());
+        grant.owner = Some("o1".into());
+        grant.token = Some(1);
+        grant.expires_ns = Some(10_000_000_000);
+        let mut release = event(2_000, "lock", EventType::Log, Op::Release);
+        release.lock = Some("L".into());
+        release.holder_token = Some(1);
+        let mut drop = event(3_000, "nemesis", EventType::Nemesis, Op::DropRenew);
+        drop.target = Some("w1".into());
+        let mut heal = event(5_000, "nemesis", EventType::Nemesis, Op::HealRenew);
+        heal.target = Some("w1".into());
+        let events = vec![grant, release, drop, heal];
+        let model = Model::new(&events);
+        assert_eq!(model.leases[0].end, LeaseEnd::Released);
+        assert_eq!(model.leases[0].end_ns, 2_000_000_000);
+        assert_eq!(model.faults.len(), 1);
+        assert_eq!(
+            (model.faults[0].start_ns, model.faults[0].end_ns),
+            (3_000_000_000, 5_000_000_000)
+        );
+    }
+}

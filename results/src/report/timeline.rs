@@ -1,0 +1,909 @@
+//! `timeline.html`: one swimlane per worker (and its renewal task), the nemesis, the lock
+//! service and the store, on the true clock.
+//!
+//! The SVG is laid out here for the whole run (or its first drawn window); every positioned
+//! element carries its true times as numeric `data-a`/`data-b` attributes (milliseconds), and
+//! the inline script re-positions elements from those when the reader zooms or pans. The script
+//! never reads a user string, so escaping the markup ([`escape::text`]) is all the escaping the
+//! page needs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use fencer_harness::{Event, EventType, Op};
+
+use super::escape;
+use super::model::{LeaseEnd, Model};
+use super::svg::{ms, op_colour, px, token_colour};
+use super::words::{both_clocks, describe, secs};
+use super::{ReportAnomaly, ReportInput};
+
+/// Histories with more client calls than this are drawn only around their anomalies (or, with
+/// none, from the start up to this many calls): a browser cannot pan a million SVG elements.
+pub const MAX_DRAWN_OPS: usize = 10_000;
+
+/// How much true time is drawn on each side of an anomaly's evidence in a windowed timeline.
+const WINDOW_PAD_NS: u64 = 10_000_000_000;
+
+const LABEL_W: f64 = 130.0;
+const PLOT_W: f64 = 1400.0;
+const AXIS_H: f64 = 26.0;
+const LANE_H: f64 = 34.0;
+const THIN_H: f64 = 20.0;
+const LOCK_H: f64 = 48.0;
+
+/// Renders the timeline page for `events` with the verdict in `input`.
+pub fn render_timeline(events: &[Event], input: &ReportInput) -> String {
+    let model = Model::new(events);
+    let windows = windows(&model, &input.anomalies);
+    let mut page = String::with_capacity(events.len() * 400 + 16_384);
+    head(&mut page, input);
+    if let Some(windows) = &windows {
+        let spans: Vec<String> = windows
+            .iter()
+            .map(|(a, b)| format!("{}–{}", secs(*a), secs(*b)))
+            .collect();
+        let reason = if input.anomalies.is_empty() {
+            "only its beginning is drawn"
+        } else {
+            "only the periods around its anomalies are drawn"
+        };
+        let _ = write!(
+            page,
+            "<p class=\"notice\" id=\"windowed\">This history has {} client calls, more than \
+             {MAX_DRAWN_OPS}: {reason} ({}). The other events are in history.jsonl.</p>",
+            model.ops(),
+            spans.join(", ")
+        );
+    }
+    page.push_str(CONTROLS);
+    let drawing = Drawing::new(&model, windows);
+    drawing.svg(&mut page, &input.anomalies);
+    anomaly_list(&mut page, &model, &input.anomalies);
+    page.push_str(LEGEND);
+    page.push_str("<script>");
+    page.push_str(SCRIPT);
+    page.push_str("</script>\n</body>\n</html>\n");
+    page
+}
+
+fn head(page: &mut String, input: &ReportInput) {
+    let title = escape::text(&input.title);
+    let _ = write!(
+        page,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<link rel=\"icon\" href=\"data:,\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>fencer timeline: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <header><h1>{title}</h1>\n<p class=\"verdict v-{}\" id=\"verdict\">{}</p>\n\
+         <p class=\"settings\">{}</p></header>\n",
+        escape::text(&input.validity),
+        escape::text(&input.summary),
+        escape::text(&input.settings),
+    );
+}
+
+/// True-time windows to draw, or `None` to draw everything.
+fn windows(model: &Model<'_>, anomalies: &[ReportAnomaly]) -> Option<Vec<(u64, u64)>> {
+    if model.ops() <= MAX_DRAWN_OPS {
+        return None;
+    }
+    let time_of = |index: u64| model.events.get(index as usize).map(|e| e.time_ns);
+    let mut windows: Vec<(u64, u64)> = anomalies
+        .iter()
+        .filter_map(|anomaly| {
+            let first = anomaly.events.iter().filter_map(|&i| time_of(i)).min()?;
+            let last = anomaly.events.iter().filter_map(|&i| time_of(i)).max()?;
+            Some((
+                first.saturating_sub(WINDOW_PAD_NS),
+                last.saturating_add(WINDOW_PAD_NS).min(model.end_ns),
+            ))
+        })
+        .collect();
+    if windows.is_empty() {
+        let until = model.calls[MAX_DRAWN_OPS].start_ns;
+        windows.push((0, until));
+    }
+    windows.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in windows {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    Some(merged)
+}
+
+/// Lane geometry and the time scale of the first layout.
+struct Drawing<'m, 'e> {
+    model: &'m Model<'e>,
+    /// Top y of each lane.
+    lane_y: Vec<f64>,
+    /// Height of each lane.
+    lane_h: Vec<f64>,
+    height: f64,
+    view: (u64, u64),
+    windows: Option<Vec<(u64, u64)>>,
+}
+
+impl<'m, 'e> Drawing<'m, 'e> {
+    fn new(model: &'m Model<'e>, windows: Option<Vec<(u64, u64)>>) -> Drawing<'m, 'e> {
+        let mut lane_y = Vec::new();
+        let mut lane_h = Vec::new();
+        let mut y = AXIS_H;
+        for lane in &model.lanes {
+            let h = if lane.thin {
+                THIN_H
+            } else if lane.name == "lock" {
+                LOCK_H
+            } else {
+                LANE_H
+            };
+            lane_y.push(y);
+            lane_h.push(h);
+            y += h;
+        }
+        let view = match &windows {
+            Some(windows) => windows[0],
+            None => (0, model.end_ns.max(1_000_000)),
+        };
+        Drawing {
+            model,
+            lane_y,
+            lane_h,
+            height: y + 4.0,
+            view,
+            windows,
+        }
+    }
+
+    fn x(&self, ns: u64) -> f64 {
+        let span = (self.view.1.saturating_sub(self.view.0)).max(1) as f64;
+        LABEL_W + (ns as f64 - self.view.0 as f64) / span * PLOT_W
+    }
+
+    fn drawn(&self, a: u64, b: u64) -> bool {
+        match &self.windows {
+            None => true,
+            Some(windows) => windows.iter().any(|(w0, w1)| a <= *w1 && b >= *w0),
+        }
+    }
+
+    /// A span from `a` to `b`, `y`..`y + h`.
+    #[allow(clippy::too_many_arguments)]
+    fn span(
+        &self,
+        out: &mut String,
+        a: u64,
+        b: u64,
+        y: f64,
+        h: f64,
+        class: &str,
+        fill: &str,
+        title: &str,
+    ) {
+        let x = self.x(a);
+        let w = (self.x(b) - x).max(1.0);
+        let _ = write!(
+            out,
+            "<rect class=\"t {class}\" data-a=\"{}\" data-b=\"{}\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"{fill}><title>{}</title></rect>",
+            ms(a),
+            ms(b),
+            px(x),
+            px(y),
+            px(w),
+            px(h),
+            escape::text(title)
+        );
+    }
+
+    /// A tick `w` wide at `t`.
+    #[allow(clippy::too_many_arguments)]
+    fn tick(
+        &self,
+        out: &mut String,
+        t: u64,
+        y: f64,
+        h: f64,
+        w: f64,
+        class: &str,
+        attrs: &str,
+        title: &str,
+    ) {
+        let _ = write!(
+            out,
+            "<rect class=\"t {class}\" data-a=\"{}\" data-w=\"{w}\" x=\"{}\" y=\"{}\" width=\"{w}\" height=\"{}\"{attrs}><title>{}</title></rect>",
+            ms(t),
+            px(self.x(t) - w / 2.0),
+            px(y),
+            px(h),
+            escape::text(title)
+        );
+    }
+
+    /// A label at `a`; with `b`, hidden while the span is too narrow for it.
+    fn label(&self, out: &mut String, a: u64, b: Option<u64>, y: f64, class: &str, text: &str) {
+        let b_attr = b.map_or(String::new(), |b| format!(" data-b=\"{}\"", ms(b)));
+        let hidden = match b {
+            Some(b) if self.x(b) - self.x(a) < text.chars().count() as f64 * 6.5 + 4.0 => {
+                " style=\"display:none\""
+            }
+            _ => "",
+        };
+        let _ = write!(
+            out,
+            "<text class=\"t {class}\" data-a=\"{}\"{b_attr} x=\"{}\" y=\"{}\"{hidden}>{}</text>",
+            ms(a),
+            px(self.x(a) + 2.0),
+            px(y),
+            escape::text(text)
+        );
+    }
+
+    fn svg(&self, page: &mut String, anomalies: &[ReportAnomaly]) {
+        let width = LABEL_W + PLOT_W + 10.0;
+        let _ = write!(
+            page,
+            "<div id=\"timeline-wrap\"><svg id=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" \
+             viewBox=\"0 0 {width} {h}\" data-left=\"{LABEL_W}\" data-width=\"{PLOT_W}\" \
+             data-end=\"{end}\" data-v0=\"{v0}\" data-v1=\"{v1}\">\n\
+             <defs><clipPath id=\"plot-clip\"><rect x=\"{LABEL_W}\" y=\"0\" width=\"{PLOT_W}\" height=\"{h}\"/></clipPath></defs>\n",
+            h = px(self.height),
+            end = ms(self.model.end_ns),
+            v0 = ms(self.view.0),
+            v1 = ms(self.view.1),
+        );
+        for (lane_index, lane) in self.model.lanes.iter().enumerate() {
+            let y = self.lane_y[lane_index];
+            let h = self.lane_h[lane_index];
+            let _ = writeln!(
+                page,
+                "<rect class=\"lane{}\" x=\"0\" y=\"{}\" width=\"{width}\" height=\"{}\"/>\
+                 <text class=\"lane-name\" x=\"6\" y=\"{}\">{}</text>",
+                if lane_index % 2 == 0 { " even" } else { "" },
+                px(y),
+                px(h),
+                px(y + h / 2.0 + 4.0),
+                escape::text(&lane.name)
+            );
+        }
+        page.push_str("<g id=\"axis\"></g>\n<g clip-path=\"url(#plot-clip)\">\n");
+        let mut body = String::new();
+        self.faults(&mut body);
+        self.leases(&mut body);
+        self.calls(&mut body);
+        self.server_logs(&mut body);
+        self.evidence(&mut body, anomalies);
+        page.push_str(&body);
+        page.push_str("</g>\n</svg></div>\n");
+    }
+
+    fn lane(&self, name: &str) -> Option<(f64, f64)> {
+        let index = self.model.lane_index(name)?;
+        Some((self.lane_y[index], self.lane_h[index]))
+    }
+
+    fn faults(&self, out: &mut String) {
+        for fault in &self.model.faults {
+            if !self.drawn(fault.start_ns, fault.end_ns) {
+                continue;
+            }
+            let event = &self.model.events[fault.index];
+            let title = format!(
+                "#{} {}–{}: {}",
+                fault.index,
+                secs(fault.start_ns),
+                secs(fault.end_ns),
+                describe(event)
+            );
+            let class = format!("fault f-{}", fault.f.name());
+            let mut lanes = vec!["nemesis".to_string(), fault.target.clone()];
+            // A pause freezes the renewal task too; dropped renew replies are its loss.
+            if matches!(fault.f, Op::Pause | Op::DropRenew) {
+                lanes.push(format!("{}:renew", fault.target));
+            }
+            for lane in lanes {
+                let Some((y, h)) = self.lane(&lane) else {
+                    continue;
+                };
+                if fault.end_ns > fault.start_ns {
+                    self.span(out, fault.start_ns, fault.end_ns, y, h, &class, "", &title);
+                } else {
+                    self.tick(out, fault.start_ns, y, h, 3.0, &class, "", &title);
+                }
+                if lane == "nemesis" {
+                    let text = match (fault.f, event.jump_ns, event.drift_ppm) {
+                        (Op::ClockJump, Some(jump), _) => {
+                            format!("{} {}", fault.target, super::words::secs_signed(jump))
+                        }
+                        (Op::ClockDrift, _, Some(ppm)) => format!("{} {ppm:+}ppm", fault.target),
+                        (f, ..) => format!("{} {}", f.name(), fault.target),
+                    };
+                    let b = (fault.end_ns > fault.start_ns).then_some(fault.end_ns);
+                    self.label(out, fault.start_ns, b, y + 13.0, "flabel", &text);
+                }
+            }
+        }
+        // Heals and resumes: ticks on the nemesis lane, so they can be cited as evidence.
+        if let Some((y, h)) = self.lane("nemesis") {
+            for (index, event) in self.model.events.iter().enumerate() {
+                if event.kind == EventType::Nemesis
+                    && matches!(
+                        event.f,
+                        Op::Resume | Op::HealRenew | Op::HealWrite | Op::Recover
+                    )
+                    && self.drawn(event.time_ns, event.time_ns)
+                {
+                    let title = format!("#{index} {}: {}", secs(event.time_ns), describe(event));
+                    self.tick(
+                        out,
+                        event.time_ns,
+                        y + h - 8.0,
+                        8.0,
+                        2.0,
+                        "heal",
+                        "",
+                        &title,
+                    );
+                }
+            }
+        }
+    }
+
+    fn leases(&self, out: &mut String) {
+        // Rows on the lock lane, so overlapping leases are visibly stacked.
+        let mut row_ends: Vec<u64> = Vec::new();
+        let lock_lane = self.lane("lock");
+        for lease in &self.model.leases {
+            let row = match row_ends.iter().position(|&end| end <= lease.start_ns) {
+                Some(row) => {
+                    row_ends[row] = lease.end_ns;
+                    row
+                }
+                None => {
+                    row_ends.push(lease.end_ns);
+                    row_ends.len() - 1
+                }
+            };
+            if !self.drawn(lease.start_ns, lease.end_ns) {
+                continue;
+            }
+            let colour = token_colour(lease.token);
+            let ended = match lease.end {
+                LeaseEnd::Released => "released",
+                LeaseEnd::Expired => "expired",
+                LeaseEnd::Lost => "lost in a lock service restart",
+            };
+            let title = format!(
+                "lease on lock {} with token {} for {} (owner {}): granted {} (#{}), {} {}, {} renewal(s)",
+                lease.lock,
+                lease.token,
+                lease.process.as_deref().unwrap_or("an unknown process"),
+                super::words::short_owner(&lease.owner),
+                secs(lease.start_ns),
+                lease.grant_index,
+                ended,
+                secs(lease.end_ns),
+                lease.renewals_ns.len()
+            );
+            let fill = format!(" fill=\"{colour}\"");
+            let label = format!("t{}", lease.token);
+            if let Some((y, h)) = lease.process.as_deref().and_then(|p| self.lane(p)) {
+                self.span(
+                    out,
+                    lease.start_ns,
+                    lease.end_ns,
+                    y + 3.0,
+                    h - 6.0,
+                    "lease",
+                    &fill,
+                    &title,
+                );
+                self.label(
+                    out,
+                    lease.start_ns,
+                    Some(lease.end_ns),
+                    y + 13.0,
+                    "llabel",
+                    &label,
+                );
+            }
+            if let Some((y, h)) = lock_lane {
+                let rows = 3.0;
+                let row_h = (h - 4.0) / rows;
+                let row_y = y + 2.0 + (row % 3) as f64 * row_h;
+                self.span(
+                    out,
+                    lease.start_ns,
+                    lease.end_ns,
+                    row_y,
+                    row_h - 1.0,
+                    "lease lock-lease",
+                    &fill,
+                    &title,
+                );
+                self.label(
+                    out,
+                    lease.start_ns,
+                    Some(lease.end_ns),
+                    row_y + row_h - 4.0,
+                    "llabel small",
+                    &label,
+                );
+            }
+        }
+    }
+
+    fn calls(&self, out: &mut String) {
+        for call in &self.model.calls {
+            if !self.drawn(call.start_ns, call.end_ns) {
+                continue;
+            }
+            let Some((y, h)) = self.lane(&call.process) else {
+                continue;
+            };
+            let invoke = &self.model.events[call.invoke];
+            let completion = call.completion.map(|c| &self.model.events[c]);
+            let outcome = match call.outcome {
+                EventType::Ok => "ok",
+                EventType::Fail => "fail",
+                _ => "info",
+            };
+            let mut title = format!(
+                "#{} at {}: {}",
+                call.invoke,
+                both_clocks(invoke),
+                describe(invoke)
+            );
+            match (call.completion, completion) {
+                (Some(index), Some(done)) => {
+                    let _ = write!(
+                        title,
+                        "\n#{index} at {}: {}",
+                        both_clocks(done),
+                        describe(done)
+                    );
+                }
+                _ => title.push_str("\nnever completed"),
+            }
+            let fill = format!(" fill=\"{}\"", op_colour(call.f));
+            let bar_y = y + h / 2.0 - 3.0;
+            let class = format!("call op-{} out-{outcome}", call.f.name());
+            self.span(
+                out,
+                call.start_ns,
+                call.end_ns,
+                bar_y,
+                6.0,
+                &class,
+                &fill,
+                &title,
+            );
+            let marks_outcome = matches!(call.f, Op::Write | Op::Renew)
+                || (call.f == Op::Acquire && call.outcome == EventType::Ok);
+            if marks_outcome {
+                let attrs = format!(" data-event=\"{}\"", call.completion.unwrap_or(call.invoke));
+                self.tick(
+                    out,
+                    call.end_ns,
+                    y + 2.0,
+                    h - 4.0,
+                    3.0,
+                    &format!("done out-{outcome}"),
+                    &attrs,
+                    &title,
+                );
+            }
+            if call.f == Op::Write {
+                let token = invoke.token.map_or("?".into(), |t| t.to_string());
+                let text = match call.outcome {
+                    EventType::Ok => format!("✓t{token}"),
+                    EventType::Fail => format!("✗t{token}"),
+                    _ => format!("?t{token}"),
+                };
+                self.label(
+                    out,
+                    call.end_ns,
+                    None,
+                    y + h - 3.0,
+                    &format!("wlabel out-{outcome}"),
+                    &text,
+                );
+            } else if call.f == Op::Renew && call.outcome == EventType::Info {
+                self.label(
+                    out,
+                    call.end_ns,
+                    None,
+                    y + h - 2.0,
+                    "wlabel out-info",
+                    "lost",
+                );
+            }
+        }
+    }
+
+    fn server_logs(&self, out: &mut String) {
+        for (index, event) in self.model.events.iter().enumerate() {
+            if event.kind != EventType::Log || !self.drawn(event.time_ns, event.time_ns) {
+                continue;
+            }
+            let Some((y, h)) = self.lane(&event.process) else {
+                continue;
+            };
+            let title = format!("#{index} at {}: {}", both_clocks(event), describe(event));
+            let attrs = format!(" data-event=\"{index}\"");
+            let class = format!("log log-{}", event.f.name());
+            if event.f == Op::Write {
+                let colour = event.token.map_or("#666".into(), token_colour);
+                let fill = format!("{attrs} fill=\"{colour}\"");
+                self.tick(
+                    out,
+                    event.time_ns,
+                    y + 3.0,
+                    h - 6.0,
+                    4.0,
+                    &class,
+                    &fill,
+                    &title,
+                );
+                let text = format!("t{}", event.token.map_or("?".into(), |t| t.to_string()));
+                self.label(out, event.time_ns, None, y + h - 4.0, "slabel", &text);
+            } else {
+                self.tick(
+                    out,
+                    event.time_ns,
+                    y + h - 7.0,
+                    7.0,
+                    2.0,
+                    &class,
+                    &attrs,
+                    &title,
+                );
+            }
+        }
+    }
+
+    fn evidence(&self, out: &mut String, anomalies: &[ReportAnomaly]) {
+        let mut cited: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (k, anomaly) in anomalies.iter().enumerate() {
+            for &index in &anomaly.events {
+                cited.entry(index).or_default().push(k);
+            }
+        }
+        for (index, ks) in cited {
+            let Some(event) = self.model.events.get(index as usize) else {
+                continue;
+            };
+            let Some(lane) = self.model.lane_of(event) else {
+                continue;
+            };
+            if !self.drawn(event.time_ns, event.time_ns) {
+                continue;
+            }
+            let y = self.lane_y[lane];
+            let h = self.lane_h[lane];
+            let list: Vec<String> = ks.iter().map(|k| k.to_string()).collect();
+            let title = format!(
+                "evidence #{index} for anomaly {} at {}: {}",
+                ks.iter()
+                    .map(|k| (k + 1).to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                both_clocks(event),
+                describe(event)
+            );
+            let _ = write!(
+                out,
+                "<circle class=\"t ev\" data-a=\"{}\" data-event=\"{index}\" data-anomalies=\"{}\" cx=\"{}\" cy=\"{}\" r=\"{}\"><title>{}</title></circle>",
+                ms(event.time_ns),
+                list.join(" "),
+                px(self.x(event.time_ns)),
+                px(y + h / 2.0),
+                px((h / 2.0 - 2.0).min(9.0)),
+                escape::text(&title)
+            );
+        }
+    }
+}
+
+fn anomaly_list(page: &mut String, model: &Model<'_>, anomalies: &[ReportAnomaly]) {
+    let _ = write!(
+        page,
+        "<section id=\"anomaly-section\"><h2>Anomalies ({})</h2>\n<ol id=\"anomalies\">\n",
+        anomalies.len()
+    );
+    if anomalies.is_empty() {
+        page.push_str("<li class=\"none\">No anomaly was found.</li>\n");
+    }
+    for (k, anomaly) in anomalies.iter().enumerate() {
+        let times: Vec<u64> = anomaly
+            .events
+            .iter()
+            .filter_map(|&index| model.events.get(index as usize).map(|e| e.time_ns))
+            .collect();
+        let a = times.iter().copied().min().unwrap_or(0);
+        let b = times.iter().copied().max().unwrap_or(0);
+        let cited: Vec<String> = anomaly.events.iter().map(|i| format!("#{i}")).collect();
+        let _ = writeln!(
+            page,
+            "<li class=\"anomaly\" id=\"anomaly-{k}\"><button class=\"goto\" data-k=\"{k}\" data-a=\"{}\" data-b=\"{}\">{} · {}–{}</button>\
+             <p>{}</p><p class=\"cited\">evidence: {}</p></li>",
+            ms(a),
+            ms(b),
+            escape::text(&anomaly.class),
+            secs(a),
+            secs(b),
+            escape::text(&anomaly.explanation),
+            cited.join(" ")
+        );
+    }
+    page.push_str("</ol></section>\n");
+}
+
+const CONTROLS: &str = "<div id=\"controls\"><button id=\"zoom-in\" title=\"zoom in\">+</button>\
+<button id=\"zoom-out\" title=\"zoom out\">−</button><button id=\"reset\">whole run</button> \
+<span id=\"range\"></span> <span class=\"hint\">wheel: zoom · drag: pan · hover: details · \
+click an anomaly below to go to it</span></div>\n";
+
+const LEGEND: &str = "<section id=\"legend\"><h2>Legend</h2><ul>\
+<li><span class=\"sw\" style=\"background:hsl(137,70%,50%)\"></span> lease, grant to expiry or release, coloured by fencing token (tN)</li>\
+<li><span class=\"sw\" style=\"background:#dd8452\"></span> write call; ✓tN accepted, ✗tN rejected, ?tN unknown</li>\
+<li><span class=\"sw\" style=\"background:#8172b2\"></span> renew call (renewal lane); <b>lost</b>: reply never came</li>\
+<li><span class=\"sw\" style=\"background:#4c72b0\"></span> acquire · <span class=\"sw\" style=\"background:#55a868\"></span> read · <span class=\"sw\" style=\"background:#64b5cd\"></span> release</li>\
+<li><span class=\"sw fault-sw\"></span> nemesis fault (pause, dropped renew replies, delayed writes, lock restart); clock jumps and drift as marks</li>\
+<li><span class=\"sw ev-sw\"></span> evidence of an anomaly (click an anomaly to focus it)</li>\
+</ul><p>Times are on the true clock; tooltips give each event's own clock too.</p></section>\n";
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:12px 18px;color:#222}\
+h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:14px 0 6px}\
+.verdict{font-weight:600;font-size:16px}.v-invalid{color:#b00020}.v-valid{color:#1b7f3b}.v-unknown{color:#a66b00}\
+.settings{color:#555}.notice{background:#fff4ce;border:1px solid #e0c060;padding:6px 10px}\
+#controls{position:sticky;top:0;background:#fff;padding:4px 0;z-index:2}\
+#controls button{font-size:14px;min-width:32px;margin-right:4px}.hint{color:#777;font-size:12px}\
+#timeline-wrap{border:1px solid #ccc;overflow:hidden;cursor:grab;user-select:none}\
+#timeline{width:100%;height:auto;display:block}\
+.lane{fill:#fff}.lane.even{fill:#f4f6f8}.lane-name{font-size:12px;font-family:monospace;fill:#333}\
+.axis-line{stroke:#ddd;stroke-width:1}.axis-text{font-size:10px;fill:#666}\
+.fault{fill:#7a7a7a;fill-opacity:.22}.f-pause{fill:#555}.f-drop-renew{fill:#c0392b}.f-delay-write{fill:#d68910}\
+.f-restart{fill:#000}.f-clock-jump,.f-clock-drift{fill:#2471a3;fill-opacity:.8}\
+.flabel{font-size:10px;fill:#333}.lease{fill-opacity:.32;stroke-opacity:.6}.lock-lease{fill-opacity:.75}\
+.llabel{font-size:10px;fill:#222;font-weight:600}.small{font-size:9px}\
+.out-fail.done{fill:#c0392b}.out-ok.done{fill:#1e8449}.out-info.done{fill:#f39c12}\
+.call.out-info{fill-opacity:.45}.wlabel{font-size:10px;font-weight:600}\
+text.out-ok{fill:#1e8449}text.out-fail{fill:#c0392b}text.out-info{fill:#b9770e}\
+.slabel{font-size:9px;fill:#333}.heal{fill:#2e86c1}.log{fill:#444}\
+.ev{fill:none;stroke:#e0001b;stroke-width:2.5}.ev.focus{stroke-width:4;stroke:#ff00aa}\
+#anomalies li{margin-bottom:8px}#anomalies li.none{list-style:none}#anomalies li.active{background:#fde7ef}\
+.goto{font-weight:600;cursor:pointer}.cited{color:#666;font-size:12px;margin:2px 0}\
+#legend ul{list-style:none;padding:0}.sw{display:inline-block;width:14px;height:10px;border:1px solid #999}\
+.fault-sw{background:rgba(85,85,85,.3)}.ev-sw{border:2px solid #e0001b;border-radius:50%}";
+
+const SCRIPT: &str = r##"(function () {
+  "use strict";
+  var svg = document.getElementById("timeline");
+  var L = +svg.dataset.left, W = +svg.dataset.width, END = +svg.dataset.end;
+  var v0 = +svg.dataset.v0, v1 = +svg.dataset.v1;
+  var items = Array.prototype.slice.call(svg.querySelectorAll(".t"));
+  var axis = document.getElementById("axis");
+  var H = svg.viewBox.baseVal.height;
+  var NS = "http://www.w3.org/2000/svg";
+  function X(t) { return L + (t - v0) / (v1 - v0) * W; }
+  // Point labels (no end time) per row, in time order: shown only where they do not overlap.
+  var rows = {};
+  items.forEach(function (el) {
+    if (el.tagName === "text" && el.dataset.b === undefined) {
+      var row = el.getAttribute("y");
+      (rows[row] = rows[row] || []).push(el);
+    }
+  });
+  Object.keys(rows).forEach(function (row) {
+    rows[row].sort(function (p, q) { return p.dataset.a - q.dataset.a; });
+  });
+  function declutter() {
+    Object.keys(rows).forEach(function (row) {
+      var free = -Infinity;
+      rows[row].forEach(function (el) {
+        var x = X(+el.dataset.a) + 2;
+        var fits = x >= free;
+        el.style.display = fits ? "" : "none";
+        if (fits) free = x + el.textContent.length * 6.5 + 4;
+      });
+    });
+  }
+  function fmt(t) { return (t / 1000).toFixed(3) + "s"; }
+  function ticks() {
+    while (axis.firstChild) axis.removeChild(axis.firstChild);
+    var span = v1 - v0, raw = span / 10, p = Math.pow(10, Math.floor(Math.log10(raw)));
+    var r = raw / p, step = r <= 1 ? p : r <= 2 ? 2 * p : r <= 5 ? 5 * p : 10 * p;
+    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      var x = X(t), line = document.createElementNS(NS, "line");
+      line.setAttribute("class", "axis-line");
+      line.setAttribute("x1", x); line.setAttribute("x2", x);
+      line.setAttribute("y1", 18); line.setAttribute("y2", H);
+      axis.appendChild(line);
+      var text = document.createElementNS(NS, "text");
+      text.setAttribute("class", "axis-text");
+      text.setAttribute("x", x + 2); text.setAttribute("y", 14);
+      text.textContent = fmt(t);
+      axis.appendChild(text);
+    }
+  }
+  function layout() {
+    for (var i = 0; i < items.length; i++) {
+      var el = items[i], d = el.dataset, xa = X(+d.a);
+      switch (el.tagName) {
+        case "rect":
+          if (d.b !== undefined) {
+            el.setAttribute("x", xa);
+            el.setAttribute("width", Math.max(1, X(+d.b) - xa));
+          } else {
+            el.setAttribute("x", xa - (+d.w) / 2);
+          }
+          break;
+        case "text":
+          el.setAttribute("x", xa + 2);
+          if (d.b !== undefined) {
+            el.style.display = X(+d.b) - xa > el.textContent.length * 6.5 + 4 ? "" : "none";
+          }
+          break;
+        case "circle":
+          el.setAttribute("cx", xa);
+          break;
+      }
+    }
+    declutter();
+    ticks();
+    document.getElementById("range").textContent = fmt(v0) + " – " + fmt(v1);
+  }
+  var pending = false;
+  function setView(a, b) {
+    var pad = Math.max(1, END * 0.05);
+    var span = Math.max(1, Math.min(b - a, END + 2 * pad));
+    a = Math.max(-pad, Math.min(a, END + pad - span));
+    v0 = a; v1 = a + span;
+    if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; layout(); }); }
+  }
+  function zoom(factor, at) {
+    if (at === undefined) at = (v0 + v1) / 2;
+    setView(at - (at - v0) * factor, at + (v1 - at) * factor);
+  }
+  function timeAt(clientX) {
+    var r = svg.getBoundingClientRect();
+    var vx = (clientX - r.left) * svg.viewBox.baseVal.width / r.width;
+    return v0 + (vx - L) / W * (v1 - v0);
+  }
+  svg.addEventListener("wheel", function (e) {
+    e.preventDefault();
+    zoom(e.deltaY > 0 ? 1.25 : 0.8, timeAt(e.clientX));
+  }, { passive: false });
+  var drag = null;
+  svg.addEventListener("mousedown", function (e) { drag = { x: e.clientX, v0: v0, v1: v1 }; });
+  window.addEventListener("mouseup", function () { drag = null; });
+  window.addEventListener("mousemove", function (e) {
+    if (!drag) return;
+    var r = svg.getBoundingClientRect();
+    var dt = (e.clientX - drag.x) * svg.viewBox.baseVal.width / r.width / W * (drag.v1 - drag.v0);
+    setView(drag.v0 - dt, drag.v1 - dt);
+  });
+  document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
+  document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
+  document.getElementById("reset").addEventListener("click", function () { setView(0, Math.max(END, 1)); });
+  var buttons = document.querySelectorAll("button.goto");
+  Array.prototype.forEach.call(buttons, function (button) {
+    button.addEventListener("click", function () {
+      var a = +button.dataset.a, b = +button.dataset.b, k = button.dataset.k;
+      var pad = Math.max(500, (b - a) * 0.15);
+      setView(a - pad, b + pad);
+      Array.prototype.forEach.call(svg.querySelectorAll(".ev"), function (ev) {
+        var mine = (" " + ev.dataset.anomalies + " ").indexOf(" " + k + " ") >= 0;
+        ev.classList.toggle("focus", mine);
+      });
+      Array.prototype.forEach.call(document.querySelectorAll("#anomalies li"), function (li) {
+        li.classList.toggle("active", li.id === "anomaly-" + k);
+      });
+      svg.scrollIntoView({ block: "nearest" });
+    });
+  });
+  layout();
+})();
+"##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(time_ms: u64, process: &str, kind: EventType, f: Op) -> Event {
+        Event {
+            time_ns: time_ms * 1_000_000,
+            ..Event::new(process, kind, f)
+        }
+    }
+
+    fn indexed(mut events: Vec<Event>) -> Vec<Event> {
+        for (i, event) in events.iter_mut().enumerate() {
+            event.index = i as u64;
+        }
+        events
+    }
+
+    /// w1 writes a hostile value; its write (event 1) is cited as evidence.
+    fn hostile() -> (Vec<Event>, ReportInput) {
+        let value = "<script>alert(1)</script>";
+        let mut invoke = ev(0, "w1", EventType::Invoke, Op::Write);
+        invoke.value = Some(value.into());
+        invoke.write_id = Some(value.into());
+        invoke.token = Some(1);
+        invoke.key = Some("k\"><img src=x onerror=alert(2)>".into());
+        let mut log = ev(5, "store", EventType::Log, Op::Write);
+        log.value = Some(value.into());
+        log.write_id = Some(value.into());
+        log.token = Some(1);
+        let mut ok = invoke.clone();
+        ok.kind = EventType::Ok;
+        ok.time_ns = 9_000_000;
+        let events = indexed(vec![invoke, log, ok]);
+        let input = ReportInput {
+            title: "<b>seed</b>".into(),
+            validity: "invalid".into(),
+            summary: "invalid: 1 stale-write-accepted".into(),
+            settings: "store <i>x</i>".into(),
+            anomalies: vec![ReportAnomaly {
+                class: "stale-write-accepted".into(),
+                events: vec![1],
+                explanation: format!("the store applied {value}"),
+            }],
+        };
+        (events, input)
+    }
+
+    #[test]
+    fn user_strings_render_as_text_never_as_markup() {
+        let (events, input) = hostile();
+        let page = render_timeline(&events, &input);
+        assert!(!page.contains("<script>alert"), "raw script in page");
+        assert!(!page.contains("<img"), "raw img in page");
+        assert!(!page.contains("<b>seed"), "raw title markup");
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(page.contains("&lt;b&gt;seed&lt;/b&gt;"));
+        // Only fencer's own script element is in the page.
+        assert_eq!(page.matches("<script").count(), 1);
+    }
+
+    #[test]
+    fn cited_events_are_marked_and_listed() {
+        let (events, input) = hostile();
+        let page = render_timeline(&events, &input);
+        assert!(
+            page.contains("class=\"t ev\" data-a=\"5.000\" data-event=\"1\" data-anomalies=\"0\""),
+            "{page}"
+        );
+        assert!(page.contains("<li class=\"anomaly\" id=\"anomaly-0\">"));
+        assert!(page.contains("evidence: #1"));
+        assert!(!page.contains("id=\"windowed\""));
+    }
+
+    #[test]
+    fn long_histories_are_drawn_around_their_anomalies_and_say_so() {
+        let mut events = Vec::new();
+        for n in 0..(MAX_DRAWN_OPS as u64 + 50) {
+            events.push(ev(n * 100, "w1", EventType::Invoke, Op::Read));
+            events.push(ev(n * 100 + 1, "w1", EventType::Ok, Op::Read));
+        }
+        let events = indexed(events);
+        let cited = 2 * 9_000; // at 900 s; the run lasts about 1005 s
+        let input = ReportInput {
+            anomalies: vec![ReportAnomaly {
+                class: "stale-write-accepted".into(),
+                events: vec![cited],
+                explanation: "x".into(),
+            }],
+            ..ReportInput::default()
+        };
+        let page = render_timeline(&events, &input);
+        assert!(page.contains("id=\"windowed\""), "no notice");
+        assert!(page.contains("890.000s–910.000s"), "window not named");
+        let drawn = page.matches("class=\"t call").count();
+        assert!((190..=210).contains(&drawn), "{drawn} calls drawn");
+        assert!(page.contains("data-event=\"18000\""));
+    }
+}

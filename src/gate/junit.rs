@@ -1,0 +1,115 @@
+//! JUnit XML from a gate summary, in the dialect GitLab, GitHub (test-reporter actions) and
+//! Jenkins all render: one `<testsuite>`, one test case per chunk of passing seeds, one per
+//! failing run with the anomaly's explanation and the replay command in its `<failure>`.
+
+use std::fmt::Write;
+
+use crate::gate::summary::{CHUNK_SEEDS, GateSummary};
+
+/// The JUnit document for `summary`.
+pub fn junit_xml(summary: &GateSummary) -> String {
+    let suite = "fencer gate";
+    let tests = summary.chunks.len() + summary.failures.len();
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        xml,
+        "<testsuites name=\"{suite}\" tests=\"{tests}\" failures=\"{failures}\" time=\"{time:.3}\">",
+        failures = summary.failures.len(),
+        time = summary.wall_s
+    );
+    let _ = writeln!(
+        xml,
+        "  <testsuite name=\"{suite}\" tests=\"{tests}\" failures=\"{failures}\" time=\"{time:.3}\">",
+        failures = summary.failures.len(),
+        time = summary.wall_s
+    );
+    let _ = writeln!(
+        xml,
+        "    <properties><property name=\"seeds\" value=\"{}\"/><property name=\"complete\" value=\"{}\"/></properties>",
+        escape(&summary.seeds.to_string()),
+        summary.complete
+    );
+    for chunk in &summary.chunks {
+        let last = chunk.first_seed.saturating_add(CHUNK_SEEDS);
+        let passed = chunk.seeds_run - chunk.failed;
+        let _ = writeln!(
+            xml,
+            "    <testcase classname=\"{class}\" name=\"seeds {first}..{last}\">",
+            class = escape(&summary.settings.workload),
+            first = chunk.first_seed,
+        );
+        let _ = writeln!(
+            xml,
+            "      <system-out>{}</system-out>",
+            escape(&format!(
+                "{} seeds ran, {passed} passed ({} unknown), {} failed (reported as their own test cases)",
+                chunk.seeds_run, chunk.unknown, chunk.failed
+            ))
+        );
+        xml.push_str("    </testcase>\n");
+    }
+    for failure in &summary.failures {
+        let _ = writeln!(
+            xml,
+            "    <testcase classname=\"{class}\" name=\"{name}\">",
+            class = escape(&summary.settings.workload),
+            name = escape(&failure.label),
+        );
+        let message = match &failure.class {
+            Some(class) => format!("{class}: {}", failure.explanation),
+            None => format!("{}: {}", failure.kind, failure.explanation),
+        };
+        let mut body = format!("{message}\n\nreproduce with:\n");
+        for command in &failure.replay {
+            body.push_str(&format!("  {command}\n"));
+        }
+        if let Some(shrunk) = &failure.shrunk {
+            body.push_str(&format!("minimal plan: {}\n", shrunk.plan));
+        }
+        let _ = writeln!(
+            xml,
+            "      <failure message=\"{}\" type=\"{}\">{}</failure>",
+            escape(&message),
+            escape(failure.class.as_deref().unwrap_or(&failure.kind)),
+            escape(&body)
+        );
+        xml.push_str("    </testcase>\n");
+    }
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+/// Escapes text for XML content and attribute values; drops the control characters XML 1.0
+/// cannot carry at all (keeping tab, newline and carriage return, which are written as
+/// character references so attribute values keep them).
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_covers_markup_quotes_and_control_characters() {
+        assert_eq!(
+            escape("a<b & \"c\" 'd'>\n\u{1}e"),
+            "a&lt;b &amp; &quot;c&quot; &apos;d&apos;&gt;&#10;e"
+        );
+    }
+}

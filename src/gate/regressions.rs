@@ -1,0 +1,158 @@
+//! The regressions folder (default `fencer-regressions/`): every plan a gate found failing is
+//! saved there as JSON, to be committed, and every later gate replays the saved plans first —
+//! as proptest's `proptest-regressions` files do — so a fixed bug stays fixed.
+//!
+//! A saved plan replays with its own settings. Only plans for the system the gate is testing
+//! (same workload, lock service and store) are replayed: a regression found against a mutant
+//! says nothing about the reference backend.
+
+use std::path::{Path, PathBuf};
+
+use fencer_harness::history::sha256_hex;
+
+use crate::plan::{Plan, PlanError};
+use crate::settings::{Settings, name_of};
+
+/// A saved plan and the file it came from.
+#[derive(Clone, Debug)]
+pub struct Regression {
+    /// The file (`fencer-regressions/<name>.json`).
+    pub path: PathBuf,
+    /// The plan.
+    pub plan: Plan,
+}
+
+/// Why the folder could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum RegressionError {
+    /// A saved plan does not parse or cannot run.
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    /// The filesystem refused.
+    #[error("{path}: {action}: {source}")]
+    Io {
+        /// Where.
+        path: String,
+        /// What fencer was doing.
+        action: &'static str,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+fn io(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) -> RegressionError {
+    let path = path.display().to_string();
+    move |source| RegressionError::Io {
+        path,
+        action,
+        source,
+    }
+}
+
+/// Every saved plan in `dir` (`*.json`, by file name) that tests the same system as `base`.
+/// A missing folder holds no regressions.
+pub fn load(dir: &Path, base: &Settings) -> Result<Vec<Regression>, RegressionError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(io(dir, "reading directory")(error)),
+    };
+    let mut paths = Vec::new();
+    for entry in entries {
+        let path = entry.map_err(io(dir, "reading directory"))?.path();
+        if path.extension().is_some_and(|ext| ext == "json") {
+            paths.push(path);
+        }
+    }
+    paths.sort();
+    let mut regressions = Vec::new();
+    for path in paths {
+        let bytes = std::fs::read(&path).map_err(io(&path, "reading"))?;
+        let plan = Plan::from_json(&bytes, &path.display().to_string())?;
+        if same_system(&plan.settings, base) {
+            regressions.push(Regression { path, plan });
+        }
+    }
+    Ok(regressions)
+}
+
+/// Whether two settings test the same system (workload, worker code, lock service, store).
+pub fn same_system(a: &Settings, b: &Settings) -> bool {
+    a.workload == b.workload && a.worker == b.worker && a.lock == b.lock && a.store == b.store
+}
+
+/// Saves `plan` (failing with `class`) in `dir`, named after the class, backends, seed and
+/// content hash so the same plan is saved once. Returns the path; writes atomically.
+pub fn save(dir: &Path, plan: &Plan, class: &str) -> Result<PathBuf, RegressionError> {
+    let bytes = plan.to_json();
+    let name = format!(
+        "{class}-{}-{}-seed{}-{}.json",
+        name_of(&plan.settings.lock),
+        name_of(&plan.settings.store),
+        plan.settings.seed,
+        &sha256_hex(&bytes)[..12]
+    );
+    let path = dir.join(name);
+    if path.exists() {
+        return Ok(path);
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir, "creating directory"))?;
+    write_atomically(&path, &bytes).map_err(io(&path, "writing"))?;
+    Ok(path)
+}
+
+/// Writes `bytes` to `path` through a hidden sibling and a rename, so a reader never sees half
+/// a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let staging = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
+    std::fs::write(&staging, bytes)?;
+    std::fs::File::open(&staging)?.sync_all()?;
+    std::fs::rename(&staging, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&staging);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::StoreBackend;
+
+    #[test]
+    fn saved_plans_load_back_once_and_only_for_the_same_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let mutant = Settings {
+            seed: 4,
+            ops_per_worker: 2,
+            store: StoreBackend::SqliteUnfenced,
+            ..Settings::default()
+        };
+        let plan = Plan::generate(&mutant);
+        let path = save(dir.path(), &plan, "stale-write-accepted").unwrap();
+        assert_eq!(
+            save(dir.path(), &plan, "stale-write-accepted").unwrap(),
+            path
+        );
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(
+            name.starts_with("stale-write-accepted-sim-sqlite-unfenced-seed4-"),
+            "{name}"
+        );
+        let loaded = load(dir.path(), &mutant).unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded[0].plan, plan);
+        assert!(load(dir.path(), &Settings::default()).unwrap().is_empty());
+        assert!(
+            load(&dir.path().join("absent"), &mutant)
+                .unwrap()
+                .is_empty()
+        );
+
+        std::fs::write(dir.path().join("broken.json"), b"{\n  oops").unwrap();
+        let error = load(dir.path(), &mutant).unwrap_err().to_string();
+        assert!(error.contains("broken.json:2:"), "{error}");
+    }
+}

@@ -1,0 +1,264 @@
+//! Running many plans on every core, with results that do not depend on the job count.
+//!
+//! Jobs are plain threads, each simulating one plan at a time on its own current-thread
+//! runtime. Work is handed out in index order from one counter, and results are passed back in
+//! index order, so the caller sees exactly the sequence `--jobs 1` would produce. When the
+//! gate stops at the first failure, every index below the failing one still runs (a lower
+//! index may fail too), and everything above it is dropped: the reported first failure is the
+//! lowest failing index, whatever the number of jobs.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Instant;
+
+use fencer_checkers::{Validity, Verdict, check};
+use fencer_harness::History;
+
+use crate::gate::divergence::{Divergence, first_divergence};
+use crate::plan::Plan;
+use crate::simulate::{SimError, simulate};
+
+/// How to run a batch of plans.
+#[derive(Clone, Debug)]
+pub struct RunnerConfig {
+    /// Threads simulating at once (at least 1).
+    pub jobs: usize,
+    /// Run everything even after a failure.
+    pub keep_going: bool,
+    /// Stop handing out new plans after this instant (`--time`).
+    pub deadline: Option<Instant>,
+    /// Simulate each plan twice and compare the histories.
+    pub check_determinism: bool,
+}
+
+/// What became of one plan.
+#[derive(Debug)]
+pub struct PlanResult {
+    /// Position in the batch.
+    pub index: usize,
+    /// What ran.
+    pub plan: Plan,
+    /// What happened to it.
+    pub outcome: Outcome,
+}
+
+/// The result of simulating and checking one plan.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The run completed and was checked.
+    Checked {
+        /// What the checkers said.
+        verdict: Verdict,
+        /// Number of events in the history.
+        events: usize,
+        /// The history, kept only when the verdict is invalid (to save the run directory).
+        history: Option<History>,
+    },
+    /// Two runs of the same plan recorded different histories.
+    Nondeterministic(Divergence),
+    /// The simulation itself failed.
+    Error(SimError),
+}
+
+impl Outcome {
+    /// Whether this result stops a gate that does not `--keep-going`.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            Outcome::Checked { verdict, .. } => verdict.validity == Validity::Invalid,
+            Outcome::Nondeterministic(_) | Outcome::Error(_) => true,
+        }
+    }
+}
+
+/// How a batch ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchEnd {
+    /// Every plan ran (or the batch stopped at its first failure, as asked).
+    Finished,
+    /// The time budget ran out before every plan ran.
+    OutOfTime,
+    /// `interrupted` was raised (SIGINT).
+    Interrupted,
+}
+
+/// Runs plans `0..count` (`plan_for(i)` builds plan `i`) and hands each result to `on_result`
+/// on the calling thread, in index order. Plans already running when the batch is stopped
+/// (failure, deadline, interrupt) finish first, so every reported result is complete.
+pub fn run_batch(
+    count: usize,
+    plan_for: &(dyn Fn(usize) -> Plan + Sync),
+    config: &RunnerConfig,
+    interrupted: &AtomicBool,
+    on_result: &mut dyn FnMut(PlanResult),
+) -> BatchEnd {
+    let next = AtomicUsize::new(0);
+    // Lowest failing index seen so far; no index above it is started.
+    let limit = AtomicUsize::new(usize::MAX);
+    let out_of_time = AtomicBool::new(false);
+    let (sender, receiver) = mpsc::channel::<PlanResult>();
+    let jobs = config.jobs.max(1);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            let sender = sender.clone();
+            let (next, limit, out_of_time) = (&next, &limit, &out_of_time);
+            scope.spawn(move || {
+                loop {
+                    if interrupted.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    if config
+                        .deadline
+                        .is_some_and(|deadline| Instant::now() >= deadline)
+                    {
+                        out_of_time.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    let index = next.fetch_add(1, Ordering::SeqCst);
+                    if index >= count || index > limit.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let plan = plan_for(index);
+                    let outcome = run_one(&plan, config.check_determinism);
+                    if outcome.is_failure() && !config.keep_going {
+                        limit.fetch_min(index, Ordering::SeqCst);
+                    }
+                    let result = PlanResult {
+                        index,
+                        plan,
+                        outcome,
+                    };
+                    if sender.send(result).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        let mut pending = BTreeMap::new();
+        let mut emit_next = 0usize;
+        let mut stopped_at_failure = false;
+        for result in receiver {
+            pending.insert(result.index, result);
+            while let Some(result) = pending.remove(&emit_next) {
+                emit_next += 1;
+                if stopped_at_failure {
+                    continue;
+                }
+                let failed = result.outcome.is_failure();
+                on_result(result);
+                stopped_at_failure = failed && !config.keep_going;
+            }
+        }
+        if stopped_at_failure || emit_next >= count {
+            BatchEnd::Finished
+        } else if interrupted.load(Ordering::SeqCst) {
+            BatchEnd::Interrupted
+        } else if out_of_time.load(Ordering::SeqCst) {
+            BatchEnd::OutOfTime
+        } else {
+            BatchEnd::Finished
+        }
+    })
+}
+
+/// Simulates and checks one plan (twice, comparing histories, when asked).
+pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
+    let history = match simulate(plan) {
+        Ok(history) => history,
+        Err(error) => return Outcome::Error(error),
+    };
+    if check_determinism {
+        let again = match simulate(plan) {
+            Ok(history) => history,
+            Err(error) => return Outcome::Error(error),
+        };
+        if let Some(divergence) = first_divergence(&history, &again) {
+            return Outcome::Nondeterministic(divergence);
+        }
+    }
+    let verdict = check(&history);
+    let events = history.events.len();
+    let history = (verdict.validity == Validity::Invalid).then_some(history);
+    Outcome::Checked {
+        verdict,
+        events,
+        history,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Settings, StoreBackend};
+    use fencer_workloads::RenewFailurePolicy;
+
+    fn mutant(seed: u64) -> Plan {
+        Plan::generate(&Settings {
+            seed,
+            ops_per_worker: 5,
+            store: StoreBackend::SqliteUnfenced,
+            on_renew_failure: RenewFailurePolicy::Continue,
+            nemesis: [fencer_nemesis::FaultKind::Pause].into_iter().collect(),
+            ..Settings::default()
+        })
+    }
+
+    fn failing_indexes(jobs: usize, keep_going: bool) -> Vec<usize> {
+        let config = RunnerConfig {
+            jobs,
+            keep_going,
+            deadline: None,
+            check_determinism: false,
+        };
+        let mut seen = Vec::new();
+        let mut failing = Vec::new();
+        run_batch(
+            40,
+            &|index| mutant(index as u64),
+            &config,
+            &AtomicBool::new(false),
+            &mut |result| {
+                seen.push(result.index);
+                if result.outcome.is_failure() {
+                    failing.push(result.index);
+                }
+            },
+        );
+        assert!(
+            seen.windows(2).all(|pair| pair[0] + 1 == pair[1]),
+            "{seen:?}"
+        );
+        failing
+    }
+
+    #[test]
+    fn results_arrive_in_index_order_and_do_not_depend_on_jobs() {
+        let all = failing_indexes(1, true);
+        assert!(
+            all.len() >= 2,
+            "the mutant must fail on a few seeds: {all:?}"
+        );
+        assert_eq!(failing_indexes(3, true), all);
+        assert_eq!(failing_indexes(1, false), all[..1]);
+        assert_eq!(failing_indexes(3, false), all[..1]);
+    }
+
+    #[test]
+    fn an_interrupted_batch_starts_nothing() {
+        let mut results = 0;
+        let end = run_batch(
+            5,
+            &|index| mutant(index as u64),
+            &RunnerConfig {
+                jobs: 2,
+                keep_going: true,
+                deadline: None,
+                check_determinism: false,
+            },
+            &AtomicBool::new(true),
+            &mut |_| results += 1,
+        );
+        assert_eq!((end, results), (BatchEnd::Interrupted, 0));
+    }
+}

@@ -1,0 +1,344 @@
+//! `gate.json`: what one gate (or one shard of it) did, in a form `fencer merge` can add up and
+//! JUnit can be written from without re-running anything.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gate::divergence::Divergence;
+use crate::gate::seeds::{SeedRange, Shard};
+use crate::settings::Settings;
+use crate::shrink::PlanSize;
+
+/// Seeds per JUnit test case for passing seeds: one test case per chunk keeps a 100 000-seed
+/// report readable while still saying which ranges ran.
+pub const CHUNK_SEEDS: u64 = 100;
+
+/// Version of the `gate.json` format.
+pub const SUMMARY_FORMAT: u32 = 1;
+
+/// One gate's (or shard's, or merged shards') results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GateSummary {
+    /// [`SUMMARY_FORMAT`].
+    pub format: u32,
+    /// fencer's version.
+    pub fencer_version: String,
+    /// The settings every seed started from (its `seed` is not used).
+    pub settings: Settings,
+    /// Whether each seed also chose its fault mix (`--swarm`).
+    pub swarm: bool,
+    /// The seed range asked for.
+    pub seeds: SeedRange,
+    /// The shards covered (one for a single gate; all of them after a full merge).
+    pub shards: Vec<Shard>,
+    /// False when the gate was interrupted or ran out of time before its range was done.
+    pub complete: bool,
+    /// Why the gate stopped: `finished`, `first-failure`, `out-of-time` or `interrupted`.
+    pub ended: String,
+    /// Saved regression plans replayed before the seeds.
+    pub regressions_run: u64,
+    /// New seeds simulated.
+    pub seeds_run: u64,
+    /// Events over all runs.
+    pub events: u64,
+    /// Runs by verdict (`valid`, `invalid`, `unknown`).
+    pub validity: BTreeMap<String, u64>,
+    /// Anomalies over all runs, by class.
+    pub anomalies: BTreeMap<String, u64>,
+    /// Passing seeds per [`CHUNK_SEEDS`]-wide range of seed values, for JUnit.
+    pub chunks: Vec<Chunk>,
+    /// Every failing run, in seed order (regressions first).
+    pub failures: Vec<FailureRecord>,
+    /// Wall time spent running plans, shrinking excluded (the longest shard's, after a
+    /// merge): what runs/s is measured over.
+    pub wall_s: f64,
+    /// Wall time spent shrinking failures (the longest shard's, after a merge).
+    #[serde(default)]
+    pub shrink_s: f64,
+}
+
+/// Seeds of one chunk `[first_seed, first_seed + CHUNK_SEEDS)` that ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Chunk {
+    /// First seed value of the chunk.
+    pub first_seed: u64,
+    /// Seeds of the chunk that ran.
+    pub seeds_run: u64,
+    /// Of those, how many failed (each also has a [`FailureRecord`]).
+    pub failed: u64,
+    /// Of those, how many were unknown.
+    pub unknown: u64,
+}
+
+/// One failing run: what failed, why, and how to get it back.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailureRecord {
+    /// The seed, for generated plans.
+    pub seed: Option<u64>,
+    /// `seed 17`, or the regression file's name.
+    pub label: String,
+    /// `invalid`, `nondeterministic` or `error`.
+    pub kind: String,
+    /// The first anomaly class (what shrinking preserves), for invalid runs.
+    pub class: Option<String>,
+    /// Anomaly counts of the run.
+    pub anomaly_counts: BTreeMap<String, usize>,
+    /// The first anomaly's explanation, the divergence, or the error.
+    pub explanation: String,
+    /// The kept run directory.
+    pub run_dir: Option<String>,
+    /// Commands that reproduce the failure, one line each.
+    pub replay: Vec<String>,
+    /// Where the first diverging event is, for non-deterministic runs.
+    pub divergence: Option<Divergence>,
+    /// What shrinking achieved.
+    pub shrunk: Option<ShrinkRecord>,
+}
+
+/// Before and after sizes of a shrink.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShrinkRecord {
+    /// The minimal plan's path.
+    pub plan: String,
+    /// The anomaly class it still shows.
+    pub class: String,
+    /// Size of the original plan.
+    pub before: PlanSize,
+    /// Size of the minimal plan.
+    pub after: PlanSize,
+    /// Events in the original history.
+    pub events_before: usize,
+    /// Events in the minimal plan's history.
+    pub events_after: usize,
+    /// Candidates simulated.
+    pub candidates: usize,
+    /// Why shrinking stopped early, if it did.
+    pub stopped_by: Option<String>,
+}
+
+impl GateSummary {
+    /// Failing runs (invalid, non-deterministic or crashed).
+    pub fn failed(&self) -> bool {
+        !self.failures.is_empty()
+    }
+
+    /// The exit code, as `fencer run`'s: 255 when a run crashed or was non-deterministic
+    /// (the harness cannot be trusted), 1 for an anomaly, 2 for an unknown verdict or an
+    /// incomplete gate, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.failures.iter().any(|f| f.kind != "invalid") {
+            255
+        } else if self.failed() {
+            1
+        } else if !self.complete || self.validity.get("unknown").is_some_and(|&n| n > 0) {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// Runs per wall second.
+    pub fn runs_per_s(&self) -> f64 {
+        if self.wall_s > 0.0 {
+            (self.seeds_run + self.regressions_run) as f64 / self.wall_s
+        } else {
+            0.0
+        }
+    }
+
+    /// Pretty JSON, newline-terminated.
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("summaries always serialise");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// Records one run of seed `seed` (None for a regression plan) into the counts.
+    pub fn count_run(&mut self, seed: Option<u64>, validity: &str, events: usize) {
+        *self.validity.entry(validity.to_string()).or_default() += 1;
+        self.events += events as u64;
+        let Some(seed) = seed else {
+            self.regressions_run += 1;
+            return;
+        };
+        self.seeds_run += 1;
+        let first_seed = seed - seed % CHUNK_SEEDS;
+        let chunk = match self.chunks.iter().position(|c| c.first_seed == first_seed) {
+            Some(position) => &mut self.chunks[position],
+            None => {
+                self.chunks.push(Chunk {
+                    first_seed,
+                    seeds_run: 0,
+                    failed: 0,
+                    unknown: 0,
+                });
+                self.chunks.last_mut().expect("just pushed")
+            }
+        };
+        chunk.seeds_run += 1;
+        match validity {
+            "valid" => {}
+            "unknown" => chunk.unknown += 1,
+            _ => chunk.failed += 1,
+        }
+    }
+}
+
+/// Combines shard summaries into one: counts added, chunks and failures merged in seed order,
+/// complete only if every shard was. Refuses summaries of different gates.
+pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
+    let Some((_, first)) = parts.first() else {
+        return Err("expected at least one gate directory".into());
+    };
+    let mut merged = GateSummary {
+        shards: Vec::new(),
+        complete: true,
+        ended: "finished".into(),
+        regressions_run: 0,
+        seeds_run: 0,
+        events: 0,
+        validity: BTreeMap::new(),
+        anomalies: BTreeMap::new(),
+        chunks: Vec::new(),
+        failures: Vec::new(),
+        wall_s: 0.0,
+        shrink_s: 0.0,
+        ..first.clone()
+    };
+    let mut chunks: BTreeMap<u64, Chunk> = BTreeMap::new();
+    for (origin, part) in parts {
+        let same_gate = Settings {
+            seed: 0,
+            ..part.settings.clone()
+        } == Settings {
+            seed: 0,
+            ..first.settings.clone()
+        } && part.swarm == first.swarm
+            && part.seeds == first.seeds;
+        if !same_gate {
+            return Err(format!(
+                "{origin}: expected a shard of the same gate as {} (same settings, --swarm and \
+                 --seeds)",
+                parts[0].0
+            ));
+        }
+        if let Some(shard) = part
+            .shards
+            .iter()
+            .find(|shard| merged.shards.contains(shard))
+        {
+            return Err(format!("{origin}: shard {shard} appears twice"));
+        }
+        merged.shards.extend(part.shards.iter().copied());
+        merged.complete &= part.complete;
+        if part.ended != "finished" && merged.ended == "finished" {
+            merged.ended = part.ended.clone();
+        }
+        merged.regressions_run += part.regressions_run;
+        merged.seeds_run += part.seeds_run;
+        merged.events += part.events;
+        for (name, count) in &part.validity {
+            *merged.validity.entry(name.clone()).or_default() += count;
+        }
+        for (name, count) in &part.anomalies {
+            *merged.anomalies.entry(name.clone()).or_default() += count;
+        }
+        for chunk in &part.chunks {
+            let entry = chunks.entry(chunk.first_seed).or_insert(Chunk {
+                first_seed: chunk.first_seed,
+                seeds_run: 0,
+                failed: 0,
+                unknown: 0,
+            });
+            entry.seeds_run += chunk.seeds_run;
+            entry.failed += chunk.failed;
+            entry.unknown += chunk.unknown;
+        }
+        merged.failures.extend(part.failures.iter().cloned());
+        merged.wall_s = merged.wall_s.max(part.wall_s);
+        merged.shrink_s = merged.shrink_s.max(part.shrink_s);
+    }
+    merged.shards.sort_by_key(|shard| shard.index);
+    merged.chunks = chunks.into_values().collect();
+    merged
+        .failures
+        .sort_by_key(|failure| (failure.seed.is_some(), failure.seed));
+    Ok(merged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(shard: Shard, seeds: &[(u64, &str)]) -> GateSummary {
+        let mut summary = GateSummary {
+            format: SUMMARY_FORMAT,
+            fencer_version: "test".into(),
+            settings: Settings::default(),
+            swarm: false,
+            seeds: "0..300".parse().unwrap(),
+            shards: vec![shard],
+            complete: true,
+            ended: "finished".into(),
+            regressions_run: 0,
+            seeds_run: 0,
+            events: 0,
+            validity: BTreeMap::new(),
+            anomalies: BTreeMap::new(),
+            chunks: Vec::new(),
+            failures: Vec::new(),
+            wall_s: 1.0,
+            shrink_s: 0.0,
+        };
+        for &(seed, validity) in seeds {
+            summary.count_run(Some(seed), validity, 10);
+        }
+        summary
+    }
+
+    #[test]
+    fn merging_shards_adds_counts_and_chunks() {
+        let one = summary("1/2".parse().unwrap(), &[(0, "valid"), (150, "invalid")]);
+        let mut two = summary("2/2".parse().unwrap(), &[(1, "unknown"), (151, "valid")]);
+        two.complete = false;
+        two.ended = "interrupted".into();
+        let merged = merge(&[("a".into(), one.clone()), ("b".into(), two)]).unwrap();
+        assert_eq!(merged.seeds_run, 4);
+        assert_eq!(merged.events, 40);
+        assert!(!merged.complete);
+        assert_eq!(merged.ended, "interrupted");
+        assert_eq!(
+            merged.chunks,
+            [
+                Chunk {
+                    first_seed: 0,
+                    seeds_run: 2,
+                    failed: 0,
+                    unknown: 1
+                },
+                Chunk {
+                    first_seed: 100,
+                    seeds_run: 2,
+                    failed: 1,
+                    unknown: 0
+                },
+            ]
+        );
+        assert_eq!(merged.exit_code(), 2);
+        let error = merge(&[("a".into(), one.clone()), ("a2".into(), one)]).unwrap_err();
+        assert!(error.contains("appears twice"), "{error}");
+    }
+
+    #[test]
+    fn shards_of_different_gates_do_not_merge() {
+        let one = summary("1/2".parse().unwrap(), &[]);
+        let mut other = summary("2/2".parse().unwrap(), &[]);
+        other.settings.workers = 3;
+        let error = merge(&[("a".into(), one), ("b".into(), other)]).unwrap_err();
+        assert!(
+            error.starts_with("b: expected a shard of the same gate"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! `fencer serve`: a small local web viewer over a run store. It lists runs and serves their
+//! files (timelines, plots, histories, verdicts), read-only, and never a file outside the store.
+//!
+//! Plain `std::net` with one short-lived thread per connection (at most [`MAX_CONNECTIONS`] at
+//! once): a local viewer for one person needs no async runtime or HTTP framework, and this keeps
+//! the build small.
+
+mod http;
+pub mod listing;
+pub mod resolve;
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use self::http::{BadRequest, read_request, respond, respond_error};
+
+/// Connections served at once; more are answered 503 straight away.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// A server bound to its address, ready to [`Server::run`].
+pub struct Server {
+    listener: TcpListener,
+    root: PathBuf,
+}
+
+impl Server {
+    /// Binds `listen` (e.g. `127.0.0.1:8484`, port 0 for any free port) over the store `root`.
+    pub fn bind(root: &Path, listen: &str) -> Result<Server, String> {
+        let root = root
+            .canonicalize()
+            .map_err(|error| format!("{}: cannot serve this store: {error}", root.display()))?;
+        if !root.is_dir() {
+            return Err(format!("{}: expected a store directory", root.display()));
+        }
+        let listener = TcpListener::bind(listen)
+            .map_err(|error| format!("cannot listen on {listen}: {error}"))?;
+        Ok(Server { listener, root })
+    }
+
+    /// The URL the server answers on.
+    pub fn url(&self) -> String {
+        match self.listener.local_addr() {
+            Ok(addr) => format!("http://{addr}/"),
+            Err(_) => "http://(unknown address)/".into(),
+        }
+    }
+
+    /// Serves until the process ends.
+    pub fn run(self) {
+        let root = Arc::new(self.root);
+        let active = Arc::new(AtomicUsize::new(0));
+        for stream in self.listener.incoming() {
+            let Ok(mut stream) = stream else {
+                continue;
+            };
+            if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                active.fetch_sub(1, Ordering::SeqCst);
+                let _ = respond_error(&mut stream, 503, false);
+                continue;
+            }
+            let root = Arc::clone(&root);
+            let active = Arc::clone(&active);
+            std::thread::spawn(move || {
+                let _ = handle(&root, stream);
+                active.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    }
+}
+
+/// The `Content-Type` for a file, by extension.
+fn content_type(path: &Path) -> &'static str {
+    match path.extension().and_then(|ext| ext.to_str()) {
+        Some("html") => "text/html; charset=utf-8",
+        Some("svg") => "image/svg+xml",
+        Some("json") => "application/json",
+        Some("jsonl" | "txt" | "log") => "text/plain; charset=utf-8",
+        Some("png") => "image/png",
+        _ => "application/octet-stream",
+    }
+}
+
+fn query_verdict(target: &str) -> Option<&str> {
+    let query = target.split_once('?')?.1;
+    query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("verdict="))
+        .filter(|value| matches!(*value, "valid" | "invalid" | "unknown"))
+}
+
+/// A client that stops reading its response for this long is dropped.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn handle(root: &Path, mut stream: TcpStream) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(WRITE_TIMEOUT))?;
+    let request = match read_request(&stream) {
+        Ok(request) => request,
+        Err(BadRequest::Gone) => return Ok(()),
+        Err(BadRequest::Status(status)) => return respond_error(&mut stream, status, false),
+    };
+    let head_only = request.method == "HEAD";
+    if request.method != "GET" && !head_only {
+        return respond_error(&mut stream, 405, head_only);
+    }
+    let path_part = request.target.split(['?', '#']).next().unwrap_or_default();
+    if path_part == "/" {
+        let runs = listing::find_runs(root);
+        let page = listing::index_page(&runs, query_verdict(&request.target));
+        let html = "text/html; charset=utf-8";
+        return respond(
+            &mut stream,
+            200,
+            html,
+            &mut page.as_bytes(),
+            page.len() as u64,
+            head_only,
+        );
+    }
+    let Some(path) = resolve::resolve(root, &request.target) else {
+        return respond_error(&mut stream, 404, head_only);
+    };
+    if path.is_dir() {
+        let page = listing::directory_page(&path, path_part);
+        let html = "text/html; charset=utf-8";
+        return respond(
+            &mut stream,
+            200,
+            html,
+            &mut page.as_bytes(),
+            page.len() as u64,
+            head_only,
+        );
+    }
+    let Ok(mut file) = std::fs::File::open(&path) else {
+        return respond_error(&mut stream, 404, head_only);
+    };
+    let length = file.metadata().map(|meta| meta.len()).unwrap_or(0);
+    respond(
+        &mut stream,
+        200,
+        content_type(&path),
+        &mut file,
+        length,
+        head_only,
+    )
+}

@@ -1,0 +1,462 @@
+//! Shrinking a failing plan to a small one that still fails the same way.
+//!
+//! Delta debugging over the plan as data: drop faults, then worker cycles, then whole workers
+//! (renumbering fault targets so the plan stays runnable), then make durations, clock steps and
+//! drifts smaller. A candidate is kept only if it passes [`Plan::check`] and the caller's
+//! predicate ("does it still fail with class C?") holds, so the result always reproduces.
+//!
+//! Candidates are tried in a fixed order, so with the same predicate and the same candidate
+//! limit the result is the same on every machine; the time budget is a safety net whose
+//! stopping point does depend on machine speed (reported in [`Shrunk::stopped_by`]).
+
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use fencer_checkers::{AnomalyClass, check};
+use fencer_nemesis::Fault;
+use serde::{Deserialize, Serialize};
+
+use crate::plan::Plan;
+use crate::simulate::simulate;
+
+/// Bounds on one shrink.
+#[derive(Clone, Copy, Debug)]
+pub struct ShrinkLimits {
+    /// Stop after trying this many candidates.
+    pub max_candidates: usize,
+    /// Stop after this much wall time.
+    pub budget: Duration,
+}
+
+impl Default for ShrinkLimits {
+    /// 30 s or 2000 candidates, whichever comes first.
+    fn default() -> Self {
+        ShrinkLimits {
+            max_candidates: 2_000,
+            budget: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The size of a plan, as the shrinker reduces it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PlanSize {
+    /// Scheduled faults.
+    pub faults: usize,
+    /// Cycles over all workers.
+    pub cycles: usize,
+    /// Workers.
+    pub workers: usize,
+}
+
+impl PlanSize {
+    /// Measures `plan`.
+    pub fn of(plan: &Plan) -> PlanSize {
+        PlanSize {
+            faults: plan.faults.len(),
+            cycles: plan.workers.iter().map(|worker| worker.cycles.len()).sum(),
+            workers: plan.workers.len(),
+        }
+    }
+
+    /// Whether no part is larger than `other`'s.
+    pub fn fits_in(self, other: PlanSize) -> bool {
+        self.faults <= other.faults && self.cycles <= other.cycles && self.workers <= other.workers
+    }
+}
+
+/// What a shrink produced.
+#[derive(Clone, Debug)]
+pub struct Shrunk {
+    /// The smallest reproducing plan found (the original if nothing smaller reproduced).
+    pub plan: Plan,
+    /// Candidates simulated.
+    pub candidates: usize,
+    /// Candidates that reproduced and were kept.
+    pub accepted: usize,
+    /// Why shrinking stopped early (`candidate limit`, `time budget`), or `None` when no
+    /// candidate was left to try.
+    pub stopped_by: Option<&'static str>,
+}
+
+/// The predicate a gate shrinks with: `plan` simulates, and its verdict has at least one
+/// anomaly of `class`.
+pub fn fails_with(class: AnomalyClass) -> impl FnMut(&Plan) -> bool {
+    move |plan| {
+        simulate(plan)
+            .is_ok_and(|history| check(&history).anomaly_counts.contains_key(class.name()))
+    }
+}
+
+/// Shrinks `plan` while `reproduces` holds. `plan` itself is assumed to reproduce.
+pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: ShrinkLimits) -> Shrunk {
+    let mut shrinker = Shrinker {
+        best: plan.clone(),
+        reproduces: Box::new(reproduces),
+        limits,
+        started: Instant::now(),
+        candidates: 0,
+        accepted: 0,
+        stopped_by: None,
+    };
+    // Each pass can unlock another (fewer workers make some faults removable), so repeat
+    // until a whole round changes nothing; three rounds bound the cost.
+    for _ in 0..3 {
+        let before = shrinker.accepted;
+        shrinker.truncate_cycles();
+        shrinker.drop_chunks(
+            |plan| plan.faults.len(),
+            |plan, range| {
+                let mut candidate = plan.clone();
+                candidate.faults.drain(range);
+                Some(candidate)
+            },
+        );
+        for worker in 0..shrinker.best.workers.len() {
+            shrinker.drop_chunks(
+                move |plan| plan.workers.get(worker).map_or(0, |w| w.cycles.len()),
+                move |plan, range| {
+                    let mut candidate = plan.clone();
+                    candidate.workers.get_mut(worker)?.cycles.drain(range);
+                    Some(candidate)
+                },
+            );
+        }
+        for worker in (0..shrinker.best.workers.len()).rev() {
+            let candidate = without_worker(&shrinker.best, worker);
+            shrinker.try_candidate(candidate);
+        }
+        shrinker.shrink_fault_sizes();
+        shrinker.shrink_cycle_durations();
+        if shrinker.accepted == before || shrinker.stopped_by.is_some() {
+            break;
+        }
+    }
+    Shrunk {
+        plan: shrinker.best,
+        candidates: shrinker.candidates,
+        accepted: shrinker.accepted,
+        stopped_by: shrinker.stopped_by,
+    }
+}
+
+/// `plan` without worker `index`: its script and the faults aimed at it removed, later workers
+/// renumbered (`w3` becomes `w2`) in fault targets. `None` for the last worker (a plan needs
+/// one).
+pub fn without_worker(plan: &Plan, index: usize) -> Option<Plan> {
+    if plan.workers.len() <= 1 || index >= plan.workers.len() {
+        return None;
+    }
+    let mut candidate = plan.clone();
+    candidate.workers.remove(index);
+    candidate.settings.workers -= 1;
+    candidate.faults = plan
+        .faults
+        .iter()
+        .filter_map(|fault| {
+            let Some(number) = fault
+                .target()
+                .strip_prefix('w')
+                .and_then(|n| n.parse::<usize>().ok())
+            else {
+                return Some(fault.clone());
+            };
+            match number.cmp(&index) {
+                std::cmp::Ordering::Less => Some(fault.clone()),
+                std::cmp::Ordering::Equal => None,
+                std::cmp::Ordering::Greater => Some(retarget(fault, format!("w{}", number - 1))),
+            }
+        })
+        .collect();
+    Some(candidate)
+}
+
+/// `fault` aimed at `new_target`. Works on the fault's JSON form so every fault kind, present
+/// and future, is renumbered the same way (each has a `target`).
+fn retarget(fault: &Fault, new_target: String) -> Fault {
+    let mut value = serde_json::to_value(fault).expect("faults always serialise");
+    value["target"] = serde_json::Value::String(new_target);
+    serde_json::from_value(value).expect("only the target changed")
+}
+
+/// `fault` with its `field` (a magnitude: duration, clock step, drift) halved toward zero, or
+/// `None` if it is already zero. JSON-based for the same reason as [`retarget`].
+fn halved(fault: &Fault, field: &str) -> Option<Fault> {
+    let mut value = serde_json::to_value(fault).expect("faults always serialise");
+    let number = &mut value[field];
+    let half = if let Some(unsigned) = number.as_u64() {
+        (unsigned != 0).then(|| serde_json::Value::from(unsigned / 2))?
+    } else {
+        let signed = number.as_i64()?;
+        (signed != 0).then(|| serde_json::Value::from(signed / 2))?
+    };
+    *number = half;
+    serde_json::from_value(value).ok()
+}
+
+/// The numeric fields of `fault` other than its start time: what shrinking makes smaller.
+fn magnitudes(fault: &Fault) -> Vec<String> {
+    match serde_json::to_value(fault).expect("faults always serialise") {
+        serde_json::Value::Object(fields) => fields
+            .into_iter()
+            .filter(|(name, value)| name != "at_ns" && value.is_number())
+            .map(|(name, _)| name)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+struct Shrinker<'a> {
+    best: Plan,
+    reproduces: Box<dyn FnMut(&Plan) -> bool + 'a>,
+    limits: ShrinkLimits,
+    started: Instant,
+    candidates: usize,
+    accepted: usize,
+    stopped_by: Option<&'static str>,
+}
+
+impl Shrinker<'_> {
+    fn exhausted(&mut self) -> bool {
+        if self.stopped_by.is_none() {
+            if self.candidates >= self.limits.max_candidates {
+                self.stopped_by = Some("candidate limit");
+            } else if self.started.elapsed() >= self.limits.budget {
+                self.stopped_by = Some("time budget");
+            }
+        }
+        self.stopped_by.is_some()
+    }
+
+    /// Tries `candidate`; keeps it as the new best if it is runnable and reproduces.
+    fn try_candidate(&mut self, candidate: Option<Plan>) -> bool {
+        let Some(candidate) = candidate else {
+            return false;
+        };
+        if self.exhausted() || candidate == self.best || candidate.check().is_err() {
+            return false;
+        }
+        self.candidates += 1;
+        if (self.reproduces)(&candidate) {
+            self.best = candidate;
+            self.accepted += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Cuts every worker's script to its first `keep` cycles, for the smallest `keep` found by
+    /// halving steps. Whatever happens after the anomaly cannot matter, so cutting the tail
+    /// usually works and makes every later candidate cheaper to simulate.
+    fn truncate_cycles(&mut self) {
+        let longest = |plan: &Plan| {
+            plan.workers
+                .iter()
+                .map(|w| w.cycles.len())
+                .max()
+                .unwrap_or(0)
+        };
+        let mut step = longest(&self.best) / 2;
+        while step > 0 && !self.exhausted() {
+            let keep = longest(&self.best).saturating_sub(step);
+            let mut candidate = self.best.clone();
+            for worker in &mut candidate.workers {
+                worker.cycles.truncate(keep);
+            }
+            if !self.try_candidate(Some(candidate)) {
+                step /= 2;
+            }
+        }
+    }
+
+    /// Delta debugging over one list of the plan: remove chunks of halving size.
+    fn drop_chunks(
+        &mut self,
+        len: impl Fn(&Plan) -> usize,
+        without: impl Fn(&Plan, Range<usize>) -> Option<Plan>,
+    ) {
+        let mut chunk = len(&self.best).div_ceil(2).max(1);
+        loop {
+            let mut start = 0;
+            while start < len(&self.best) {
+                if self.exhausted() {
+                    return;
+                }
+                let end = (start + chunk).min(len(&self.best));
+                if !self.try_candidate(without(&self.best, start..end)) {
+                    start = end;
+                }
+            }
+            if chunk == 1 {
+                return;
+            }
+            chunk = chunk.div_ceil(2);
+        }
+    }
+
+    /// Halves each fault's duration, clock step or drift while the failure reproduces.
+    fn shrink_fault_sizes(&mut self) {
+        for index in 0..self.best.faults.len() {
+            for field in magnitudes(&self.best.faults[index]) {
+                // A magnitude halves at most 16 times before it is negligible.
+                for _ in 0..16 {
+                    let Some(fault) = halved(&self.best.faults[index], &field) else {
+                        break;
+                    };
+                    let mut candidate = self.best.clone();
+                    candidate.faults[index] = fault;
+                    if !self.try_candidate(Some(candidate)) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sets each cycle's delay, think, prepare and hold time to zero where the failure still
+    /// reproduces: the shortest schedule that still fails is the easiest to read.
+    fn shrink_cycle_durations(&mut self) {
+        for worker in 0..self.best.workers.len() {
+            for cycle in 0..self.best.workers[worker].cycles.len() {
+                for field in 0..4 {
+                    let mut candidate = self.best.clone();
+                    let plan = &mut candidate.workers[worker].cycles[cycle];
+                    let value = match field {
+                        0 => &mut plan.delay_ns,
+                        1 => &mut plan.think_ns,
+                        2 => &mut plan.prepare_ns,
+                        _ => &mut plan.hold_ns,
+                    };
+                    if *value == 0 {
+                        continue;
+                    }
+                    *value = 0;
+                    self.try_candidate(Some(candidate));
+                    if self.stopped_by.is_some() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::Settings;
+    use fencer_nemesis::FaultKind;
+
+    fn plan() -> Plan {
+        Plan::generate(&Settings {
+            seed: 3,
+            ops_per_worker: 6,
+            nemesis: FaultKind::ALL.into_iter().collect(),
+            mean_fault_gap_ns: 2_000_000_000,
+            ..Settings::default()
+        })
+    }
+
+    #[test]
+    fn removing_a_worker_renumbers_fault_targets_and_keeps_the_plan_runnable() {
+        let plan = plan();
+        assert!(plan.faults.iter().any(|f| f.target() == "w4"));
+        let smaller = without_worker(&plan, 1).unwrap();
+        smaller.check().unwrap();
+        assert_eq!(smaller.workers.len(), 4);
+        assert!(smaller.faults.iter().all(|f| f.target() != "w4"));
+        let aimed_at =
+            |plan: &Plan, target: &str| plan.faults.iter().filter(|f| f.target() == target).count();
+        assert_eq!(aimed_at(&smaller, "w3"), aimed_at(&plan, "w4"));
+        assert_eq!(aimed_at(&smaller, "w0"), aimed_at(&plan, "w0"));
+        assert_eq!(aimed_at(&smaller, "lock"), aimed_at(&plan, "lock"));
+        assert_eq!(
+            smaller.faults.len(),
+            plan.faults.len() - aimed_at(&plan, "w1")
+        );
+        let mut one = plan.clone();
+        while one.workers.len() > 1 {
+            one = without_worker(&one, 0).unwrap();
+        }
+        assert!(without_worker(&one, 0).is_none());
+    }
+
+    #[test]
+    fn fault_magnitudes_halve_toward_zero_whatever_their_sign() {
+        let jump = Fault::ClockJump {
+            at_ns: 5,
+            target: "lock".into(),
+            jump_ns: -9,
+        };
+        assert_eq!(magnitudes(&jump), ["jump_ns"]);
+        let Some(Fault::ClockJump { jump_ns, at_ns, .. }) = halved(&jump, "jump_ns") else {
+            panic!("a jump halves to a jump");
+        };
+        assert_eq!((jump_ns, at_ns), (-4, 5));
+        let pause = Fault::Pause {
+            at_ns: 1,
+            target: "w0".into(),
+            duration_ns: 0,
+        };
+        assert_eq!(halved(&pause, "duration_ns"), None);
+        assert_eq!(retarget(&pause, "w3".into()).target(), "w3");
+    }
+
+    #[test]
+    fn a_synthetic_predicate_shrinks_to_its_minimum_deterministically() {
+        // "Fails" while some pause on w2 lasts at least 1 s and w2 has a cycle: the minimum
+        // keeps exactly one fault, one cycle, and as few workers as the renumbering allows.
+        let predicate = |plan: &Plan| {
+            plan.workers.len() >= 3
+                && !plan.workers[2].cycles.is_empty()
+                && plan.faults.iter().any(|f| {
+                    matches!(f, Fault::Pause { target, duration_ns, .. }
+                        if target == "w2" && *duration_ns >= 1_000_000_000)
+                })
+        };
+        let mut original = plan();
+        original.faults.push(Fault::Pause {
+            at_ns: u64::MAX / 4,
+            target: "w2".into(),
+            duration_ns: 9_000_000_000,
+        });
+        assert!(predicate(&original));
+        let limits = ShrinkLimits {
+            max_candidates: 10_000,
+            budget: Duration::from_secs(60),
+        };
+        let first = shrink(&original, predicate, limits);
+        assert!(predicate(&first.plan));
+        assert_eq!(first.stopped_by, None);
+        let size = PlanSize::of(&first.plan);
+        assert_eq!(
+            size,
+            PlanSize {
+                faults: 1,
+                cycles: 1,
+                workers: 3
+            }
+        );
+        assert!(size.fits_in(PlanSize::of(&original)));
+        let Fault::Pause { duration_ns, .. } = &first.plan.faults[0] else {
+            panic!("{:?}", first.plan.faults);
+        };
+        assert!((1_000_000_000..2_000_000_000).contains(duration_ns));
+        let again = shrink(&original, predicate, limits);
+        assert_eq!(again.plan, first.plan);
+        assert_eq!(again.candidates, first.candidates);
+    }
+
+    #[test]
+    fn the_candidate_limit_bounds_the_work() {
+        let limits = ShrinkLimits {
+            max_candidates: 5,
+            budget: Duration::from_secs(60),
+        };
+        let shrunk = shrink(&plan(), |_| false, limits);
+        assert_eq!(shrunk.candidates, 5);
+        assert_eq!(shrunk.stopped_by, Some("candidate limit"));
+        assert_eq!(shrunk.plan, plan());
+    }
+}
