@@ -29,6 +29,36 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_store_log {
         return Outcome::skipped(CLASS, "needs the store's log of applied writes");
     }
+    let mut hits = Hits::new();
+    scan(ctx, |hit| {
+        hits.push(hit);
+    });
+    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
+    let evidence = if ctx.has_lock_log {
+        "lock log + store log"
+    } else {
+        "acquire replies + store log"
+    };
+    Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
+}
+
+/// The write ids of every superseded write the store accepted (empty without a store log):
+/// other checkers excuse what follows from fencing's documented limit unless strict.
+pub(crate) fn superseded_write_ids<'h>(ctx: &Context<'h>) -> FastMap<&'h str, usize> {
+    let mut ids = FastMap::default();
+    if ctx.has_store_log {
+        scan(ctx, |hit| {
+            if let Some(write_id) = ctx.at(hit.applied).write_id.as_deref() {
+                ids.insert(write_id, hit.applied);
+            }
+        });
+    }
+    ids
+}
+
+/// Calls `on_hit` for every applied write whose token a newer grant had superseded before
+/// the store saw any higher token.
+fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
     let is_grant = |event: &fencer_harness::Event| {
         if ctx.has_lock_log {
             is_lock_log(event) && event.f == Op::Acquire
@@ -42,7 +72,6 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut lock_of_token: FastMap<u64, &str> = FastMap::default();
     // Per key: the highest token the store has applied.
     let mut store_fence: FastMap<&str, u64> = FastMap::default();
-    let mut hits = Hits::new();
     for (position, event) in ctx.events.iter().enumerate() {
         if is_grant(event) {
             if let (Some(lock), Some(token)) = (event.lock.as_deref(), event.token) {
@@ -66,7 +95,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             && let Some(&(newest, grant)) = newest_grant.get(lock)
             && newest > token
         {
-            hits.push(Hit {
+            on_hit(Hit {
                 applied: position,
                 newer_grant: grant,
                 store_fence: fence,
@@ -75,13 +104,6 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         let fence = store_fence.entry(key).or_insert(token);
         *fence = (*fence).max(token);
     }
-    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
-    let evidence = if ctx.has_lock_log {
-        "lock log + store log"
-    } else {
-        "acquire replies + store log"
-    };
-    Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
 }
 
 fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
