@@ -7,6 +7,7 @@
 //! This crate is the CLI and a small facade: [`Settings`] → [`Plan`] → [`simulate`] →
 //! [`fencer_checkers::check`].
 
+pub mod checking;
 pub mod demo;
 pub mod explain;
 pub mod gate;

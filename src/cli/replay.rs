@@ -2,7 +2,8 @@
 
 use std::path::Path;
 
-use fencer::{Plan, SimError, check, simulate};
+use fencer::checking::check_options;
+use fencer::{Plan, SimError, check_with, simulate};
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
 
@@ -46,7 +47,9 @@ pub fn replay(dir: &Path) -> Outcome {
         )));
     }
     println!("identical: {} events", history.events.len());
-    let verdict = check(&history);
+    let options = check_options(&plan.settings, false)
+        .map_err(|error| Failure::BadInput(error.to_string()))?;
+    let verdict = check_with(&history, &options);
     report::print_summary(&history, &verdict, 0.0);
     Ok(verdict.validity.exit_code() as u8)
 }

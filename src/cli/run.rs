@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use fencer::checking::check_options;
 use fencer::save::{FinishedRun, default_run_dir, save_run};
-use fencer::{CheckOptions, Plan, Settings, SimError, Workload, check_with, simulate};
+use fencer::{Plan, Settings, SimError, check_with, simulate};
 
 use super::{Failure, Outcome, describe, report};
 
@@ -43,14 +44,8 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
         SimError::Plan(message) => Failure::BadInput(message),
         SimError::Internal(message) => Failure::Internal(message),
     })?;
-    let options = CheckOptions {
-        workload: settings
-            .workload
-            .parse::<Workload>()
-            .map_err(|error| Failure::BadInput(error.to_string()))?,
-        strict,
-        ..CheckOptions::default()
-    };
+    let options =
+        check_options(settings, strict).map_err(|error| Failure::BadInput(error.to_string()))?;
     let verdict = check_with(&history, &options);
     let wall_s = started.elapsed().as_secs_f64();
     report::print_summary(&history, &verdict, wall_s);
