@@ -20,8 +20,10 @@ mod tests {
 
     #[test]
     fn the_workload_of_the_settings_picks_the_checkers() {
-        let mut settings = Settings::default();
-        settings.workload = "lock-counter".into();
+        let mut settings = Settings {
+            workload: "lock-counter".into(),
+            ..Settings::default()
+        };
         let options = check_options(&settings, true).unwrap();
         assert_eq!(options.workload, Workload::LockCounter);
         assert!(options.strict);
