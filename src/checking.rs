@@ -1,7 +1,8 @@
 //! Which checks a run's settings call for: the checkers of its workload, strict or not, so
 //! `run`, `replay` and a user's own harness judge the same history the same way.
 
-use fencer_checkers::{CheckOptions, UnknownWorkload, Workload};
+use fencer_checkers::{CheckOptions, UnknownWorkload, Verdict, Workload, check_with};
+use fencer_harness::History;
 
 use crate::settings::Settings;
 
@@ -12,6 +13,13 @@ pub fn check_options(settings: &Settings, strict: bool) -> Result<CheckOptions, 
         strict,
         ..CheckOptions::default()
     })
+}
+
+/// Judges a history recorded under `settings` (already validated, so its workload is known)
+/// with its workload's checkers, non-strict: what `gate`, `mutants`, `shrink` and `bench` use.
+pub fn judge(settings: &Settings, history: &History) -> Verdict {
+    let options = check_options(settings, false).unwrap_or_default();
+    check_with(history, &options)
 }
 
 #[cfg(test)]

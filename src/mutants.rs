@@ -26,9 +26,6 @@ pub struct Mutant {
     pub models: &'static str,
     /// The anomaly class fencer must report for it.
     pub expected_class: &'static str,
-    /// True when `expected_class` comes from a checker not yet in `fencer-checkers` (issue 3's
-    /// new classes): its detection test is ignored until that checker lands.
-    pub needs_new_checker: bool,
     workload: WorkloadKind,
     nemesis: &'static [FaultKind],
     /// Mean gap between faults: restarts keep the lock down for 0.5–2 TTLs, so they are
@@ -50,7 +47,6 @@ pub const ZOO: [Mutant; 10] = [
                  the compare-and-delete script): a paused holder's late release frees its \
                  successor's lease",
         expected_class: "foreign-release",
-        needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -63,7 +59,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "renew extends whatever lease is live without comparing the owner (PEXPIRE \
                  without GET == owner): a stale holder keeps its successor's lease alive",
         expected_class: "foreign-release",
-        needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -76,7 +71,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "renew finds the caller's lease even after it expired and was granted to \
                  someone else, and revives it: two live leases at once",
         expected_class: "overlapping-leases",
-        needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -89,7 +83,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "the fencing token is the lock server's wall clock in ms: a backward clock \
                  step hands out a token below an earlier grant's",
         expected_class: "token-regression",
-        needs_new_checker: false,
         workload: WorkloadKind::Mutex,
         nemesis: &[FaultKind::Skew],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -102,7 +95,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "the token counter lives in memory only (INCR without persistence) and \
                  restarts from zero with the server",
         expected_class: "token-regression",
-        needs_new_checker: false,
         workload: WorkloadKind::Mutex,
         nemesis: &[FaultKind::Restart],
         mean_fault_gap_ns: RESTART_GAP_NS,
@@ -115,7 +107,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "the store reads the fence, compares in the application, then writes \
                  unconditionally: a newer write can land between the check and the write",
         expected_class: "stale-write-accepted",
-        needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause, FaultKind::DelayWrite],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -128,7 +119,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "a plain UPDATE that stores the token but never compares it: what most code \
                  does",
         expected_class: "stale-write-accepted",
-        needs_new_checker: false,
         workload: WorkloadKind::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -142,7 +132,6 @@ pub const ZOO: [Mutant; 10] = [
                  against an unfenced store, where only the worker's own policy protects the \
                  data, so a pause past the TTL lets its late write land after its successor's",
         expected_class: "stale-write-accepted",
-        needs_new_checker: false,
         workload: WorkloadKind::LockCounter,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -155,7 +144,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "release does not cancel the renewal task, which keeps renewing with the \
                  released owner token (a watchdog timer nobody cancels on unlock)",
         expected_class: "zombie-renewal",
-        needs_new_checker: true,
         workload: WorkloadKind::Mutex,
         nemesis: &FaultKind::ALL,
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -168,7 +156,6 @@ pub const ZOO: [Mutant; 10] = [
         models: "a generic retry wrapper resends a rejected or timed-out write with the same \
                  write id, value and stale token: a delayed original and its retry both apply",
         expected_class: "duplicate-effect",
-        needs_new_checker: true,
         workload: WorkloadKind::LockCounter,
         nemesis: &[FaultKind::DelayWrite],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
@@ -212,7 +199,7 @@ impl Mutant {
 /// Simulates and checks one run.
 pub fn verdict_of(settings: &Settings) -> Result<Verdict, SimError> {
     let history = simulate(&Plan::generate(settings))?;
-    Ok(fencer_checkers::check(&history))
+    Ok(crate::checking::judge(settings, &history))
 }
 
 /// The first seed that caught a mutant, and what it found.

@@ -12,7 +12,7 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use fencer_checkers::{AnomalyClass, check};
+use fencer_checkers::AnomalyClass;
 use fencer_nemesis::Fault;
 use serde::{Deserialize, Serialize};
 
@@ -83,8 +83,11 @@ pub struct Shrunk {
 /// anomaly of `class`.
 pub fn fails_with(class: AnomalyClass) -> impl FnMut(&Plan) -> bool {
     move |plan| {
-        simulate(plan)
-            .is_ok_and(|history| check(&history).anomaly_counts.contains_key(class.name()))
+        simulate(plan).is_ok_and(|history| {
+            crate::checking::judge(&plan.settings, &history)
+                .anomaly_counts
+                .contains_key(class.name())
+        })
     }
 }
 

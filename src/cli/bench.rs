@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use fencer::{Plan, Settings, check, simulate};
+use fencer::{Plan, Settings, simulate};
 
 use super::{Failure, Outcome};
 
@@ -23,7 +23,7 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         let started = Instant::now();
         let history = simulate(&plan).map_err(|error| Failure::Internal(error.to_string()))?;
         let simulated = Instant::now();
-        let verdict = check(&history);
+        let verdict = fencer::checking::judge(&plan.settings, &history);
         let checked = Instant::now();
         let bytes = history.to_jsonl();
         let serialised = Instant::now();

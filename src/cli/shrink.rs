@@ -11,7 +11,7 @@ use fencer::gate::regressions::write_atomically;
 use fencer::gate::summary::ShrinkRecord;
 use fencer::settings::parse_duration;
 use fencer::shrink::{PlanSize, ShrinkLimits, fails_with, shrink};
-use fencer::{Plan, Verdict, check, simulate};
+use fencer::{Plan, Verdict, simulate};
 use fencer_checkers::AnomalyClass;
 use fencer_results::{parse_run_json, read_run_file};
 
@@ -130,7 +130,10 @@ pub fn shrink_failure(
     let history = simulate(&shrunk.plan).map_err(|error| Failure::Internal(error.to_string()))?;
     // The predicate accepted this plan; a verdict without the class now would mean the
     // simulation is not deterministic.
-    if !check(&history).anomaly_counts.contains_key(class.name()) {
+    if !fencer::checking::judge(&shrunk.plan.settings, &history)
+        .anomaly_counts
+        .contains_key(class.name())
+    {
         return Err(Failure::Internal(format!(
             "the shrunk plan stopped showing {class} when run again: the simulation is not \
              deterministic for it"

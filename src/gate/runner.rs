@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use fencer_checkers::{Validity, Verdict, check};
+use fencer_checkers::{Validity, Verdict};
 use fencer_harness::History;
 
 use crate::gate::divergence::{Divergence, first_divergence};
@@ -177,7 +177,7 @@ pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
             return Outcome::Nondeterministic(divergence);
         }
     }
-    let verdict = check(&history);
+    let verdict = crate::checking::judge(&plan.settings, &history);
     let events = history.events.len();
     let history = (verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {
