@@ -5,16 +5,31 @@
 //! stale-generation writes a store accepted and every other lease anomaly.
 //!
 //! This crate is the CLI and a small facade: [`Settings`] → [`Plan`] → [`simulate`] →
-//! [`fencer_checkers::check`].
+//! [`fencer_checkers::check`]. A user testing their own lock service and store implements
+//! [`LockService`] and [`FencedStore`] and runs them with [`Harness`] from `cargo test`
+//! (see `docs/adapters.md` and `examples/custom_backend.rs`).
 
+pub mod connect;
 pub mod demo;
+pub mod drive;
+pub mod harness;
 pub mod plan;
+pub mod real;
 pub mod save;
 pub mod settings;
 pub mod simulate;
 
+pub use async_trait::async_trait;
+pub use fencer_backends as backends;
 pub use fencer_checkers::{Validity, Verdict, check};
 pub use fencer_harness::History;
+pub use fencer_harness::{
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,
+    ReadValue, Written,
+};
+pub use fencer_nemesis::FaultKind;
+pub use fencer_workloads::RenewFailurePolicy;
+pub use harness::{Harness, Report, SeedRun, TimeMode};
 pub use plan::{Plan, PlanError};
 pub use settings::{LockBackend, Settings, StoreBackend};
 pub use simulate::{SimError, simulate};

@@ -101,6 +101,31 @@ pub fn name_of<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// A backend as named on the command line: a simulated one by name, or a real server by URL
+/// (anything with `://`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendChoice<T> {
+    /// A simulated backend.
+    Sim(T),
+    /// A real server, e.g. `redis://127.0.0.1:6379` (may carry a password: never print it raw).
+    Url(String),
+}
+
+/// Parses a `--lock`/`--store` value: a URL, or one of `all`'s names.
+pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
+    what: &str,
+    text: &str,
+    all: &[T],
+) -> Result<BackendChoice<T>, String> {
+    if text.contains("://") {
+        Ok(BackendChoice::Url(text.to_string()))
+    } else {
+        parse_name(what, text, all)
+            .map(BackendChoice::Sim)
+            .map_err(|error| format!("{error}, or a server URL (redis://…, postgres://…)"))
+    }
+}
+
 /// Every setting of a run. Serialised into `plan.json` and `run.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -131,6 +156,13 @@ pub struct Settings {
     pub latency: LatencyModel,
     /// How long a client waits for a reply before recording `info`.
     pub call_timeout_ns: u64,
+    /// Real tier: the lock server's URL with its password hidden (the real URL is never
+    /// saved); `lock` is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_url: Option<String>,
+    /// Real tier: the store server's URL with its password hidden; `store` is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_url: Option<String>,
 }
 
 /// The only workload of this version.
@@ -163,6 +195,8 @@ impl Default for Settings {
                 max_ns: 5 * MS_NS,
             },
             call_timeout_ns: SECOND_NS,
+            lock_url: None,
+            store_url: None,
         }
     }
 }

@@ -12,11 +12,21 @@ pub enum FaultKind {
     Skew,
     /// The lock service applies a renew but its reply is lost.
     DropRenew,
+    /// The lock service applies an acquire but its reply is lost (real tier: the grant happened,
+    /// the worker records `info`).
+    DropAcquire,
+    /// The store applies a write but its reply is lost.
+    DropWrite,
 }
 
 impl FaultKind {
     /// Every family, in CLI order.
     pub const ALL: [FaultKind; 3] = [FaultKind::Pause, FaultKind::Skew, FaultKind::DropRenew];
+
+    /// Families that are never on by default (the simulation's default schedule, and so its
+    /// histories, stay as they were) but can be asked for by name: lost acquire and write
+    /// replies.
+    pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
 
     /// The CLI name.
     pub fn name(self) -> &'static str {
@@ -24,6 +34,8 @@ impl FaultKind {
             FaultKind::Pause => "pause",
             FaultKind::Skew => "skew",
             FaultKind::DropRenew => "drop-renew",
+            FaultKind::DropAcquire => "drop-acquire",
+            FaultKind::DropWrite => "drop-write",
         }
     }
 }
@@ -34,10 +46,12 @@ impl std::str::FromStr for FaultKind {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
+            .chain(FaultKind::OPT_IN)
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 format!(
-                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, or none"
+                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, \
+                     drop-acquire, drop-write, or none"
                 )
             })
     }
@@ -83,6 +97,24 @@ pub enum Fault {
         /// How long replies are lost.
         duration_ns: u64,
     },
+    /// From `at_ns`, acquire replies to `target` are lost for `duration_ns`.
+    DropAcquire {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The worker whose acquire replies are lost.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
+    /// From `at_ns`, write replies to `target` are lost for `duration_ns`.
+    DropWrite {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The worker whose write replies are lost.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
 }
 
 impl Fault {
@@ -92,7 +124,9 @@ impl Fault {
             Fault::Pause { at_ns, .. }
             | Fault::ClockJump { at_ns, .. }
             | Fault::ClockDrift { at_ns, .. }
-            | Fault::DropRenew { at_ns, .. } => *at_ns,
+            | Fault::DropRenew { at_ns, .. }
+            | Fault::DropAcquire { at_ns, .. }
+            | Fault::DropWrite { at_ns, .. } => *at_ns,
         }
     }
 
@@ -102,7 +136,9 @@ impl Fault {
             Fault::Pause { target, .. }
             | Fault::ClockJump { target, .. }
             | Fault::ClockDrift { target, .. }
-            | Fault::DropRenew { target, .. } => target,
+            | Fault::DropRenew { target, .. }
+            | Fault::DropAcquire { target, .. }
+            | Fault::DropWrite { target, .. } => target,
         }
     }
 
@@ -112,6 +148,8 @@ impl Fault {
             Fault::Pause { .. } => FaultKind::Pause,
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } => FaultKind::Skew,
             Fault::DropRenew { .. } => FaultKind::DropRenew,
+            Fault::DropAcquire { .. } => FaultKind::DropAcquire,
+            Fault::DropWrite { .. } => FaultKind::DropWrite,
         }
     }
 }
@@ -139,7 +177,7 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for kind in FaultKind::ALL {
+        for kind in FaultKind::ALL.into_iter().chain(FaultKind::OPT_IN) {
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }
         assert!(

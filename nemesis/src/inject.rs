@@ -37,7 +37,10 @@ fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> String 
 pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
     for fault in faults {
         let found = match fault {
-            Fault::Pause { target, .. } | Fault::DropRenew { target, .. } => {
+            Fault::Pause { target, .. }
+            | Fault::DropRenew { target, .. }
+            | Fault::DropAcquire { target, .. }
+            | Fault::DropWrite { target, .. } => {
                 targets.processes.contains_key(target)
             }
             Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
@@ -129,6 +132,36 @@ pub async fn inject(
                         ..start
                     },
                     Some((now_ns + duration_ns, Op::HealRenew)),
+                )
+            }
+            Fault::DropAcquire {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].drop_acquire_replies_until(now_ns + duration_ns);
+                (
+                    Event {
+                        f: Op::DropAcquireReply,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealAcquireReply)),
+                )
+            }
+            Fault::DropWrite {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].drop_write_replies_until(now_ns + duration_ns);
+                (
+                    Event {
+                        f: Op::DropWriteReply,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealWriteReply)),
                 )
             }
             Fault::ClockJump {

@@ -3,6 +3,7 @@
 mod bench;
 mod check;
 mod demo;
+mod real_run;
 mod replay;
 mod report;
 mod run;
@@ -12,7 +13,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use fencer::settings::{
-    LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
+    BackendChoice, LockBackend, Settings, StoreBackend, format_duration, parse_choice,
+    parse_duration,
 };
 use fencer_nemesis::FaultKind;
 use fencer_workloads::RenewFailurePolicy;
@@ -106,13 +108,15 @@ struct RunArgs {
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
-    /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write.
-    #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_name("store", s, &StoreBackend::ALL))]
-    store: StoreBackend,
+    /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
+    /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant).
+    #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
+    store: BackendChoice<StoreBackend>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens).
-    #[arg(long, default_value = "sim", value_parser = |s: &str| parse_name("lock", s, &LockBackend::ALL))]
-    lock: LockBackend,
+    /// sim-resurrecting-renew, sim-clock-tokens); or a server URL (redis://host:port,
+    /// postgres://user@host:port/db; `?variant=unsafe-release` for the Redis mutant).
+    #[arg(long, default_value = "sim", value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
+    lock: BackendChoice<LockBackend>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
     #[arg(long, default_value = "stop", value_parser = |s: &str| s.parse::<RenewFailurePolicy>())]
     on_renew_failure: RenewFailurePolicy,
@@ -122,6 +126,9 @@ struct RunArgs {
     /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Real tier: run this saved plan.json again (needs --lock and --store URLs).
+    #[arg(long)]
+    plan: Option<PathBuf>,
     /// Root of the run store.
     #[arg(long, default_value = "store")]
     store_dir: PathBuf,
@@ -151,8 +158,14 @@ impl RunArgs {
             renew_every_ns: self.renew_every,
             nemesis: self.nemesis.0.iter().copied().collect(),
             mean_fault_gap_ns: self.fault_gap,
-            lock: self.lock,
-            store: self.store,
+            lock: match self.lock {
+                BackendChoice::Sim(lock) => lock,
+                BackendChoice::Url(_) => LockBackend::Sim,
+            },
+            store: match self.store {
+                BackendChoice::Sim(store) => store,
+                BackendChoice::Url(_) => StoreBackend::Sqlite,
+            },
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
             ..Settings::default()
@@ -175,7 +188,26 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(args) => run::run(&args.settings(), args.out.as_deref(), &args.store_dir),
+        Command::Run(args) => match (&args.lock, &args.store) {
+            (BackendChoice::Url(lock_url), BackendChoice::Url(store_url)) => real_run::run(
+                &args.settings(),
+                &real_run::RealTargets {
+                    lock_url,
+                    store_url,
+                },
+                args.plan.as_deref(),
+                args.out.as_deref(),
+                &args.store_dir,
+            ),
+            (BackendChoice::Sim(_), BackendChoice::Sim(_)) if args.plan.is_none() => {
+                run::run(&args.settings(), args.out.as_deref(), &args.store_dir)
+            }
+            _ => Err(Failure::BadInput(
+                "expected --lock and --store both as server URLs (real time) or both as \
+                 simulated backend names; --plan needs URLs"
+                    .into(),
+            )),
+        },
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check { history } => check::check(&history),
@@ -231,8 +263,14 @@ fn describe(settings: &Settings) -> String {
         } else {
             nemesis.join(",")
         },
-        fencer::settings::name_of(&settings.lock),
-        fencer::settings::name_of(&settings.store),
+        settings
+            .lock_url
+            .clone()
+            .unwrap_or_else(|| fencer::settings::name_of(&settings.lock)),
+        settings
+            .store_url
+            .clone()
+            .unwrap_or_else(|| fencer::settings::name_of(&settings.store)),
         settings.on_renew_failure.name(),
     )
 }
