@@ -1,10 +1,9 @@
 //! A user-written backend tested with fencer: an in-memory lease service and fenced store, with
 //! one deliberate bug that fencer catches by itself.
 //!
-//! The lock's `release` deletes the lease without checking who asks (the classic
-//! `DEL lock` instead of compare-and-delete). A worker that was paused past its TTL wakes up and
-//! releases the lease that now belongs to someone else; fencer's `foreign-release` checker sees
-//! it from the replies alone.
+//! The lock's `release` deletes the lease without checking who asks (the classic `DEL lock`
+//! instead of compare-and-delete). A worker paused past its TTL wakes up and releases the lease
+//! that now belongs to someone else; fencer's `foreign-release` checker sees it.
 //!
 //! Run it: `cargo run --example custom_backend` (exit 0 when the bug was caught).
 
@@ -12,46 +11,60 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use fencer::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, Harness, LockService, Owned,
-    OwnerToken, ReadValue, Written,
+    OwnerToken, ReadValue, Written, async_trait,
 };
 use tokio::time::Instant;
 
-/// One lease: who holds it, until when, under which fencing token.
-struct Lease {
-    owner: OwnerToken,
-    expires: Instant,
-}
+/// Per lock: the live lease (owner, expiry) if any, and the last fencing token granted.
+type Locks = BTreeMap<String, (Option<(OwnerToken, Instant)>, FencingToken)>;
 
 /// Leases in memory. Time comes from `tokio::time`, so fencer can run it in simulated time.
 #[derive(Default)]
 pub struct MemoryLock {
-    /// Per lock: the live lease (if any) and the last fencing token granted.
-    locks: Mutex<BTreeMap<String, (Option<Lease>, FencingToken)>>,
+    locks: Mutex<Locks>,
     /// The deliberate bug: release without comparing the owner.
     pub buggy_release: bool,
 }
 
+/// True if `lease` is held by anyone (`None`) or by `owner`, and has not expired.
+fn live(lease: &Option<(OwnerToken, Instant)>, owner: Option<OwnerToken>) -> bool {
+    lease.is_some_and(|(holder, expires)| {
+        expires > Instant::now() && owner.is_none_or(|owner| owner == holder)
+    })
+}
+
 #[async_trait]
 impl LockService for MemoryLock {
-    async fn acquire(&self, lock: &str, owner: OwnerToken, ttl: Duration) -> Result<Acquired, CallError> {
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Acquired, CallError> {
         let mut locks = self.locks.lock().unwrap();
-        let (lease, last_token) = locks.entry(lock.to_string()).or_insert((None, 0));
-        if lease.as_ref().is_some_and(|lease| lease.expires > Instant::now()) {
+        let (lease, last_token) = locks.entry(lock.to_string()).or_default();
+        if live(lease, None) {
             return Ok(Acquired::Busy);
         }
         *last_token += 1;
-        *lease = Some(Lease { owner, expires: Instant::now() + ttl });
-        Ok(Acquired::Granted { fencing_token: *last_token })
+        *lease = Some((owner, Instant::now() + ttl));
+        Ok(Acquired::Granted {
+            fencing_token: *last_token,
+        })
     }
 
-    async fn renew(&self, lock: &str, owner: OwnerToken, ttl: Duration) -> Result<Owned, CallError> {
+    async fn renew(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Owned, CallError> {
         let mut locks = self.locks.lock().unwrap();
-        match locks.get_mut(lock).and_then(|(lease, _)| lease.as_mut()) {
-            Some(lease) if lease.owner == owner && lease.expires > Instant::now() => {
-                lease.expires = Instant::now() + ttl;
+        match locks.get_mut(lock) {
+            Some((lease, _)) if live(lease, Some(owner)) => {
+                *lease = Some((owner, Instant::now() + ttl));
                 Ok(Owned::Done)
             }
             _ => Ok(Owned::NotOwner),
@@ -60,16 +73,17 @@ impl LockService for MemoryLock {
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
         let mut locks = self.locks.lock().unwrap();
-        let Some((lease, _)) = locks.get_mut(lock) else {
-            return Ok(Owned::NotOwner);
-        };
-        let live = lease.as_ref().is_some_and(|lease| lease.expires > Instant::now());
-        let mine = lease.as_ref().is_some_and(|lease| lease.owner == owner);
-        if live && (mine || self.buggy_release) {
-            *lease = None;
-            Ok(Owned::Done)
+        let checked_owner = if self.buggy_release {
+            None
         } else {
-            Ok(Owned::NotOwner)
+            Some(owner)
+        };
+        match locks.get_mut(lock) {
+            Some((lease, _)) if live(lease, checked_owner) => {
+                *lease = None;
+                Ok(Owned::Done)
+            }
+            _ => Ok(Owned::NotOwner),
         }
     }
 }
@@ -77,38 +91,53 @@ impl LockService for MemoryLock {
 /// A fenced register per key, with the log of every write it applied.
 #[derive(Default)]
 pub struct MemoryStore {
-    /// Per key: (fence, write id, value).
-    values: Mutex<BTreeMap<String, (FencingToken, String, String)>>,
+    /// Per key: the last applied write's token, id and value.
+    values: Mutex<BTreeMap<String, ReadValue>>,
     applied: Mutex<Vec<AppliedWrite>>,
 }
 
 #[async_trait]
 impl FencedStore for MemoryStore {
-    async fn write(&self, key: &str, token: FencingToken, write_id: &str, value: &str) -> Result<Written, CallError> {
+    async fn write(
+        &self,
+        key: &str,
+        token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
         let mut values = self.values.lock().unwrap();
-        if let Some((current_token, ..)) = values.get(key)
-            && token < *current_token
-        {
-            return Ok(Written::Rejected { current_token: *current_token });
+        let current = values.entry(key.to_string()).or_default();
+        // The fence: compared and applied under one lock, so no newer write can slip between.
+        if token < current.fencing_token {
+            return Ok(Written::Rejected {
+                current_token: current.fencing_token,
+            });
         }
-        values.insert(key.to_string(), (token, write_id.to_string(), value.to_string()));
+        *current = ReadValue {
+            fencing_token: token,
+            write_id: Some(write_id.to_string()),
+            value: Some(value.to_string()),
+        };
         let mut applied = self.applied.lock().unwrap();
         let seq = applied.len() as u64 + 1;
-        let write_id = write_id.to_string();
-        applied.push(AppliedWrite { seq, key: key.to_string(), fencing_token: token, write_id });
+        let (key, write_id) = (key.to_string(), write_id.to_string());
+        applied.push(AppliedWrite {
+            seq,
+            key,
+            fencing_token: token,
+            write_id,
+        });
         Ok(Written::Applied)
     }
 
     async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        let values = self.values.lock().unwrap();
-        Ok(match values.get(key) {
-            Some((token, write_id, value)) => ReadValue {
-                fencing_token: *token,
-                write_id: Some(write_id.clone()),
-                value: Some(value.clone()),
-            },
-            None => ReadValue::default(),
-        })
+        Ok(self
+            .values
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .unwrap_or_default())
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
@@ -116,17 +145,29 @@ impl FencedStore for MemoryStore {
     }
 }
 
-/// fencer over this backend: 3 workers × 20 cycles, pauses and lost renew replies, 10 seeds,
-/// in simulated time (a 10 s lease costs nothing).
+/// fencer over this backend: 3 workers × 20 cycles, pauses, clock skew and lost renew replies,
+/// seeds 0..10, in simulated time (a 10 s lease costs nothing).
 pub fn harness(buggy_release: bool) -> Harness {
-    let lock = MemoryLock { buggy_release, ..MemoryLock::default() };
-    Harness::new(lock, MemoryStore::default()).name("custom_backend").seeds(0..10)
+    let lock = MemoryLock {
+        buggy_release,
+        ..MemoryLock::default()
+    };
+    Harness::new(lock, MemoryStore::default())
+        .name("custom_backend")
+        .seeds(0..10)
 }
 
 fn main() {
     let report = harness(true).save_failures_to(None).run();
     println!("buggy release: {}", report.summary());
     let caught = report.failures().next().is_some();
-    println!("{}", if caught { "fencer caught the bug" } else { "the bug went unnoticed" });
+    println!(
+        "{}",
+        if caught {
+            "fencer caught the bug"
+        } else {
+            "the bug went unnoticed"
+        }
+    );
     std::process::exit(if caught { 0 } else { 1 });
 }

@@ -190,8 +190,13 @@ mod tests {
     #[test]
     fn bad_schemes_and_variants_are_refused_without_the_password() {
         let error = lock_from_url("mysql://root:pw@h/db").err().unwrap();
-        assert!(error.starts_with("unsupported lock URL mysql://root:***@h/db"), "{error}");
-        let error = store_from_url("redis://:pw@h:1?variant=sloppy").err().unwrap();
+        assert!(
+            error.starts_with("unsupported lock URL mysql://root:***@h/db"),
+            "{error}"
+        );
+        let error = store_from_url("redis://:pw@h:1?variant=sloppy")
+            .err()
+            .unwrap();
         assert!(error.contains("unknown store variant `sloppy`"), "{error}");
         assert!(!error.contains("pw@"), "{error}");
     }

@@ -109,18 +109,17 @@ pub async fn drive(
         stopped,
     ));
     let deadline = tokio::time::Instant::now() + run_budget(&plan);
-    for (index, worker) in workers.iter_mut().enumerate() {
-        match tokio::time::timeout_at(deadline, &mut *worker).await {
+    let mut unfinished = Vec::new();
+    for (index, mut worker) in workers.into_iter().enumerate() {
+        match tokio::time::timeout_at(deadline, &mut worker).await {
             Ok(joined) => joined
                 .map_err(|error| SimError::Internal(format!("worker w{index} failed: {error}")))?,
-            Err(_elapsed) => break,
+            Err(_elapsed) => unfinished.push(worker),
         }
     }
     // Past the deadline: cancel whatever still runs. Dropping a call records it as `info`.
-    for worker in &workers {
+    for worker in unfinished {
         worker.abort();
-    }
-    for worker in workers {
         let _ = worker.await;
     }
     let _ = stop_nemesis.send(());

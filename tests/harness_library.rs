@@ -22,7 +22,10 @@ fn users_buggy_release_is_caught_with_a_replay_command() {
         .expect_err("an invalid report fails the test")
         .downcast::<String>()
         .unwrap();
-    let replay = format!("replay: FENCER_SEEDS={} cargo test custom_backend", failing.seed);
+    let replay = format!(
+        "replay: FENCER_SEEDS={} cargo test custom_backend",
+        failing.seed
+    );
     assert!(message.contains(&replay), "{message}");
     assert!(message.contains("foreign-release"), "{message}");
 }
@@ -38,7 +41,12 @@ fn users_correct_backend_is_valid_and_replays_identically() {
         let (first, _) = first.outcome.as_ref().unwrap();
         let (second, _) = second.outcome.as_ref().unwrap();
         assert_eq!(first.to_jsonl(), second.to_jsonl());
-        assert!(first.events.iter().any(|e| e.kind == fencer_harness::EventType::Log));
+        assert!(
+            first
+                .events
+                .iter()
+                .any(|e| e.kind == fencer_harness::EventType::Log)
+        );
     }
 }
 

@@ -69,8 +69,16 @@ fn postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults() {
     report.assert_valid();
     for run in &report.runs {
         let (history, _) = run.outcome.as_ref().expect("ran");
-        let applied = history.events.iter().filter(|e| e.is(EventType::Log, Op::Write)).count();
-        assert!(applied > 0, "seed {}: no applied write was logged", run.seed);
+        let applied = history
+            .events
+            .iter()
+            .filter(|e| e.is(EventType::Log, Op::Write))
+            .count();
+        assert!(
+            applied > 0,
+            "seed {}: no applied write was logged",
+            run.seed
+        );
     }
 }
 
@@ -86,7 +94,12 @@ fn postgres_store_without_the_fence_condition_is_caught() {
         check(&history)
     };
     let fenced = run(PostgresStoreRules::Fenced);
-    assert_eq!(fenced.validity, Validity::Valid, "{}", fenced.summary_line());
+    assert_eq!(
+        fenced.validity,
+        Validity::Valid,
+        "{}",
+        fenced.summary_line()
+    );
     let unfenced = run(PostgresStoreRules::Unfenced);
     assert!(
         unfenced.anomaly_counts.contains_key("stale-write-accepted"),
@@ -105,7 +118,12 @@ fn redis_lock_mixes_with_a_postgres_store() {
     let redis_url =
         std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let redis = Arc::new(RedisConnection::open(&redis_url).unwrap());
-    if !reachable("redis_lock_postgres_store", "Redis", "redis-server", redis.ping()) {
+    if !reachable(
+        "redis_lock_postgres_store",
+        "Redis",
+        "redis-server",
+        redis.ping(),
+    ) {
         return;
     }
     let lock: Arc<dyn LockService> = Arc::new(RedisLock::new(redis, RedisLockRules::Reference));
@@ -113,10 +131,20 @@ fn redis_lock_mixes_with_a_postgres_store() {
         Arc::clone(&fresh.connection),
         PostgresStoreRules::Fenced,
     ));
-    let history =
-        run_real(&stale_write_plan(), lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
+    let history = run_real(
+        &stale_write_plan(),
+        lock,
+        store,
+        RunNames::tagged(&unique_tag(0)),
+    )
+    .unwrap();
     let verdict = check(&history);
-    assert_eq!(verdict.validity, Validity::Valid, "{}", verdict.summary_line());
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
     // The stale write reached PostgreSQL and was refused there.
     assert!(
         history
@@ -129,9 +157,13 @@ fn redis_lock_mixes_with_a_postgres_store() {
 
 #[test]
 fn postgres_auth_failure_and_wrong_scheme_are_clear_errors() {
-    let error = PostgresConnection::open("redis://127.0.0.1:6379", "s").err().unwrap();
+    let error = PostgresConnection::open("redis://127.0.0.1:6379", "s")
+        .err()
+        .unwrap();
     assert!(error.contains("expected a postgres://"), "{error}");
-    let error = PostgresConnection::open(&postgres_url(), "bad-name;").err().unwrap();
+    let error = PostgresConnection::open(&postgres_url(), "bad-name;")
+        .err()
+        .unwrap();
     assert!(error.contains("expected a schema name"), "{error}");
     // A role that does not exist: the server refuses the login, and the password never shows.
     let connection = PostgresConnection::open(

@@ -58,8 +58,16 @@ fn redis_reference_lock_and_fenced_store_show_no_anomaly_under_faults() {
     // Not vacuous: writes reached the store and its log came back into the history.
     for run in &report.runs {
         let (history, _) = run.outcome.as_ref().expect("ran");
-        let applied = history.events.iter().filter(|e| e.is(EventType::Log, Op::Write)).count();
-        assert!(applied > 0, "seed {}: no applied write was logged", run.seed);
+        let applied = history
+            .events
+            .iter()
+            .filter(|e| e.is(EventType::Log, Op::Write))
+            .count();
+        assert!(
+            applied > 0,
+            "seed {}: no applied write was logged",
+            run.seed
+        );
     }
 }
 
@@ -75,7 +83,12 @@ fn redis_fenced_store_refuses_the_stale_write_the_unfenced_one_accepts() {
         check(&history)
     };
     let fenced = run(RedisStoreRules::Fenced);
-    assert_eq!(fenced.validity, Validity::Valid, "{}", fenced.summary_line());
+    assert_eq!(
+        fenced.validity,
+        Validity::Valid,
+        "{}",
+        fenced.summary_line()
+    );
     let unfenced = run(RedisStoreRules::Unfenced);
     assert!(
         unfenced.anomaly_counts.contains_key("stale-write-accepted"),
@@ -96,10 +109,20 @@ fn redis_release_without_owner_compare_is_caught() {
         check(&history)
     };
     let reference = run(RedisLockRules::Reference);
-    assert_eq!(reference.validity, Validity::Valid, "{}", reference.summary_line());
+    // The stale owner's renewal may be cut off mid-call (`info`), which leaves the checker
+    // honestly unsure; what it must never do is prove an anomaly.
+    assert_ne!(
+        reference.validity,
+        Validity::Invalid,
+        "{}",
+        reference.summary_line()
+    );
     let unsafe_release = run(RedisLockRules::UnsafeRelease);
+    assert_eq!(unsafe_release.validity, Validity::Invalid);
     assert!(
-        unsafe_release.anomaly_counts.contains_key("foreign-release"),
+        unsafe_release
+            .anomaly_counts
+            .contains_key("foreign-release"),
         "{}",
         unsafe_release.summary_line()
     );
@@ -109,22 +132,40 @@ fn redis_release_without_owner_compare_is_caught() {
 fn unreachable_redis_answers_not_applied_at_once() {
     // Port 1 on loopback: nothing listens, the connect is refused at once.
     let connection = Arc::new(RedisConnection::open("redis://127.0.0.1:1").unwrap());
-    let (lock, store) = backends(&connection, RedisLockRules::Reference, RedisStoreRules::Fenced);
+    let (lock, store) = backends(
+        &connection,
+        RedisLockRules::Reference,
+        RedisStoreRules::Fenced,
+    );
     let runtime = fencer_harness::runtime::real_runtime().unwrap();
     let error = runtime.block_on(connection.ping()).unwrap_err();
-    assert!(error.contains("cannot connect to Redis at redis://127.0.0.1:1"), "{error}");
+    assert!(
+        error.contains("cannot connect to Redis at redis://127.0.0.1:1"),
+        "{error}"
+    );
     let owner = fencer::OwnerToken(1);
     let ttl = std::time::Duration::from_millis(300);
     let acquired = runtime.block_on(lock.acquire("l", owner, ttl));
-    assert!(matches!(acquired, Err(fencer::CallError::NotApplied(_))), "{acquired:?}");
+    assert!(
+        matches!(acquired, Err(fencer::CallError::NotApplied(_))),
+        "{acquired:?}"
+    );
     let written = runtime.block_on(store.write("k", 1, "w", "v"));
-    assert!(matches!(written, Err(fencer::CallError::NotApplied(_))), "{written:?}");
+    assert!(
+        matches!(written, Err(fencer::CallError::NotApplied(_))),
+        "{written:?}"
+    );
 }
 
 #[test]
 fn redis_url_scheme_and_password_are_checked_and_hidden() {
-    let error = RedisConnection::open("postgres://u:hunter2@127.0.0.1/x").err().unwrap();
-    assert!(error.contains("expected a redis://host:port URL"), "{error}");
+    let error = RedisConnection::open("postgres://u:hunter2@127.0.0.1/x")
+        .err()
+        .unwrap();
+    assert!(
+        error.contains("expected a redis://host:port URL"),
+        "{error}"
+    );
     assert!(!error.contains("hunter2"), "{error}");
     let connection = RedisConnection::open("redis://:hunter2@127.0.0.1:1").unwrap();
     assert_eq!(connection.shown_url(), "redis://:***@127.0.0.1:1");

@@ -171,6 +171,9 @@ impl PostgresConnection {
 fn describe(error: &tokio_postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => error.to_string(),
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error}: {cause}"),
+            None => error.to_string(),
+        },
     }
 }

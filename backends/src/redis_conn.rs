@@ -86,7 +86,9 @@ impl RedisConnection {
 
     /// Round-trips a PING: a clear error up front beats a run full of failed calls.
     pub async fn ping(&self) -> Result<(), String> {
-        let mut connection = self.get().await.map_err(|error| error.to_string())?;
+        let mut connection = self.get().await.map_err(|error| match error {
+            CallError::NotApplied(why) | CallError::Unknown(why) => why,
+        })?;
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
         match tokio::time::timeout(CONNECT_TIMEOUT, ping).await {

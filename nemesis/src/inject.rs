@@ -40,9 +40,7 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
             Fault::Pause { target, .. }
             | Fault::DropRenew { target, .. }
             | Fault::DropAcquire { target, .. }
-            | Fault::DropWrite { target, .. } => {
-                targets.processes.contains_key(target)
-            }
+            | Fault::DropWrite { target, .. } => targets.processes.contains_key(target),
             Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
                 targets.clocks.contains_key(target)
             }

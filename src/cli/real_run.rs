@@ -56,11 +56,12 @@ pub fn run(
     println!("fencer run (real time): {}", describe(&plan.settings));
     let runtime = real_runtime()
         .map_err(|error| Failure::Internal(format!("cannot start a tokio runtime: {error}")))?;
-    runtime.block_on(async {
-        lock.ping().await?;
-        store.ping().await
-    })
-    .map_err(Failure::BadInput)?;
+    runtime
+        .block_on(async {
+            lock.ping().await?;
+            store.ping().await
+        })
+        .map_err(Failure::BadInput)?;
     let started = std::time::Instant::now();
     let names = RunNames::tagged(&unique_tag(plan.settings.seed));
     let history = runtime
