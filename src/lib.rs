@@ -16,6 +16,7 @@ pub mod harness;
 pub mod plan;
 pub mod real;
 pub mod save;
+pub mod servers;
 pub mod settings;
 pub mod simulate;
 
