@@ -9,6 +9,7 @@
 //! [`LockService`] and [`FencedStore`] and runs them with [`Harness`] from `cargo test`
 //! (see `docs/adapters.md` and `examples/custom_backend.rs`).
 
+pub mod bench_real;
 pub mod connect;
 pub mod demo;
 pub mod drive;

@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch; each subcommand lives in its own module.
 
 mod bench;
+mod bench_real;
 mod check;
 mod demo;
 mod real_run;
@@ -69,6 +70,18 @@ enum Command {
     Check {
         /// The history file.
         history: PathBuf,
+    },
+    /// Measure real adapters' operations per second, directly and through fencer.
+    BenchReal {
+        /// Lock server URL (redis://…, postgres://…).
+        #[arg(long)]
+        lock: String,
+        /// Store server URL (redis://…, postgres://…).
+        #[arg(long)]
+        store: String,
+        /// Acquire → write → release cycles to time.
+        #[arg(long, default_value_t = 2_000)]
+        cycles: u64,
     },
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
@@ -211,6 +224,11 @@ pub fn main() -> ExitCode {
         Command::Replay { dir } => replay::replay(&dir),
         Command::Demo { store_dir } => demo::demo(&store_dir),
         Command::Check { history } => check::check(&history),
+        Command::BenchReal {
+            lock,
+            store,
+            cycles,
+        } => bench_real::bench_real(&lock, &store, cycles),
         Command::Bench {
             seeds,
             workers,
