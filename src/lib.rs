@@ -15,6 +15,7 @@ pub mod demo;
 pub mod drive;
 pub mod harness;
 pub mod plan;
+pub mod proxy;
 pub mod real;
 pub mod save;
 pub mod servers;
