@@ -16,7 +16,10 @@ use fencer::real::{run_real, unique_tag};
 use fencer::{FencedStore, LockService, Validity, check};
 use fencer_harness::{EventType, Op};
 
-fn through_proxy(test: &str) -> Option<(FaultProxy, Arc<dyn LockService>, Arc<dyn FencedStore>)> {
+/// The proxy (alive as long as this is) and the adapters connected through it.
+type Proxied = (FaultProxy, Arc<dyn LockService>, Arc<dyn FencedStore>);
+
+fn through_proxy(test: &str) -> Option<Proxied> {
     let direct = Arc::new(RedisConnection::open("redis://127.0.0.1:6379").unwrap());
     if !support::reachable(test, "Redis", "redis-server", direct.ping()) {
         return None;
