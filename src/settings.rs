@@ -357,6 +357,27 @@ mod tests {
     }
 
     #[test]
+    fn server_urls_are_optional_in_saved_settings() {
+        let json = serde_json::to_value(Settings::default()).unwrap();
+        assert!(json.get("lock_url").is_none(), "absent unless set: {json}");
+        let back: Settings = serde_json::from_value(json).unwrap();
+        assert_eq!(back, Settings::default());
+        assert_eq!(
+            parse_choice("lock", "redis://h:1", &LockBackend::ALL),
+            Ok(BackendChoice::Url("redis://h:1".into()))
+        );
+        assert_eq!(
+            parse_choice("lock", "sim", &LockBackend::ALL),
+            Ok(BackendChoice::Sim(LockBackend::Sim))
+        );
+        assert!(
+            parse_choice("lock", "etcd", &LockBackend::ALL)
+                .unwrap_err()
+                .ends_with("or a server URL (redis://…, postgres://…)")
+        );
+    }
+
+    #[test]
     fn backend_names_parse_and_list_alternatives() {
         assert_eq!(
             parse_name("store", "sqlite-unfenced", &StoreBackend::ALL),

@@ -81,6 +81,12 @@ fn real_run_redacts_the_password_everywhere() {
         }
     }
     assert!(files >= 4, "a run directory was saved");
+    // `replay` is for the simulation; a real run says how to run its plan again instead.
+    let output = fencer(&["replay", "store/latest"], dir.path());
+    let err = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(254), "{err}");
+    assert!(err.contains("fencer run --plan"), "{err}");
+    assert!(!err.contains(SECRET), "{err}");
 }
 
 #[test]
