@@ -5,7 +5,8 @@
 //! [`PostgresStoreRules::Unfenced`] drops the fence condition: the store then accepts whatever
 //! arrives, which fencer must catch.
 
-use std::sync::Arc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
@@ -47,6 +48,9 @@ fn write_sql(rules: PostgresStoreRules) -> String {
 pub struct PostgresStore {
     connection: Arc<PostgresConnection>,
     write_sql: String,
+    /// Keys written through this adapter: the applied log is read for these only (the table
+    /// is shared by every run in the schema).
+    keys: Mutex<BTreeSet<String>>,
 }
 
 impl PostgresStore {
@@ -55,6 +59,7 @@ impl PostgresStore {
         PostgresStore {
             connection,
             write_sql: write_sql(rules),
+            keys: Mutex::new(BTreeSet::new()),
         }
     }
 }
@@ -68,6 +73,10 @@ impl FencedStore for PostgresStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
+        self.keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string());
         let client = self.connection.get().await?;
         let token = fencing_token as i64;
         match client
@@ -109,11 +118,19 @@ impl FencedStore for PostgresStore {
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
+        let keys: Vec<String> = self
+            .keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
         let client = self.connection.get().await.ok()?;
         let rows = client
             .query(
-                "SELECT seq, key, fence, write_id FROM fencer_applied ORDER BY seq",
-                &[],
+                "SELECT seq, key, fence, write_id FROM fencer_applied WHERE key = ANY($1) \
+                 ORDER BY seq",
+                &[&keys],
             )
             .await
             .ok()?;
