@@ -4,11 +4,12 @@
 //! after the server closed it. Every adapter works in one schema (created if missing), so a
 //! test or run can use a fresh one on a shared server and never meet another's rows.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::CallError;
-use tokio_postgres::{Client, NoTls};
+use tokio_postgres::{Client, NoTls, Statement};
 
 use crate::url::{redact_url, scheme_of};
 
@@ -42,7 +43,13 @@ pub struct PostgresConnection {
     url: String,
     shown_url: String,
     schema: String,
-    live: tokio::sync::Mutex<Option<Arc<Client>>>,
+    live: tokio::sync::Mutex<Option<Live>>,
+}
+
+/// An open client and the statements prepared on it (they die with it).
+struct Live {
+    client: Arc<Client>,
+    statements: BTreeMap<String, Statement>,
 }
 
 impl PostgresConnection {
@@ -92,8 +99,34 @@ impl PostgresConnection {
     /// nothing was sent.
     pub async fn get(&self) -> Result<Arc<Client>, CallError> {
         let mut live = self.live.lock().await;
-        if let Some(client) = live.as_ref().filter(|client| !client.is_closed()) {
-            return Ok(Arc::clone(client));
+        Ok(Arc::clone(&self.live_client(&mut live).await?.client))
+    }
+
+    /// The live client and `sql` prepared on it (once per connection: a call is then one round
+    /// trip, not two).
+    pub async fn prepared(&self, sql: &str) -> Result<(Arc<Client>, Statement), CallError> {
+        let mut live = self.live.lock().await;
+        let live = self.live_client(&mut live).await?;
+        if let Some(statement) = live.statements.get(sql) {
+            return Ok((Arc::clone(&live.client), statement.clone()));
+        }
+        let statement = match live.client.prepare(sql).await {
+            Ok(statement) => statement,
+            // Preparing has no effect on data, so the call itself was not applied.
+            Err(error) => {
+                return Err(CallError::NotApplied(format!(
+                    "postgres: cannot prepare a statement: {}",
+                    describe(&error)
+                )));
+            }
+        };
+        live.statements.insert(sql.to_string(), statement.clone());
+        Ok((Arc::clone(&live.client), statement))
+    }
+
+    async fn live_client<'a>(&self, live: &'a mut Option<Live>) -> Result<&'a mut Live, CallError> {
+        if live.as_ref().is_some_and(|live| !live.client.is_closed()) {
+            return Ok(live.as_mut().expect("checked above"));
         }
         let client = match tokio::time::timeout(CONNECT_TIMEOUT, self.connect()).await {
             Ok(Ok(client)) => Arc::new(client),
@@ -110,8 +143,10 @@ impl PostgresConnection {
                 )));
             }
         };
-        *live = Some(Arc::clone(&client));
-        Ok(client)
+        Ok(live.insert(Live {
+            client,
+            statements: BTreeMap::new(),
+        }))
     }
 
     async fn connect(&self) -> Result<Client, String> {

@@ -44,8 +44,8 @@ impl PostgresLock {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Owned, CallError> {
-        let client = self.connection.get().await?;
-        match client.execute(sql, params).await {
+        let (client, statement) = self.connection.prepared(sql).await?;
+        match client.execute(&statement, params).await {
             Ok(1) => Ok(Owned::Done),
             Ok(_) => Ok(Owned::NotOwner),
             Err(error) => Err(self.connection.sent_error(error).await),
@@ -65,10 +65,10 @@ impl LockService for PostgresLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
-        let client = self.connection.get().await?;
+        let (client, statement) = self.connection.prepared(ACQUIRE).await?;
         let owner = owner.to_string();
         match client
-            .query_opt(ACQUIRE, &[&lock, &owner, &ttl_ms(ttl)])
+            .query_opt(&statement, &[&lock, &owner, &ttl_ms(ttl)])
             .await
         {
             Ok(Some(row)) => Ok(Acquired::Granted {

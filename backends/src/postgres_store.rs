@@ -77,10 +77,10 @@ impl FencedStore for PostgresStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string());
-        let client = self.connection.get().await?;
+        let (client, statement) = self.connection.prepared(&self.write_sql).await?;
         let token = fencing_token as i64;
         match client
-            .query_one(&self.write_sql, &[&key, &token, &write_id, &value])
+            .query_one(&statement, &[&key, &token, &write_id, &value])
             .await
         {
             Ok(row) => {
