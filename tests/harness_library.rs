@@ -64,3 +64,56 @@ fn failing_runs_are_saved_with_plan_history_and_verdict() {
         assert!(saved.join(file).is_file(), "{} missing", file);
     }
 }
+
+/// A lock service whose calls never return, and a store that panics.
+struct Broken;
+
+#[fencer::async_trait]
+impl fencer::LockService for Broken {
+    async fn acquire(
+        &self,
+        _: &str,
+        _: fencer::OwnerToken,
+        _: std::time::Duration,
+    ) -> Result<fencer::Acquired, fencer::CallError> {
+        std::future::pending().await
+    }
+    async fn renew(
+        &self,
+        _: &str,
+        _: fencer::OwnerToken,
+        _: std::time::Duration,
+    ) -> Result<fencer::Owned, fencer::CallError> {
+        std::future::pending().await
+    }
+    async fn release(
+        &self,
+        _: &str,
+        _: fencer::OwnerToken,
+    ) -> Result<fencer::Owned, fencer::CallError> {
+        std::future::pending().await
+    }
+}
+
+#[test]
+fn a_hanging_backend_ends_as_info_calls_not_a_hung_test() {
+    let report = fencer::Harness::new(Broken, custom_backend::MemoryStore::default())
+        .workers(2)
+        .ops(2)
+        .seeds(0..1)
+        .run();
+    let (history, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    let completions: Vec<_> = history
+        .events
+        .iter()
+        .filter(|e| e.kind.is_completion())
+        .collect();
+    assert!(!completions.is_empty());
+    assert!(
+        completions
+            .iter()
+            .all(|e| e.kind == fencer_harness::EventType::Info),
+        "a call that never answers is unknown, never ok or fail"
+    );
+    assert_ne!(verdict.validity, Validity::Invalid);
+}

@@ -120,3 +120,20 @@ fn redis_killed_mid_run_ends_on_time_with_honest_outcomes() {
     // The dead store cannot hand over its log, and fencer does not invent one.
     assert!(!history.events.iter().any(|e| e.kind == EventType::Log));
 }
+
+#[test]
+fn a_started_server_is_stopped_even_when_the_test_panics() {
+    let Some(server) = private_redis("redis_guard") else {
+        return;
+    };
+    let port = server.port();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _server = server;
+        panic!("a failing test");
+    }));
+    assert!(panicked.is_err());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the guard killed the server while unwinding"
+    );
+}
