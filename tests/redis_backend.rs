@@ -170,3 +170,49 @@ fn redis_url_scheme_and_password_are_checked_and_hidden() {
     let connection = RedisConnection::open("redis://:hunter2@127.0.0.1:1").unwrap();
     assert_eq!(connection.shown_url(), "redis://:***@127.0.0.1:1");
 }
+
+#[test]
+fn a_redis_server_clock_jump_is_emulated_on_the_lease_expiry() {
+    let Some(connection) = connect("redis_clock_jump") else {
+        return;
+    };
+    let lock = RedisLock::new(connection, RedisLockRules::Reference);
+    let name = format!("fencer/{}/jump", unique_tag(0));
+    let ttl = std::time::Duration::from_secs(10);
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    runtime.block_on(async {
+        let first = lock
+            .acquire(&name, fencer::OwnerToken(1), ttl)
+            .await
+            .unwrap();
+        let fencer::Acquired::Granted { fencing_token } = first else {
+            panic!("a fresh lock is free: {first:?}")
+        };
+        // A 1 s jump leaves 9 s: still held.
+        assert!(
+            lock.jump_server_clock(&name, std::time::Duration::from_secs(1))
+                .await
+                .unwrap()
+        );
+        let second = lock
+            .acquire(&name, fencer::OwnerToken(2), ttl)
+            .await
+            .unwrap();
+        assert_eq!(second, fencer::Acquired::Busy);
+        // A 10 s jump outruns the lease: the next owner gets it with a newer token.
+        assert!(lock.jump_server_clock(&name, ttl).await.unwrap());
+        let third = lock
+            .acquire(&name, fencer::OwnerToken(3), ttl)
+            .await
+            .unwrap();
+        assert_eq!(
+            third,
+            fencer::Acquired::Granted {
+                fencing_token: fencing_token + 1
+            }
+        );
+        // The first owner's renew now fails: its lease is gone.
+        let renewed = lock.renew(&name, fencer::OwnerToken(1), ttl).await.unwrap();
+        assert_eq!(renewed, fencer::Owned::NotOwner);
+    });
+}

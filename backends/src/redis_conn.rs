@@ -1,8 +1,9 @@
 //! One lazily opened, self-healing connection to a Redis server, shared by a lock and a store.
 //!
 //! The connection is opened on first use, inside whatever runtime makes the call, so an adapter
-//! can be built before that runtime exists (from a plain `#[test]`). A connection that broke
-//! (server killed, network cut) is dropped and reopened on the next call.
+//! can be built before that runtime exists (from a plain `#[test]`); a call from a different
+//! runtime opens a new one. A connection that broke (server killed, network cut) is dropped and
+//! reopened on the next call.
 
 use std::time::Duration;
 
@@ -18,7 +19,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct RedisConnection {
     client: redis::Client,
     shown_url: String,
-    live: tokio::sync::Mutex<Option<MultiplexedConnection>>,
+    /// The open connection and the runtime whose task drives it: a connection opened on a
+    /// runtime that has since ended is dead, so a call from another runtime reconnects.
+    live: tokio::sync::Mutex<Option<(tokio::runtime::Id, MultiplexedConnection)>>,
 }
 
 impl RedisConnection {
@@ -50,8 +53,11 @@ impl RedisConnection {
 
     /// The live connection, opening one if needed. Failing to open one means nothing was sent.
     pub async fn get(&self) -> Result<MultiplexedConnection, CallError> {
+        let runtime = tokio::runtime::Handle::current().id();
         let mut live = self.live.lock().await;
-        if let Some(connection) = live.as_ref() {
+        if let Some((opened_on, connection)) = live.as_ref()
+            && *opened_on == runtime
+        {
             return Ok(connection.clone());
         }
         let connecting = self.client.get_multiplexed_async_connection();
@@ -70,7 +76,7 @@ impl RedisConnection {
                 )));
             }
         };
-        *live = Some(connection.clone());
+        *live = Some((runtime, connection.clone()));
         Ok(connection)
     }
 
