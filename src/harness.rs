@@ -76,12 +76,12 @@ use std::time::Duration;
 use fencer_checkers::{Validity, Verdict, check};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
-use fencer_nemesis::{Fault, FaultKind};
+use fencer_nemesis::FaultKind;
 use fencer_workloads::RenewFailurePolicy;
 
 use crate::drive::{RunNames, drive};
 use crate::plan::Plan;
-use crate::real::unique_tag;
+use crate::real::{unique_tag, without_server_clock_faults};
 use crate::save::{FinishedRun, default_run_dir, save_run};
 use crate::settings::Settings;
 
@@ -260,12 +260,7 @@ impl Harness {
     /// The plan one seed runs: faults on the lock server's clock are left out, since a user's
     /// backend keeps its own time.
     pub fn plan(&self, seed: u64) -> Plan {
-        let mut plan = Plan::generate(&self.settings(seed));
-        plan.faults.retain(|fault| {
-            !(matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. })
-                && fault.target() == "lock")
-        });
-        plan
+        without_server_clock_faults(Plan::generate(&self.settings(seed)))
     }
 
     /// Runs every seed (or those in `FENCER_SEEDS`) and checks each history.
