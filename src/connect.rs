@@ -2,7 +2,8 @@
 //! store, in any mix, with an optional `?variant=` naming a deliberately broken variant.
 //!
 //! Variants: lock `redis://…?variant=unsafe-release`; store `redis://…?variant=unfenced`,
-//! `postgres://…?variant=unfenced`. A PostgreSQL URL may name the schema to work in with
+//! `postgres://…?variant=unfenced`; a store may also be a SQLite file several processes share,
+//! `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with
 //! `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches the
 //! client library. Every message shows URLs with their password hidden.
 
@@ -21,6 +22,8 @@ pub struct Connected<T: ?Sized> {
 }
 
 enum Probe {
+    /// A local file opened already: nothing more to check.
+    Local,
     #[cfg(feature = "redis")]
     Redis(Arc<fencer_backends::RedisConnection>),
     #[cfg(feature = "postgres")]
@@ -32,6 +35,7 @@ impl<T: ?Sized> Connected<T> {
     /// clear error before the run starts, not a run full of failed calls.
     pub async fn ping(&self) -> Result<(), String> {
         match &self.probe {
+            Probe::Local => Ok(()),
             #[cfg(feature = "redis")]
             Probe::Redis(connection) => connection.ping().await,
             #[cfg(feature = "postgres")]
@@ -72,6 +76,7 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
     let built: Vec<&str> = [
         cfg!(feature = "redis").then_some("redis://"),
         cfg!(feature = "postgres").then_some("postgres://"),
+        (what == "store").then_some("sqlite://"),
     ]
     .into_iter()
     .flatten()
@@ -161,6 +166,27 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
                 adapter: Arc::new(PostgresStore::new(Arc::clone(&connection), rules)),
                 shown_url,
                 probe: Probe::Postgres(connection),
+            })
+        }
+        Some("sqlite") => {
+            use fencer_backends::{SqliteStore, StoreRules};
+            let rules = match variant.as_deref() {
+                None => StoreRules::Fenced,
+                Some("unfenced") => StoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let path = client_url.trim_start_matches("sqlite://");
+            if path.is_empty() {
+                return Err(format!(
+                    "expected sqlite://PATH (e.g. sqlite:///tmp/register.db), found {shown_url}"
+                ));
+            }
+            let store = SqliteStore::open(std::path::Path::new(path), rules, None)
+                .map_err(|error| error.to_string())?;
+            Ok(Connected {
+                adapter: Arc::new(store),
+                shown_url,
+                probe: Probe::Local,
             })
         }
         _ => Err(unsupported_scheme("store", url)),

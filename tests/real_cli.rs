@@ -90,6 +90,29 @@ fn real_run_redacts_the_password_everywhere() {
 }
 
 #[test]
+fn a_redis_lock_protects_a_sqlite_file() {
+    let redis =
+        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let probe = fencer::connect::lock_from_url(&redis).unwrap();
+    if !support::reachable("real_cli_sqlite", "Redis", "redis-server", probe.ping()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("register.db");
+    let store = format!("sqlite://{}", file.display());
+    let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
+    args.extend(QUICK);
+    let output = fencer(&args, dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(file.is_file());
+    let history = std::fs::read_to_string(dir.path().join("store/latest/history.jsonl")).unwrap();
+    assert!(
+        history.contains(r#""process":"store","type":"log","f":"write""#),
+        "the SQLite file's applied log is in the history"
+    );
+}
+
+#[test]
 fn bad_urls_are_one_line_errors_with_exit_254() {
     let dir = tempfile::tempdir().unwrap();
     let cases: [(&str, &str, &str); 3] = [
