@@ -112,6 +112,31 @@ pub fn name_of<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// A backend as named on the command line: a simulated one by name, or a real server by URL
+/// (anything with `://`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendChoice<T> {
+    /// A simulated backend.
+    Sim(T),
+    /// A real server, e.g. `redis://127.0.0.1:6379` (may carry a password: never print it raw).
+    Url(String),
+}
+
+/// Parses a `--lock`/`--store` value: a URL, or one of `all`'s names.
+pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
+    what: &str,
+    text: &str,
+    all: &[T],
+) -> Result<BackendChoice<T>, String> {
+    if text.contains("://") {
+        Ok(BackendChoice::Url(text.to_string()))
+    } else {
+        parse_name(what, text, all)
+            .map(BackendChoice::Sim)
+            .map_err(|error| format!("{error}, or a server URL (redis://…, postgres://…)"))
+    }
+}
+
 /// Every setting of a run. Serialised into `plan.json` and `run.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -145,6 +170,13 @@ pub struct Settings {
     /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
     #[serde(default)]
     pub worker: WorkerVariant,
+    /// Real tier: the lock server's URL with its password hidden (the real URL is never
+    /// saved); `lock` is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_url: Option<String>,
+    /// Real tier: the store server's URL with its password hidden; `store` is then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_url: Option<String>,
 }
 
 /// The default workload.
@@ -178,6 +210,8 @@ impl Default for Settings {
             },
             call_timeout_ns: SECOND_NS,
             worker: WorkerVariant::Reference,
+            lock_url: None,
+            store_url: None,
         }
     }
 }
@@ -337,6 +371,27 @@ mod tests {
         };
         assert_eq!(settings.validate().unwrap().len(), 1);
         assert_eq!(Settings::default().validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn server_urls_are_optional_in_saved_settings() {
+        let json = serde_json::to_value(Settings::default()).unwrap();
+        assert!(json.get("lock_url").is_none(), "absent unless set: {json}");
+        let back: Settings = serde_json::from_value(json).unwrap();
+        assert_eq!(back, Settings::default());
+        assert_eq!(
+            parse_choice("lock", "redis://h:1", &LockBackend::ALL),
+            Ok(BackendChoice::Url("redis://h:1".into()))
+        );
+        assert_eq!(
+            parse_choice("lock", "sim", &LockBackend::ALL),
+            Ok(BackendChoice::Sim(LockBackend::Sim))
+        );
+        assert!(
+            parse_choice("lock", "etcd", &LockBackend::ALL)
+                .unwrap_err()
+                .ends_with("or a server URL (redis://…, postgres://…)")
+        );
     }
 
     #[test]

@@ -1,11 +1,38 @@
 //! Backends fencer ships: the reference simulated lease service, the SQLite fenced store, and
-//! their deliberately broken variants ("mutants") that fencer must catch by itself.
+//! their deliberately broken variants ("mutants") that fencer must catch by itself; and, behind
+//! cargo features, adapters for real servers (`redis`, `postgres`).
 //!
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
 
+#[cfg(feature = "postgres")]
+pub mod postgres_conn;
+#[cfg(feature = "postgres")]
+pub mod postgres_lock;
+#[cfg(feature = "postgres")]
+pub mod postgres_store;
+#[cfg(feature = "redis")]
+pub mod redis_conn;
+#[cfg(feature = "redis")]
+pub mod redis_lock;
+#[cfg(feature = "redis")]
+pub mod redis_store;
 pub mod sim_lease;
 pub mod sqlite_store;
+pub mod url;
 
+#[cfg(feature = "postgres")]
+pub use postgres_conn::PostgresConnection;
+#[cfg(feature = "postgres")]
+pub use postgres_lock::PostgresLock;
+#[cfg(feature = "postgres")]
+pub use postgres_store::{PostgresStore, PostgresStoreRules};
+#[cfg(feature = "redis")]
+pub use redis_conn::RedisConnection;
+#[cfg(feature = "redis")]
+pub use redis_lock::{RedisLock, RedisLockRules};
+#[cfg(feature = "redis")]
+pub use redis_store::{RedisStore, RedisStoreRules};
 pub use sim_lease::{LeaseRules, SimLeaseService};
 pub use sqlite_store::{SqliteStore, StoreError, StoreRules};
+pub use url::{redact_url, scheme_of};

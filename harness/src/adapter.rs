@@ -101,10 +101,19 @@ pub struct AppliedWrite {
 ///
 /// Contract (what checkers hold a backend to):
 /// - `acquire` grants only when no unexpired lease exists, and each grant's fencing token is
-///   greater than every earlier grant's on that lock, across restarts;
+///   greater than every earlier grant's on that lock, across restarts (`token-regression`);
+///   otherwise it answers [`Acquired::Busy`] and changes nothing;
 /// - `renew` and `release` apply only when `owner` matches the live lease, compared atomically
-///   with the change, and answer [`Owned::NotOwner`] otherwise;
-/// - expiry is measured on the service's own clock; a renew never revives an expired lease.
+///   with the change, and answer [`Owned::NotOwner`] otherwise (`foreign-release`);
+/// - expiry is measured on the service's own clock; a renew never revives an expired lease
+///   (`overlapping-leases`);
+/// - errors follow [`CallError`]: `NotApplied` only when the call definitely had no effect,
+///   `Unknown` for anything that may have reached the service (timeouts, resets after sending);
+/// - calls are async and must not block the thread: fencer runs every worker on one runtime.
+///   They need no timeouts of their own (fencer gives up after its call timeout and records
+///   `info`), and a panic is recorded as `info` too.
+///
+/// Each run uses its own lock name, so a service may keep state from earlier runs.
 #[async_trait]
 pub trait LockService: Send + Sync {
     /// Takes the lease on `lock` for `ttl` if it is free.
@@ -125,7 +134,15 @@ pub trait LockService: Send + Sync {
 ///
 /// Contract: a write applies only if its token is >= the newest token the store has accepted
 /// for the key, checked and applied in one atomic step; equal tokens are allowed (fencing does
-/// not deduplicate). A refused write answers [`Written::Rejected`], never success.
+/// not deduplicate). A refused write answers [`Written::Rejected`], never success
+/// (`stale-write-accepted`). A read returns the last applied write's token, id and value.
+/// Errors and timing follow the same rules as [`LockService`].
+///
+/// [`FencedStore::applied_log`] is optional and is called once, after the workers finished:
+/// every write the store applied, in the store's own order (`seq` ascending), for any keys
+/// (fencer keeps the run's key). Record it in the same atomic step as the write; a log kept
+/// apart from the write can disagree with the store. With it, checkers judge from ground truth
+/// even when replies were lost, and `ack-mismatch` becomes checkable.
 #[async_trait]
 pub trait FencedStore: Send + Sync {
     /// Writes `value` (identified by `write_id`) to `key` under `fencing_token`.

@@ -207,7 +207,7 @@ impl Process {
                     panic_message(&panic)
                 ))),
             };
-            if f == Op::Renew && faults.renew_reply_lost_at(truth.now_ns()) {
+            if faults.reply_lost_at(f, truth.now_ns()) {
                 return;
             }
             if !reply_latency.is_zero() {

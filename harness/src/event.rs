@@ -75,6 +75,16 @@ pub enum Op {
     Restart,
     /// Nemesis: the restarted lock service answers again.
     Recover,
+    /// Nemesis: acquire replies to a process are lost for `duration_ns` (the service still
+    /// applies the acquire).
+    DropAcquireReply,
+    /// Nemesis: acquire replies to a process are delivered again.
+    HealAcquireReply,
+    /// Nemesis: write replies to a process are lost for `duration_ns` (the store still applies
+    /// the write).
+    DropWriteReply,
+    /// Nemesis: write replies to a process are delivered again.
+    HealWriteReply,
 }
 
 impl Op {
@@ -96,6 +106,10 @@ impl Op {
             Op::HealWrite => "heal-write",
             Op::Restart => "restart",
             Op::Recover => "recover",
+            Op::DropAcquireReply => "drop-acquire-reply",
+            Op::HealAcquireReply => "heal-acquire-reply",
+            Op::DropWriteReply => "drop-write-reply",
+            Op::HealWriteReply => "heal-write-reply",
         }
     }
 

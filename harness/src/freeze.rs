@@ -21,6 +21,8 @@ pub struct ProcessFaults {
     drop_renew_replies_until_ns: AtomicU64,
     delay_writes_until_ns: AtomicU64,
     write_delay_ns: AtomicU64,
+    drop_acquire_replies_until_ns: AtomicU64,
+    drop_write_replies_until_ns: AtomicU64,
 }
 
 impl ProcessFaults {
@@ -83,6 +85,40 @@ impl ProcessFaults {
             self.write_delay_ns.load(Ordering::Relaxed)
         } else {
             0
+        }
+    }
+
+    /// Loses every acquire reply addressed to this process until true time `until_ns`: the
+    /// service may have granted a lease the worker never hears of.
+    pub fn drop_acquire_replies_until(&self, until_ns: u64) {
+        self.drop_acquire_replies_until_ns
+            .fetch_max(until_ns, Ordering::Relaxed);
+    }
+
+    /// True if an acquire reply sent at true time `now_ns` is lost.
+    pub fn acquire_reply_lost_at(&self, now_ns: u64) -> bool {
+        now_ns < self.drop_acquire_replies_until_ns.load(Ordering::Relaxed)
+    }
+
+    /// Loses every write reply addressed to this process until true time `until_ns`: the store
+    /// may have applied a write the worker must record as unknown.
+    pub fn drop_write_replies_until(&self, until_ns: u64) {
+        self.drop_write_replies_until_ns
+            .fetch_max(until_ns, Ordering::Relaxed);
+    }
+
+    /// True if a write reply sent at true time `now_ns` is lost.
+    pub fn write_reply_lost_at(&self, now_ns: u64) -> bool {
+        now_ns < self.drop_write_replies_until_ns.load(Ordering::Relaxed)
+    }
+
+    /// True if the reply to a call of `f` sent at true time `now_ns` is lost.
+    pub fn reply_lost_at(&self, f: crate::event::Op, now_ns: u64) -> bool {
+        match f {
+            crate::event::Op::Renew => self.renew_reply_lost_at(now_ns),
+            crate::event::Op::Acquire => self.acquire_reply_lost_at(now_ns),
+            crate::event::Op::Write => self.write_reply_lost_at(now_ns),
+            _ => false,
         }
     }
 }
@@ -186,5 +222,19 @@ mod tests {
         faults.drop_renew_replies_until(10);
         assert!(faults.renew_reply_lost_at(9));
         assert!(!faults.renew_reply_lost_at(10));
+    }
+
+    #[test]
+    fn acquire_and_write_replies_are_lost_only_for_their_own_op() {
+        use crate::event::Op;
+        let faults = ProcessFaults::default();
+        faults.drop_acquire_replies_until(10);
+        assert!(faults.reply_lost_at(Op::Acquire, 9));
+        assert!(!faults.reply_lost_at(Op::Write, 9));
+        assert!(!faults.reply_lost_at(Op::Acquire, 10));
+        faults.drop_write_replies_until(20);
+        assert!(faults.reply_lost_at(Op::Write, 19));
+        assert!(!faults.reply_lost_at(Op::Renew, 19));
+        assert!(!faults.reply_lost_at(Op::Release, 19));
     }
 }

@@ -18,6 +18,11 @@ pub enum FaultKind {
     /// The lock service restarts: down for a while, every lease lost; whether its token
     /// counter survives is the backend's property.
     Restart,
+    /// The lock service applies an acquire but its reply is lost (real tier: the grant happened,
+    /// the worker records `info`).
+    DropAcquire,
+    /// The store applies a write but its reply is lost.
+    DropWrite,
 }
 
 impl FaultKind {
@@ -31,6 +36,11 @@ impl FaultKind {
         FaultKind::Restart,
     ];
 
+    /// Families that are never on by default (the simulation's default schedule, and so its
+    /// histories, stay as they were) but can be asked for by name: lost acquire and write
+    /// replies.
+    pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
+
     /// The CLI name.
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +49,8 @@ impl FaultKind {
             FaultKind::DropRenew => "drop-renew",
             FaultKind::DelayWrite => "delay-write",
             FaultKind::Restart => "restart",
+            FaultKind::DropAcquire => "drop-acquire",
+            FaultKind::DropWrite => "drop-write",
         }
     }
 }
@@ -49,11 +61,12 @@ impl std::str::FromStr for FaultKind {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
+            .chain(FaultKind::OPT_IN)
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 format!(
                     "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, \
-                     delay-write, restart, all, or none"
+                     delay-write, restart, drop-acquire, drop-write, all, or none"
                 )
             })
     }
@@ -118,6 +131,24 @@ pub enum Fault {
         /// How long it refuses connections.
         duration_ns: u64,
     },
+    /// From `at_ns`, acquire replies to `target` are lost for `duration_ns`.
+    DropAcquire {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The worker whose acquire replies are lost.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
+    /// From `at_ns`, write replies to `target` are lost for `duration_ns`.
+    DropWrite {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The worker whose write replies are lost.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
 }
 
 impl Fault {
@@ -129,7 +160,9 @@ impl Fault {
             | Fault::ClockDrift { at_ns, .. }
             | Fault::DropRenew { at_ns, .. }
             | Fault::DelayWrite { at_ns, .. }
-            | Fault::Restart { at_ns, .. } => *at_ns,
+            | Fault::Restart { at_ns, .. }
+            | Fault::DropAcquire { at_ns, .. }
+            | Fault::DropWrite { at_ns, .. } => *at_ns,
         }
     }
 
@@ -141,7 +174,9 @@ impl Fault {
             | Fault::ClockDrift { target, .. }
             | Fault::DropRenew { target, .. }
             | Fault::DelayWrite { target, .. }
-            | Fault::Restart { target, .. } => target,
+            | Fault::Restart { target, .. }
+            | Fault::DropAcquire { target, .. }
+            | Fault::DropWrite { target, .. } => target,
         }
     }
 
@@ -153,6 +188,8 @@ impl Fault {
             Fault::DropRenew { .. } => FaultKind::DropRenew,
             Fault::DelayWrite { .. } => FaultKind::DelayWrite,
             Fault::Restart { .. } => FaultKind::Restart,
+            Fault::DropAcquire { .. } => FaultKind::DropAcquire,
+            Fault::DropWrite { .. } => FaultKind::DropWrite,
         }
     }
 }
@@ -180,7 +217,7 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for kind in FaultKind::ALL {
+        for kind in FaultKind::ALL.into_iter().chain(FaultKind::OPT_IN) {
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }
         assert!(

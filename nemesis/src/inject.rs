@@ -41,7 +41,9 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
         let found = match fault {
             Fault::Pause { target, .. }
             | Fault::DropRenew { target, .. }
-            | Fault::DelayWrite { target, .. } => targets.processes.contains_key(target),
+            | Fault::DelayWrite { target, .. }
+            | Fault::DropAcquire { target, .. }
+            | Fault::DropWrite { target, .. } => targets.processes.contains_key(target),
             Fault::Restart { target, .. } => targets.servers.contains_key(target),
             Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
                 targets.clocks.contains_key(target)
@@ -175,6 +177,36 @@ pub async fn inject(
                     },
                 );
                 continue;
+            }
+            Fault::DropAcquire {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].drop_acquire_replies_until(now_ns + duration_ns);
+                (
+                    Event {
+                        f: Op::DropAcquireReply,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealAcquireReply)),
+                )
+            }
+            Fault::DropWrite {
+                target,
+                duration_ns,
+                ..
+            } => {
+                targets.processes[target].drop_write_replies_until(now_ns + duration_ns);
+                (
+                    Event {
+                        f: Op::DropWriteReply,
+                        duration_ns: Some(*duration_ns),
+                        ..start
+                    },
+                    Some((now_ns + duration_ns, Op::HealWriteReply)),
+                )
             }
             Fault::ClockJump {
                 target, jump_ns, ..

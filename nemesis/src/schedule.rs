@@ -71,6 +71,17 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
                 target: "lock".to_string(),
                 duration_ns: rng.random_range(ttl / 2..=ttl * 2),
             },
+            // One lost reply or a few: longer windows only starve the worker.
+            FaultKind::DropAcquire => Fault::DropAcquire {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 10..=ttl / 2),
+            },
+            FaultKind::DropWrite => Fault::DropWrite {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 10..=ttl / 2),
+            },
             FaultKind::Skew => {
                 // The lock server's clock decides expiry, so it is skewed as often as all
                 // workers together.

@@ -76,6 +76,7 @@ pub struct GateArgs {
 
 /// Runs the gate.
 pub fn gate(args: &GateArgs) -> Outcome {
+    args.settings.simulated_only("gate")?;
     let base = args.settings.base();
     for warning in base.validate().map_err(Failure::BadInput)? {
         eprintln!("warning: {warning}");

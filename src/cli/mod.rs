@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch; each subcommand lives in its own module.
 
 mod bench;
+mod bench_real;
 mod check;
 mod demo;
 mod explain;
@@ -8,6 +9,7 @@ mod gate;
 mod merge;
 mod mutants;
 mod progress;
+mod real_run;
 mod replay;
 mod report;
 mod run;
@@ -20,7 +22,8 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use fencer::CheckOptions;
 use fencer::settings::{
-    LockBackend, Settings, StoreBackend, format_duration, parse_duration, parse_name,
+    BackendChoice, LockBackend, Settings, StoreBackend, format_duration, parse_choice,
+    parse_duration,
 };
 use fencer_nemesis::FaultKind;
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
@@ -94,6 +97,18 @@ enum Command {
     Shrink(shrink::ShrinkArgs),
     /// Combine the summaries of gate shards (their --out directories) into one.
     Merge(merge::MergeArgs),
+    /// Measure real adapters' operations per second, directly and through fencer.
+    BenchReal {
+        /// Lock server URL (redis://…, postgres://…).
+        #[arg(long)]
+        lock: String,
+        /// Store server URL (redis://…, postgres://…).
+        #[arg(long)]
+        store: String,
+        /// Acquire → write → release cycles to time.
+        #[arg(long, default_value_t = 2_000)]
+        cycles: u64,
+    },
     /// Measure simulation and checking throughput on this machine (one core).
     Bench {
         /// Seeds to simulate, from 0.
@@ -160,8 +175,9 @@ struct RunArgs {
 }
 
 /// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
-/// them.
-const SETTINGS_FLAGS: [&str; 14] = [
+/// them. `--lock` and `--store` are not among them: with server URLs they say where a saved
+/// plan runs again ([`run_dispatch`] refuses simulated names next to `--plan`).
+const SETTINGS_FLAGS: [&str; 12] = [
     "seed",
     "workload",
     "worker",
@@ -171,8 +187,6 @@ const SETTINGS_FLAGS: [&str; 14] = [
     "renew_every",
     "nemesis",
     "fault_gap",
-    "store",
-    "lock",
     "on_renew_failure",
     "call_timeout",
     "swarm",
@@ -207,13 +221,16 @@ struct SettingsArgs {
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
-    /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write.
-    #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_name("store", s, &StoreBackend::ALL))]
-    store: StoreBackend,
+    /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
+    /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant).
+    #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
+    store: BackendChoice<StoreBackend>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter).
-    #[arg(long, default_value = "sim", value_parser = |s: &str| parse_name("lock", s, &LockBackend::ALL))]
-    lock: LockBackend,
+    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
+    /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
+    /// Redis mutant).
+    #[arg(long, default_value = "sim", value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
+    lock: BackendChoice<LockBackend>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
     #[arg(long, default_value = "stop", value_parser = |s: &str| s.parse::<RenewFailurePolicy>())]
     on_renew_failure: RenewFailurePolicy,
@@ -244,6 +261,18 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
 }
 
 impl SettingsArgs {
+    /// Refuses server URLs where only the simulation tier is meant (e.g. `gate`), instead of
+    /// silently simulating the default backends.
+    fn simulated_only(&self, command: &str) -> Result<(), Failure> {
+        if matches!(self.lock, BackendChoice::Url(_)) || matches!(self.store, BackendChoice::Url(_))
+        {
+            return Err(Failure::BadInput(format!(
+                "{command} runs the simulation tier: --lock and --store take simulated backend                  names here (real servers: fencer run --lock URL --store URL)"
+            )));
+        }
+        Ok(())
+    }
+
     /// The settings before any seed is applied (`seed` 0, no swarm draw).
     fn base(&self) -> Settings {
         Settings {
@@ -256,8 +285,14 @@ impl SettingsArgs {
             renew_every_ns: self.renew_every,
             nemesis: self.nemesis.0.iter().copied().collect(),
             mean_fault_gap_ns: self.fault_gap,
-            lock: self.lock,
-            store: self.store,
+            lock: match self.lock {
+                BackendChoice::Sim(lock) => lock,
+                BackendChoice::Url(_) => LockBackend::Sim,
+            },
+            store: match self.store {
+                BackendChoice::Sim(store) => store,
+                BackendChoice::Url(_) => StoreBackend::Sqlite,
+            },
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
             ..Settings::default()
@@ -310,6 +345,46 @@ fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
     command
 }
 
+/// `fencer run`: the simulation tier for backend names, the real tier for server URLs, a
+/// saved or hand-written plan with `--plan`.
+fn run_dispatch(args: &RunArgs) -> Outcome {
+    let settings = || settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm);
+    match (&args.settings.lock, &args.settings.store) {
+        (BackendChoice::Url(lock_url), BackendChoice::Url(store_url)) => real_run::run(
+            &settings(),
+            &real_run::RealTargets {
+                lock_url,
+                store_url,
+            },
+            args.plan.as_deref(),
+            args.out.as_deref(),
+            &args.store_dir,
+        ),
+        (BackendChoice::Sim(lock), BackendChoice::Sim(store)) => match &args.plan {
+            Some(_) if (*lock, *store) != (LockBackend::Sim, StoreBackend::Sqlite) => {
+                Err(Failure::BadInput(
+                    "--plan carries its own lock and store: next to it, --lock and --store                      take server URLs only"
+                        .into(),
+                ))
+            }
+            Some(path) => {
+                run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
+            }
+            None => run::run(
+                &settings(),
+                args.out.as_deref(),
+                &args.store_dir,
+                args.strict,
+            ),
+        },
+        _ => Err(Failure::BadInput(
+            "expected --lock and --store both as server URLs (real time) or both as simulated \
+             backend names"
+                .into(),
+        )),
+    }
+}
+
 /// Parses arguments, runs the command, and maps the outcome to an exit code.
 pub fn main() -> ExitCode {
     init_tracing();
@@ -325,17 +400,7 @@ pub fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(args) => match &args.plan {
-            Some(path) => {
-                run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
-            }
-            None => run::run(
-                &settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm),
-                args.out.as_deref(),
-                &args.store_dir,
-                args.strict,
-            ),
-        },
+        Command::Run(args) => run_dispatch(&args),
         Command::Gate(args) => gate::gate(&args),
         Command::Shrink(args) => shrink::shrink_command(&args),
         Command::Merge(args) => merge::merge_command(&args),
@@ -356,6 +421,11 @@ pub fn main() -> ExitCode {
             },
         ),
         Command::Mutants { cap } => mutants::mutants(cap),
+        Command::BenchReal {
+            lock,
+            store,
+            cycles,
+        } => bench_real::bench_real(&lock, &store, cycles),
         Command::Bench {
             seeds,
             workers,
@@ -412,8 +482,14 @@ fn describe(settings: &Settings) -> String {
         } else {
             nemesis.join(",")
         },
-        fencer::settings::name_of(&settings.lock),
-        fencer::settings::name_of(&settings.store),
+        settings
+            .lock_url
+            .clone()
+            .unwrap_or_else(|| fencer::settings::name_of(&settings.lock)),
+        settings
+            .store_url
+            .clone()
+            .unwrap_or_else(|| fencer::settings::name_of(&settings.store)),
         settings.worker.name(),
         settings.on_renew_failure.name(),
     )

@@ -22,6 +22,15 @@ pub fn replay(dir: &Path) -> Outcome {
     let plan_bytes = read_run_file(dir, "plan.json").map_err(bad)?;
     let plan = Plan::from_json(&plan_bytes, &dir.join("plan.json").display().to_string())
         .map_err(|error| Failure::BadInput(error.to_string()))?;
+    if let (Some(lock_url), Some(store_url)) = (&plan.settings.lock_url, &plan.settings.store_url) {
+        return Err(Failure::BadInput(format!(
+            "{}: a real-tier run cannot be replayed byte for byte (the servers' timing is not \
+             fencer's); run its plan again with: fencer run --plan {} --lock {lock_url} --store \
+             {store_url} (put the passwords back)",
+            dir.display(),
+            dir.join("plan.json").display()
+        )));
+    }
     let stored_bytes = read_run_file(dir, "history.jsonl").map_err(bad)?;
     let stored_hash = sha256_hex(&stored_bytes);
     if stored_hash != record.history_sha256 {

@@ -1,0 +1,109 @@
+//! One lazily opened, self-healing connection to a Redis server, shared by a lock and a store.
+//!
+//! The connection is opened on first use, inside whatever runtime makes the call, so an adapter
+//! can be built before that runtime exists (from a plain `#[test]`); a call from a different
+//! runtime opens a new one. A connection that broke (server killed, network cut) is dropped and
+//! reopened on the next call.
+
+use std::time::Duration;
+
+use fencer_harness::CallError;
+use redis::aio::MultiplexedConnection;
+
+use crate::url::{redact_url, scheme_of};
+
+/// How long opening a connection may take before the call fails as not applied.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// A Redis server address and its live connection, if one is open.
+pub struct RedisConnection {
+    client: redis::Client,
+    shown_url: String,
+    /// The open connection and the runtime whose task drives it: a connection opened on a
+    /// runtime that has since ended is dead, so a call from another runtime reconnects.
+    live: tokio::sync::Mutex<Option<(tokio::runtime::Id, MultiplexedConnection)>>,
+}
+
+impl RedisConnection {
+    /// Checks `url` (`redis://host:port[/db]`) without connecting.
+    pub fn open(url: &str) -> Result<RedisConnection, String> {
+        let shown_url = redact_url(url);
+        match scheme_of(url) {
+            Some("redis") => {}
+            other => {
+                return Err(format!(
+                    "expected a redis://host:port URL, found scheme `{}` in {shown_url}",
+                    other.unwrap_or("")
+                ));
+            }
+        }
+        let client = redis::Client::open(url)
+            .map_err(|error| format!("bad Redis URL {shown_url}: {error}"))?;
+        Ok(RedisConnection {
+            client,
+            shown_url,
+            live: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    /// The URL with its password hidden.
+    pub fn shown_url(&self) -> &str {
+        &self.shown_url
+    }
+
+    /// The live connection, opening one if needed. Failing to open one means nothing was sent.
+    pub async fn get(&self) -> Result<MultiplexedConnection, CallError> {
+        let runtime = tokio::runtime::Handle::current().id();
+        let mut live = self.live.lock().await;
+        if let Some((opened_on, connection)) = live.as_ref()
+            && *opened_on == runtime
+        {
+            return Ok(connection.clone());
+        }
+        let connecting = self.client.get_multiplexed_async_connection();
+        let connection = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok(connection)) => connection,
+            Ok(Err(error)) => {
+                return Err(CallError::NotApplied(format!(
+                    "cannot connect to Redis at {}: {error}",
+                    self.shown_url
+                )));
+            }
+            Err(_elapsed) => {
+                return Err(CallError::NotApplied(format!(
+                    "cannot connect to Redis at {}: no answer within {CONNECT_TIMEOUT:?}",
+                    self.shown_url
+                )));
+            }
+        };
+        *live = Some((runtime, connection.clone()));
+        Ok(connection)
+    }
+
+    /// Classifies an error from a command that was sent: its effect is unknown (a Lua script
+    /// that failed half-way is not rolled back either). A broken connection is dropped so the
+    /// next call reconnects.
+    pub async fn sent_error(&self, error: redis::RedisError) -> CallError {
+        if error.is_io_error() || error.is_connection_dropped() || error.is_unrecoverable_error() {
+            *self.live.lock().await = None;
+        }
+        CallError::Unknown(format!("redis: {error}"))
+    }
+
+    /// Round-trips a PING: a clear error up front beats a run full of failed calls.
+    pub async fn ping(&self) -> Result<(), String> {
+        let mut connection = self.get().await.map_err(|error| match error {
+            CallError::NotApplied(why) | CallError::Unknown(why) => why,
+        })?;
+        let command = redis::cmd("PING");
+        let ping = command.query_async::<String>(&mut connection);
+        match tokio::time::timeout(CONNECT_TIMEOUT, ping).await {
+            Ok(Ok(_pong)) => Ok(()),
+            Ok(Err(error)) => Err(format!("Redis at {} refused PING: {error}", self.shown_url)),
+            Err(_elapsed) => Err(format!(
+                "Redis at {} did not answer PING within {CONNECT_TIMEOUT:?}",
+                self.shown_url
+            )),
+        }
+    }
+}

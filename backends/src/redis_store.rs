@@ -1,0 +1,152 @@
+//! A fenced register on Redis: one Lua script reads the stored fence, compares the write's
+//! token and applies it (or not) atomically, and appends every applied write to a per-key list
+//! that serves as the store's applied log.
+//!
+//! [`RedisStoreRules::Unfenced`] skips the compare: the store then accepts whatever arrives.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
+use redis::Script;
+
+use crate::redis_conn::RedisConnection;
+
+/// Whether writes are fenced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RedisStoreRules {
+    /// Apply only if the token is >= the stored fence, in the same script.
+    Fenced,
+    /// Mutant: apply every write.
+    Unfenced,
+}
+
+/// KEYS: register hash, applied-log list. ARGV: token, write id, value, fenced (1/0).
+/// Returns {1, seq} when applied, {0, current fence} when rejected.
+const WRITE: &str = r"
+local current = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+local token = tonumber(ARGV[1])
+if ARGV[4] == '1' and token < current then
+  return {0, current}
+end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'write_id', ARGV[2], 'value', ARGV[3])
+local seq = redis.call('RPUSH', KEYS[2], ARGV[1] .. ' ' .. ARGV[2])
+return {1, seq}
+";
+
+/// A fenced register per key on a Redis server.
+pub struct RedisStore {
+    connection: Arc<RedisConnection>,
+    rules: RedisStoreRules,
+    write: Script,
+    /// Keys written through this adapter: whose applied logs [`FencedStore::applied_log`] reads.
+    keys: Mutex<BTreeSet<String>>,
+}
+
+impl RedisStore {
+    /// A store over `connection` following `rules`.
+    pub fn new(connection: Arc<RedisConnection>, rules: RedisStoreRules) -> RedisStore {
+        RedisStore {
+            connection,
+            rules,
+            write: Script::new(WRITE),
+            keys: Mutex::new(BTreeSet::new()),
+        }
+    }
+}
+
+fn log_key(key: &str) -> String {
+    format!("{key}:applied")
+}
+
+#[async_trait]
+impl FencedStore for RedisStore {
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
+        self.keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_string());
+        let mut connection = self.connection.get().await?;
+        let fenced = match self.rules {
+            RedisStoreRules::Fenced => "1",
+            RedisStoreRules::Unfenced => "0",
+        };
+        let reply: (u64, u64) = match self
+            .write
+            .key(key)
+            .key(log_key(key))
+            .arg(fencing_token)
+            .arg(write_id)
+            .arg(value)
+            .arg(fenced)
+            .invoke_async(&mut connection)
+            .await
+        {
+            Ok(reply) => reply,
+            Err(error) => return Err(self.connection.sent_error(error).await),
+        };
+        Ok(match reply {
+            (1, _seq) => Written::Applied,
+            (_, current_token) => Written::Rejected { current_token },
+        })
+    }
+
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        let mut connection = self.connection.get().await?;
+        let (fence, write_id, value): (Option<u64>, Option<String>, Option<String>) =
+            match redis::cmd("HMGET")
+                .arg(key)
+                .arg("fence")
+                .arg("write_id")
+                .arg("value")
+                .query_async(&mut connection)
+                .await
+            {
+                Ok(reply) => reply,
+                Err(error) => return Err(self.connection.sent_error(error).await),
+            };
+        Ok(ReadValue {
+            fencing_token: fence.unwrap_or(0),
+            write_id,
+            value,
+        })
+    }
+
+    async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
+        let keys: Vec<String> = self
+            .keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .cloned()
+            .collect();
+        let mut connection = self.connection.get().await.ok()?;
+        let mut log = Vec::new();
+        for key in keys {
+            let entries: Vec<String> = redis::cmd("LRANGE")
+                .arg(log_key(&key))
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut connection)
+                .await
+                .ok()?;
+            for (position, entry) in entries.iter().enumerate() {
+                let (token, write_id) = entry.split_once(' ')?;
+                log.push(AppliedWrite {
+                    seq: position as u64 + 1,
+                    key: key.clone(),
+                    fencing_token: token.parse().ok()?,
+                    write_id: write_id.to_string(),
+                });
+            }
+        }
+        Some(log)
+    }
+}

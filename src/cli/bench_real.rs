@@ -1,0 +1,55 @@
+//! `fencer bench-real --lock URL --store URL`: operations per second of real adapters, called
+//! directly and through fencer, and fencer's own cost per operation.
+
+use std::sync::Arc;
+
+use fencer::bench_real::{Echo, measure};
+use fencer::connect::{lock_from_url, store_from_url};
+use fencer::real::unique_tag;
+use fencer_harness::runtime::real_runtime;
+
+use super::{Failure, Outcome};
+
+/// Measures `cycles` acquire → write → release cycles against `lock_url` and `store_url`.
+pub fn bench_real(lock_url: &str, store_url: &str, cycles: u64) -> Outcome {
+    if cycles == 0 {
+        return Err(Failure::BadInput("cycles must be at least 1".into()));
+    }
+    let lock = lock_from_url(lock_url).map_err(Failure::BadInput)?;
+    let store = store_from_url(store_url).map_err(Failure::BadInput)?;
+    let runtime = real_runtime()
+        .map_err(|error| Failure::Internal(format!("cannot start a tokio runtime: {error}")))?;
+    runtime
+        .block_on(async {
+            lock.ping().await?;
+            store.ping().await
+        })
+        .map_err(Failure::BadInput)?;
+    let tag = unique_tag(0);
+    let real = runtime
+        .block_on(measure(lock.adapter, store.adapter, cycles, &tag))
+        .map_err(Failure::Internal)?;
+    let echo = Arc::new(Echo::default());
+    let harness = runtime
+        .block_on(measure(echo.clone(), echo, cycles.max(10_000), "echo"))
+        .map_err(Failure::Internal)?;
+    println!(
+        "lock {}, store {}: {cycles} cycles of acquire, write, release on one connection",
+        lock.shown_url, store.shown_url
+    );
+    println!(
+        "adapters called directly:  {:>9.0} ops/s",
+        real.direct_ops_per_s
+    );
+    println!(
+        "through fencer (recorded): {:>9.0} ops/s ({:+.1} us per op)",
+        real.recorded_ops_per_s,
+        real.overhead_us_per_op()
+    );
+    println!(
+        "fencer alone (echo backend): {:.2} us per op recorded vs {:.2} us direct",
+        1e6 / harness.recorded_ops_per_s,
+        1e6 / harness.direct_ops_per_s
+    );
+    Ok(0)
+}

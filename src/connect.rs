@@ -1,0 +1,229 @@
+//! From server URLs to adapters: `redis://…` and `postgres://…` for the lock service and the
+//! store, in any mix, with an optional `?variant=` naming a deliberately broken variant.
+//!
+//! Variants: lock `redis://…?variant=unsafe-release`; store `redis://…?variant=unfenced`,
+//! `postgres://…?variant=unfenced`; a store may also be a SQLite file several processes share,
+//! `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with
+//! `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches the
+//! client library. Every message shows URLs with their password hidden.
+
+use std::sync::Arc;
+
+use fencer_backends::redact_url;
+use fencer_harness::{FencedStore, LockService};
+
+/// A lock service or store built from a URL, with what is needed to check it is reachable.
+pub struct Connected<T: ?Sized> {
+    /// The adapter.
+    pub adapter: Arc<T>,
+    /// The URL as shown (password hidden).
+    pub shown_url: String,
+    probe: Probe,
+}
+
+enum Probe {
+    /// A local file opened already: nothing more to check.
+    Local,
+    #[cfg(feature = "redis")]
+    Redis(Arc<fencer_backends::RedisConnection>),
+    #[cfg(feature = "postgres")]
+    Postgres(Arc<fencer_backends::PostgresConnection>),
+}
+
+impl<T: ?Sized> Connected<T> {
+    /// Connects and round-trips one request, so an unreachable server or a refused login is a
+    /// clear error before the run starts, not a run full of failed calls.
+    pub async fn ping(&self) -> Result<(), String> {
+        match &self.probe {
+            Probe::Local => Ok(()),
+            #[cfg(feature = "redis")]
+            Probe::Redis(connection) => connection.ping().await,
+            #[cfg(feature = "postgres")]
+            Probe::Postgres(connection) => connection.ping().await,
+        }
+    }
+}
+
+/// Splits `url` into the URL the client sees and the `variant` and `schema` parameters.
+fn split_params(url: &str) -> (String, Option<String>, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None, None);
+    };
+    let (mut variant, mut schema, mut kept) = (None, None, Vec::new());
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("variant", value)) => variant = Some(value.to_string()),
+            Some(("schema", value)) => schema = Some(value.to_string()),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, variant, schema)
+}
+
+fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> String {
+    format!(
+        "unknown {what} variant `{variant}` in {}: expected {known}",
+        redact_url(url)
+    )
+}
+
+fn unsupported_scheme(what: &str, url: &str) -> String {
+    let built: Vec<&str> = [
+        cfg!(feature = "redis").then_some("redis://"),
+        cfg!(feature = "postgres").then_some("postgres://"),
+        (what == "store").then_some("sqlite://"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    format!(
+        "unsupported {what} URL {}: expected one of {} (this build's backends)",
+        redact_url(url),
+        if built.is_empty() {
+            "none".to_string()
+        } else {
+            built.join(", ")
+        }
+    )
+}
+
+/// A lock service for `url`.
+pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
+    let (client_url, variant, schema) = split_params(url);
+    let shown_url = redact_url(url);
+    match fencer_backends::scheme_of(&client_url) {
+        #[cfg(feature = "redis")]
+        Some("redis") => {
+            use fencer_backends::{RedisConnection, RedisLock, RedisLockRules};
+            let rules = match variant.as_deref() {
+                None => RedisLockRules::Reference,
+                Some("unsafe-release") => RedisLockRules::UnsafeRelease,
+                Some(other) => {
+                    return Err(unknown_variant("lock", other, "unsafe-release", url));
+                }
+            };
+            let connection = Arc::new(RedisConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(RedisLock::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Redis(connection),
+            })
+        }
+        #[cfg(feature = "postgres")]
+        Some("postgres" | "postgresql") => {
+            use fencer_backends::{PostgresConnection, PostgresLock};
+            if let Some(other) = variant.as_deref() {
+                return Err(unknown_variant("lock", other, "none", url));
+            }
+            let schema = schema.as_deref().unwrap_or("fencer");
+            let connection = Arc::new(PostgresConnection::open(&client_url, schema)?);
+            Ok(Connected {
+                adapter: Arc::new(PostgresLock::new(Arc::clone(&connection))),
+                shown_url,
+                probe: Probe::Postgres(connection),
+            })
+        }
+        _ => Err(unsupported_scheme("lock", url)),
+    }
+}
+
+/// A fenced store for `url`.
+pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
+    let (client_url, variant, schema) = split_params(url);
+    let shown_url = redact_url(url);
+    match fencer_backends::scheme_of(&client_url) {
+        #[cfg(feature = "redis")]
+        Some("redis") => {
+            use fencer_backends::{RedisConnection, RedisStore, RedisStoreRules};
+            let rules = match variant.as_deref() {
+                None => RedisStoreRules::Fenced,
+                Some("unfenced") => RedisStoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let connection = Arc::new(RedisConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(RedisStore::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Redis(connection),
+            })
+        }
+        #[cfg(feature = "postgres")]
+        Some("postgres" | "postgresql") => {
+            use fencer_backends::{PostgresConnection, PostgresStore, PostgresStoreRules};
+            let rules = match variant.as_deref() {
+                None => PostgresStoreRules::Fenced,
+                Some("unfenced") => PostgresStoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let schema = schema.as_deref().unwrap_or("fencer");
+            let connection = Arc::new(PostgresConnection::open(&client_url, schema)?);
+            Ok(Connected {
+                adapter: Arc::new(PostgresStore::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Postgres(connection),
+            })
+        }
+        Some("sqlite") => {
+            use fencer_backends::{SqliteStore, StoreRules};
+            let rules = match variant.as_deref() {
+                None => StoreRules::Fenced,
+                Some("unfenced") => StoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let path = client_url.trim_start_matches("sqlite://");
+            if path.is_empty() {
+                return Err(format!(
+                    "expected sqlite://PATH (e.g. sqlite:///tmp/register.db), found {shown_url}"
+                ));
+            }
+            let store = SqliteStore::open(std::path::Path::new(path), rules, None)
+                .map_err(|error| error.to_string())?;
+            Ok(Connected {
+                adapter: Arc::new(store),
+                shown_url,
+                probe: Probe::Local,
+            })
+        }
+        _ => Err(unsupported_scheme("store", url)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_and_schema_are_taken_out_of_the_url() {
+        assert_eq!(
+            split_params("postgres://u@h/db?variant=unfenced&sslmode=disable&schema=s1"),
+            (
+                "postgres://u@h/db?sslmode=disable".to_string(),
+                Some("unfenced".to_string()),
+                Some("s1".to_string())
+            )
+        );
+        assert_eq!(
+            split_params("redis://h:1"),
+            ("redis://h:1".to_string(), None, None)
+        );
+    }
+
+    #[test]
+    fn bad_schemes_and_variants_are_refused_without_the_password() {
+        let error = lock_from_url("mysql://root:pw@h/db").err().unwrap();
+        assert!(
+            error.starts_with("unsupported lock URL mysql://root:***@h/db"),
+            "{error}"
+        );
+        let error = store_from_url("redis://:pw@h:1?variant=sloppy")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown store variant `sloppy`"), "{error}");
+        assert!(!error.contains("pw@"), "{error}");
+    }
+}

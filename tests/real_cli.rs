@@ -1,0 +1,148 @@
+//! `fencer run --lock URL --store URL`: a real run from the command line, with passwords kept
+//! out of every line printed and every file saved, and bad URLs refused in one line.
+
+#![cfg(all(feature = "redis", feature = "postgres"))]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SECRET: &str = "n0t-for-your-eyes";
+
+fn fencer(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("fencer runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+const QUICK: [&str; 12] = [
+    "--ttl",
+    "300ms",
+    "--renew-every",
+    "100ms",
+    "--call-timeout",
+    "100ms",
+    "--ops",
+    "3",
+    "--workers",
+    "2",
+    "--fault-gap",
+    "300ms",
+];
+
+#[test]
+fn real_run_redacts_the_password_everywhere() {
+    let redis =
+        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let redis_probe = fencer::connect::lock_from_url(&redis).unwrap();
+    if !support::reachable("real_cli", "Redis", "redis-server", redis_probe.ping()) {
+        return;
+    }
+    // Trust authentication accepts any password, so the URL can carry one that must never show.
+    let postgres = format!("postgres://postgres:{SECRET}@127.0.0.1:5432/test");
+    let probe = fencer::connect::store_from_url(&postgres).unwrap();
+    if !support::reachable("real_cli", "PostgreSQL", "postgresql", probe.ping()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        "--lock",
+        redis.as_str(),
+        "--store",
+        postgres.as_str(),
+    ];
+    args.extend(QUICK);
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    assert!(
+        printed.contains("postgres:***@127.0.0.1:5432/test"),
+        "{printed}"
+    );
+    assert!(!printed.contains(SECRET), "{printed}");
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir.path().join("store/fenced-register")).unwrap() {
+        for file in std::fs::read_dir(entry.unwrap().path()).unwrap() {
+            let bytes = std::fs::read(file.unwrap().path()).unwrap();
+            assert!(!String::from_utf8_lossy(&bytes).contains(SECRET));
+            files += 1;
+        }
+    }
+    assert!(files >= 4, "a run directory was saved");
+    // `replay` is for the simulation; a real run says how to run its plan again instead.
+    let output = fencer(&["replay", "store/latest"], dir.path());
+    let err = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(254), "{err}");
+    assert!(err.contains("fencer run --plan"), "{err}");
+    assert!(!err.contains(SECRET), "{err}");
+}
+
+#[test]
+fn a_redis_lock_protects_a_sqlite_file() {
+    let redis =
+        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let probe = fencer::connect::lock_from_url(&redis).unwrap();
+    if !support::reachable("real_cli_sqlite", "Redis", "redis-server", probe.ping()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("register.db");
+    let store = format!("sqlite://{}", file.display());
+    let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
+    args.extend(QUICK);
+    let output = fencer(&args, dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    assert!(file.is_file());
+    let history = std::fs::read_to_string(dir.path().join("store/latest/history.jsonl")).unwrap();
+    assert!(
+        history.contains(r#""process":"store","type":"log","f":"write""#),
+        "the SQLite file's applied log is in the history"
+    );
+}
+
+#[test]
+fn bad_urls_are_one_line_errors_with_exit_254() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, &str, &str); 3] = [
+        (
+            "mysql://root:pw@h/x",
+            "redis://127.0.0.1:6379",
+            "unsupported lock URL mysql://root:***@h/x",
+        ),
+        (
+            "redis://127.0.0.1:1",
+            "redis://127.0.0.1:1",
+            "cannot connect to Redis at redis://127.0.0.1:1",
+        ),
+        (
+            "redis://127.0.0.1:6379",
+            "sqlite",
+            "expected --lock and --store both as server URLs",
+        ),
+    ];
+    for (lock, store, needle) in cases {
+        let mut args = vec!["run", "--lock", lock, "--store", store];
+        args.extend(QUICK);
+        let output = fencer(&args, dir.path());
+        let err = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert_eq!(output.status.code(), Some(254), "{lock} {store}: {err}");
+        assert!(err.contains(needle), "{err}");
+        assert!(!err.contains("pw@"), "{err}");
+        assert!(
+            !dir.path().join("store").exists(),
+            "nothing saved on bad input"
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! Shared by the real-backend tests: reaching a server or skipping honestly, and the fault
+//! scenarios that make a broken backend show its bug.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use std::io::Write as _;
+
+use fencer::Settings;
+use fencer::plan::Plan;
+use fencer::real::real_plan;
+use fencer_nemesis::Fault;
+use fencer_workloads::{CyclePlan, WorkerPlan};
+
+/// The marker CI greps for: a backend test that skipped instead of running.
+pub const SKIP_MARKER: &str = "FENCER-SKIPPED-BACKEND";
+
+/// True when `FENCER_REQUIRE_BACKENDS=1`: an unreachable server is then a failure.
+pub fn backends_required() -> bool {
+    std::env::var("FENCER_REQUIRE_BACKENDS").is_ok_and(|value| value == "1")
+}
+
+/// Runs `probe` (connect + ping) on a throwaway runtime. `Ok(true)`: go on. Unreachable:
+/// panics under `FENCER_REQUIRE_BACKENDS=1`, else prints one line with [`SKIP_MARKER`] naming
+/// the Debian package, straight to stderr (past the test harness's capture), and returns false.
+pub fn reachable<F>(test: &str, server: &str, package: &str, probe: F) -> bool
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    let runtime = fencer_harness::runtime::real_runtime().expect("a tokio runtime");
+    match runtime.block_on(probe) {
+        Ok(()) => true,
+        Err(error) => {
+            if backends_required() {
+                panic!(
+                    "{test}: {server} unreachable and FENCER_REQUIRE_BACKENDS=1: {error} \
+                     (install the Debian package {package} and start it)"
+                );
+            }
+            let _ = writeln!(
+                std::io::stderr(),
+                "{SKIP_MARKER} {test}: {server} unreachable ({error}); install the Debian \
+                 package {package} and start it, or set FENCER_REQUIRE_BACKENDS=1 to fail instead"
+            );
+            false
+        }
+    }
+}
+
+/// Real-tier settings: 300 ms leases renewed every 100 ms, 100 ms call timeout.
+pub fn real_settings(seed: u64, workers: usize, ops: usize) -> Settings {
+    Settings {
+        seed,
+        workers,
+        ops_per_worker: ops,
+        ttl_ns: 300_000_000,
+        renew_every_ns: 100_000_000,
+        mean_fault_gap_ns: 300_000_000,
+        call_timeout_ns: 100_000_000,
+        nemesis: [
+            fencer::FaultKind::Pause,
+            fencer::FaultKind::Skew,
+            fencer::FaultKind::DropRenew,
+            fencer::FaultKind::DropAcquire,
+            fencer::FaultKind::DropWrite,
+        ]
+        .into_iter()
+        .collect(),
+        ..Settings::default()
+    }
+}
+
+fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
+    CyclePlan {
+        delay_ns: delay_ms * 1_000_000,
+        think_ns: 0,
+        prepare_ns: prepare_ms * 1_000_000,
+        hold_ns: hold_ms * 1_000_000,
+        value: None,
+    }
+}
+
+/// w0 takes the lease and is frozen for 900 ms (3 TTLs) between its last lease check and its
+/// write; w1 takes the expired lease, writes with the newer token and holds on. When w0 wakes,
+/// its older write reaches the store: only the store's fence can refuse it.
+pub fn stale_write_plan() -> Plan {
+    let mut plan = real_plan(&Settings {
+        nemesis: Default::default(),
+        ..real_settings(0, 2, 1)
+    });
+    plan.workers = vec![
+        WorkerPlan {
+            cycles: vec![cycle(0, 600, 0)],
+        },
+        WorkerPlan {
+            cycles: vec![cycle(100, 0, 1_200)],
+        },
+    ];
+    plan.faults = vec![Fault::Pause {
+        at_ns: 50_000_000,
+        target: "w0".into(),
+        duration_ns: 900_000_000,
+    }];
+    plan
+}
+
+/// w0 takes the lease, writes, and is frozen for 900 ms while holding it; w1 takes the expired
+/// lease and holds on. When w0 wakes it releases "its" lease: only the service's owner compare
+/// keeps w1's lease alive.
+pub fn stale_release_plan() -> Plan {
+    let mut plan = stale_write_plan();
+    plan.workers[0] = WorkerPlan {
+        cycles: vec![cycle(0, 0, 600)],
+    };
+    plan
+}
