@@ -15,12 +15,28 @@ use fencer_harness::{Event, EventType, History, Op};
 use crate::index::{FastMap, Positions};
 use crate::options::CheckOptions;
 
+/// True when some client call completes after a store log entry: the log was recorded as the
+/// store applied writes, not appended once the run was over (where every entry follows every
+/// call, since an applied write always precedes its own reply).
+fn store_log_is_timed(events: &[Event]) -> bool {
+    let Some(first_log) = events.iter().position(is_store_log) else {
+        return false;
+    };
+    events[first_log..]
+        .iter()
+        .any(|event| event.f.is_client_op() && event.kind.is_completion())
+}
+
 /// A history plus what checkers need to know about it before they start.
 pub(crate) struct Context<'h> {
     /// The events, in history order.
     pub events: &'h [Event],
     /// The store recorded which writes it applied (`log`/`write` entries exist).
     pub has_store_log: bool,
+    /// The store log was recorded as writes were applied, interleaved with the calls. A log
+    /// read back from a real store after the run (`applied_log()`) gives the store's order but
+    /// not *when*: checkers that compare log positions with call times must not use it.
+    pub store_log_timed: bool,
     /// The lock service recorded grants, renewals and releases (`log` entries exist).
     pub has_lock_log: bool,
     /// What the check was asked to do.
@@ -41,9 +57,11 @@ impl<'h> Context<'h> {
         let events = history.events.as_slice();
         let has_store_log = events.iter().any(is_store_log);
         let has_lock_log = events.iter().any(is_lock_log);
+        let store_log_timed = store_log_is_timed(events);
         Context {
             events,
             has_store_log,
+            store_log_timed,
             has_lock_log,
             options,
             lookup: OnceCell::new(),
@@ -250,5 +268,23 @@ mod tests {
         assert_eq!(worker_of("w3:renew"), "w3");
         assert_eq!(worker_of("w3"), "w3");
         assert_eq!(worker_of("lock"), "lock");
+    }
+
+    #[test]
+    fn a_store_log_read_back_after_the_run_is_known_to_carry_no_times() {
+        let invoke = Event::new("w0", EventType::Invoke, Op::Write);
+        let ok = Event::new("w0", EventType::Ok, Op::Write);
+        let log = Event::new("store", EventType::Log, Op::Write);
+        assert!(store_log_is_timed(&[
+            invoke.clone(),
+            log.clone(),
+            ok.clone()
+        ]));
+        assert!(!store_log_is_timed(&[
+            invoke.clone(),
+            ok.clone(),
+            log.clone()
+        ]));
+        assert!(!store_log_is_timed(&[invoke, ok]));
     }
 }

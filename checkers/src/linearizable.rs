@@ -26,7 +26,7 @@ const CLASS: AnomalyClass = AnomalyClass::NonlinearizableRegister;
 
 /// Runs the read-mapping check on the store log, else the bounded search.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    if ctx.has_store_log {
+    if ctx.has_store_log && ctx.store_log_timed {
         read_mapping(ctx)
     } else {
         search(ctx)

@@ -32,7 +32,7 @@ struct Hit {
 
 /// Runs the checker on the store log if there is one, else on client replies.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    if ctx.has_store_log {
+    if ctx.has_store_log && ctx.store_log_timed {
         from_store_log(ctx)
     } else {
         from_client_replies(ctx)

@@ -29,6 +29,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_store_log {
         return Outcome::skipped(CLASS, "needs the store's log of applied writes");
     }
+    if !ctx.store_log_timed {
+        return Outcome::skipped(
+            CLASS,
+            "needs a store log recorded as writes were applied (this one was read back after the run)",
+        );
+    }
     let mut hits = Hits::new();
     scan(ctx, |hit| {
         hits.push(hit);

@@ -223,14 +223,16 @@ struct SettingsArgs {
     fault_gap: u64,
     /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant).
-    #[arg(long, default_value = "sqlite", value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
-    store: BackendChoice<StoreBackend>,
+    /// Default: sqlite.
+    #[arg(long, value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
+    store: Option<BackendChoice<StoreBackend>>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
     /// Redis mutant).
-    #[arg(long, default_value = "sim", value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
-    lock: BackendChoice<LockBackend>,
+    /// Default: sim.
+    #[arg(long, value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
+    lock: Option<BackendChoice<LockBackend>>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
     #[arg(long, default_value = "stop", value_parser = |s: &str| s.parse::<RenewFailurePolicy>())]
     on_renew_failure: RenewFailurePolicy,
@@ -264,7 +266,8 @@ impl SettingsArgs {
     /// Refuses server URLs where only the simulation tier is meant (e.g. `gate`), instead of
     /// silently simulating the default backends.
     fn simulated_only(&self, command: &str) -> Result<(), Failure> {
-        if matches!(self.lock, BackendChoice::Url(_)) || matches!(self.store, BackendChoice::Url(_))
+        if matches!(self.lock, Some(BackendChoice::Url(_)))
+            || matches!(self.store, Some(BackendChoice::Url(_)))
         {
             return Err(Failure::BadInput(format!(
                 "{command} runs the simulation tier: --lock and --store take simulated backend                  names here (real servers: fencer run --lock URL --store URL)"
@@ -286,12 +289,12 @@ impl SettingsArgs {
             nemesis: self.nemesis.0.iter().copied().collect(),
             mean_fault_gap_ns: self.fault_gap,
             lock: match self.lock {
-                BackendChoice::Sim(lock) => lock,
-                BackendChoice::Url(_) => LockBackend::Sim,
+                Some(BackendChoice::Sim(lock)) => lock,
+                Some(BackendChoice::Url(_)) | None => LockBackend::Sim,
             },
             store: match self.store {
-                BackendChoice::Sim(store) => store,
-                BackendChoice::Url(_) => StoreBackend::Sqlite,
+                Some(BackendChoice::Sim(store)) => store,
+                Some(BackendChoice::Url(_)) | None => StoreBackend::Sqlite,
             },
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
@@ -350,7 +353,7 @@ fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
 fn run_dispatch(args: &RunArgs) -> Outcome {
     let settings = || settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm);
     match (&args.settings.lock, &args.settings.store) {
-        (BackendChoice::Url(lock_url), BackendChoice::Url(store_url)) => real_run::run(
+        (Some(BackendChoice::Url(lock_url)), Some(BackendChoice::Url(store_url))) => real_run::run(
             &settings(),
             &real_run::RealTargets {
                 lock_url,
@@ -360,23 +363,26 @@ fn run_dispatch(args: &RunArgs) -> Outcome {
             args.out.as_deref(),
             &args.store_dir,
         ),
-        (BackendChoice::Sim(lock), BackendChoice::Sim(store)) => match &args.plan {
-            Some(_) if (*lock, *store) != (LockBackend::Sim, StoreBackend::Sqlite) => {
-                Err(Failure::BadInput(
-                    "--plan carries its own lock and store: next to it, --lock and --store                      take server URLs only"
-                        .into(),
-                ))
+        (None | Some(BackendChoice::Sim(_)), None | Some(BackendChoice::Sim(_))) => {
+            match &args.plan {
+                Some(_) if args.settings.lock.is_some() || args.settings.store.is_some() => {
+                    Err(Failure::BadInput(
+                        "--plan carries its own lock and store: next to it, --lock and --store \
+                         take server URLs only"
+                            .into(),
+                    ))
+                }
+                Some(path) => {
+                    run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
+                }
+                None => run::run(
+                    &settings(),
+                    args.out.as_deref(),
+                    &args.store_dir,
+                    args.strict,
+                ),
             }
-            Some(path) => {
-                run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
-            }
-            None => run::run(
-                &settings(),
-                args.out.as_deref(),
-                &args.store_dir,
-                args.strict,
-            ),
-        },
+        }
         _ => Err(Failure::BadInput(
             "expected --lock and --store both as server URLs (real time) or both as simulated \
              backend names"
