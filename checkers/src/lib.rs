@@ -292,7 +292,8 @@ mod tests {
         assert_eq!(verdict.anomalies.len(), MAX_ANOMALIES_PER_CLASS);
         assert_eq!(
             verdict.summary_line(),
-            "invalid: 1500 stale-write-accepted (skipped: overlapping-leases)"
+            "invalid: 1500 stale-write-accepted (skipped: overlapping-leases, \
+             superseded-write-accepted)"
         );
     }
 
