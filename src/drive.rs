@@ -67,39 +67,8 @@ pub async fn drive(
         key: names.key.clone(),
         ..settings.register_config()
     };
-    let mut targets = Targets::default();
-    let mut workers = Vec::with_capacity(plan.workers.len());
-    for index in 0..plan.workers.len() {
-        let name = format!("w{index}");
-        let faults = Arc::new(ProcessFaults::default());
-        let clock = LocalClock::new(truth, NodeClock::with_offset(0));
-        targets.processes.insert(name.clone(), Arc::clone(&faults));
-        targets.clocks.insert(name.clone(), clock.clone());
-        let process = Process::new(
-            name,
-            clock,
-            Arc::clone(&faults),
-            Arc::clone(&recorder),
-            Arc::clone(&network),
-        );
-        let worker = Worker {
-            index,
-            lock: LockClient::new(process.clone(), Arc::clone(&lock)),
-            renew_lock: LockClient::new(process.sibling("renew"), Arc::clone(&lock)),
-            store: StoreClient::new(process, Arc::clone(&store)),
-        };
-        let task_plan = Arc::clone(&plan);
-        let config = config.clone();
-        workers.push(tokio::spawn(Freezable::new(
-            async move {
-                worker
-                    .run(&task_plan.workers[index], &config, task_plan.settings.seed)
-                    .await;
-            },
-            faults,
-            truth,
-        )));
-    }
+    let (workers, targets) =
+        spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
     fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
@@ -128,6 +97,55 @@ pub async fn drive(
         .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
     append_applied_log(&recorder, store.as_ref(), &names.key).await;
     Ok(recorder.take_history())
+}
+
+/// Spawns one task per worker of `plan` (each frozen with its own [`ProcessFaults`], calling
+/// `lock` and `store` through recorded clients on its own clock) and returns the tasks with the
+/// workers' fault switches and clocks as nemesis targets. Shared by the simulation and the real
+/// tier, so both run exactly the same workers.
+pub(crate) fn spawn_workers(
+    plan: &Arc<Plan>,
+    config: &RegisterConfig,
+    lock: &Arc<dyn LockService>,
+    store: &Arc<dyn FencedStore>,
+    recorder: &Arc<Recorder>,
+    network: &Arc<Network>,
+    truth: TrueClock,
+) -> (Vec<tokio::task::JoinHandle<()>>, Targets) {
+    let mut targets = Targets::default();
+    let mut workers = Vec::with_capacity(plan.workers.len());
+    for index in 0..plan.workers.len() {
+        let name = format!("w{index}");
+        let faults = Arc::new(ProcessFaults::default());
+        let clock = LocalClock::new(truth, NodeClock::with_offset(0));
+        targets.processes.insert(name.clone(), Arc::clone(&faults));
+        targets.clocks.insert(name.clone(), clock.clone());
+        let process = Process::new(
+            name,
+            clock,
+            Arc::clone(&faults),
+            Arc::clone(recorder),
+            Arc::clone(network),
+        );
+        let worker = Worker {
+            index,
+            lock: LockClient::new(process.clone(), Arc::clone(lock)),
+            renew_lock: LockClient::new(process.sibling("renew"), Arc::clone(lock)),
+            store: StoreClient::new(process, Arc::clone(store)),
+        };
+        let task_plan = Arc::clone(plan);
+        let config = config.clone();
+        workers.push(tokio::spawn(Freezable::new(
+            async move {
+                worker
+                    .run(&task_plan.workers[index], &config, task_plan.settings.seed)
+                    .await;
+            },
+            faults,
+            truth,
+        )));
+    }
+    (workers, targets)
 }
 
 /// The longest a run may take: every cycle back to back with its longest acquire wait, plus

@@ -9,13 +9,14 @@ use std::sync::Arc;
 use fencer_backends::{SimLeaseService, SqliteStore};
 use fencer_harness::runtime::simulation_runtime;
 use fencer_harness::{
-    FencedStore, Freezable, History, LocalClock, LockClient, LockService, Network, NodeClock,
-    Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, stream_rng,
+    FencedStore, History, LocalClock, LockService, Network, NodeClock, Process, ProcessFaults,
+    Recorder, StoreClient, Stream, TrueClock, stream_rng,
 };
-use fencer_nemesis::{Fault, Targets};
-use fencer_workloads::{Worker, WorkloadKind};
+use fencer_nemesis::Fault;
+use fencer_workloads::WorkloadKind;
 use tokio::sync::oneshot;
 
+use crate::drive::spawn_workers;
 use crate::plan::Plan;
 use crate::settings::LockBackend;
 use crate::test_backends::NondeterministicLock;
@@ -63,41 +64,17 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
             .map_err(|error| SimError::Internal(error.to_string()))?,
     );
 
-    let mut targets = Targets::default();
+    let (workers, mut targets) = spawn_workers(
+        &plan,
+        &settings.register_config(),
+        &lock_service,
+        &store,
+        &recorder,
+        &network,
+        truth,
+    );
     targets.clocks.insert("lock".into(), lock_clock);
     targets.servers.insert("lock".into(), sim_lock);
-    let mut workers = Vec::with_capacity(plan.workers.len());
-    for index in 0..plan.workers.len() {
-        let name = format!("w{index}");
-        let faults = Arc::new(ProcessFaults::default());
-        let clock = LocalClock::new(truth, NodeClock::with_offset(0));
-        targets.processes.insert(name.clone(), Arc::clone(&faults));
-        targets.clocks.insert(name.clone(), clock.clone());
-        let process = Process::new(
-            name,
-            clock,
-            Arc::clone(&faults),
-            Arc::clone(&recorder),
-            Arc::clone(&network),
-        );
-        let worker = Worker {
-            index,
-            lock: LockClient::new(process.clone(), Arc::clone(&lock_service)),
-            renew_lock: LockClient::new(process.sibling("renew"), Arc::clone(&lock_service)),
-            store: StoreClient::new(process, Arc::clone(&store)),
-        };
-        let task_plan = Arc::clone(&plan);
-        let config = settings.register_config();
-        workers.push(tokio::spawn(Freezable::new(
-            async move {
-                worker
-                    .run(&task_plan.workers[index], &config, task_plan.settings.seed)
-                    .await;
-            },
-            faults,
-            truth,
-        )));
-    }
     fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
