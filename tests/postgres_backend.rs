@@ -12,7 +12,7 @@ use std::sync::Arc;
 use fencer::backends::{PostgresConnection, PostgresLock, PostgresStore, PostgresStoreRules};
 use fencer::drive::RunNames;
 use fencer::real::{run_real, unique_tag};
-use fencer::{FencedStore, Harness, LockService, Validity, check};
+use fencer::{FencedStore, LockService, Validity, check};
 use fencer_harness::{EventType, Op};
 use support::{reachable, stale_write_plan};
 
@@ -58,28 +58,11 @@ fn postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults() {
         return;
     };
     let (lock, store) = backends(&fresh.connection, PostgresStoreRules::Fenced);
-    let report = Harness::from_shared(lock, store)
-        .name("postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults")
-        .real_time()
-        .workers(3)
-        .ops(5)
-        .nemesis(support::real_settings(0, 1, 1).nemesis)
-        .seeds(0..3)
-        .run();
-    report.assert_valid();
-    for run in &report.runs {
-        let (history, _) = run.outcome.as_ref().expect("ran");
-        let applied = history
-            .events
-            .iter()
-            .filter(|e| e.is(EventType::Log, Op::Write))
-            .count();
-        assert!(
-            applied > 0,
-            "seed {}: no applied write was logged",
-            run.seed
-        );
-    }
+    support::assert_clean_under_faults(
+        "postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults",
+        lock,
+        store,
+    );
 }
 
 #[test]

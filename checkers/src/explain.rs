@@ -4,6 +4,7 @@
 //! Times are printed from integer nanoseconds rounded to milliseconds, so explanations are
 //! identical on every platform.
 
+pub(crate) use fencer_harness::words::{secs, secs_signed, short_owner};
 use fencer_harness::{Event, Op};
 
 use crate::context::Context;
@@ -13,22 +14,6 @@ const MAX_FAULT_PHRASES: usize = 6;
 
 /// At most this many fault events are cited as evidence for one anomaly.
 const MAX_FAULT_EVENTS: usize = 16;
-
-/// `12.504s`: seconds with three decimals, rounded to the nearest millisecond.
-pub(crate) fn secs(ns: u64) -> String {
-    let ms = ns / 1_000_000 + u64::from(ns % 1_000_000 >= 500_000);
-    format!("{}.{:03}s", ms / 1000, ms % 1000)
-}
-
-/// As [`secs`], for a clock reading that may be negative after a backward jump.
-pub(crate) fn secs_signed(ns: i64) -> String {
-    let magnitude = secs(ns.unsigned_abs());
-    if ns < 0 && magnitude != "0.000s" {
-        format!("-{magnitude}")
-    } else {
-        magnitude
-    }
-}
 
 /// `at 12.504s (its clock 0.504s)`: the true time of `event` and the reading of the acting
 /// node's own clock, named `clock` (`its`, `lock`, `store`).
@@ -62,14 +47,6 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
         format!("1 {one}")
     } else {
         format!("{n} {many}")
-    }
-}
-
-/// The first 8 hex digits of an owner token: enough to tell owners apart in prose.
-pub(crate) fn short_owner(owner: &str) -> String {
-    match owner.char_indices().nth(8) {
-        Some((cut, _)) => format!("{}…", &owner[..cut]),
-        None => owner.to_string(),
     }
 }
 
@@ -220,13 +197,8 @@ fn fault_phrase(event: &Event) -> String {
         }
         (Op::Restart, None, _, _) => format!("was restarted at {at}"),
         (Op::Recover, ..) => format!("answered again after its restart at {at}"),
-        (f, ..) => format!("was hit by a {} fault at {at}", op_name(f)),
+        (f, ..) => format!("was hit by a {} fault at {at}", f.name()),
     }
-}
-
-/// The kebab-case name of an operation, as in the history.
-pub(crate) fn op_name(f: Op) -> &'static str {
-    f.name()
 }
 
 #[cfg(test)]

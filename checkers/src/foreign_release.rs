@@ -17,7 +17,7 @@ use fencer_harness::{EventType, Op};
 
 use crate::context::{Context, is_lock_log, worker_of};
 use crate::explain::{
-    Story, count, faults_between, op_name, secs, secs_signed, short_owner, when, who_owns,
+    Story, count, faults_between, secs, secs_signed, short_owner, when, who_owns,
 };
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
@@ -262,7 +262,7 @@ fn requester_story(
             call,
             format!(
                 "sent a {} of lock {}{from_task} {}",
-                op_name(f),
+                f.name(),
                 sent.lock.as_deref().unwrap_or("?"),
                 when(sent, "its")
             ),
@@ -317,8 +317,8 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
             " It applied {} from the same owner to that lease, the last at {}.",
             count(
                 hit.repeats,
-                &format!("more {}", op_name(applied.f)),
-                &format!("more {}s", op_name(applied.f))
+                &format!("more {}", applied.f.name()),
+                &format!("more {}s", applied.f.name())
             ),
             secs(ctx.at(hit.last).time_ns)
         )
@@ -333,7 +333,7 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
             "{}.{holder_grant} The lock service applied {requester}'s {} to the lease with \
              token {holder_token} held by {holder_who} {}, {effect}.{repeats} {RULE}",
             story.render(),
-            op_name(applied.f),
+            applied.f.name(),
             when(applied, "lock"),
         ),
     }
@@ -350,7 +350,7 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
     let repeats = if hit.repeats > 0 {
         format!(
             " The same owner's {}s on lock {} were acknowledged {}, the last at {}.",
-            op_name(call.f),
+            call.f.name(),
             call.lock.as_deref().unwrap_or("?"),
             count(hit.repeats, "more time", "more times"),
             secs(ctx.at(hit.last).time_ns)
@@ -368,12 +368,12 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
              log): the lock service let a superseded owner {} the lock, acting on {}'s lease or \
              reviving a replaced one. {RULE}",
             story.render(),
-            op_name(call.f),
+            call.f.name(),
             newer.process,
             call.lock.as_deref().unwrap_or("?"),
             hit.call.newer.token,
             secs(newer.time_ns),
-            op_name(call.f),
+            call.f.name(),
             newer.process,
         ),
     }

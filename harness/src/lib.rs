@@ -14,6 +14,7 @@ pub mod recorder;
 pub mod restart;
 pub mod rng;
 pub mod runtime;
+pub mod words;
 
 pub use adapter::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,

@@ -12,7 +12,7 @@ use fencer::gate::junit::junit_xml;
 use fencer::gate::regressions::{self, Regression, write_atomically};
 use fencer::gate::runner::{BatchEnd, Outcome as RunOutcome, PlanResult, RunnerConfig, run_batch};
 use fencer::gate::seeds::{SeedRange, Shard, ShardSeeds};
-use fencer::gate::summary::{FailureRecord, GateSummary, SUMMARY_FORMAT};
+use fencer::gate::summary::{FailureRecord, GateSummary};
 use fencer::save::{FinishedRun, save_run};
 use fencer::settings::{format_duration, parse_duration};
 use fencer::{Plan, Settings};
@@ -123,25 +123,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
         args,
         base: base.clone(),
         out: out.clone(),
-        summary: GateSummary {
-            format: SUMMARY_FORMAT,
-            fencer_version: env!("CARGO_PKG_VERSION").to_string(),
-            settings: base.clone(),
-            swarm: args.settings.swarm,
-            seeds: range,
-            shards: vec![args.shard],
-            complete: true,
-            ended: "finished".into(),
-            regressions_run: 0,
-            seeds_run: 0,
-            events: 0,
-            validity: BTreeMap::new(),
-            anomalies: BTreeMap::new(),
-            chunks: Vec::new(),
-            failures: Vec::new(),
-            wall_s: 0.0,
-            shrink_s: 0.0,
-        },
+        summary: GateSummary::empty(base.clone(), args.settings.swarm, range, vec![args.shard]),
         failed_plans: Vec::new(),
     };
     let seeds = ShardSeeds::new(range, args.shard);

@@ -58,6 +58,32 @@ pub struct GateSummary {
     pub shrink_s: f64,
 }
 
+impl GateSummary {
+    /// A summary of nothing run yet over `seeds` of `shards`: every count zero, complete until
+    /// told otherwise. Both a fresh gate and a merge of shards start from it.
+    pub fn empty(settings: Settings, swarm: bool, seeds: SeedRange, shards: Vec<Shard>) -> Self {
+        GateSummary {
+            format: SUMMARY_FORMAT,
+            fencer_version: env!("CARGO_PKG_VERSION").to_string(),
+            settings,
+            swarm,
+            seeds,
+            shards,
+            complete: true,
+            ended: "finished".into(),
+            regressions_run: 0,
+            seeds_run: 0,
+            events: 0,
+            validity: BTreeMap::new(),
+            anomalies: BTreeMap::new(),
+            chunks: Vec::new(),
+            failures: Vec::new(),
+            wall_s: 0.0,
+            shrink_s: 0.0,
+        }
+    }
+}
+
 /// Seeds of one chunk `[first_seed, first_seed + CHUNK_SEEDS)` that ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chunk {
@@ -192,19 +218,9 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
         return Err("expected at least one gate directory".into());
     };
     let mut merged = GateSummary {
-        shards: Vec::new(),
-        complete: true,
-        ended: "finished".into(),
-        regressions_run: 0,
-        seeds_run: 0,
-        events: 0,
-        validity: BTreeMap::new(),
-        anomalies: BTreeMap::new(),
-        chunks: Vec::new(),
-        failures: Vec::new(),
-        wall_s: 0.0,
-        shrink_s: 0.0,
-        ..first.clone()
+        format: first.format,
+        fencer_version: first.fencer_version.clone(),
+        ..GateSummary::empty(first.settings.clone(), first.swarm, first.seeds, Vec::new())
     };
     let mut chunks: BTreeMap<u64, Chunk> = BTreeMap::new();
     for (origin, part) in parts {

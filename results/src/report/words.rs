@@ -3,23 +3,8 @@
 //! Times are printed from integer nanoseconds rounded to milliseconds (as the checkers'
 //! explanations are), so the same history gives the same words on every platform.
 
+pub use fencer_harness::words::{secs, secs_signed, short_owner};
 use fencer_harness::{Event, EventType, Op};
-
-/// `12.504s`: seconds with three decimals, rounded to the nearest millisecond.
-pub fn secs(ns: u64) -> String {
-    let ms = ns / 1_000_000 + u64::from(ns % 1_000_000 >= 500_000);
-    format!("{}.{:03}s", ms / 1000, ms % 1000)
-}
-
-/// As [`secs`], for a clock reading that may be negative after a backward jump.
-pub fn secs_signed(ns: i64) -> String {
-    let magnitude = secs(ns.unsigned_abs());
-    if ns < 0 && magnitude != "0.000s" {
-        format!("-{magnitude}")
-    } else {
-        magnitude
-    }
-}
 
 /// `26.813s (w2's clock 26.813s)`: the true time, and the acting node's own reading if known.
 /// A nemesis event's reading is its target's clock (after a jump, the new reading).
@@ -35,14 +20,6 @@ pub fn both_clocks(event: &Event) -> String {
             secs_signed(local_ns)
         ),
         None => secs(event.time_ns),
-    }
-}
-
-/// The first 8 characters of an owner token.
-pub fn short_owner(owner: &str) -> String {
-    match owner.char_indices().nth(8) {
-        Some((cut, _)) => format!("{}…", &owner[..cut]),
-        None => owner.to_string(),
     }
 }
 
