@@ -1,15 +1,11 @@
 //! A user-written backend tested with fencer: an in-memory lease service and fenced store, with
 //! one deliberate bug that fencer catches by itself.
 //!
-//! The lock's `release` deletes the lease without checking who asks (the classic `DEL lock`
-//! instead of compare-and-delete). A worker paused past its TTL wakes up and releases the lease
-//! that now belongs to someone else; fencer's `foreign-release` checker sees it.
-//!
-//! Run it: `cargo run --example custom_backend` (exit 0 when the bug was caught).
+//! The bug: `release` deletes the lease without checking who asks (`DEL lock` instead of
+//! compare-and-delete), so a worker paused past its TTL releases its successor's lease; the
+//! `foreign-release` checker sees it. `cargo run --example custom_backend` panics if unnoticed.
 
-use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::{collections::BTreeMap, sync::Mutex, time::Duration};
 
 use fencer::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, Harness, LockService, Owned,
@@ -17,13 +13,11 @@ use fencer::{
 };
 use tokio::time::Instant;
 
-/// Per lock: the live lease (owner, expiry) if any, and the last fencing token granted.
-type Locks = BTreeMap<String, (Option<(OwnerToken, Instant)>, FencingToken)>;
-
 /// Leases in memory. Time comes from `tokio::time`, so fencer can run it in simulated time.
 #[derive(Default)]
 pub struct MemoryLock {
-    locks: Mutex<Locks>,
+    /// Per lock: the live lease (owner, expiry) if any, and the last fencing token granted.
+    locks: Mutex<BTreeMap<String, (Option<(OwnerToken, Instant)>, FencingToken)>>,
     /// The deliberate bug: release without comparing the owner.
     pub buggy_release: bool,
 }
@@ -73,11 +67,7 @@ impl LockService for MemoryLock {
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
         let mut locks = self.locks.lock().unwrap();
-        let checked_owner = if self.buggy_release {
-            None
-        } else {
-            Some(owner)
-        };
+        let checked_owner = (!self.buggy_release).then_some(owner);
         match locks.get_mut(lock) {
             Some((lease, _)) if live(lease, checked_owner) => {
                 *lease = None;
@@ -109,9 +99,8 @@ impl FencedStore for MemoryStore {
         let current = values.entry(key.to_string()).or_default();
         // The fence: compared and applied under one lock, so no newer write can slip between.
         if token < current.fencing_token {
-            return Ok(Written::Rejected {
-                current_token: current.fencing_token,
-            });
+            let current_token = current.fencing_token;
+            return Ok(Written::Rejected { current_token });
         }
         *current = ReadValue {
             fencing_token: token,
@@ -120,24 +109,18 @@ impl FencedStore for MemoryStore {
         };
         let mut applied = self.applied.lock().unwrap();
         let seq = applied.len() as u64 + 1;
-        let (key, write_id) = (key.to_string(), write_id.to_string());
         applied.push(AppliedWrite {
             seq,
-            key,
+            key: key.into(),
             fencing_token: token,
-            write_id,
+            write_id: write_id.into(),
         });
         Ok(Written::Applied)
     }
 
     async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        Ok(self
-            .values
-            .lock()
-            .unwrap()
-            .get(key)
-            .cloned()
-            .unwrap_or_default())
+        let values = self.values.lock().unwrap();
+        Ok(values.get(key).cloned().unwrap_or_default())
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
@@ -159,15 +142,10 @@ pub fn harness(buggy_release: bool) -> Harness {
 
 fn main() {
     let report = harness(true).save_failures_to(None).run();
-    println!("buggy release: {}", report.summary());
-    let caught = report.failures().next().is_some();
-    println!(
-        "{}",
-        if caught {
-            "fencer caught the bug"
-        } else {
-            "the bug went unnoticed"
-        }
+    assert!(
+        report.failures().next().is_some(),
+        "unnoticed: {}",
+        report.summary()
     );
-    std::process::exit(if caught { 0 } else { 1 });
+    println!("fencer caught the bug: {}", report.summary());
 }

@@ -1,0 +1,268 @@
+//! Private servers fencer starts itself on a free loopback port in a temporary directory, so a
+//! test or a run can pause (SIGSTOP/SIGCONT), kill and restart them, or jump their clock,
+//! without touching anyone else's.
+//!
+//! Every server is owned by a [`ServerGuard`] that kills it when dropped, including when a test
+//! panics; its directory goes with it. A server is described once as a [`Launch`] (program,
+//! arguments, environment, user), so a restart is "the same launch again, on the same port and
+//! directory": whatever the server keeps on disk survives, which is exactly what a restart
+//! fault must expose.
+
+mod clock;
+mod redis;
+
+pub use clock::ServerClock;
+
+use std::ffi::OsString;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a starting server may take to accept connections (a cold JVM is the slowest).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A free TCP port on loopback (the OS picks one; it is released for the server to take).
+pub fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// How to start (and start again) one server process in the foreground.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// The executable.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// Extra environment variables (e.g. libfaketime's, added by [`Launch::with_clock`]).
+    pub env: Vec<(OsString, OsString)>,
+    /// Run as this user id and group id instead of ours (PostgreSQL refuses to run as root).
+    pub run_as: Option<(u32, u32)>,
+    /// Where the server's output goes (a log file in its directory), for the error message
+    /// when it does not come up.
+    pub log: Option<PathBuf>,
+}
+
+impl Launch {
+    /// `program` with no arguments yet.
+    pub fn new(program: impl Into<PathBuf>) -> Launch {
+        Launch {
+            program: program.into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            run_as: None,
+            log: None,
+        }
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Launch
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets an environment variable for the server.
+    pub fn env(mut self, name: impl Into<OsString>, value: impl Into<OsString>) -> Launch {
+        self.env.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sends the server's stdout and stderr to `log`.
+    pub fn log_to(mut self, log: impl Into<PathBuf>) -> Launch {
+        self.log = Some(log.into());
+        self
+    }
+
+    fn spawn(&self) -> Result<Child, String> {
+        use std::os::unix::process::CommandExt;
+        let mut command = Command::new(&self.program);
+        command.args(&self.args).stdin(Stdio::null());
+        for (name, value) in &self.env {
+            command.env(name, value);
+        }
+        if let Some((uid, gid)) = self.run_as {
+            command.uid(uid).gid(gid);
+        }
+        match &self.log {
+            Some(log) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(log)
+                    .map_err(|error| format!("cannot open {}: {error}", log.display()))?;
+                let copy = file
+                    .try_clone()
+                    .map_err(|error| format!("cannot open {}: {error}", log.display()))?;
+                command.stdout(file).stderr(copy);
+            }
+            None => {
+                command.stdout(Stdio::null()).stderr(Stdio::null());
+            }
+        }
+        command
+            .spawn()
+            .map_err(|error| format!("cannot start {}: {error}", self.program.display()))
+    }
+}
+
+/// A running server that dies with this guard.
+pub struct ServerGuard {
+    name: &'static str,
+    launch: Launch,
+    child: Option<Child>,
+    port: u16,
+    clock: Option<ServerClock>,
+    /// Kept so the server's directory lives exactly as long as the server.
+    dir: tempfile::TempDir,
+}
+
+impl ServerGuard {
+    /// Starts `launch` (which must listen on 127.0.0.1:`port`, keeping its files in `dir`) and
+    /// waits until it accepts connections. `name` is for messages (`etcd`, `redis-server`).
+    /// `clock` is the handle to the libfaketime clock the launch was given, if any.
+    pub fn start(
+        name: &'static str,
+        launch: Launch,
+        port: u16,
+        dir: tempfile::TempDir,
+        clock: Option<ServerClock>,
+    ) -> Result<ServerGuard, String> {
+        let child = launch.spawn()?;
+        let mut guard = ServerGuard {
+            name,
+            launch,
+            child: Some(child),
+            port,
+            clock,
+            dir,
+        };
+        guard.wait_until_listening()?;
+        Ok(guard)
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its temporary directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The server's clock, when it was started under libfaketime (see [`ServerClock`]).
+    pub fn clock(&self) -> Option<&ServerClock> {
+        self.clock.as_ref()
+    }
+
+    fn wait_until_listening(&mut self) -> Result<(), String> {
+        let started = Instant::now();
+        while started.elapsed() < START_TIMEOUT {
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "{} exited before accepting connections ({status}){}",
+                    self.name,
+                    self.log_tail()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Err(format!(
+            "{} on port {} did not accept connections within {START_TIMEOUT:?}{}",
+            self.name,
+            self.port,
+            self.log_tail()
+        ))
+    }
+
+    /// The last lines of the server's log, for an error message.
+    fn log_tail(&self) -> String {
+        let Some(log) = &self.launch.log else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(5)..].join("\n  ");
+        format!("; last lines of {}:\n  {tail}", log.display())
+    }
+
+    fn signal(&self, signal: &str) -> Result<(), String> {
+        let child = self.child.as_ref().ok_or("server is not running")?;
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .map_err(|error| format!("kill {signal}: {error}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("kill {signal} {} failed: {status}", child.id()))
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) -> Result<(), String> {
+        self.signal("-STOP")
+    }
+
+    /// Thaws a paused server (SIGCONT).
+    pub fn resume(&self) -> Result<(), String> {
+        self.signal("-CONT")
+    }
+
+    /// Kills the server now (SIGKILL) and waits for it to be gone. Nothing it had not written
+    /// to disk survives.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = Command::new("kill")
+                .args(["-CONT", &child.id().to_string()])
+                .status();
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again with the same launch, port and directory (after [`kill`]
+    /// or on its own: a running server is killed first), and waits until it accepts
+    /// connections. What it kept on disk decides what survives the restart.
+    ///
+    /// [`kill`]: ServerGuard::kill
+    pub fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        // The old process's listening socket may linger for a moment after it is reaped.
+        let started = Instant::now();
+        loop {
+            match self.launch.spawn() {
+                Ok(child) => {
+                    self.child = Some(child);
+                    match self.wait_until_listening() {
+                        Ok(()) => return Ok(()),
+                        Err(error) if started.elapsed() >= START_TIMEOUT => return Err(error),
+                        Err(_) => self.kill(),
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
