@@ -1,10 +1,16 @@
 //! Backends fencer ships: the reference simulated lease service, the SQLite fenced store, and
 //! their deliberately broken variants ("mutants") that fencer must catch by itself; and, behind
-//! cargo features, adapters for real servers (`redis`, `postgres`).
+//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`).
 //!
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
 
+#[cfg(feature = "etcd")]
+pub mod etcd_conn;
+#[cfg(feature = "etcd")]
+pub mod etcd_lock;
+#[cfg(feature = "etcd")]
+pub mod etcd_store;
 #[cfg(feature = "postgres")]
 pub mod postgres_conn;
 #[cfg(feature = "postgres")]
@@ -21,6 +27,12 @@ pub mod sim_lease;
 pub mod sqlite_store;
 pub mod url;
 
+#[cfg(feature = "etcd")]
+pub use etcd_conn::EtcdConnection;
+#[cfg(feature = "etcd")]
+pub use etcd_lock::{EtcdLock, EtcdLockRules};
+#[cfg(feature = "etcd")]
+pub use etcd_store::{EtcdStore, EtcdStoreRules};
 #[cfg(feature = "postgres")]
 pub use postgres_conn::PostgresConnection;
 #[cfg(feature = "postgres")]
