@@ -1,8 +1,9 @@
-//! From server URLs to adapters: `redis://…` and `postgres://…` for the lock service and the
-//! store, in any mix, with an optional `?variant=` naming a deliberately broken variant.
+//! From server URLs to adapters: `redis://…`, `postgres://…` and `etcd://host:port` for the
+//! lock service and the store, in any mix, with an optional `?variant=` naming a deliberately
+//! broken variant.
 //!
-//! Variants: lock `redis://…?variant=unsafe-release`; store `redis://…?variant=unfenced`,
-//! `postgres://…?variant=unfenced`; a store may also be a SQLite file several processes share,
+//! Variants: lock `redis://…?variant=unsafe-release`, `etcd://…?variant=unsafe-release`; store
+//! `redis://…?variant=unfenced`, `postgres://…?variant=unfenced`, `etcd://…?variant=unfenced`; a store may also be a SQLite file several processes share,
 //! `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with
 //! `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches the
 //! client library. Every message shows URLs with their password hidden.
@@ -28,6 +29,8 @@ enum Probe {
     Redis(Arc<fencer_backends::RedisConnection>),
     #[cfg(feature = "postgres")]
     Postgres(Arc<fencer_backends::PostgresConnection>),
+    #[cfg(feature = "etcd")]
+    Etcd(Arc<fencer_backends::EtcdConnection>),
 }
 
 impl<T: ?Sized> Connected<T> {
@@ -40,6 +43,8 @@ impl<T: ?Sized> Connected<T> {
             Probe::Redis(connection) => connection.ping().await,
             #[cfg(feature = "postgres")]
             Probe::Postgres(connection) => connection.ping().await,
+            #[cfg(feature = "etcd")]
+            Probe::Etcd(connection) => connection.ping().await,
         }
     }
 }
@@ -76,6 +81,7 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
     let built: Vec<&str> = [
         cfg!(feature = "redis").then_some("redis://"),
         cfg!(feature = "postgres").then_some("postgres://"),
+        cfg!(feature = "etcd").then_some("etcd://"),
         (what == "store").then_some("sqlite://"),
     ]
     .into_iter()
@@ -128,6 +134,23 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
                 probe: Probe::Postgres(connection),
             })
         }
+        #[cfg(feature = "etcd")]
+        Some("etcd") => {
+            use fencer_backends::{EtcdConnection, EtcdLock, EtcdLockRules};
+            let rules = match variant.as_deref() {
+                None => EtcdLockRules::Reference,
+                Some("unsafe-release") => EtcdLockRules::UnsafeRelease,
+                Some(other) => {
+                    return Err(unknown_variant("lock", other, "unsafe-release", url));
+                }
+            };
+            let connection = Arc::new(EtcdConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(EtcdLock::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Etcd(connection),
+            })
+        }
         _ => Err(unsupported_scheme("lock", url)),
     }
 }
@@ -166,6 +189,21 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
                 adapter: Arc::new(PostgresStore::new(Arc::clone(&connection), rules)),
                 shown_url,
                 probe: Probe::Postgres(connection),
+            })
+        }
+        #[cfg(feature = "etcd")]
+        Some("etcd") => {
+            use fencer_backends::{EtcdConnection, EtcdStore, EtcdStoreRules};
+            let rules = match variant.as_deref() {
+                None => EtcdStoreRules::Fenced,
+                Some("unfenced") => EtcdStoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let connection = Arc::new(EtcdConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(EtcdStore::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Etcd(connection),
             })
         }
         Some("sqlite") => {
@@ -225,5 +263,22 @@ mod tests {
             .unwrap();
         assert!(error.contains("unknown store variant `sloppy`"), "{error}");
         assert!(!error.contains("pw@"), "{error}");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_urls_build_both_adapters_and_are_listed_when_the_scheme_is_wrong() {
+        assert!(lock_from_url("etcd://127.0.0.1:2379?variant=unsafe-release").is_ok());
+        assert!(store_from_url("etcd://127.0.0.1:2379?variant=unfenced").is_ok());
+        let error = lock_from_url("etcd://127.0.0.1:2379?variant=unfenced")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
+        let error = store_from_url("etcd://root:pw@127.0.0.1:2379")
+            .err()
+            .unwrap();
+        assert!(!error.contains("pw@"), "{error}");
+        let error = lock_from_url("zk://h:2181").err().unwrap();
+        assert!(error.contains("etcd://"), "{error}");
     }
 }

@@ -166,7 +166,10 @@ impl EtcdConnection {
 
     /// Reads the server's status: a clear error up front beats a run full of failed calls.
     pub async fn ping(&self) -> Result<(), String> {
-        match self.post("/v3/maintenance/status", &serde_json::json!({})).await {
+        match self
+            .post("/v3/maintenance/status", &serde_json::json!({}))
+            .await
+        {
             Ok(_) => Ok(()),
             Err(CallError::NotApplied(why) | CallError::Unknown(why)) => Err(why),
         }
@@ -223,13 +226,21 @@ mod tests {
         let error = EtcdConnection::open("redis://127.0.0.1:2379")
             .err()
             .unwrap();
-        assert!(error.contains("expected an etcd://host:port URL"), "{error}");
+        assert!(
+            error.contains("expected an etcd://host:port URL"),
+            "{error}"
+        );
         let error = EtcdConnection::open("etcd://root:hunter2@h:2379")
             .err()
             .unwrap();
         assert!(error.contains("not supported"), "{error}");
         assert!(!error.contains("hunter2"), "{error}");
-        for bad in ["etcd://h", "etcd://:2379", "etcd://h:2379/x", "etcd://h:port"] {
+        for bad in [
+            "etcd://h",
+            "etcd://:2379",
+            "etcd://h:2379/x",
+            "etcd://h:port",
+        ] {
             assert!(EtcdConnection::open(bad).is_err(), "{bad}");
         }
     }

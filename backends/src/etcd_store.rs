@@ -129,12 +129,16 @@ impl FencedStore for EtcdStore {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_string());
-        let state = json!({ "token": fencing_token.to_string(), "write_id": write_id, "value": value });
+        let state =
+            json!({ "token": fencing_token.to_string(), "write_id": write_id, "value": value });
         let logged = json!({ "token": fencing_token.to_string(), "write_id": write_id });
         let apply = json!([
             put(&fence_key(key), &fence_text(fencing_token)),
             put(&state_key(key), &state.to_string()),
-            put(&format!("{}{write_id}", log_prefix(key)), &logged.to_string()),
+            put(
+                &format!("{}{write_id}", log_prefix(key)),
+                &logged.to_string()
+            ),
         ]);
         let txn = match self.rules {
             EtcdStoreRules::Fenced => json!({
@@ -217,7 +221,10 @@ mod tests {
         let end = prefix_end(&prefix);
         assert_eq!(end, "fencer/r1/register/applied0");
         assert!(format!("{prefix}w0-1").as_str() < end.as_str());
-        for other in [state_key("fencer/r1/register"), fence_key("fencer/r1/register")] {
+        for other in [
+            state_key("fencer/r1/register"),
+            fence_key("fencer/r1/register"),
+        ] {
             assert!(other < prefix || other >= end, "{other}");
         }
     }

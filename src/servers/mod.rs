@@ -9,6 +9,7 @@
 //! fault must expose.
 
 mod clock;
+mod etcd;
 mod redis;
 
 pub use clock::ServerClock;

@@ -6,6 +6,7 @@
 use std::io::Write as _;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use fencer::plan::Plan;
 use fencer::real::real_plan;
@@ -125,9 +126,24 @@ pub fn assert_clean_under_faults(
     lock: Arc<dyn LockService>,
     store: Arc<dyn FencedStore>,
 ) {
+    assert_clean_under_faults_at(name, lock, store, Duration::from_millis(300));
+}
+
+/// [`assert_clean_under_faults`] with leases of `ttl` (renewal, call timeout and fault gap in
+/// the same proportions), for servers whose leases cannot be as short as 300 ms (etcd: 1 s).
+pub fn assert_clean_under_faults_at(
+    name: &str,
+    lock: Arc<dyn LockService>,
+    store: Arc<dyn FencedStore>,
+    ttl: Duration,
+) {
     let report = Harness::from_shared(lock, store)
         .name(name)
         .real_time()
+        .ttl(ttl)
+        .renew_every(ttl / 3)
+        .call_timeout(ttl / 3)
+        .fault_gap(ttl)
         .workers(3)
         .ops(5)
         .nemesis(real_settings(0, 1, 1).nemesis)
@@ -147,4 +163,46 @@ pub fn assert_clean_under_faults(
             run.seed
         );
     }
+}
+
+/// `plan` with every duration (TTL, renewal, call timeout, fault gap, cycle timings, pauses)
+/// multiplied by `times`/`per`, so a scenario written for 300 ms leases plays out the same on a
+/// server whose leases are whole seconds (etcd: ×10/3 gives 1 s).
+pub fn stretched(mut plan: Plan, times: u64, per: u64) -> Plan {
+    let scale = |ns: &mut u64| *ns = *ns * times / per;
+    let settings = &mut plan.settings;
+    for ns in [
+        &mut settings.ttl_ns,
+        &mut settings.renew_every_ns,
+        &mut settings.call_timeout_ns,
+        &mut settings.mean_fault_gap_ns,
+    ] {
+        scale(ns);
+    }
+    for cycle in plan
+        .workers
+        .iter_mut()
+        .flat_map(|worker| &mut worker.cycles)
+    {
+        for ns in [
+            &mut cycle.delay_ns,
+            &mut cycle.think_ns,
+            &mut cycle.prepare_ns,
+            &mut cycle.hold_ns,
+        ] {
+            scale(ns);
+        }
+    }
+    for fault in &mut plan.faults {
+        match fault {
+            Fault::Pause {
+                at_ns, duration_ns, ..
+            } => {
+                scale(at_ns);
+                scale(duration_ns);
+            }
+            other => panic!("stretched: only pauses are scaled, found {other:?}"),
+        }
+    }
+    plan
 }

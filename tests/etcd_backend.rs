@@ -1,0 +1,240 @@
+//! The etcd adapters against a private etcd each test starts itself (free loopback ports, temp
+//! dir, killed on drop): the reference lock and fenced store show no anomaly under faults, and
+//! each broken variant is caught. etcd leases are whole seconds, so the scenarios written for
+//! 300 ms leases run stretched to 1 s leases.
+
+#![cfg(feature = "etcd")]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencer::backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
+use fencer::drive::RunNames;
+use fencer::real::{run_real, unique_tag};
+use fencer::servers::ServerGuard;
+use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Validity, Written, check};
+use support::{reachable, stale_release_plan, stale_write_plan, stretched};
+
+/// A private etcd and a connection to it, or `None` (after the skip line) when `etcd` is not
+/// installed.
+fn private_etcd(test: &str) -> Option<(ServerGuard, Arc<EtcdConnection>)> {
+    let server = match ServerGuard::etcd() {
+        Ok(server) => server,
+        Err(error) => {
+            assert!(!reachable(
+                test,
+                "a private etcd",
+                "etcd-server",
+                async move { Err(error) }
+            ));
+            return None;
+        }
+    };
+    let url = format!("etcd://127.0.0.1:{}", server.port());
+    let connection = Arc::new(EtcdConnection::open(&url).unwrap());
+    reachable(test, "a private etcd", "etcd-server", connection.ping())
+        .then_some((server, connection))
+}
+
+fn backends(
+    connection: &Arc<EtcdConnection>,
+    lock: EtcdLockRules,
+    store: EtcdStoreRules,
+) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
+    (
+        Arc::new(EtcdLock::new(Arc::clone(connection), lock)),
+        Arc::new(EtcdStore::new(Arc::clone(connection), store)),
+    )
+}
+
+#[test]
+fn etcd_reference_lock_and_fenced_store_show_no_anomaly_under_faults() {
+    let Some((_server, connection)) = private_etcd("etcd_reference") else {
+        return;
+    };
+    let (lock, store) = backends(
+        &connection,
+        EtcdLockRules::Reference,
+        EtcdStoreRules::Fenced,
+    );
+    support::assert_clean_under_faults_at(
+        "etcd_reference_lock_and_fenced_store_show_no_anomaly_under_faults",
+        lock,
+        store,
+        Duration::from_secs(1),
+    );
+}
+
+#[test]
+fn etcd_fenced_store_refuses_the_stale_write_the_unfenced_one_accepts() {
+    let Some((_server, connection)) = private_etcd("etcd_stale_write") else {
+        return;
+    };
+    let plan = stretched(stale_write_plan(), 10, 3);
+    let run = |rules| {
+        let (lock, store) = backends(&connection, EtcdLockRules::Reference, rules);
+        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
+        check(&history)
+    };
+    let fenced = run(EtcdStoreRules::Fenced);
+    assert_eq!(
+        fenced.validity,
+        Validity::Valid,
+        "{}",
+        fenced.summary_line()
+    );
+    let unfenced = run(EtcdStoreRules::Unfenced);
+    assert!(
+        unfenced.anomaly_counts.contains_key("stale-write-accepted"),
+        "{}",
+        unfenced.summary_line()
+    );
+}
+
+#[test]
+fn etcd_release_without_owner_compare_is_caught() {
+    let Some((_server, connection)) = private_etcd("etcd_unsafe_release") else {
+        return;
+    };
+    let plan = stretched(stale_release_plan(), 10, 3);
+    let run = |rules| {
+        let (lock, store) = backends(&connection, rules, EtcdStoreRules::Fenced);
+        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
+        check(&history)
+    };
+    let reference = run(EtcdLockRules::Reference);
+    assert_ne!(
+        reference.validity,
+        Validity::Invalid,
+        "{}",
+        reference.summary_line()
+    );
+    let unsafe_release = run(EtcdLockRules::UnsafeRelease);
+    assert!(
+        unsafe_release
+            .anomaly_counts
+            .contains_key("foreign-release"),
+        "{}",
+        unsafe_release.summary_line()
+    );
+}
+
+#[test]
+fn etcd_lease_token_and_fence_follow_the_contract_call_by_call() {
+    let Some((_server, connection)) = private_etcd("etcd_contract") else {
+        return;
+    };
+    let lock = EtcdLock::new(Arc::clone(&connection), EtcdLockRules::Reference);
+    let store = EtcdStore::new(connection, EtcdStoreRules::Fenced);
+    let name = format!("fencer/{}/lock", unique_tag(0));
+    let key = format!("fencer/{}/register", unique_tag(0));
+    let ttl = Duration::from_millis(300); // rounded up to etcd's 1 s
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    runtime.block_on(async {
+        let Acquired::Granted {
+            fencing_token: first,
+        } = lock.acquire(&name, OwnerToken(1), ttl).await.unwrap()
+        else {
+            panic!("a fresh lock is free")
+        };
+        assert_eq!(
+            lock.acquire(&name, OwnerToken(2), ttl).await.unwrap(),
+            Acquired::Busy
+        );
+        assert_eq!(
+            lock.renew(&name, OwnerToken(2), ttl).await.unwrap(),
+            Owned::NotOwner
+        );
+        assert_eq!(
+            lock.release(&name, OwnerToken(2),).await.unwrap(),
+            Owned::NotOwner
+        );
+        assert_eq!(
+            lock.renew(&name, OwnerToken(1), ttl).await.unwrap(),
+            Owned::Done
+        );
+        // Without renewals the 1 s lease dies on etcd's clock (checked every 500 ms).
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert_eq!(
+            lock.renew(&name, OwnerToken(1), ttl).await.unwrap(),
+            Owned::NotOwner
+        );
+        let Acquired::Granted {
+            fencing_token: second,
+        } = lock.acquire(&name, OwnerToken(3), ttl).await.unwrap()
+        else {
+            panic!("an expired lease frees the lock")
+        };
+        assert!(second > first, "{second} > {first}");
+        assert_eq!(
+            lock.release(&name, OwnerToken(3)).await.unwrap(),
+            Owned::Done
+        );
+        assert_eq!(
+            lock.release(&name, OwnerToken(3)).await.unwrap(),
+            Owned::NotOwner
+        );
+
+        // Fences compare as numbers although etcd compares bytes: 10 after 9, then 9 refused.
+        assert_eq!(
+            store.write(&key, 9, "a", "x").await.unwrap(),
+            Written::Applied
+        );
+        assert_eq!(
+            store.write(&key, 10, "b", "y").await.unwrap(),
+            Written::Applied
+        );
+        assert_eq!(
+            store.write(&key, 10, "c", "z").await.unwrap(),
+            Written::Applied
+        );
+        assert_eq!(
+            store.write(&key, 9, "d", "w").await.unwrap(),
+            Written::Rejected { current_token: 10 }
+        );
+        let read = store.read(&key).await.unwrap();
+        assert_eq!(
+            (
+                read.fencing_token,
+                read.write_id.as_deref(),
+                read.value.as_deref()
+            ),
+            (10, Some("c"), Some("z"))
+        );
+        let log = store.applied_log().await.unwrap();
+        let ids: Vec<(u64, &str)> = log
+            .iter()
+            .map(|entry| (entry.seq, entry.write_id.as_str()))
+            .collect();
+        assert_eq!(ids, [(1, "a"), (2, "b"), (3, "c")]);
+    });
+}
+
+#[test]
+fn unreachable_etcd_answers_not_applied_at_once() {
+    // Port 1 on loopback: nothing listens, the connect is refused at once.
+    let connection = Arc::new(EtcdConnection::open("etcd://127.0.0.1:1").unwrap());
+    let (lock, store) = backends(
+        &connection,
+        EtcdLockRules::Reference,
+        EtcdStoreRules::Fenced,
+    );
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    let error = runtime.block_on(connection.ping()).unwrap_err();
+    assert!(
+        error.contains("cannot connect to etcd at etcd://127.0.0.1:1"),
+        "{error}"
+    );
+    let acquired = runtime.block_on(lock.acquire("l", OwnerToken(1), Duration::from_secs(1)));
+    assert!(
+        matches!(acquired, Err(fencer::CallError::NotApplied(_))),
+        "{acquired:?}"
+    );
+    let written = runtime.block_on(store.write("k", 1, "w", "v"));
+    assert!(
+        matches!(written, Err(fencer::CallError::NotApplied(_))),
+        "{written:?}"
+    );
+}
