@@ -11,6 +11,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use crate::event::{Event, EventType};
+use crate::event_line;
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -70,7 +71,8 @@ impl History {
     /// Two streaming passes: the first counts lines so the event vector is sized once (growing
     /// it by doubling copied every event several times and doubled peak memory), the second
     /// parses each line from a reused byte buffer (no per-line `String`, and the file is never
-    /// held in memory whole).
+    /// held in memory whole), fencer's own plain lines by a fast reader, any other spelling by
+    /// serde.
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
         let origin = path.display().to_string();
         let io = |source| HistoryError::Io {
@@ -127,12 +129,14 @@ impl History {
             if line.trim_ascii().is_empty() {
                 continue;
             }
-            let event: Event =
-                serde_json::from_slice(&line).map_err(|err| HistoryError::Malformed {
+            let event = match event_line::parse_plain(&line) {
+                Some(event) => event,
+                None => serde_json::from_slice(&line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
-                })?;
+                })?,
+            };
             events.push(event);
             line_numbers.push(line_no);
         }
