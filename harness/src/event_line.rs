@@ -15,7 +15,10 @@ use crate::event::{Event, EventType, Op};
 /// Reads one event line (trailing JSON whitespace, including the newline, allowed), or `None`
 /// when the line is not in the plain form and must go to serde.
 pub(crate) fn parse_plain(line: &[u8]) -> Option<Event> {
-    let mut cursor = Cursor { bytes: line, at: 0 };
+    // One UTF-8 check for the whole line (serde rejects invalid UTF-8 anywhere), so strings
+    // are cut from it without checking each again.
+    let line = std::str::from_utf8(line).ok()?;
+    let mut cursor = Cursor { text: line, at: 0 };
     if !cursor.eat(b'{') {
         return None;
     }
@@ -42,7 +45,7 @@ pub(crate) fn parse_plain(line: &[u8]) -> Option<Event> {
         }
     }
     let required = (1 << INDEX) | (1 << TIME_NS) | (1 << PROCESS) | (1 << TYPE) | (1 << F);
-    let trailing_is_blank = line[cursor.at..]
+    let trailing_is_blank = line.as_bytes()[cursor.at..]
         .iter()
         .all(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'));
     (seen & required == required && trailing_is_blank).then_some(event)
@@ -56,14 +59,14 @@ const TYPE: u32 = 3;
 const F: u32 = 4;
 
 struct Cursor<'a> {
-    bytes: &'a [u8],
+    text: &'a str,
     at: usize,
 }
 
 impl<'a> Cursor<'a> {
     /// Consumes `byte` if it is next.
     fn eat(&mut self, byte: u8) -> bool {
-        let next = self.bytes.get(self.at) == Some(&byte);
+        let next = self.text.as_bytes().get(self.at) == Some(&byte);
         self.at += usize::from(next);
         next
     }
@@ -136,21 +139,22 @@ impl<'a> Cursor<'a> {
         if !self.eat(b'"') {
             return None;
         }
-        let rest = &self.bytes[self.at..];
+        let rest = &self.text[self.at..];
         let len = rest
-            .iter()
-            .position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20)?;
-        if rest[len] != b'"' {
+            .bytes()
+            .position(|byte| byte == b'"' || byte == b'\\' || byte < 0x20)?;
+        if rest.as_bytes()[len] != b'"' {
             return None;
         }
         self.at += len + 1;
-        std::str::from_utf8(&rest[..len]).ok()
+        // `len` is at an ASCII quote, so on a character boundary.
+        Some(&rest[..len])
     }
 
     /// Decimal digits with no sign, fraction, exponent or leading zero, within `u64` (what
     /// serde reads as an integer; anything else goes to serde).
     fn unsigned(&mut self) -> Option<u64> {
-        let rest = &self.bytes[self.at..];
+        let rest = &self.text.as_bytes()[self.at..];
         let len = rest
             .iter()
             .position(|byte| !byte.is_ascii_digit())

@@ -5,7 +5,7 @@
 //! history's invariants so a checker never works on a history it would misread.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
@@ -70,9 +70,9 @@ impl History {
     ///
     /// Two streaming passes: the first counts lines so the event vector is sized once (growing
     /// it by doubling copied every event several times and doubled peak memory), the second
-    /// parses each line from a reused byte buffer (no per-line `String`, and the file is never
-    /// held in memory whole), fencer's own plain lines by a fast reader, any other spelling by
-    /// serde.
+    /// parses each line where it lies in a reused chunk buffer (no per-line copy, and the file
+    /// is never held in memory whole), fencer's own plain lines by a fast reader, any other
+    /// spelling by serde.
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
         let origin = path.display().to_string();
         let io = |source| HistoryError::Io {
@@ -91,11 +91,12 @@ impl History {
             if chunk.is_empty() {
                 break;
             }
-            lines += chunk.iter().filter(|&&byte| byte == b'\n').count();
+            lines += memchr::memchr_iter(b'\n', chunk).count();
             let consumed = chunk.len();
             counting.consume(consumed);
         }
-        Self::parse_lines(open()?, lines, &origin)
+        let file = std::fs::File::open(path).map_err(io)?;
+        Self::parse_lines(file, lines, &origin)
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors, and validates the invariants.
@@ -106,32 +107,21 @@ impl History {
     /// Parses JSONL line by line from `reader` (about `lines` of them), naming `origin` in
     /// errors, and validates the invariants.
     fn parse_lines(
-        mut reader: impl BufRead,
+        reader: impl Read,
         lines: usize,
         origin: &str,
     ) -> Result<History, HistoryError> {
         let mut events = Vec::with_capacity(lines);
         let mut line_numbers = Vec::with_capacity(lines);
-        let mut line = Vec::with_capacity(512);
         let mut line_no = 0usize;
-        loop {
-            line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|source| HistoryError::Io {
-                    path: origin.to_string(),
-                    source,
-                })?;
-            if read == 0 {
-                break;
-            }
+        for_each_line(reader, |line| {
             line_no += 1;
             if line.trim_ascii().is_empty() {
-                continue;
+                return Ok(());
             }
-            let event = match event_line::parse_plain(&line) {
+            let event = match event_line::parse_plain(line) {
                 Some(event) => event,
-                None => serde_json::from_slice(&line).map_err(|err| HistoryError::Malformed {
+                None => serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
@@ -139,9 +129,63 @@ impl History {
             };
             events.push(event);
             line_numbers.push(line_no);
-        }
+            Ok(())
+        })
+        .map_err(|error| match error {
+            LineError::Io(source) => HistoryError::Io {
+                path: origin.to_string(),
+                source,
+            },
+            LineError::Stop(error) => error,
+        })?;
         validate(&events, &line_numbers, origin)?;
         Ok(History { events })
+    }
+}
+
+/// How much of a history file is read at once; lines are parsed where they lie in it.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Why [`for_each_line`] stopped early.
+enum LineError {
+    Io(std::io::Error),
+    Stop(HistoryError),
+}
+
+/// Calls `each` on every line of `reader` in order, newline included (the last line may lack
+/// one), straight from a chunk buffer; a line longer than the buffer grows it.
+fn for_each_line(
+    mut reader: impl Read,
+    mut each: impl FnMut(&[u8]) -> Result<(), HistoryError>,
+) -> Result<(), LineError> {
+    let mut buffer = vec![0u8; CHUNK_BYTES];
+    let mut filled = 0usize;
+    loop {
+        if filled == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+        let read = match reader.read(&mut buffer[filled..]) {
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(LineError::Io(error)),
+        };
+        let at_end = read == 0;
+        let searched = filled;
+        filled += read;
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', &buffer[searched..filled]) {
+            let end = searched + newline + 1;
+            each(&buffer[start..end]).map_err(LineError::Stop)?;
+            start = end;
+        }
+        if at_end {
+            if start < filled {
+                each(&buffer[start..filled]).map_err(LineError::Stop)?;
+            }
+            return Ok(());
+        }
+        buffer.copy_within(start..filled, 0);
+        filled -= start;
     }
 }
 
@@ -252,6 +296,41 @@ mod tests {
         assert_eq!(back, history);
         assert_eq!(back.to_jsonl(), bytes);
         assert_eq!(history.sha256_hex().len(), 64);
+    }
+
+    /// A reader that hands out at most `step` bytes per read, to cut lines across reads.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.bytes.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn lines_are_whole_across_reads_and_longer_than_a_chunk() {
+        let long = "x".repeat(CHUNK_BYTES * 2 + 3);
+        let text = format!("a\n\nbc\n{long}\nlast");
+        for step in [1, 3, CHUNK_BYTES] {
+            let mut lines = Vec::new();
+            let reader = Trickle {
+                bytes: text.as_bytes(),
+                step,
+            };
+            let done = for_each_line(reader, |line| {
+                lines.push(String::from_utf8(line.to_vec()).unwrap());
+                Ok(())
+            });
+            assert!(done.is_ok());
+            let expected = ["a\n", "\n", "bc\n", &format!("{long}\n"), "last"];
+            assert_eq!(lines, expected, "step {step}");
+        }
     }
 
     #[test]
