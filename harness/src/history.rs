@@ -4,13 +4,13 @@
 //! a pure function of the events (serde's declaration order, no maps). Reading validates the
 //! history's invariants so a checker never works on a history it would misread.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::event::{Event, EventType};
+use crate::event::{Event, EventType, Op};
 use crate::event_line;
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
@@ -112,23 +112,23 @@ impl History {
         origin: &str,
     ) -> Result<History, HistoryError> {
         let mut events = Vec::with_capacity(lines);
-        let mut line_numbers = Vec::with_capacity(lines);
+        let mut rules = Rules::default();
         let mut line_no = 0usize;
         for_each_line(reader, |line| {
             line_no += 1;
             if line.trim_ascii().is_empty() {
                 return Ok(());
             }
-            let event = match event_line::parse_plain(line) {
-                Some(event) => event,
-                None => serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
+            events.push(event_line::blank());
+            let slot = events.last_mut().expect("just pushed");
+            if !event_line::parse_plain(line, slot) {
+                *slot = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
-                })?,
-            };
-            events.push(event);
-            line_numbers.push(line_no);
+                })?;
+            }
+            rules.check(slot, line_no);
             Ok(())
         })
         .map_err(|error| match error {
@@ -138,8 +138,14 @@ impl History {
             },
             LineError::Stop(error) => error,
         })?;
-        validate(&events, &line_numbers, origin)?;
-        Ok(History { events })
+        match rules.first_broken {
+            Some((line, message)) => Err(HistoryError::Malformed {
+                path: origin.to_string(),
+                line,
+                message,
+            }),
+            None => Ok(History { events }),
+        }
     }
 }
 
@@ -195,85 +201,95 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Checks what every producer promises: contiguous indexes, time never going back, and each
-/// completion closing an open invoke of the same process and operation.
-fn validate(events: &[Event], line_numbers: &[usize], origin: &str) -> Result<(), HistoryError> {
-    let malformed = |line: usize, message: String| HistoryError::Malformed {
-        path: origin.to_string(),
-        line,
-        message,
-    };
-    let mut open: BTreeMap<&str, &Event> = BTreeMap::new();
-    let mut last_time_ns = 0;
-    for (position, (event, line)) in events.iter().zip(line_numbers).enumerate() {
-        if event.index != position as u64 {
-            return Err(malformed(
-                *line,
-                format!("expected index {position}, found {}", event.index),
+/// What every producer promises, checked as each event is read (no second pass over the
+/// history): contiguous indexes, time never going back, and each completion closing an open
+/// invoke of the same process and operation.
+///
+/// Only the first broken rule is kept, and reported after the whole file has parsed, so a line
+/// that is not an event at all is reported first wherever it is, as before rules were checked
+/// while reading.
+#[derive(Default)]
+struct Rules {
+    /// Events checked so far: the index the next one must carry.
+    position: u64,
+    last_time_ns: u64,
+    /// Per process, its open call: operation and invoke index.
+    open: HashMap<String, Option<(Op, u64)>>,
+    /// Line and message of the first broken rule.
+    first_broken: Option<(usize, String)>,
+}
+
+impl Rules {
+    fn check(&mut self, event: &Event, line: usize) {
+        if self.first_broken.is_some() {
+            return;
+        }
+        if let Err(message) = self.follow(event) {
+            self.first_broken = Some((line, message));
+        }
+        self.position += 1;
+    }
+
+    fn follow(&mut self, event: &Event) -> Result<(), String> {
+        let position = self.position;
+        if event.index != position {
+            return Err(format!("expected index {position}, found {}", event.index));
+        }
+        if event.time_ns < self.last_time_ns {
+            return Err(format!(
+                "expected time_ns >= {} (time never goes back), found {}",
+                self.last_time_ns, event.time_ns
             ));
         }
-        if event.time_ns < last_time_ns {
-            return Err(malformed(
-                *line,
-                format!(
-                    "expected time_ns >= {last_time_ns} (time never goes back), found {}",
-                    event.time_ns
-                ),
-            ));
-        }
-        last_time_ns = event.time_ns;
+        self.last_time_ns = event.time_ns;
         match event.kind {
             EventType::Invoke => {
                 if !event.f.is_client_op() {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected a client operation for an invoke, found {:?}",
-                            event.f
-                        ),
+                    return Err(format!(
+                        "expected a client operation for an invoke, found {:?}",
+                        event.f
                     ));
                 }
-                if let Some(previous) = open.insert(&event.process, event) {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected process {} to finish its call at index {} before invoking again",
-                            event.process, previous.index
-                        ),
-                    ));
+                let call = Some((event.f, event.index));
+                match self.open.get_mut(event.process.as_str()) {
+                    Some(Some((_, previous))) => {
+                        return Err(format!(
+                            "expected process {} to finish its call at index {previous} before invoking again",
+                            event.process
+                        ));
+                    }
+                    Some(slot) => *slot = call,
+                    None => {
+                        self.open.insert(event.process.clone(), call);
+                    }
                 }
             }
-            kind if kind.is_completion() => match open.remove(event.process.as_str()) {
-                Some(invoke) if invoke.f == event.f => {}
-                Some(invoke) => {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected a completion of {:?} (invoked at index {}), found {:?}",
-                            invoke.f, invoke.index, event.f
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(malformed(
-                        *line,
-                        format!(
+            kind if kind.is_completion() => {
+                match self.open.get_mut(event.process.as_str()).and_then(Option::take) {
+                    Some((f, _)) if f == event.f => {}
+                    Some((f, index)) => {
+                        return Err(format!(
+                            "expected a completion of {f:?} (invoked at index {index}), found {:?}",
+                            event.f
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
                             "expected an invoke by {} before this completion",
                             event.process
-                        ),
-                    ));
+                        ));
+                    }
                 }
-            },
+            }
             _ => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Op;
 
     fn event(index: u64, time_ns: u64, kind: EventType, f: Op) -> Event {
         Event {
