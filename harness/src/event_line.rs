@@ -174,7 +174,9 @@ impl<'a> Cursor<'a> {
         }
         let mut value = 0u64;
         for digit in &rest[..len] {
-            value = value.checked_mul(10)?.checked_add(u64::from(digit - b'0'))?;
+            value = value
+                .checked_mul(10)?
+                .checked_add(u64::from(digit - b'0'))?;
         }
         self.at += len;
         Some(value)
@@ -345,7 +347,10 @@ mod tests {
         }
         for kind in ["invoke", "ok", "fail", "info", "nemesis", "log"] {
             let event = parse(line("read", kind).as_bytes()).expect(kind);
-            assert_eq!(serde_json::to_string(&event.kind).unwrap(), format!("\"{kind}\""));
+            assert_eq!(
+                serde_json::to_string(&event.kind).unwrap(),
+                format!("\"{kind}\"")
+            );
         }
     }
 

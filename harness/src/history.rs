@@ -106,11 +106,7 @@ impl History {
 
     /// Parses JSONL line by line from `reader` (about `lines` of them), naming `origin` in
     /// errors, and validates the invariants.
-    fn parse_lines(
-        reader: impl Read,
-        lines: usize,
-        origin: &str,
-    ) -> Result<History, HistoryError> {
+    fn parse_lines(reader: impl Read, lines: usize, origin: &str) -> Result<History, HistoryError> {
         let mut events = Vec::with_capacity(lines);
         let mut rules = Rules::default();
         let mut line_no = 0usize;
@@ -265,7 +261,11 @@ impl Rules {
                 }
             }
             kind if kind.is_completion() => {
-                match self.open.get_mut(event.process.as_str()).and_then(Option::take) {
+                match self
+                    .open
+                    .get_mut(event.process.as_str())
+                    .and_then(Option::take)
+                {
                     Some((f, _)) if f == event.f => {}
                     Some((f, index)) => {
                         return Err(format!(
