@@ -239,8 +239,12 @@ impl<'h> Lookup<'h> {
     }
 
     /// Nemesis events targeting `process` (or the worker it belongs to) at positions within
-    /// `from..=to`, ascending.
+    /// `from..=to`, ascending; none when `from > to` (an explanation's two ends can come in
+    /// either order when a mutant repeats tokens).
     pub fn faults_on(&self, process: &str, from: usize, to: usize) -> Vec<usize> {
+        if from > to {
+            return Vec::new();
+        }
         let worker = worker_of(process);
         let mut targets = vec![worker];
         if process != worker {
@@ -268,6 +272,18 @@ mod tests {
         assert_eq!(worker_of("w3:renew"), "w3");
         assert_eq!(worker_of("w3"), "w3");
         assert_eq!(worker_of("lock"), "lock");
+    }
+
+    #[test]
+    fn faults_are_found_inside_a_window_and_none_in_a_reversed_one() {
+        let pause = Event {
+            target: Some("w1".into()),
+            ..Event::new("nemesis", EventType::Nemesis, Op::Pause)
+        };
+        let events = vec![pause.clone(), pause.clone(), pause];
+        let lookup = Lookup::build(&events);
+        assert_eq!(lookup.faults_on("w1:renew", 1, 2), vec![1, 2]);
+        assert_eq!(lookup.faults_on("w1", 2, 1), Vec::<usize>::new());
     }
 
     #[test]

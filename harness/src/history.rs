@@ -4,13 +4,14 @@
 //! a pure function of the events (serde's declaration order, no maps). Reading validates the
 //! history's invariants so a checker never works on a history it would misread.
 
-use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::collections::HashMap;
+use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use crate::event::{Event, EventType};
+use crate::event::{Event, EventType, Op};
+use crate::event_line;
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,77 +68,110 @@ impl History {
 
     /// Reads a JSONL history file; `path` appears in every error message.
     ///
-    /// Two streaming passes: the first counts lines so the event vector is sized once (growing
-    /// it by doubling copied every event several times and doubled peak memory), the second
-    /// parses each line from a reused byte buffer (no per-line `String`, and the file is never
-    /// held in memory whole).
+    /// One streaming pass: each line is parsed where it lies in a reused chunk buffer (no
+    /// per-line copy, and the file is never held in memory whole), fencer's own plain lines by
+    /// a fast reader, any other spelling by serde. The event vector simply grows: a big vector
+    /// is moved by remapping its pages, not copied, so growth neither copies events nor raises
+    /// peak memory (measured: the same peak as a vector sized in advance), and a counting pass
+    /// would read the whole file twice.
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
         let origin = path.display().to_string();
-        let io = |source| HistoryError::Io {
+        let file = std::fs::File::open(path).map_err(|source| HistoryError::Io {
             path: origin.clone(),
             source,
-        };
-        let open = || {
-            std::fs::File::open(path)
-                .map(|file| std::io::BufReader::with_capacity(1 << 20, file))
-                .map_err(io)
-        };
-        let mut lines = 1usize;
-        let mut counting = open()?;
-        loop {
-            let chunk = counting.fill_buf().map_err(io)?;
-            if chunk.is_empty() {
-                break;
-            }
-            lines += chunk.iter().filter(|&&byte| byte == b'\n').count();
-            let consumed = chunk.len();
-            counting.consume(consumed);
-        }
-        Self::parse_lines(open()?, lines, &origin)
+        })?;
+        Self::parse_lines(file, &origin)
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors, and validates the invariants.
     pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
-        Self::parse_lines(reader, 0, origin)
+        Self::parse_lines(reader, origin)
     }
 
-    /// Parses JSONL line by line from `reader` (about `lines` of them), naming `origin` in
-    /// errors, and validates the invariants.
-    fn parse_lines(
-        mut reader: impl BufRead,
-        lines: usize,
-        origin: &str,
-    ) -> Result<History, HistoryError> {
-        let mut events = Vec::with_capacity(lines);
-        let mut line_numbers = Vec::with_capacity(lines);
-        let mut line = Vec::with_capacity(512);
+    /// Parses JSONL line by line from `reader`, naming `origin` in errors, and validates the
+    /// invariants.
+    fn parse_lines(reader: impl Read, origin: &str) -> Result<History, HistoryError> {
+        let mut events = Vec::new();
+        let mut rules = Rules::default();
         let mut line_no = 0usize;
-        loop {
-            line.clear();
-            let read = reader
-                .read_until(b'\n', &mut line)
-                .map_err(|source| HistoryError::Io {
-                    path: origin.to_string(),
-                    source,
-                })?;
-            if read == 0 {
-                break;
-            }
+        for_each_line(reader, |line| {
             line_no += 1;
             if line.trim_ascii().is_empty() {
-                continue;
+                return Ok(());
             }
-            let event: Event =
-                serde_json::from_slice(&line).map_err(|err| HistoryError::Malformed {
+            events.push(event_line::blank());
+            let slot = events.last_mut().expect("just pushed");
+            if !event_line::parse_plain(line, slot) {
+                *slot = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
                 })?;
-            events.push(event);
-            line_numbers.push(line_no);
+            }
+            rules.check(slot, line_no);
+            Ok(())
+        })
+        .map_err(|error| match error {
+            LineError::Io(source) => HistoryError::Io {
+                path: origin.to_string(),
+                source,
+            },
+            LineError::Stop(error) => error,
+        })?;
+        match rules.first_broken {
+            Some((line, message)) => Err(HistoryError::Malformed {
+                path: origin.to_string(),
+                line,
+                message,
+            }),
+            None => Ok(History { events }),
         }
-        validate(&events, &line_numbers, origin)?;
-        Ok(History { events })
+    }
+}
+
+/// How much of a history file is read at once; lines are parsed where they lie in it.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// Why [`for_each_line`] stopped early.
+enum LineError {
+    Io(std::io::Error),
+    Stop(HistoryError),
+}
+
+/// Calls `each` on every line of `reader` in order, newline included (the last line may lack
+/// one), straight from a chunk buffer; a line longer than the buffer grows it.
+fn for_each_line(
+    mut reader: impl Read,
+    mut each: impl FnMut(&[u8]) -> Result<(), HistoryError>,
+) -> Result<(), LineError> {
+    let mut buffer = vec![0u8; CHUNK_BYTES];
+    let mut filled = 0usize;
+    loop {
+        if filled == buffer.len() {
+            buffer.resize(buffer.len() * 2, 0);
+        }
+        let read = match reader.read(&mut buffer[filled..]) {
+            Ok(read) => read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => return Err(LineError::Io(error)),
+        };
+        let at_end = read == 0;
+        let searched = filled;
+        filled += read;
+        let mut start = 0;
+        for newline in memchr::memchr_iter(b'\n', &buffer[searched..filled]) {
+            let end = searched + newline + 1;
+            each(&buffer[start..end]).map_err(LineError::Stop)?;
+            start = end;
+        }
+        if at_end {
+            if start < filled {
+                each(&buffer[start..filled]).map_err(LineError::Stop)?;
+            }
+            return Ok(());
+        }
+        buffer.copy_within(start..filled, 0);
+        filled -= start;
     }
 }
 
@@ -147,85 +181,99 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Checks what every producer promises: contiguous indexes, time never going back, and each
-/// completion closing an open invoke of the same process and operation.
-fn validate(events: &[Event], line_numbers: &[usize], origin: &str) -> Result<(), HistoryError> {
-    let malformed = |line: usize, message: String| HistoryError::Malformed {
-        path: origin.to_string(),
-        line,
-        message,
-    };
-    let mut open: BTreeMap<&str, &Event> = BTreeMap::new();
-    let mut last_time_ns = 0;
-    for (position, (event, line)) in events.iter().zip(line_numbers).enumerate() {
-        if event.index != position as u64 {
-            return Err(malformed(
-                *line,
-                format!("expected index {position}, found {}", event.index),
+/// What every producer promises, checked as each event is read (no second pass over the
+/// history): contiguous indexes, time never going back, and each completion closing an open
+/// invoke of the same process and operation.
+///
+/// Only the first broken rule is kept, and reported after the whole file has parsed, so a line
+/// that is not an event at all is reported first wherever it is, as before rules were checked
+/// while reading.
+#[derive(Default)]
+struct Rules {
+    /// Events checked so far: the index the next one must carry.
+    position: u64,
+    last_time_ns: u64,
+    /// Per process, its open call: operation and invoke index.
+    open: HashMap<String, Option<(Op, u64)>>,
+    /// Line and message of the first broken rule.
+    first_broken: Option<(usize, String)>,
+}
+
+impl Rules {
+    fn check(&mut self, event: &Event, line: usize) {
+        if self.first_broken.is_some() {
+            return;
+        }
+        if let Err(message) = self.follow(event) {
+            self.first_broken = Some((line, message));
+        }
+        self.position += 1;
+    }
+
+    fn follow(&mut self, event: &Event) -> Result<(), String> {
+        let position = self.position;
+        if event.index != position {
+            return Err(format!("expected index {position}, found {}", event.index));
+        }
+        if event.time_ns < self.last_time_ns {
+            return Err(format!(
+                "expected time_ns >= {} (time never goes back), found {}",
+                self.last_time_ns, event.time_ns
             ));
         }
-        if event.time_ns < last_time_ns {
-            return Err(malformed(
-                *line,
-                format!(
-                    "expected time_ns >= {last_time_ns} (time never goes back), found {}",
-                    event.time_ns
-                ),
-            ));
-        }
-        last_time_ns = event.time_ns;
+        self.last_time_ns = event.time_ns;
         match event.kind {
             EventType::Invoke => {
                 if !event.f.is_client_op() {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected a client operation for an invoke, found {:?}",
-                            event.f
-                        ),
+                    return Err(format!(
+                        "expected a client operation for an invoke, found {:?}",
+                        event.f
                     ));
                 }
-                if let Some(previous) = open.insert(&event.process, event) {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected process {} to finish its call at index {} before invoking again",
-                            event.process, previous.index
-                        ),
-                    ));
+                let call = Some((event.f, event.index));
+                match self.open.get_mut(event.process.as_str()) {
+                    Some(Some((_, previous))) => {
+                        return Err(format!(
+                            "expected process {} to finish its call at index {previous} before invoking again",
+                            event.process
+                        ));
+                    }
+                    Some(slot) => *slot = call,
+                    None => {
+                        self.open.insert(event.process.clone(), call);
+                    }
                 }
             }
-            kind if kind.is_completion() => match open.remove(event.process.as_str()) {
-                Some(invoke) if invoke.f == event.f => {}
-                Some(invoke) => {
-                    return Err(malformed(
-                        *line,
-                        format!(
-                            "expected a completion of {:?} (invoked at index {}), found {:?}",
-                            invoke.f, invoke.index, event.f
-                        ),
-                    ));
-                }
-                None => {
-                    return Err(malformed(
-                        *line,
-                        format!(
+            kind if kind.is_completion() => {
+                match self
+                    .open
+                    .get_mut(event.process.as_str())
+                    .and_then(Option::take)
+                {
+                    Some((f, _)) if f == event.f => {}
+                    Some((f, index)) => {
+                        return Err(format!(
+                            "expected a completion of {f:?} (invoked at index {index}), found {:?}",
+                            event.f
+                        ));
+                    }
+                    None => {
+                        return Err(format!(
                             "expected an invoke by {} before this completion",
                             event.process
-                        ),
-                    ));
+                        ));
+                    }
                 }
-            },
+            }
             _ => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Op;
 
     fn event(index: u64, time_ns: u64, kind: EventType, f: Op) -> Event {
         Event {
@@ -248,6 +296,41 @@ mod tests {
         assert_eq!(back, history);
         assert_eq!(back.to_jsonl(), bytes);
         assert_eq!(history.sha256_hex().len(), 64);
+    }
+
+    /// A reader that hands out at most `step` bytes per read, to cut lines across reads.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.step.min(out.len()).min(self.bytes.len());
+            out[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn lines_are_whole_across_reads_and_longer_than_a_chunk() {
+        let long = "x".repeat(CHUNK_BYTES * 2 + 3);
+        let text = format!("a\n\nbc\n{long}\nlast");
+        for step in [1, 3, CHUNK_BYTES] {
+            let mut lines = Vec::new();
+            let reader = Trickle {
+                bytes: text.as_bytes(),
+                step,
+            };
+            let done = for_each_line(reader, |line| {
+                lines.push(String::from_utf8(line.to_vec()).unwrap());
+                Ok(())
+            });
+            assert!(done.is_ok());
+            let expected = ["a\n", "\n", "bc\n", &format!("{long}\n"), "last"];
+            assert_eq!(lines, expected, "step {step}");
+        }
     }
 
     #[test]

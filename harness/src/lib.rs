@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod client;
 pub mod clock;
 pub mod event;
+mod event_line;
 pub mod freeze;
 pub mod history;
 pub mod recorder;
