@@ -9,9 +9,13 @@
 //! fault must expose.
 
 mod clock;
+mod postgres;
+mod private;
 mod redis;
 
 pub use clock::ServerClock;
+pub use postgres::POSTGRES_DATABASE;
+pub use private::{PrivateBackend, PrivateServer};
 
 use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};
