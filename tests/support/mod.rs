@@ -72,7 +72,8 @@ pub fn real_settings(seed: u64, workers: usize, ops: usize) -> Settings {
     }
 }
 
-fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
+/// One cycle: wait `delay_ms`, acquire, prepare `prepare_ms`, write, hold `hold_ms`, release.
+pub fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
     CyclePlan {
         delay_ns: delay_ms * 1_000_000,
         think_ns: 0,
@@ -104,6 +105,54 @@ pub fn stale_write_plan() -> Plan {
         duration_ns: 900_000_000,
     }];
     plan
+}
+
+/// w0 takes the lease and sends its write at once, but the write is held in flight for 800 ms;
+/// at 200 ms the lock server's clock jumps 2 s forward, expiring w0's live lease (its renewals
+/// fail from then on); at 300 ms w1 takes the lease and writes with the newer token. When
+/// w0's older write lands, only the store's fence can refuse it. Without the jump, w1 could
+/// not acquire before w0 released, and nothing would be stale.
+pub fn clock_jump_plan() -> Plan {
+    let mut plan = real_plan(&Settings {
+        nemesis: Default::default(),
+        ..real_settings(0, 2, 1)
+    });
+    plan.workers = vec![
+        WorkerPlan {
+            cycles: vec![cycle(0, 0, 0)],
+        },
+        WorkerPlan {
+            cycles: vec![cycle(300, 0, 1_200)],
+        },
+    ];
+    plan.faults = vec![
+        Fault::DelayWrite {
+            at_ns: 0,
+            target: "w0".into(),
+            duration_ns: 800_000_000,
+        },
+        Fault::ClockJump {
+            at_ns: 200_000_000,
+            target: "lock".into(),
+            jump_ns: 2_000_000_000,
+        },
+    ];
+    plan
+}
+
+/// The `lock` (and, unless it is the same, `store`) roles served by `server`, as nemesis
+/// targets.
+pub fn server_targets(
+    server: &Arc<fencer::servers::PrivateServer>,
+    roles: &[&str],
+) -> fencer::drive::ServerTargets {
+    roles
+        .iter()
+        .map(|role| {
+            let target: Arc<dyn fencer_nemesis::ServerFaults> = server.clone();
+            (role.to_string(), target)
+        })
+        .collect()
 }
 
 /// w0 takes the lease, writes, and is frozen for 900 ms while holding it; w1 takes the expired
