@@ -16,7 +16,10 @@ use fencer::servers::PrivateServer;
 use fencer::{Validity, check};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
-use support::{backends_required, clock_jump_plan, server_targets, stale_release_plan};
+use support::{
+    assert_jump_let_a_second_worker_in_early, backends_required, clock_jump_plan, server_targets,
+    stale_release_plan,
+};
 
 /// A private PostgreSQL behind a proxy, or `None` (after the skip line) when it cannot start.
 fn private_postgres(test: &str) -> Option<Arc<PrivateServer>> {
@@ -44,30 +47,6 @@ fn run(server: &Arc<PrivateServer>, plan: &fencer::Plan, variant: &str, tag: &st
         server_targets(server, &["lock"]),
     )
     .unwrap()
-}
-
-/// w1 was granted the lease while w0's, by its last successful renewal, still had time left
-/// (`ttl_ns`): only the server's clock jump can have expired it.
-fn assert_jump_let_a_second_worker_in_early(history: &History, ttl_ns: u64) {
-    let w0_last_ns = history
-        .events
-        .iter()
-        .filter(|e| e.process.starts_with("w0") && e.kind == EventType::Ok)
-        .filter(|e| matches!(e.f, Op::Acquire | Op::Renew))
-        .map(|e| e.time_ns)
-        .max()
-        .expect("w0 took the lease");
-    let w1_granted_ns = history
-        .events
-        .iter()
-        .find(|e| e.process == "w1" && e.is(EventType::Ok, Op::Acquire))
-        .expect("w1 took the lease")
-        .time_ns;
-    assert!(
-        w1_granted_ns < w0_last_ns + ttl_ns,
-        "w1 got the lease at {w1_granted_ns} ns, after w0's would have expired anyway ({} ns)",
-        w0_last_ns + ttl_ns
-    );
 }
 
 fn nemesis_ops(history: &History) -> Vec<Op> {
@@ -151,7 +130,7 @@ fn a_faketime_jump_expires_a_live_lease_and_only_the_fence_stops_the_stale_write
     let verdict = check(&fenced);
     assert_eq!(verdict.validity, Validity::Valid, "{}", verdict.summary_line());
     assert!(nemesis_ops(&fenced).contains(&Op::ClockJump));
-    assert_jump_let_a_second_worker_in_early(&fenced, 300_000_000);
+    assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
     let unfenced = run(&server, &plan, "?variant=unfenced", "pg-jump-unfenced");
     let verdict = check(&unfenced);
     assert_eq!(verdict.validity, Validity::Invalid, "{}", verdict.summary_line());

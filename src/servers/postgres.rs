@@ -46,8 +46,11 @@ impl ServerGuard {
             .args([std::ffi::OsString::from("-D"), data.clone().into()])
             .args([std::ffi::OsString::from("-k"), dir.path().into()])
             .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-            // Short-lived test data: no fsync, and a quick shutdown is a crash anyway.
-            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+            // No fsync: a killed process's writes still reach the kernel, only an OS crash
+            // would lose them. Commits stay synchronous: with synchronous_commit=off a kill
+            // loses the last commits, lease generations included, and tokens go backwards
+            // (fencer's restart test catches exactly that).
+            .args(["-c", "fsync=off"])
             .log_to(dir.path().join("server.log"));
         launch.run_as = run_as;
         if let Some(clock) = &clock {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use fencer::plan::Plan;
 use fencer::real::real_plan;
 use fencer::{FencedStore, Harness, LockService, Settings};
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
 use fencer_workloads::{CyclePlan, WorkerPlan};
 
@@ -140,8 +140,31 @@ pub fn clock_jump_plan() -> Plan {
     plan
 }
 
-/// The `lock` (and, unless it is the same, `store`) roles served by `server`, as nemesis
-/// targets.
+/// w1 was granted the lease while w0's, by its last successful renewal, still had time left
+/// (`ttl_ns`): only the server's clock jump can have expired it.
+pub fn assert_jump_let_a_second_worker_in_early(history: &History, ttl_ns: u64) {
+    let w0_last_ns = history
+        .events
+        .iter()
+        .filter(|e| e.process.starts_with("w0") && e.kind == EventType::Ok)
+        .filter(|e| matches!(e.f, Op::Acquire | Op::Renew))
+        .map(|e| e.time_ns)
+        .max()
+        .expect("w0 took the lease");
+    let w1_granted_ns = history
+        .events
+        .iter()
+        .find(|e| e.process == "w1" && e.is(EventType::Ok, Op::Acquire))
+        .expect("w1 took the lease")
+        .time_ns;
+    assert!(
+        w1_granted_ns < w0_last_ns + ttl_ns,
+        "w1 got the lease at {w1_granted_ns} ns, after w0's would have expired anyway ({} ns)",
+        w0_last_ns + ttl_ns
+    );
+}
+
+/// `roles` (`lock`, `store`) all served by `server`, as nemesis targets.
 pub fn server_targets(
     server: &Arc<fencer::servers::PrivateServer>,
     roles: &[&str],
