@@ -13,11 +13,14 @@ use fencer::{
 };
 use tokio::time::Instant;
 
+/// One lock: the live lease (owner, expiry) if any, and the last fencing token granted.
+type LockState = (Option<(OwnerToken, Instant)>, FencingToken);
+
 /// Leases in memory. Time comes from `tokio::time`, so fencer can run it in simulated time.
 #[derive(Default)]
 pub struct MemoryLock {
-    /// Per lock: the live lease (owner, expiry) if any, and the last fencing token granted.
-    locks: Mutex<BTreeMap<String, (Option<(OwnerToken, Instant)>, FencingToken)>>,
+    /// Per lock, its state.
+    locks: Mutex<BTreeMap<String, LockState>>,
     /// The deliberate bug: release without comparing the owner.
     pub buggy_release: bool,
 }

@@ -230,7 +230,10 @@ impl Settings {
     pub fn private_servers(&self) -> Vec<String> {
         [("lock", &self.lock_url), ("store", &self.store_url)]
             .into_iter()
-            .filter(|(_, url)| url.as_deref().is_some_and(|url| url.starts_with(PRIVATE_SCHEME)))
+            .filter(|(_, url)| {
+                url.as_deref()
+                    .is_some_and(|url| url.starts_with(PRIVATE_SCHEME))
+            })
             .map(|(role, _)| role.to_string())
             .collect()
     }

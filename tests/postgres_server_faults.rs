@@ -27,7 +27,12 @@ fn private_postgres(test: &str) -> Option<Arc<PrivateServer>> {
         Ok(server) => Some(Arc::new(server)),
         Err(error) => {
             let probe = async move { Err(error) };
-            assert!(!support::reachable(test, "a private PostgreSQL", "postgresql", probe));
+            assert!(!support::reachable(
+                test,
+                "a private PostgreSQL",
+                "postgresql",
+                probe
+            ));
             assert!(!backends_required());
             None
         }
@@ -71,7 +76,12 @@ fn postgres_frozen_mid_run_gives_unknown_calls_not_anomalies() {
     }];
     let history = run(&server, &plan, "", "pg-sigstop");
     let verdict = check(&history);
-    assert_ne!(verdict.validity, Validity::Invalid, "{}", verdict.summary_line());
+    assert_ne!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
     assert_eq!(nemesis_ops(&history), [Op::ServerPause, Op::ServerResume]);
     assert!(
         history.events.iter().any(|e| e.kind == EventType::Info),
@@ -95,7 +105,12 @@ fn postgres_restart_keeps_lease_generations_so_tokens_stay_monotonic() {
     }];
     let history = run(&server, &plan, "", "pg-restart");
     let verdict = check(&history);
-    assert_ne!(verdict.validity, Validity::Invalid, "{}", verdict.summary_line());
+    assert_ne!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
     assert_eq!(nemesis_ops(&history), [Op::Restart, Op::Recover]);
     let recovered_ns = history
         .events
@@ -128,10 +143,20 @@ fn a_faketime_jump_expires_a_live_lease_and_only_the_fence_stops_the_stale_write
     let plan = clock_jump_plan();
     let fenced = run(&server, &plan, "", "pg-jump-fenced");
     let verdict = check(&fenced);
-    assert_eq!(verdict.validity, Validity::Valid, "{}", verdict.summary_line());
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
     assert!(nemesis_ops(&fenced).contains(&Op::ClockJump));
     assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
     let unfenced = run(&server, &plan, "?variant=unfenced", "pg-jump-unfenced");
     let verdict = check(&unfenced);
-    assert_eq!(verdict.validity, Validity::Invalid, "{}", verdict.summary_line());
+    assert_eq!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
 }

@@ -173,7 +173,12 @@ fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stal
     };
     let fenced = run("", "jump-fenced");
     let verdict = check(&fenced);
-    assert_eq!(verdict.validity, Validity::Valid, "{}", verdict.summary_line());
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
     assert!(
         fenced
             .events
@@ -183,5 +188,10 @@ fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stal
     assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
     let unfenced = run("?variant=unfenced", "jump-unfenced");
     let verdict = check(&unfenced);
-    assert_eq!(verdict.validity, Validity::Invalid, "{}", verdict.summary_line());
+    assert_eq!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
 }

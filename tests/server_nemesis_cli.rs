@@ -117,7 +117,10 @@ fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
         "cut",
     ];
     assert!(
-        ops.iter().filter(|op| server_ops.contains(&op.as_str())).count() >= 3,
+        ops.iter()
+            .filter(|op| server_ops.contains(&op.as_str()))
+            .count()
+            >= 3,
         "server and proxy faults are in the history: {ops:?}"
     );
     let plan: serde_json::Value =
@@ -139,7 +142,9 @@ fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
     let new_ports = started_ports(&replayed);
     assert_eq!(new_ports.len(), 2, "{replayed}");
     assert!(
-        new_ports.iter().all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
+        new_ports
+            .iter()
+            .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
         "{replayed}"
     );
     let run_dir = replayed

@@ -96,9 +96,8 @@ pub fn run(
             // The servers are the ones named now: they decide which server faults can run.
             plan.settings.lock_url = Some(redact_url(targets.lock_url));
             plan.settings.store_url = Some(redact_url(targets.store_url));
-            check_servers_take_faults(&plan).map_err(|why| {
-                Failure::BadInput(format!("{}: {why}", path.display()))
-            })?;
+            check_servers_take_faults(&plan)
+                .map_err(|why| Failure::BadInput(format!("{}: {why}", path.display())))?;
             plan
         }
         None => {

@@ -37,7 +37,10 @@ pub fn replay(dir: &Path) -> Outcome {
             // Saved like a `fencer run` with the default --store-dir.
             return real_run::run(
                 &plan.settings,
-                &real_run::RealTargets { lock_url, store_url },
+                &real_run::RealTargets {
+                    lock_url,
+                    store_url,
+                },
                 Some(&plan_path),
                 None,
                 Path::new("store"),

@@ -7,8 +7,8 @@
 //! (libfaketime for PostgreSQL; Redis, which hangs under libfaketime, gets every key's expiry
 //! rewritten by the jump instead).
 
-use std::sync::{Arc, Mutex};
 use fencer_nemesis::{ServerAction, ServerFaults};
+use std::sync::{Arc, Mutex};
 
 use super::ServerGuard;
 use crate::proxy::FaultProxy;
@@ -98,8 +98,9 @@ impl std::fmt::Debug for PrivateServer {
 impl PrivateServer {
     /// Starts the server a `private:` URL names, and a proxy in front of it.
     pub fn start(url: &str) -> Result<PrivateServer, String> {
-        let (backend, query) = PrivateBackend::parse(url)
-            .ok_or_else(|| format!("expected a private:redis or private:postgres URL, found {url}"))??;
+        let (backend, query) = PrivateBackend::parse(url).ok_or_else(|| {
+            format!("expected a private:redis or private:postgres URL, found {url}")
+        })??;
         let guard = backend.start().map_err(|error| {
             format!(
                 "cannot start a private {backend:?} server ({error}); install the Debian package {}",
@@ -197,14 +198,15 @@ impl PrivateServer {
                     ))
                 }
             }
-            PrivateBackend::Postgres => self
-                .on_guard(move |guard| match guard.clock() {
+            PrivateBackend::Postgres => {
+                self.on_guard(move |guard| match guard.clock() {
                     Some(clock) => clock.jump(jump_ms),
                     None => Err("the server runs without libfaketime: apt-get install \
                                  libfaketime"
                         .into()),
                 })
-                .await,
+                .await
+            }
         }
     }
 }

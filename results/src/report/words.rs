@@ -130,13 +130,19 @@ pub fn describe(event: &Event) -> String {
         }
         (EventType::Nemesis, Op::Recover) => format!("{} answers again", server_name(&target)),
         (EventType::Nemesis, Op::ServerPause) => {
-            format!("the nemesis froze {} (SIGSTOP){duration}", server_name(&target))
+            format!(
+                "the nemesis froze {} (SIGSTOP){duration}",
+                server_name(&target)
+            )
         }
         (EventType::Nemesis, Op::ServerResume) => {
             format!("{} runs again (SIGCONT)", server_name(&target))
         }
         (EventType::Nemesis, Op::Partition) => {
-            format!("the nemesis cut {} off the network{duration}", server_name(&target))
+            format!(
+                "the nemesis cut {} off the network{duration}",
+                server_name(&target)
+            )
         }
         (EventType::Nemesis, Op::HealPartition) => {
             format!("{} is reachable again", server_name(&target))
@@ -147,16 +153,25 @@ pub fn describe(event: &Event) -> String {
             event.delay_ns.map_or("?".into(), secs)
         ),
         (EventType::Nemesis, Op::HealDelayReplies) => {
-            format!("replies from {} arrive promptly again", server_name(&target))
+            format!(
+                "replies from {} arrive promptly again",
+                server_name(&target)
+            )
         }
         (EventType::Nemesis, Op::DropReplies) => {
-            format!("the nemesis began losing replies from {}{duration}", server_name(&target))
+            format!(
+                "the nemesis began losing replies from {}{duration}",
+                server_name(&target)
+            )
         }
         (EventType::Nemesis, Op::HealDropReplies) => {
             format!("replies from {} flow again", server_name(&target))
         }
         (EventType::Nemesis, Op::Cut) => {
-            format!("the nemesis closed every connection to {}", server_name(&target))
+            format!(
+                "the nemesis closed every connection to {}",
+                server_name(&target)
+            )
         }
         (kind, f) => format!("{who} {kind:?} {}", f.name()),
     }
