@@ -405,6 +405,26 @@ mod tests {
     }
 
     #[test]
+    fn server_faults_need_a_server_fencer_started() {
+        let settings = Settings {
+            nemesis: [FaultKind::Cut].into_iter().collect(),
+            lock_url: Some("redis://h:1".into()),
+            ..Settings::default()
+        };
+        let error = settings.validate().unwrap_err();
+        assert!(
+            error.contains("`cut` needs a server fencer starts itself"),
+            "{error}"
+        );
+        let settings = Settings {
+            store_url: Some("private:postgres".into()),
+            ..settings
+        };
+        assert_eq!(settings.private_servers(), ["store"]);
+        assert!(settings.validate().is_ok());
+    }
+
+    #[test]
     fn server_urls_are_optional_in_saved_settings() {
         let json = serde_json::to_value(Settings::default()).unwrap();
         assert!(json.get("lock_url").is_none(), "absent unless set: {json}");
@@ -421,7 +441,13 @@ mod tests {
         assert!(
             parse_choice("lock", "etcd", &LockBackend::ALL)
                 .unwrap_err()
-                .ends_with("or a server URL (redis://…, postgres://…)")
+                .ends_with(
+                    "or a server URL (redis://…, postgres://…, private:redis, private:postgres)"
+                )
+        );
+        assert_eq!(
+            parse_choice("lock", "private:redis", &LockBackend::ALL),
+            Ok(BackendChoice::Url("private:redis".into()))
         );
     }
 
