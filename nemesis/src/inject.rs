@@ -573,4 +573,97 @@ mod tests {
             "{error}"
         );
     }
+
+    /// A server that remembers what was done to it, and when.
+    #[derive(Debug, Default)]
+    struct Actions {
+        done: std::sync::Mutex<Vec<(u64, ServerAction)>>,
+        truth: std::sync::OnceLock<TrueClock>,
+    }
+
+    #[async_trait::async_trait]
+    impl ServerFaults for Actions {
+        async fn apply(&self, action: ServerAction) -> Result<(), String> {
+            let now_ns = self.truth.get().map_or(0, TrueClock::now_ns);
+            self.done.lock().unwrap().push((now_ns, action));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn server_faults_reach_real_servers_and_are_healed_even_when_the_run_stops() {
+        let server = Arc::new(Actions::default());
+        let history = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            server.truth.set(truth).unwrap();
+            let recorder = Arc::new(Recorder::new(truth));
+            let targets = Targets {
+                real_servers: [(
+                    "store".to_string(),
+                    Arc::clone(&server) as Arc<dyn ServerFaults>,
+                )]
+                .into(),
+                ..Targets::default()
+            };
+            let faults = vec![
+                Fault::ServerPause {
+                    at_ns: 10 * MS,
+                    target: "store".into(),
+                    duration_ns: 20 * MS,
+                },
+                Fault::Cut {
+                    at_ns: 40 * MS,
+                    target: "store".into(),
+                },
+                Fault::Restart {
+                    at_ns: 50 * MS,
+                    target: "store".into(),
+                    duration_ns: 1_000 * MS,
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            stop_tx.send(()).unwrap();
+            injector.await.unwrap().unwrap();
+            recorder.take_history()
+        });
+        let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
+        assert_eq!(
+            story,
+            [
+                (10 * MS, Op::ServerPause),
+                (30 * MS, Op::ServerResume),
+                (40 * MS, Op::Cut),
+                (50 * MS, Op::Restart),
+                (100 * MS, Op::Recover),
+            ]
+        );
+        assert_eq!(
+            *server.done.lock().unwrap(),
+            [
+                (10 * MS, ServerAction::Pause),
+                (30 * MS, ServerAction::Resume),
+                (40 * MS, ServerAction::Cut),
+                (50 * MS, ServerAction::Kill),
+                (100 * MS, ServerAction::Start),
+            ],
+            "the restarted server is started again when the run stops"
+        );
+    }
+
+    #[test]
+    fn server_faults_are_refused_without_a_real_server() {
+        let faults = vec![Fault::Partition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+        }];
+        let error = validate(&faults, &Targets::default()).unwrap_err();
+        assert!(
+            error.contains("`partition` needs a real server fencer started itself"),
+            "{error}"
+        );
+    }
 }
