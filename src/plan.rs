@@ -272,6 +272,23 @@ mod tests {
         );
 
         let mut plan = Plan::generate(&Settings::default());
+        plan.faults.insert(
+            0,
+            Fault::Partition {
+                at_ns: 0,
+                target: "w0".into(),
+                duration_ns: 1,
+            },
+        );
+        let error = Plan::from_json(&plan.to_json(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("expected fault target to be a server (lock, store), found `w0`"),
+            "{error}"
+        );
+
+        let mut plan = Plan::generate(&Settings::default());
         plan.workers.pop();
         let error = Plan::from_json(&plan.to_json(), "p.json")
             .unwrap_err()
