@@ -84,12 +84,9 @@ impl Launch {
     fn spawn(&self) -> Result<Child, String> {
         use std::os::unix::process::CommandExt;
         let mut command = Command::new(&self.program);
-        // Its own process group, so a Ctrl-C meant for fencer does not stop it behind
-        // fencer's back: fencer stops it itself.
-        command
-            .args(&self.args)
-            .stdin(Stdio::null())
-            .process_group(0);
+        // In fencer's process group on purpose: a Ctrl-C at the terminal reaches the server
+        // too, so it stops even when fencer is interrupted before it can stop it itself.
+        command.args(&self.args).stdin(Stdio::null());
         for (name, value) in &self.env {
             command.env(name, value);
         }

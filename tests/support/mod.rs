@@ -107,22 +107,26 @@ pub fn stale_write_plan() -> Plan {
     plan
 }
 
-/// w0 takes the lease and sends its write at once, but the write is held in flight for 800 ms;
-/// at 200 ms the lock server's clock jumps 2 s forward, expiring w0's live lease (its renewals
-/// fail from then on); at 300 ms w1 takes the lease and writes with the newer token. When
-/// w0's older write lands, only the store's fence can refuse it. Without the jump, w1 could
-/// not acquire before w0 released, and nothing would be stale.
+/// 1 s leases. w0 takes the lease and sends its write 50 ms later (the write delay is on by
+/// then), but the write is held in flight until 800 ms (w0 waits for the reply, renewing meanwhile); at 300 ms the lock server's clock
+/// jumps 5 s forward, expiring w0's live lease (its renewals fail from then on); at 500 ms w1
+/// takes the lease and writes with the newer token. When w0's older write lands, only the
+/// store's fence can refuse it. Without the jump, w1 could not acquire before w0 released after
+/// its write, and nothing would be stale.
 pub fn clock_jump_plan() -> Plan {
     let mut plan = real_plan(&Settings {
         nemesis: Default::default(),
+        ttl_ns: 1_000_000_000,
+        renew_every_ns: 200_000_000,
+        call_timeout_ns: 900_000_000,
         ..real_settings(0, 2, 1)
     });
     plan.workers = vec![
         WorkerPlan {
-            cycles: vec![cycle(0, 0, 0)],
+            cycles: vec![cycle(0, 50, 0)],
         },
         WorkerPlan {
-            cycles: vec![cycle(300, 0, 1_200)],
+            cycles: vec![cycle(500, 0, 1_200)],
         },
     ];
     plan.faults = vec![
@@ -132,9 +136,9 @@ pub fn clock_jump_plan() -> Plan {
             duration_ns: 800_000_000,
         },
         Fault::ClockJump {
-            at_ns: 200_000_000,
+            at_ns: 300_000_000,
             target: "lock".into(),
-            jump_ns: 2_000_000_000,
+            jump_ns: 5_000_000_000,
         },
     ];
     plan
