@@ -14,7 +14,7 @@ use fencer_harness::{
     LockService, Network, NodeClock, Op, Process, ProcessFaults, Recorder, StoreClient, Stream,
     TrueClock, stream_rng,
 };
-use fencer_nemesis::{Fault, Targets};
+use fencer_nemesis::{Fault, ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
 use tokio::sync::oneshot;
 
@@ -48,11 +48,28 @@ const APPLIED_LOG_TIMEOUT: Duration = Duration::from_secs(10);
 /// the store's applied log (for `names.key`) appended as `store` `log` events.
 ///
 /// Faults may target workers only: a server's clock is not reachable at the adapter boundary.
+/// [`drive_with_servers`] also reaches servers fencer started itself.
 pub async fn drive(
     plan: Arc<Plan>,
     lock: Arc<dyn LockService>,
     store: Arc<dyn FencedStore>,
     names: RunNames,
+) -> Result<History, SimError> {
+    drive_with_servers(plan, lock, store, names, ServerTargets::new()).await
+}
+
+/// Real servers a run may fault, by role (`lock`, `store`).
+pub type ServerTargets = std::collections::BTreeMap<String, Arc<dyn ServerFaults>>;
+
+/// As [`drive`], with `servers` (fencer's own, by role) as targets of the plan's server faults:
+/// pauses, restarts, clock jumps and proxy faults, executed by the nemesis at their times and
+/// recorded in the history like every other fault.
+pub async fn drive_with_servers(
+    plan: Arc<Plan>,
+    lock: Arc<dyn LockService>,
+    store: Arc<dyn FencedStore>,
+    names: RunNames,
+    servers: ServerTargets,
 ) -> Result<History, SimError> {
     let settings = &plan.settings;
     let truth = TrueClock::start();
@@ -67,8 +84,9 @@ pub async fn drive(
         key: names.key.clone(),
         ..settings.register_config()
     };
-    let (workers, targets) =
+    let (workers, mut targets) =
         spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
+    targets.real_servers = servers;
     fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
@@ -91,10 +109,13 @@ pub async fn drive(
         worker.abort();
         let _ = worker.await;
     }
+    // Stopping the nemesis resumes a paused server and starts a killed one again, so the
+    // store can hand over its log.
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
+        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?
+        .map_err(SimError::Internal)?;
     append_applied_log(&recorder, store.as_ref(), &names.key).await;
     Ok(recorder.take_history())
 }
@@ -166,7 +187,10 @@ fn run_budget(plan: &Plan) -> Duration {
         .faults
         .iter()
         .map(|fault| match fault {
-            Fault::Pause { duration_ns, .. } => *duration_ns,
+            Fault::Pause { .. }
+            | Fault::ServerPause { .. }
+            | Fault::Restart { .. }
+            | Fault::Partition { .. } => fault.duration_ns(),
             _ => 0,
         })
         .sum();

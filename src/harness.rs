@@ -81,7 +81,7 @@ use fencer_workloads::RenewFailurePolicy;
 
 use crate::drive::{RunNames, drive};
 use crate::plan::Plan;
-use crate::real::{unique_tag, without_server_faults};
+use crate::real::{fit_to_servers, unique_tag};
 use crate::save::{FinishedRun, default_run_dir, save_run};
 use crate::settings::Settings;
 
@@ -260,7 +260,7 @@ impl Harness {
     /// The plan one seed runs: faults on the lock server's clock are left out, since a user's
     /// backend keeps its own time.
     pub fn plan(&self, seed: u64) -> Plan {
-        without_server_faults(Plan::generate(&self.settings(seed)))
+        fit_to_servers(Plan::generate(&self.settings(seed)))
     }
 
     /// Runs every seed (or those in `FENCER_SEEDS`) and checks each history.

@@ -58,6 +58,7 @@ impl Plan {
             ttl_ns: settings.ttl_ns,
             horizon_ns,
             mean_gap_ns: settings.mean_fault_gap_ns,
+            servers: settings.private_servers(),
         };
         let faults = fencer_nemesis::schedule(
             &schedule,
@@ -129,20 +130,32 @@ impl Plan {
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
-            if let Fault::Restart { .. } = fault {
-                if target != "lock" {
-                    return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
-                        "expected restart target to be the lock service (lock), found `{target}`"
-                    )));
-                }
-                continue;
-            }
-            let clock_target = matches!(fault, Fault::ClockJump { .. } | Fault::ClockDrift { .. });
-            if !(workers.contains(target) || (clock_target && target == "lock")) {
+            let (servers, what): (&[&str], &str) = match fault {
+                Fault::Restart { .. } => (&["lock", "store"], "a server (lock, store)"),
+                Fault::ClockJump { .. } => (&["lock", "store"], "a worker (w0..) or a server"),
+                Fault::ClockDrift { .. } => (&["lock"], "a worker (w0..) or lock"),
+                Fault::ServerPause { .. }
+                | Fault::Partition { .. }
+                | Fault::DelayReplies { .. }
+                | Fault::DropReplies { .. }
+                | Fault::Cut { .. } => (&["lock", "store"], "a server (lock, store)"),
+                _ => (&[], "a worker (w0..)"),
+            };
+            let worker_ok = !matches!(
+                fault,
+                Fault::Restart { .. }
+                    | Fault::ServerPause { .. }
+                    | Fault::Partition { .. }
+                    | Fault::DelayReplies { .. }
+                    | Fault::DropReplies { .. }
+                    | Fault::Cut { .. }
+            );
+            if !((worker_ok && workers.contains(target)) || servers.contains(&target)) {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
-                    "expected fault target to be a worker (w0..w{}){}, found `{target}`",
+                    "expected fault target to be {what}, found `{target}` (a {} fault; \
+                     workers w0..w{})",
+                    fault.kind().name(),
                     self.workers.len() - 1,
-                    if clock_target { " or lock" } else { "" }
                 )));
             }
         }
@@ -255,6 +268,23 @@ mod tests {
             .to_string();
         assert!(
             error.starts_with(&format!("p.json:{renew_line}: renew-every")),
+            "{error}"
+        );
+
+        let mut plan = Plan::generate(&Settings::default());
+        plan.faults.insert(
+            0,
+            Fault::Partition {
+                at_ns: 0,
+                target: "w0".into(),
+                duration_ns: 1,
+            },
+        );
+        let error = Plan::from_json(&plan.to_json(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("expected fault target to be a server (lock, store), found `w0`"),
             "{error}"
         );
 

@@ -2,38 +2,95 @@
 //! injected at the adapter boundary.
 //!
 //! Time is real, so TTLs are scaled down to a few hundred milliseconds and a run takes seconds.
-//! Faults are the ones a client can suffer without touching the server: a worker (and its
-//! renewal task) frozen, a reply lost after the server applied the request (acquire, renew,
-//! write), a worker's clock skewed. Replay is "the same plan again": the server's timing is not
-//! ours to fix, so the recorded history, not the seed, is the artifact.
+//! Against any server, faults are the ones a client can suffer without touching the server: a
+//! worker (and its renewal task) frozen, a reply lost after the server applied the request
+//! (acquire, renew, write), a worker's clock skewed. Against servers fencer started itself
+//! (`private:` URLs, [`crate::servers::PrivateServer`]) the plan may also pause, kill and
+//! restart them, jump their clock and fault fencer's proxy in front of them. Replay is "the
+//! same plan again": the server's timing is not ours to fix, so the recorded history, not the
+//! seed, is the artifact.
 
 use std::sync::Arc;
 
 use fencer_harness::runtime::real_runtime;
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 
-use crate::drive::{RunNames, drive};
+use fencer_nemesis::Fault;
+
+use crate::drive::{RunNames, ServerTargets, drive_with_servers};
 use crate::plan::Plan;
+use crate::servers::PrivateBackend;
 use crate::settings::Settings;
 use crate::simulate::SimError;
 
 /// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
-/// and no faults on the lock server's clock (not reachable at the adapter boundary; a server
-/// fencer starts itself can be skewed by other means).
+/// and only the server faults its servers can take ([`fit_to_servers`]).
 pub fn real_plan(settings: &Settings) -> Plan {
     let settings = Settings {
         latency: LatencyModel::NONE,
         ..settings.clone()
     };
-    without_server_faults(Plan::generate(&settings))
+    fit_to_servers(Plan::generate(&settings))
 }
 
-/// `plan` without faults aimed at the lock server itself (its clock, its restarts): an
-/// adapter's server keeps its own time and process, which fencer cannot reach from the adapter
-/// boundary. Server-side faults on real servers go through `servers` and `proxy` instead.
-pub fn without_server_faults(mut plan: Plan) -> Plan {
-    plan.faults.retain(|fault| fault.target() != "lock");
+/// `plan` without the faults aimed at a server (`lock`, `store`) that its servers cannot take:
+/// a server behind a plain URL keeps its own time and process, out of fencer's reach, so
+/// every fault aimed at it goes; a server fencer started (a `private:` URL) takes them all but
+/// clock drift (libfaketime offsets are steps).
+pub fn fit_to_servers(mut plan: Plan) -> Plan {
+    let settings = plan.settings.clone();
+    plan.faults.retain(|fault| takes(&settings, fault).is_ok());
     plan
+}
+
+/// Why the servers of `plan` cannot take one of its faults (a hand-written or simulation plan
+/// run against servers): the message names the fault and what would run it.
+pub fn check_servers_take_faults(plan: &Plan) -> Result<(), String> {
+    for (index, fault) in plan.faults.iter().enumerate() {
+        takes(&plan.settings, fault).map_err(|why| format!("faults[{index}]: {why}"))?;
+    }
+    Ok(())
+}
+
+/// Whether a run with `settings` (whose `private:` roles are fencer's own servers) can execute
+/// `fault`.
+fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
+    if !fault.aims_at_server() {
+        return Ok(());
+    }
+    let private = settings.private_servers();
+    let target = fault.target();
+    if !private.iter().any(|role| role == target) {
+        return Err(format!(
+            "`{}` at {} ns aims at the {target} server, which is not fencer's own: start it \
+             with --{target} private:redis, private:postgres or private:etcd",
+            fault.kind().name(),
+            fault.at_ns()
+        ));
+    }
+    if let Fault::ClockDrift { .. } = fault {
+        return Err(format!(
+            "clock drift at {} ns on the {target} server: a real server's clock can be \
+             stepped (libfaketime, Redis expiry rewrite), not made to drift",
+            fault.at_ns()
+        ));
+    }
+    let url = if target == "lock" {
+        &settings.lock_url
+    } else {
+        &settings.store_url
+    };
+    let backend = url.as_deref().and_then(PrivateBackend::parse);
+    if let (Fault::ClockJump { .. }, Some(Ok((backend, _)))) = (fault, backend)
+        && !backend.takes_clock_jumps()
+    {
+        return Err(format!(
+            "clock jump at {} ns on the {target} server: a private {backend:?} ignores \
+             libfaketime, so its clock cannot be stepped",
+            fault.at_ns()
+        ));
+    }
+    Ok(())
 }
 
 /// Runs `plan` in real time against `lock` and `store` on a fresh runtime, using `names` for
@@ -44,10 +101,28 @@ pub fn run_real(
     store: Arc<dyn FencedStore>,
     names: RunNames,
 ) -> Result<History, SimError> {
+    run_real_with_servers(plan, lock, store, names, ServerTargets::new())
+}
+
+/// As [`run_real`], with `servers` (fencer's own, by role) as targets of the plan's server
+/// faults.
+pub fn run_real_with_servers(
+    plan: &Plan,
+    lock: Arc<dyn LockService>,
+    store: Arc<dyn FencedStore>,
+    names: RunNames,
+    servers: ServerTargets,
+) -> Result<History, SimError> {
     plan.check().map_err(SimError::Plan)?;
     let runtime = real_runtime()
         .map_err(|error| SimError::Internal(format!("cannot start a tokio runtime: {error}")))?;
-    runtime.block_on(drive(Arc::new(plan.clone()), lock, store, names))
+    runtime.block_on(drive_with_servers(
+        Arc::new(plan.clone()),
+        lock,
+        store,
+        names,
+        servers,
+    ))
 }
 
 /// A tag unique to this process and moment, for [`RunNames::tagged`] on shared servers.

@@ -128,12 +128,17 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
     text: &str,
     all: &[T],
 ) -> Result<BackendChoice<T>, String> {
-    if text.contains("://") {
+    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) {
         Ok(BackendChoice::Url(text.to_string()))
     } else {
         parse_name(what, text, all)
             .map(BackendChoice::Sim)
-            .map_err(|error| format!("{error}, or a server URL (redis://…, postgres://…)"))
+            .map_err(|error| {
+                format!(
+                    "{error}, or a server URL (redis://…, postgres://…, private:redis, \
+                     private:postgres)"
+                )
+            })
     }
 }
 
@@ -216,11 +221,37 @@ impl Default for Settings {
     }
 }
 
+/// The URL scheme of a server fencer starts itself (`private:redis`, `private:postgres`).
+pub const PRIVATE_SCHEME: &str = "private:";
+
 impl Settings {
+    /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL): the only
+    /// servers it may freeze, kill, put behind a faulty proxy or skew.
+    pub fn private_servers(&self) -> Vec<String> {
+        [("lock", &self.lock_url), ("store", &self.store_url)]
+            .into_iter()
+            .filter(|(_, url)| {
+                url.as_deref()
+                    .is_some_and(|url| url.starts_with(PRIVATE_SCHEME))
+            })
+            .map(|(role, _)| role.to_string())
+            .collect()
+    }
+
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
         self.workload_kind()?;
+        if let Some(kind) = self.nemesis.iter().find(|kind| kind.needs_private_server())
+            && self.private_servers().is_empty()
+        {
+            return Err(format!(
+                "nemesis `{}` needs a server fencer starts itself: fencer run --lock \
+                 private:redis --store private:postgres (the simulation has no server process, \
+                 and a server behind a URL is not fencer's to freeze or cut off)",
+                kind.name()
+            ));
+        }
         if !(1..=1_000).contains(&self.workers) {
             return Err(format!("workers must be 1 to 1000, got {}", self.workers));
         }
@@ -374,6 +405,26 @@ mod tests {
     }
 
     #[test]
+    fn server_faults_need_a_server_fencer_started() {
+        let settings = Settings {
+            nemesis: [FaultKind::Cut].into_iter().collect(),
+            lock_url: Some("redis://h:1".into()),
+            ..Settings::default()
+        };
+        let error = settings.validate().unwrap_err();
+        assert!(
+            error.contains("`cut` needs a server fencer starts itself"),
+            "{error}"
+        );
+        let settings = Settings {
+            store_url: Some("private:postgres".into()),
+            ..settings
+        };
+        assert_eq!(settings.private_servers(), ["store"]);
+        assert!(settings.validate().is_ok());
+    }
+
+    #[test]
     fn server_urls_are_optional_in_saved_settings() {
         let json = serde_json::to_value(Settings::default()).unwrap();
         assert!(json.get("lock_url").is_none(), "absent unless set: {json}");
@@ -390,7 +441,13 @@ mod tests {
         assert!(
             parse_choice("lock", "etcd", &LockBackend::ALL)
                 .unwrap_err()
-                .ends_with("or a server URL (redis://…, postgres://…)")
+                .ends_with(
+                    "or a server URL (redis://…, postgres://…, private:redis, private:postgres)"
+                )
+        );
+        assert_eq!(
+            parse_choice("lock", "private:redis", &LockBackend::ALL),
+            Ok(BackendChoice::Url("private:redis".into()))
         );
     }
 

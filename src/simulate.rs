@@ -92,7 +92,8 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?;
+        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?
+        .map_err(SimError::Internal)?;
     settle(&plan).await;
     if settings.workload_kind() == Ok(WorkloadKind::LockCounter) {
         final_read(&plan, truth, &recorder, &network, &store).await;

@@ -1,7 +1,8 @@
 //! Faults on a private Redis that fencer starts itself (free loopback port, temp dir, killed
 //! on drop even when a test panics): the server frozen with SIGSTOP mid-run, and killed
 //! mid-run. The run must end on time, record what it could not know as `info`, and never prove
-//! an anomaly the correct adapter did not commit.
+//! an anomaly the correct adapter did not commit. And a jump of the server's clock, emulated
+//! by rewriting every key's expiry (Debian's Redis hangs under libfaketime).
 
 #![cfg(feature = "redis")]
 
@@ -11,12 +12,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencer::backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
+use fencer::connect::{lock_from_url, store_from_url};
 use fencer::drive::RunNames;
-use fencer::real::run_real;
-use fencer::servers::ServerGuard;
+use fencer::real::{run_real, run_real_with_servers};
+use fencer::servers::{PrivateServer, ServerGuard};
 use fencer::{FencedStore, LockService, Validity, check};
 use fencer_harness::{EventType, Op};
-use support::{backends_required, stale_release_plan};
+use support::{
+    assert_jump_let_a_second_worker_in_early, backends_required, clock_jump_plan, server_targets,
+    stale_release_plan,
+};
 
 /// A private Redis, or `None` (after the skip line) when `redis-server` is not installed.
 fn private_redis(test: &str) -> Option<ServerGuard> {
@@ -135,5 +140,58 @@ fn a_started_server_is_stopped_even_when_the_test_panics() {
     assert!(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
         "the guard killed the server while unwinding"
+    );
+}
+
+#[test]
+fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stale_write() {
+    let server = match PrivateServer::start("private:redis") {
+        Ok(server) => Arc::new(server),
+        Err(error) => {
+            let probe = async move { Err(error) };
+            assert!(!support::reachable(
+                "redis_clock_jump",
+                "a private Redis",
+                "redis-server",
+                probe
+            ));
+            return;
+        }
+    };
+    let plan = clock_jump_plan();
+    let run = |variant: &str, tag: &str| {
+        let lock = lock_from_url(&server.url()).unwrap();
+        let store = store_from_url(&format!("{}{variant}", server.url())).unwrap();
+        run_real_with_servers(
+            &plan,
+            lock.adapter,
+            store.adapter,
+            RunNames::tagged(tag),
+            server_targets(&server, &["lock"]),
+        )
+        .unwrap()
+    };
+    let fenced = run("", "jump-fenced");
+    let verdict = check(&fenced);
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
+    assert!(
+        fenced
+            .events
+            .iter()
+            .any(|e| e.kind == EventType::Nemesis && e.f == Op::ClockJump)
+    );
+    assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
+    let unfenced = run("?variant=unfenced", "jump-unfenced");
+    let verdict = check(&unfenced);
+    assert_eq!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
     );
 }

@@ -90,6 +90,44 @@ impl RedisConnection {
         CallError::Unknown(format!("redis: {error}"))
     }
 
+    /// Emulates a step of the server's wall clock by `jump_ms` (negative: backwards) on every
+    /// key that has an expiry: Redis expires keys by its wall clock, but Debian's build hangs
+    /// under libfaketime, so the jump is applied to the expiries instead. Each key's remaining
+    /// time shrinks by the jump (grows for a backward one) and a key with less left than a
+    /// forward jump expires now. Meant for a private server (it touches every key). Returns
+    /// how many keys had an expiry.
+    pub async fn shift_expiries(&self, jump_ms: i64) -> Result<usize, String> {
+        let failed = |error: CallError| match error {
+            CallError::NotApplied(why) | CallError::Unknown(why) => why,
+        };
+        let mut connection = self.get().await.map_err(failed)?;
+        let script = redis::Script::new(crate::redis_lock::JUMP_EXPIRY);
+        let (mut cursor, mut moved) = (0u64, 0usize);
+        loop {
+            let mut scan = redis::cmd("SCAN");
+            scan.arg(cursor).arg("COUNT").arg(1000);
+            let page = scan.query_async::<(u64, Vec<String>)>(&mut connection);
+            let (next, keys) = tokio::time::timeout(CONNECT_TIMEOUT, page)
+                .await
+                .map_err(|_elapsed| format!("SCAN on {} timed out", self.shown_url))?
+                .map_err(|error| format!("SCAN on {}: {error}", self.shown_url))?;
+            for key in keys {
+                let mut call = script.key(&key);
+                call.arg(jump_ms);
+                let shifted = call.invoke_async::<i64>(&mut connection);
+                moved += tokio::time::timeout(CONNECT_TIMEOUT, shifted)
+                    .await
+                    .map_err(|_elapsed| format!("shifting {key}'s expiry timed out"))?
+                    .map_err(|error| format!("shifting {key}'s expiry: {error}"))?
+                    as usize;
+            }
+            if next == 0 {
+                return Ok(moved);
+            }
+            cursor = next;
+        }
+    }
+
     /// Round-trips a PING: a clear error up front beats a run full of failed calls.
     pub async fn ping(&self) -> Result<(), String> {
         let mut connection = self.get().await.map_err(|error| match error {

@@ -48,9 +48,9 @@ const UNSAFE_RELEASE: &str = r"
 return redis.call('DEL', KEYS[1])
 ";
 
-/// What a forward jump of the server's clock does to one lease: its remaining time shrinks by
-/// the jump, and a lease with less left than that expires now.
-const JUMP_EXPIRY: &str = r"
+/// What a jump of the server's clock does to one key: its remaining time shrinks by the jump
+/// (grows for a backward one), and a key with less left than a forward jump expires now.
+pub(crate) const JUMP_EXPIRY: &str = r"
 local left = redis.call('PTTL', KEYS[1])
 if left < 0 then return 0 end
 if left <= tonumber(ARGV[1]) then

@@ -85,6 +85,26 @@ pub enum Op {
     DropWriteReply,
     /// Nemesis: write replies to a process are delivered again.
     HealWriteReply,
+    /// Nemesis: a real server (`target`: `lock` or `store`) is frozen with SIGSTOP for
+    /// `duration_ns`.
+    ServerPause,
+    /// Nemesis: a frozen real server runs again (SIGCONT).
+    ServerResume,
+    /// Nemesis: fencer's proxy to a real server passes nothing for `duration_ns`.
+    Partition,
+    /// Nemesis: the partition is over.
+    HealPartition,
+    /// Nemesis: fencer's proxy holds every reply from a real server for `delay_ns`, for
+    /// `duration_ns`.
+    DelayReplies,
+    /// Nemesis: replies from the server are delivered promptly again.
+    HealDelayReplies,
+    /// Nemesis: fencer's proxy loses every reply from a real server for `duration_ns`.
+    DropReplies,
+    /// Nemesis: replies from the server flow again (connections that lost some are cut).
+    HealDropReplies,
+    /// Nemesis: fencer's proxy closes every connection to a real server.
+    Cut,
 }
 
 impl Op {
@@ -110,6 +130,15 @@ impl Op {
             Op::HealAcquireReply => "heal-acquire-reply",
             Op::DropWriteReply => "drop-write-reply",
             Op::HealWriteReply => "heal-write-reply",
+            Op::ServerPause => "server-pause",
+            Op::ServerResume => "server-resume",
+            Op::Partition => "partition",
+            Op::HealPartition => "heal-partition",
+            Op::DelayReplies => "delay-replies",
+            Op::HealDelayReplies => "heal-delay-replies",
+            Op::DropReplies => "drop-replies",
+            Op::HealDropReplies => "heal-drop-replies",
+            Op::Cut => "cut",
         }
     }
 
@@ -191,6 +220,9 @@ pub struct Event {
     /// Nemesis: clock drift, in parts per million (negative runs slow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_ppm: Option<i64>,
+    /// Nemesis: how long each reply is held by a `delay-replies` fault, in nanoseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay_ns: Option<u64>,
     /// Why a call failed or is unknown (`busy`, `not-owner`, `rejected`, `timeout`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -223,6 +255,7 @@ impl Event {
             duration_ns: None,
             jump_ns: None,
             drift_ppm: None,
+            delay_ns: None,
             error: None,
         }
     }

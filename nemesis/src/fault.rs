@@ -23,6 +23,17 @@ pub enum FaultKind {
     DropAcquire,
     /// The store applies a write but its reply is lost.
     DropWrite,
+    /// A server fencer started is frozen with SIGSTOP (connections stay open, nothing is
+    /// answered), then thawed with SIGCONT.
+    ServerPause,
+    /// Nothing crosses fencer's proxy to a server in either direction for a while.
+    Partition,
+    /// Fencer's proxy holds every reply from a server for a while.
+    DelayReplies,
+    /// Fencer's proxy loses every reply from a server for a while (requests still apply).
+    DropReplies,
+    /// Fencer's proxy closes every open connection to a server at once.
+    Cut,
 }
 
 impl FaultKind {
@@ -41,6 +52,17 @@ impl FaultKind {
     /// replies.
     pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
 
+    /// Families only a real server fencer started itself can suffer (its process or fencer's
+    /// proxy in front of it); opt-in too, and refused anywhere else: the simulation has no
+    /// server process and a server behind a plain URL is not fencer's to freeze.
+    pub const SERVER: [FaultKind; 5] = [
+        FaultKind::ServerPause,
+        FaultKind::Partition,
+        FaultKind::DelayReplies,
+        FaultKind::DropReplies,
+        FaultKind::Cut,
+    ];
+
     /// The CLI name.
     pub fn name(self) -> &'static str {
         match self {
@@ -51,7 +73,17 @@ impl FaultKind {
             FaultKind::Restart => "restart",
             FaultKind::DropAcquire => "drop-acquire",
             FaultKind::DropWrite => "drop-write",
+            FaultKind::ServerPause => "server-pause",
+            FaultKind::Partition => "partition",
+            FaultKind::DelayReplies => "delay-replies",
+            FaultKind::DropReplies => "drop-replies",
+            FaultKind::Cut => "cut",
         }
+    }
+
+    /// True for the [`FaultKind::SERVER`] families.
+    pub fn needs_private_server(self) -> bool {
+        FaultKind::SERVER.contains(&self)
     }
 }
 
@@ -62,17 +94,20 @@ impl std::str::FromStr for FaultKind {
         FaultKind::ALL
             .into_iter()
             .chain(FaultKind::OPT_IN)
+            .chain(FaultKind::SERVER)
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 format!(
                     "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, \
-                     delay-write, restart, drop-acquire, drop-write, all, or none"
+                     delay-write, restart, drop-acquire, drop-write, server-pause, partition, \
+                     delay-replies, drop-replies, cut, all, or none"
                 )
             })
     }
 }
 
-/// One scheduled fault. Targets are process names (`w0`) or clock owners (`lock`, `w0`).
+/// One scheduled fault. Targets are process names (`w0`), clock owners (`lock`, `w0`) or, for
+/// server faults, the server's role (`lock`, `store`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "fault", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
@@ -122,7 +157,8 @@ pub enum Fault {
         /// Window length, and how long each write in it is held.
         duration_ns: u64,
     },
-    /// `target` (a server: `lock`) restarts at `at_ns` and stays down for `duration_ns`.
+    /// `target` (a server: `lock`; in the real tier also `store`) restarts at `at_ns` and stays
+    /// down for `duration_ns`.
     Restart {
         /// True time of the restart.
         at_ns: u64,
@@ -149,6 +185,54 @@ pub enum Fault {
         /// How long replies are lost.
         duration_ns: u64,
     },
+    /// The server `target` (`lock` or `store`) is frozen (SIGSTOP) from `at_ns` for
+    /// `duration_ns`.
+    ServerPause {
+        /// True time the server is stopped.
+        at_ns: u64,
+        /// The server's role.
+        target: String,
+        /// How long it stays stopped.
+        duration_ns: u64,
+    },
+    /// Fencer's proxy to `target` passes nothing either way from `at_ns` for `duration_ns`.
+    Partition {
+        /// True time the partition starts.
+        at_ns: u64,
+        /// The server's role.
+        target: String,
+        /// How long it lasts.
+        duration_ns: u64,
+    },
+    /// Fencer's proxy holds every reply from `target` for `delay_ns`, from `at_ns` for
+    /// `duration_ns`.
+    DelayReplies {
+        /// True time the window opens.
+        at_ns: u64,
+        /// The server's role.
+        target: String,
+        /// Window length.
+        duration_ns: u64,
+        /// How long each reply is held.
+        delay_ns: u64,
+    },
+    /// Fencer's proxy loses every reply from `target` from `at_ns` for `duration_ns`; the
+    /// connections that lost replies are cut when it heals.
+    DropReplies {
+        /// True time the loss starts.
+        at_ns: u64,
+        /// The server's role.
+        target: String,
+        /// How long replies are lost.
+        duration_ns: u64,
+    },
+    /// Fencer's proxy closes every connection to `target` at `at_ns`.
+    Cut {
+        /// True time of the cut.
+        at_ns: u64,
+        /// The server's role.
+        target: String,
+    },
 }
 
 impl Fault {
@@ -162,7 +246,12 @@ impl Fault {
             | Fault::DelayWrite { at_ns, .. }
             | Fault::Restart { at_ns, .. }
             | Fault::DropAcquire { at_ns, .. }
-            | Fault::DropWrite { at_ns, .. } => *at_ns,
+            | Fault::DropWrite { at_ns, .. }
+            | Fault::ServerPause { at_ns, .. }
+            | Fault::Partition { at_ns, .. }
+            | Fault::DelayReplies { at_ns, .. }
+            | Fault::DropReplies { at_ns, .. }
+            | Fault::Cut { at_ns, .. } => *at_ns,
         }
     }
 
@@ -176,7 +265,12 @@ impl Fault {
             | Fault::DelayWrite { target, .. }
             | Fault::Restart { target, .. }
             | Fault::DropAcquire { target, .. }
-            | Fault::DropWrite { target, .. } => target,
+            | Fault::DropWrite { target, .. }
+            | Fault::ServerPause { target, .. }
+            | Fault::Partition { target, .. }
+            | Fault::DelayReplies { target, .. }
+            | Fault::DropReplies { target, .. }
+            | Fault::Cut { target, .. } => target,
         }
     }
 
@@ -190,6 +284,36 @@ impl Fault {
             Fault::Restart { .. } => FaultKind::Restart,
             Fault::DropAcquire { .. } => FaultKind::DropAcquire,
             Fault::DropWrite { .. } => FaultKind::DropWrite,
+            Fault::ServerPause { .. } => FaultKind::ServerPause,
+            Fault::Partition { .. } => FaultKind::Partition,
+            Fault::DelayReplies { .. } => FaultKind::DelayReplies,
+            Fault::DropReplies { .. } => FaultKind::DropReplies,
+            Fault::Cut { .. } => FaultKind::Cut,
+        }
+    }
+
+    /// True for a fault aimed at a server's process, clock or connections (target `lock` or
+    /// `store`) rather than at a worker. In the real tier with servers fencer started, these
+    /// go to the server nemesis; everywhere else only the simulation's lock service can take
+    /// them (restart, clock).
+    pub fn aims_at_server(&self) -> bool {
+        matches!(self.target(), "lock" | "store")
+    }
+
+    /// How long the fault lasts (zero for instant ones: jumps, drift changes, cuts).
+    pub fn duration_ns(&self) -> u64 {
+        match self {
+            Fault::Pause { duration_ns, .. }
+            | Fault::DropRenew { duration_ns, .. }
+            | Fault::DelayWrite { duration_ns, .. }
+            | Fault::Restart { duration_ns, .. }
+            | Fault::DropAcquire { duration_ns, .. }
+            | Fault::DropWrite { duration_ns, .. }
+            | Fault::ServerPause { duration_ns, .. }
+            | Fault::Partition { duration_ns, .. }
+            | Fault::DelayReplies { duration_ns, .. }
+            | Fault::DropReplies { duration_ns, .. } => *duration_ns,
+            Fault::ClockJump { .. } | Fault::ClockDrift { .. } | Fault::Cut { .. } => 0,
         }
     }
 }
@@ -217,7 +341,11 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for kind in FaultKind::ALL.into_iter().chain(FaultKind::OPT_IN) {
+        for kind in FaultKind::ALL
+            .into_iter()
+            .chain(FaultKind::OPT_IN)
+            .chain(FaultKind::SERVER)
+        {
             assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
         }
         assert!(

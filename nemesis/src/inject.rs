@@ -11,6 +11,7 @@ use fencer_harness::{Event, EventType, LocalClock, Op, ProcessFaults, Recorder, 
 use tokio::sync::oneshot;
 
 use crate::fault::Fault;
+use crate::server::{ServerAction, ServerFaults};
 
 /// What faults can reach: processes by name, clocks by owner name.
 #[derive(Clone, Debug, Default)]
@@ -21,6 +22,9 @@ pub struct Targets {
     pub clocks: BTreeMap<String, LocalClock>,
     /// Servers that can be restarted, by name (`lock`).
     pub servers: BTreeMap<String, Arc<dyn Restartable>>,
+    /// Real servers fencer started itself, by role (`lock`, `store`): the targets of server
+    /// pauses, proxy faults and, in the real tier, restarts and server clock jumps.
+    pub real_servers: BTreeMap<String, Arc<dyn ServerFaults>>,
 }
 
 /// Error for a schedule naming something the run does not have.
@@ -44,9 +48,28 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
             | Fault::DelayWrite { target, .. }
             | Fault::DropAcquire { target, .. }
             | Fault::DropWrite { target, .. } => targets.processes.contains_key(target),
-            Fault::Restart { target, .. } => targets.servers.contains_key(target),
-            Fault::ClockJump { target, .. } | Fault::ClockDrift { target, .. } => {
-                targets.clocks.contains_key(target)
+            Fault::Restart { target, .. } => {
+                targets.servers.contains_key(target) || targets.real_servers.contains_key(target)
+            }
+            Fault::ClockJump { target, .. } => {
+                targets.clocks.contains_key(target) || targets.real_servers.contains_key(target)
+            }
+            Fault::ClockDrift { target, .. } => targets.clocks.contains_key(target),
+            Fault::ServerPause { target, .. }
+            | Fault::Partition { target, .. }
+            | Fault::DelayReplies { target, .. }
+            | Fault::DropReplies { target, .. }
+            | Fault::Cut { target, .. } => {
+                if targets.real_servers.is_empty() {
+                    return Err(format!(
+                        "fault at {} ns: `{}` needs a real server fencer started itself \
+                         (fencer run --lock private:redis --store private:postgres); this run \
+                         has none",
+                        fault.at_ns(),
+                        fault.kind().name()
+                    ));
+                }
+                targets.real_servers.contains_key(target)
             }
         };
         if !found {
@@ -55,6 +78,7 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
                 .keys()
                 .chain(targets.clocks.keys())
                 .chain(targets.servers.keys())
+                .chain(targets.real_servers.keys())
                 .cloned()
                 .collect::<BTreeSet<_>>();
             return Err(unknown_target(fault, names.into_iter()));
@@ -70,16 +94,20 @@ struct PendingEnd {
     target: String,
     /// The switch to turn off when the fault ends, for faults that need an explicit heal.
     heal: Option<(Arc<ProcessFaults>, u64)>,
+    /// What to do to a real server when the fault ends (resume it, start it again, ...).
+    server_heal: Option<(Arc<dyn ServerFaults>, ServerAction)>,
 }
 
-/// Injects `faults` (sorted by `at_ns`, targets validated) until `stop` fires, then records the
-/// end of every fault still active. Run it as its own task beside the workers.
+/// Injects `faults` (sorted by `at_ns`, targets validated) until `stop` fires, then ends every
+/// fault still active (a paused server is resumed, a killed one started again) and records
+/// its end. Run it as its own task beside the workers. Fails when a real server could not
+/// take a fault: the history would claim a fault that did not happen.
 pub async fn inject(
     faults: Vec<Fault>,
     targets: Targets,
     recorder: Arc<Recorder>,
     mut stop: oneshot::Receiver<()>,
-) {
+) -> Result<(), String> {
     let truth = recorder.truth();
     let mut ends: BTreeMap<(u64, u64), PendingEnd> = BTreeMap::new();
     let mut end_seq = 0u64;
@@ -100,7 +128,7 @@ pub async fn inject(
         // Ends first at equal times: a fault ending as another starts is healed before it.
         if next_end == Some(wake_ns) {
             let (_, end) = ends.pop_first().expect("peeked above");
-            record_end(&recorder, end);
+            record_end(&recorder, end).await?;
             continue;
         }
         let fault = next.next().expect("peeked above");
@@ -109,6 +137,10 @@ pub async fn inject(
             target: Some(fault.target().to_string()),
             ..Event::new("nemesis", EventType::Nemesis, Op::Pause)
         };
+        if let Some(server) = real_server(&fault, &targets) {
+            act_on_server(&fault, server, &recorder, start, &mut ends, &mut end_seq).await?;
+            continue;
+        }
         let (event, end) = match &fault {
             Fault::Pause {
                 target,
@@ -174,6 +206,7 @@ pub async fn inject(
                         f: Op::Recover,
                         target: target.clone(),
                         heal: None,
+                        server_heal: None,
                     },
                 );
                 continue;
@@ -235,6 +268,13 @@ pub async fn inject(
                     None,
                 )
             }
+            Fault::ServerPause { .. }
+            | Fault::Partition { .. }
+            | Fault::DelayReplies { .. }
+            | Fault::DropReplies { .. }
+            | Fault::Cut { .. } => {
+                unreachable!("validate refuses server faults without a real server")
+            }
         };
         recorder.record(event);
         if let Some((end_ns, f)) = end {
@@ -247,6 +287,7 @@ pub async fn inject(
                     f,
                     target: fault.target().to_string(),
                     heal,
+                    server_heal: None,
                 },
             );
         }
@@ -254,18 +295,135 @@ pub async fn inject(
     // Stopped: heal what is still active (a frozen worker cannot have finished, so this only
     // records ends that fall after the last worker's last operation).
     for (_, end) in std::mem::take(&mut ends) {
-        record_end(&recorder, end);
+        record_end(&recorder, end).await?;
     }
+    Ok(())
 }
 
-fn record_end(recorder: &Recorder, end: PendingEnd) {
+/// The real server `fault` acts on, when the run has one for its target (the simulation's
+/// lock service keeps its own restarts and clock).
+fn real_server<'a>(fault: &Fault, targets: &'a Targets) -> Option<&'a Arc<dyn ServerFaults>> {
+    let sim_owns = match fault {
+        Fault::Restart { target, .. } => targets.servers.contains_key(target),
+        Fault::ClockJump { target, .. } => targets.clocks.contains_key(target),
+        _ => false,
+    };
+    if sim_owns {
+        return None;
+    }
+    targets.real_servers.get(fault.target())
+}
+
+/// Applies `fault` to a real server, records it (`start` is its nemesis event so far) and
+/// queues its end. Recorded before the server acts, so what the fault causes follows it.
+async fn act_on_server(
+    fault: &Fault,
+    server: &Arc<dyn ServerFaults>,
+    recorder: &Recorder,
+    start: Event,
+    ends: &mut BTreeMap<(u64, u64), PendingEnd>,
+    end_seq: &mut u64,
+) -> Result<(), String> {
+    let duration_ns = fault.duration_ns();
+    let timed = |f: Op| Event {
+        f,
+        duration_ns: Some(duration_ns),
+        ..start.clone()
+    };
+    let (event, action, end) = match fault {
+        Fault::Restart { .. } => (
+            timed(Op::Restart),
+            ServerAction::Kill,
+            Some((Op::Recover, Some(ServerAction::Start))),
+        ),
+        Fault::ClockJump { jump_ns, .. } => (
+            Event {
+                f: Op::ClockJump,
+                jump_ns: Some(*jump_ns),
+                ..start.clone()
+            },
+            ServerAction::JumpClock(*jump_ns),
+            None,
+        ),
+        Fault::ServerPause { .. } => (
+            timed(Op::ServerPause),
+            ServerAction::Pause,
+            Some((Op::ServerResume, Some(ServerAction::Resume))),
+        ),
+        Fault::Partition { .. } => (
+            timed(Op::Partition),
+            ServerAction::Partition(std::time::Duration::from_nanos(duration_ns)),
+            Some((Op::HealPartition, None)),
+        ),
+        Fault::DelayReplies { delay_ns, .. } => (
+            Event {
+                delay_ns: Some(*delay_ns),
+                ..timed(Op::DelayReplies)
+            },
+            ServerAction::DelayReplies(std::time::Duration::from_nanos(*delay_ns)),
+            Some((
+                Op::HealDelayReplies,
+                Some(ServerAction::DelayReplies(std::time::Duration::ZERO)),
+            )),
+        ),
+        Fault::DropReplies { .. } => (
+            timed(Op::DropReplies),
+            ServerAction::DropReplies,
+            Some((Op::HealDropReplies, Some(ServerAction::HealReplies))),
+        ),
+        Fault::Cut { .. } => (
+            Event {
+                f: Op::Cut,
+                ..start.clone()
+            },
+            ServerAction::Cut,
+            None,
+        ),
+        Fault::Pause { .. }
+        | Fault::ClockDrift { .. }
+        | Fault::DropRenew { .. }
+        | Fault::DelayWrite { .. }
+        | Fault::DropAcquire { .. }
+        | Fault::DropWrite { .. } => {
+            unreachable!("validate lets only server faults reach a real server")
+        }
+    };
+    let now_ns = recorder.truth().now_ns();
+    recorder.record(event);
+    server
+        .apply(action)
+        .await
+        .map_err(|error| format!("{} on {}: {error}", fault.kind().name(), fault.target()))?;
+    if let Some((f, heal)) = end {
+        *end_seq += 1;
+        ends.insert(
+            (now_ns + duration_ns, *end_seq),
+            PendingEnd {
+                f,
+                target: fault.target().to_string(),
+                heal: None,
+                server_heal: heal.map(|action| (Arc::clone(server), action)),
+            },
+        );
+    }
+    Ok(())
+}
+
+async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), String> {
     if let Some((faults, until_ns)) = &end.heal {
         faults.heal_writes(*until_ns);
+    }
+    if let Some((server, action)) = &end.server_heal {
+        server
+            .apply(*action)
+            .await
+            .map_err(|error| format!("{action:?} on {}: {error}", end.target))?;
     }
     recorder.record(Event {
         target: Some(end.target),
         ..Event::new("nemesis", EventType::Nemesis, end.f)
     });
+    Ok(())
 }
 
 #[cfg(test)]
@@ -286,7 +444,7 @@ mod tests {
             let targets = Targets {
                 processes: [("w0".to_string(), Arc::clone(&worker))].into(),
                 clocks: [("lock".to_string(), lock_clock.clone())].into(),
-                servers: BTreeMap::new(),
+                ..Targets::default()
             };
             let faults = vec![
                 Fault::Pause {
@@ -311,7 +469,7 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             let clock_reading = lock_clock.now_ns();
             stop_tx.send(()).unwrap();
-            injector.await.unwrap();
+            injector.await.unwrap().unwrap();
             (
                 recorder.take_history(),
                 worker.frozen_until_ns(),
@@ -358,6 +516,7 @@ mod tests {
                     Arc::clone(&server) as Arc<dyn Restartable>,
                 )]
                 .into(),
+                real_servers: BTreeMap::new(),
             };
             let faults = vec![
                 Fault::DelayWrite {
@@ -380,7 +539,7 @@ mod tests {
             let delay_after = worker.write_delay_at(truth.now_ns());
             // Every fault has ended by now, so the injector may be gone already.
             let _ = stop_tx.send(());
-            injector.await.unwrap();
+            injector.await.unwrap().unwrap();
             (recorder.take_history(), delay_inside, delay_after)
         });
         let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
@@ -406,12 +565,104 @@ mod tests {
         }];
         let targets = Targets {
             processes: [("w0".to_string(), Arc::new(ProcessFaults::default()))].into(),
-            clocks: BTreeMap::new(),
-            servers: BTreeMap::new(),
+            ..Targets::default()
         };
         let error = validate(&faults, &targets).unwrap_err();
         assert!(
             error.contains("targets `w9`") && error.contains("known: w0"),
+            "{error}"
+        );
+    }
+
+    /// A server that remembers what was done to it, and when.
+    #[derive(Debug, Default)]
+    struct Actions {
+        done: std::sync::Mutex<Vec<(u64, ServerAction)>>,
+        truth: std::sync::OnceLock<TrueClock>,
+    }
+
+    #[async_trait::async_trait]
+    impl ServerFaults for Actions {
+        async fn apply(&self, action: ServerAction) -> Result<(), String> {
+            let now_ns = self.truth.get().map_or(0, TrueClock::now_ns);
+            self.done.lock().unwrap().push((now_ns, action));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn server_faults_reach_real_servers_and_are_healed_even_when_the_run_stops() {
+        let server = Arc::new(Actions::default());
+        let history = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            server.truth.set(truth).unwrap();
+            let recorder = Arc::new(Recorder::new(truth));
+            let targets = Targets {
+                real_servers: [(
+                    "store".to_string(),
+                    Arc::clone(&server) as Arc<dyn ServerFaults>,
+                )]
+                .into(),
+                ..Targets::default()
+            };
+            let faults = vec![
+                Fault::ServerPause {
+                    at_ns: 10 * MS,
+                    target: "store".into(),
+                    duration_ns: 20 * MS,
+                },
+                Fault::Cut {
+                    at_ns: 40 * MS,
+                    target: "store".into(),
+                },
+                Fault::Restart {
+                    at_ns: 50 * MS,
+                    target: "store".into(),
+                    duration_ns: 1_000 * MS,
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            stop_tx.send(()).unwrap();
+            injector.await.unwrap().unwrap();
+            recorder.take_history()
+        });
+        let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
+        assert_eq!(
+            story,
+            [
+                (10 * MS, Op::ServerPause),
+                (30 * MS, Op::ServerResume),
+                (40 * MS, Op::Cut),
+                (50 * MS, Op::Restart),
+                (100 * MS, Op::Recover),
+            ]
+        );
+        assert_eq!(
+            *server.done.lock().unwrap(),
+            [
+                (10 * MS, ServerAction::Pause),
+                (30 * MS, ServerAction::Resume),
+                (40 * MS, ServerAction::Cut),
+                (50 * MS, ServerAction::Kill),
+                (100 * MS, ServerAction::Start),
+            ],
+            "the restarted server is started again when the run stops"
+        );
+    }
+
+    #[test]
+    fn server_faults_are_refused_without_a_real_server() {
+        let faults = vec![Fault::Partition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+        }];
+        let error = validate(&faults, &Targets::default()).unwrap_err();
+        assert!(
+            error.contains("`partition` needs a real server fencer started itself"),
             "{error}"
         );
     }

@@ -1,5 +1,6 @@
 //! What goes wrong, and when: fault schedules drawn from a seed ([`schedule`]) and their
-//! injection into a running simulation ([`inject`]).
+//! injection into a running simulation or real-tier run ([`inject`]), including
+//! faults on real servers fencer started ([`ServerFaults`]).
 //!
 //! A schedule is plain data (it is part of `plan.json`), so a user can pin a scenario by hand
 //! and a shrinker can drop faults one by one without reshuffling anything else.
@@ -7,7 +8,9 @@
 pub mod fault;
 pub mod inject;
 pub mod schedule;
+pub mod server;
 
 pub use fault::{Fault, FaultKind};
 pub use inject::{Targets, inject, validate};
 pub use schedule::{ScheduleConfig, schedule};
+pub use server::{ServerAction, ServerFaults};

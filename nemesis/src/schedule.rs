@@ -24,6 +24,9 @@ pub struct ScheduleConfig {
     pub horizon_ns: u64,
     /// Mean gap between two faults.
     pub mean_gap_ns: u64,
+    /// Roles of the servers fencer started itself (`lock`, `store`), the targets of the
+    /// [`FaultKind::SERVER`] families; with none, those families are left out.
+    pub servers: Vec<String>,
 }
 
 /// Largest drift the nemesis sets, in ppm: 5 %, far beyond NTP's 500 ppm bound on purpose.
@@ -35,7 +38,12 @@ pub const MAX_BIG_JUMP_TTLS: u64 = 5;
 
 /// Draws a schedule, sorted by start time.
 pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
-    let kinds: Vec<FaultKind> = config.kinds.iter().copied().collect();
+    let kinds: Vec<FaultKind> = config
+        .kinds
+        .iter()
+        .copied()
+        .filter(|kind| !kind.needs_private_server() || !config.servers.is_empty())
+        .collect();
     if kinds.is_empty() || config.workers == 0 || config.mean_gap_ns == 0 {
         return Vec::new();
     }
@@ -82,6 +90,33 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
                 target: worker,
                 duration_ns: rng.random_range(ttl / 10..=ttl / 2),
             },
+            FaultKind::ServerPause => Fault::ServerPause {
+                at_ns,
+                target: pick_server(config, rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            FaultKind::Partition => Fault::Partition {
+                at_ns,
+                target: pick_server(config, rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            // Replies late by a fraction of a TTL up to a whole one: renewals land late,
+            // acquires are granted before the worker hears of it.
+            FaultKind::DelayReplies => Fault::DelayReplies {
+                at_ns,
+                target: pick_server(config, rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                delay_ns: rng.random_range(ttl / 10..=ttl),
+            },
+            FaultKind::DropReplies => Fault::DropReplies {
+                at_ns,
+                target: pick_server(config, rng),
+                duration_ns: rng.random_range(ttl / 4..=ttl),
+            },
+            FaultKind::Cut => Fault::Cut {
+                at_ns,
+                target: pick_server(config, rng),
+            },
             FaultKind::Skew => {
                 // The lock server's clock decides expiry, so it is skewed as often as all
                 // workers together.
@@ -117,6 +152,11 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
     }
 }
 
+/// One of the servers fencer started (the caller checked there is one).
+fn pick_server(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> String {
+    config.servers[rng.random_range(0..config.servers.len())].clone()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +169,7 @@ mod tests {
             ttl_ns: 10_000_000_000,
             horizon_ns: 1_000_000_000_000,
             mean_gap_ns: 5_000_000_000,
+            servers: Vec::new(),
         }
     }
 
@@ -242,6 +283,17 @@ mod tests {
             }
         }
         assert!(delays > 10 && restarts > 10, "{delays} {restarts}");
+    }
+
+    #[test]
+    fn server_faults_aim_at_started_servers_only() {
+        let mut config = config(&FaultKind::SERVER);
+        assert!(schedule(&config, &mut stream_rng(7, Stream::Nemesis, 0)).is_empty());
+        config.servers = vec!["store".to_string()];
+        let faults = schedule(&config, &mut stream_rng(7, Stream::Nemesis, 0));
+        let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
+        assert_eq!(kinds.len(), FaultKind::SERVER.len());
+        assert!(faults.iter().all(|fault| fault.target() == "store"));
     }
 
     #[test]

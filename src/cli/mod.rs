@@ -215,21 +215,22 @@ struct SettingsArgs {
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
     /// Faults to inject: a comma list of pause, skew, drop-renew, delay-write, restart; all
-    /// (every one, the default); or none.
+    /// (every one, the default); or none. Opt-in: drop-acquire, drop-write; and, on servers
+    /// fencer starts (private:…), server-pause, partition, delay-replies, drop-replies, cut.
     #[arg(long, default_value = "all", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
     /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
-    /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant).
-    /// Default: sqlite.
+    /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant);
+    /// or private:redis / private:postgres / private:etcd for a server fencer starts itself. Default: sqlite.
     #[arg(long, value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
     store: Option<BackendChoice<StoreBackend>>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
-    /// Redis mutant).
+    /// Redis mutant); or private:redis / private:postgres / private:etcd for a server fencer starts itself.
     /// Default: sim.
     #[arg(long, value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
     lock: Option<BackendChoice<LockBackend>>,

@@ -7,7 +7,9 @@ use fencer::{Plan, SimError, check_with, simulate};
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
 
-use super::{Failure, Outcome, report};
+use fencer::settings::PRIVATE_SCHEME;
+
+use super::{Failure, Outcome, real_run, report};
 
 /// Replays the run in `dir`.
 pub fn replay(dir: &Path) -> Outcome {
@@ -23,6 +25,27 @@ pub fn replay(dir: &Path) -> Outcome {
     let plan = Plan::from_json(&plan_bytes, &dir.join("plan.json").display().to_string())
         .map_err(|error| Failure::BadInput(error.to_string()))?;
     if let (Some(lock_url), Some(store_url)) = (&plan.settings.lock_url, &plan.settings.store_url) {
+        if lock_url.starts_with(PRIVATE_SCHEME) && store_url.starts_with(PRIVATE_SCHEME) {
+            // Servers fencer starts itself can be started afresh: the same plan runs again
+            // against new ones, and the new history is the artifact.
+            println!(
+                "{}: a real-tier run on servers fencer starts: running its plan again against \
+                 fresh ones",
+                dir.display()
+            );
+            let plan_path = dir.join("plan.json");
+            // Saved like a `fencer run` with the default --store-dir.
+            return real_run::run(
+                &plan.settings,
+                &real_run::RealTargets {
+                    lock_url,
+                    store_url,
+                },
+                Some(&plan_path),
+                None,
+                Path::new("store"),
+            );
+        }
         return Err(Failure::BadInput(format!(
             "{}: a real-tier run cannot be replayed byte for byte (the servers' timing is not \
              fencer's); run its plan again with: fencer run --plan {} --lock {lock_url} --store \

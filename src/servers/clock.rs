@@ -29,17 +29,24 @@ impl ServerClock {
     /// A clock at offset zero whose offset file lives in `dir`. Fails with the package to
     /// install when libfaketime is missing.
     pub fn new(dir: &Path) -> Result<ServerClock, String> {
-        if !Path::new(LIBFAKETIME_MT).exists() {
-            return Err(format!(
-                "libfaketime is not installed ({LIBFAKETIME_MT} missing): apt-get install libfaketime"
-            ));
-        }
+        ServerClock::available()?;
         let clock = ServerClock {
             offset_file: dir.join("faketime.offset"),
             offset_ms: Mutex::new(0),
         };
         clock.write(0)?;
         Ok(clock)
+    }
+
+    /// Whether libfaketime is installed; the error names the package to install.
+    pub fn available() -> Result<(), String> {
+        if Path::new(LIBFAKETIME_MT).exists() {
+            Ok(())
+        } else {
+            Err(format!(
+                "libfaketime is not installed ({LIBFAKETIME_MT} missing): apt-get install libfaketime"
+            ))
+        }
     }
 
     /// `launch` with libfaketime preloaded and reading this clock's offset file on every clock

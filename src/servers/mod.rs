@@ -10,9 +10,13 @@
 
 mod clock;
 mod etcd;
+mod postgres;
+mod private;
 mod redis;
 
 pub use clock::ServerClock;
+pub use postgres::POSTGRES_DATABASE;
+pub use private::{PrivateBackend, PrivateServer};
 
 use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};
@@ -81,6 +85,8 @@ impl Launch {
     fn spawn(&self) -> Result<Child, String> {
         use std::os::unix::process::CommandExt;
         let mut command = Command::new(&self.program);
+        // In fencer's process group on purpose: a Ctrl-C at the terminal reaches the server
+        // too, so it stops even when fencer is interrupted before it can stop it itself.
         command.args(&self.args).stdin(Stdio::null());
         for (name, value) in &self.env {
             command.env(name, value);
@@ -201,20 +207,36 @@ impl ServerGuard {
         format!("; last lines of {}:\n  {tail}", log.display())
     }
 
+    /// Sends `signal` to the server and every process it started (PostgreSQL serves each
+    /// connection from a child of the postmaster, each in a session of its own, so neither the
+    /// pid nor the process group reaches them all). The server first, so it forks no new
+    /// child that the signal would miss while it is stopped.
     fn signal(&self, signal: &str) -> Result<(), String> {
         let child = self.child.as_ref().ok_or("server is not running")?;
-        let status = Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status()
-            .map_err(|error| format!("kill {signal}: {error}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("kill {signal} {} failed: {status}", child.id()))
+        let send = |pids: &[u32]| -> Result<(), String> {
+            let status = Command::new("kill")
+                .arg(signal)
+                .args(pids.iter().map(u32::to_string))
+                .stderr(Stdio::null())
+                .status()
+                .map_err(|error| format!("kill {signal}: {error}"))?;
+            // A child may exit between listing and signalling; only the server itself counts.
+            if status.success() || pids[0] != child.id() {
+                Ok(())
+            } else {
+                Err(format!("kill {signal} {} failed: {status}", child.id()))
+            }
+        };
+        send(&[child.id()])?;
+        let children = descendants(child.id());
+        if !children.is_empty() {
+            send(&children)?;
         }
+        Ok(())
     }
 
-    /// Freezes the server (SIGSTOP): connections stay open, nothing is answered.
+    /// Freezes the server, every process of it (SIGSTOP): connections stay open, nothing is
+    /// answered.
     pub fn pause(&self) -> Result<(), String> {
         self.signal("-STOP")
     }
@@ -224,13 +246,13 @@ impl ServerGuard {
         self.signal("-CONT")
     }
 
-    /// Kills the server now (SIGKILL) and waits for it to be gone. Nothing it had not written
-    /// to disk survives.
+    /// Kills the server now, every process of it (SIGKILL), and waits for it to be gone.
+    /// Nothing it had not written to disk survives.
     pub fn kill(&mut self) {
+        if self.child.is_some() {
+            let _ = self.signal("-KILL");
+        }
         if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill")
-                .args(["-CONT", &child.id().to_string()])
-                .status();
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -260,6 +282,37 @@ impl ServerGuard {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
+}
+
+/// Every live descendant of `root`, from `/proc` (Linux).
+fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`; comm may hold spaces and parentheses.
+            let after_comm = &stat[stat.rfind(')')? + 1..];
+            let ppid = after_comm.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut next = 0;
+    while next < found.len() {
+        let parent = found[next];
+        found.extend(
+            parents
+                .iter()
+                .filter(|&&(_, ppid)| ppid == parent)
+                .map(|&(pid, _)| pid),
+        );
+        next += 1;
+    }
+    found.remove(0);
+    found
 }
 
 impl Drop for ServerGuard {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use fencer::plan::Plan;
 use fencer::real::real_plan;
 use fencer::{FencedStore, Harness, LockService, Settings};
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
 use fencer_workloads::{CyclePlan, WorkerPlan};
 
@@ -73,7 +73,8 @@ pub fn real_settings(seed: u64, workers: usize, ops: usize) -> Settings {
     }
 }
 
-fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
+/// One cycle: wait `delay_ms`, acquire, prepare `prepare_ms`, write, hold `hold_ms`, release.
+pub fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
     CyclePlan {
         delay_ns: delay_ms * 1_000_000,
         think_ns: 0,
@@ -105,6 +106,81 @@ pub fn stale_write_plan() -> Plan {
         duration_ns: 900_000_000,
     }];
     plan
+}
+
+/// 1 s leases. w0 takes the lease and sends its write 50 ms later (the write delay is on by
+/// then), but the write is held in flight until 800 ms (w0 waits for the reply, renewing meanwhile); at 300 ms the lock server's clock
+/// jumps 5 s forward, expiring w0's live lease (its renewals fail from then on); at 500 ms w1
+/// takes the lease and writes with the newer token. When w0's older write lands, only the
+/// store's fence can refuse it. Without the jump, w1 could not acquire before w0 released after
+/// its write, and nothing would be stale.
+pub fn clock_jump_plan() -> Plan {
+    let mut plan = real_plan(&Settings {
+        nemesis: Default::default(),
+        ttl_ns: 1_000_000_000,
+        renew_every_ns: 200_000_000,
+        call_timeout_ns: 900_000_000,
+        ..real_settings(0, 2, 1)
+    });
+    plan.workers = vec![
+        WorkerPlan {
+            cycles: vec![cycle(0, 50, 0)],
+        },
+        WorkerPlan {
+            cycles: vec![cycle(500, 0, 1_200)],
+        },
+    ];
+    plan.faults = vec![
+        Fault::DelayWrite {
+            at_ns: 0,
+            target: "w0".into(),
+            duration_ns: 800_000_000,
+        },
+        Fault::ClockJump {
+            at_ns: 300_000_000,
+            target: "lock".into(),
+            jump_ns: 5_000_000_000,
+        },
+    ];
+    plan
+}
+
+/// w1 was granted the lease while w0's, by its last successful renewal, still had time left
+/// (`ttl_ns`): only the server's clock jump can have expired it.
+pub fn assert_jump_let_a_second_worker_in_early(history: &History, ttl_ns: u64) {
+    let w0_last_ns = history
+        .events
+        .iter()
+        .filter(|e| e.process.starts_with("w0") && e.kind == EventType::Ok)
+        .filter(|e| matches!(e.f, Op::Acquire | Op::Renew))
+        .map(|e| e.time_ns)
+        .max()
+        .expect("w0 took the lease");
+    let w1_granted_ns = history
+        .events
+        .iter()
+        .find(|e| e.process == "w1" && e.is(EventType::Ok, Op::Acquire))
+        .expect("w1 took the lease")
+        .time_ns;
+    assert!(
+        w1_granted_ns < w0_last_ns + ttl_ns,
+        "w1 got the lease at {w1_granted_ns} ns, after w0's would have expired anyway ({} ns)",
+        w0_last_ns + ttl_ns
+    );
+}
+
+/// `roles` (`lock`, `store`) all served by `server`, as nemesis targets.
+pub fn server_targets(
+    server: &Arc<fencer::servers::PrivateServer>,
+    roles: &[&str],
+) -> fencer::drive::ServerTargets {
+    roles
+        .iter()
+        .map(|role| {
+            let target: Arc<dyn fencer_nemesis::ServerFaults> = server.clone();
+            (role.to_string(), target)
+        })
+        .collect()
 }
 
 /// w0 takes the lease, writes, and is frozen for 900 ms while holding it; w1 takes the expired

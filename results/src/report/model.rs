@@ -341,6 +341,10 @@ fn faults(events: &[Event]) -> Vec<FaultSpan> {
             Op::HealRenew => Op::DropRenew,
             Op::HealWrite => Op::DelayWrite,
             Op::Recover => Op::Restart,
+            Op::ServerResume => Op::ServerPause,
+            Op::HealPartition => Op::Partition,
+            Op::HealDelayReplies => Op::DelayReplies,
+            Op::HealDropReplies => Op::DropReplies,
             _ => continue,
         };
         if let Some(open) = waiting.get_mut(&(opened_by, target))

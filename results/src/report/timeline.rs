@@ -330,7 +330,14 @@ impl<'m, 'e> Drawing<'m, 'e> {
                 if event.kind == EventType::Nemesis
                     && matches!(
                         event.f,
-                        Op::Resume | Op::HealRenew | Op::HealWrite | Op::Recover
+                        Op::Resume
+                            | Op::HealRenew
+                            | Op::HealWrite
+                            | Op::Recover
+                            | Op::ServerResume
+                            | Op::HealPartition
+                            | Op::HealDelayReplies
+                            | Op::HealDropReplies
                     )
                     && self.drawn(event.time_ns, event.time_ns)
                 {

@@ -23,6 +23,15 @@ pub fn both_clocks(event: &Event) -> String {
     }
 }
 
+/// A server's role in words: `the lock service`, `the store`.
+fn server_name(target: &str) -> String {
+    match target {
+        "lock" => "the lock service".into(),
+        "store" => "the store".into(),
+        other => other.into(),
+    }
+}
+
 fn opt<T: ToString>(value: &Option<T>) -> String {
     value.as_ref().map_or("?".into(), T::to_string)
 }
@@ -117,9 +126,53 @@ pub fn describe(event: &Event) -> String {
         }
         (EventType::Nemesis, Op::HealWrite) => format!("writes from {target} flow again"),
         (EventType::Nemesis, Op::Restart) => {
-            format!("the nemesis restarted the lock service{duration}")
+            format!("the nemesis restarted {}{duration}", server_name(&target))
         }
-        (EventType::Nemesis, Op::Recover) => "the lock service answers again".into(),
+        (EventType::Nemesis, Op::Recover) => format!("{} answers again", server_name(&target)),
+        (EventType::Nemesis, Op::ServerPause) => {
+            format!(
+                "the nemesis froze {} (SIGSTOP){duration}",
+                server_name(&target)
+            )
+        }
+        (EventType::Nemesis, Op::ServerResume) => {
+            format!("{} runs again (SIGCONT)", server_name(&target))
+        }
+        (EventType::Nemesis, Op::Partition) => {
+            format!(
+                "the nemesis cut {} off the network{duration}",
+                server_name(&target)
+            )
+        }
+        (EventType::Nemesis, Op::HealPartition) => {
+            format!("{} is reachable again", server_name(&target))
+        }
+        (EventType::Nemesis, Op::DelayReplies) => format!(
+            "the nemesis began holding replies from {} for {}{duration}",
+            server_name(&target),
+            event.delay_ns.map_or("?".into(), secs)
+        ),
+        (EventType::Nemesis, Op::HealDelayReplies) => {
+            format!(
+                "replies from {} arrive promptly again",
+                server_name(&target)
+            )
+        }
+        (EventType::Nemesis, Op::DropReplies) => {
+            format!(
+                "the nemesis began losing replies from {}{duration}",
+                server_name(&target)
+            )
+        }
+        (EventType::Nemesis, Op::HealDropReplies) => {
+            format!("replies from {} flow again", server_name(&target))
+        }
+        (EventType::Nemesis, Op::Cut) => {
+            format!(
+                "the nemesis closed every connection to {}",
+                server_name(&target)
+            )
+        }
         (kind, f) => format!("{who} {kind:?} {}", f.name()),
     }
 }

@@ -1,0 +1,286 @@
+//! A server fencer starts for one role of a run (`--lock private:redis`,
+//! `--store private:postgres`), with fencer's fault proxy in front of it, as a target of the
+//! real-tier nemesis.
+//!
+//! The adapters connect through the proxy, so partitions, delayed or lost replies and cuts hit
+//! them; the nemesis pauses, kills and restarts the server process itself and steps its clock
+//! (libfaketime for PostgreSQL; Redis, which hangs under libfaketime, gets every key's expiry
+//! rewritten by the jump instead).
+
+use fencer_nemesis::{ServerAction, ServerFaults};
+use std::sync::{Arc, Mutex};
+
+use super::ServerGuard;
+use crate::proxy::FaultProxy;
+use crate::settings::PRIVATE_SCHEME;
+
+/// The servers fencer can start itself. Adding one is an arm in [`PrivateBackend::parse`],
+/// [`PrivateBackend::start`] and [`PrivateBackend::client_url`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PrivateBackend {
+    /// `redis-server`, no persistence: a restart loses every key.
+    Redis,
+    /// PostgreSQL under libfaketime: a restart keeps the data directory.
+    Postgres,
+    /// A single-member etcd: a restart keeps its data directory (keys and revisions). Go reads
+    /// the clock without libc, so libfaketime cannot step it: it takes no clock jumps.
+    Etcd,
+}
+
+impl PrivateBackend {
+    /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
+    /// query that follows it; `None` when `url` is not a `private:` URL.
+    pub fn parse(url: &str) -> Option<Result<(PrivateBackend, String), String>> {
+        let rest = url.strip_prefix(PRIVATE_SCHEME)?;
+        let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let backend = match name {
+            "redis" => PrivateBackend::Redis,
+            "postgres" => PrivateBackend::Postgres,
+            "etcd" => PrivateBackend::Etcd,
+            other => {
+                return Some(Err(format!(
+                    "unknown private server `{other}` in {url}: expected private:redis, \
+                     private:postgres or private:etcd"
+                )));
+            }
+        };
+        Some(Ok((backend, query.to_string())))
+    }
+
+    /// Starts one in a fresh temporary directory on a free port.
+    fn start(self) -> Result<ServerGuard, String> {
+        match self {
+            PrivateBackend::Redis => ServerGuard::redis(),
+            PrivateBackend::Postgres => {
+                ServerGuard::postgres(super::ServerClock::available().is_ok())
+            }
+            PrivateBackend::Etcd => ServerGuard::etcd(),
+        }
+    }
+
+    /// Whether a jump of this server's clock can be made to happen: by libfaketime
+    /// (PostgreSQL) or by rewriting expiries (Redis); etcd ignores libfaketime.
+    pub fn takes_clock_jumps(self) -> bool {
+        match self {
+            PrivateBackend::Redis | PrivateBackend::Postgres => true,
+            PrivateBackend::Etcd => false,
+        }
+    }
+
+    /// The URL an adapter uses to reach the server on `port` (the proxy's).
+    fn client_url(self, port: u16) -> String {
+        match self {
+            PrivateBackend::Redis => format!("redis://127.0.0.1:{port}"),
+            PrivateBackend::Postgres => {
+                format!(
+                    "postgres://postgres@127.0.0.1:{port}/{}",
+                    super::POSTGRES_DATABASE
+                )
+            }
+            PrivateBackend::Etcd => format!("etcd://127.0.0.1:{port}"),
+        }
+    }
+
+    /// The Debian package that provides it, for messages.
+    pub fn debian_package(self) -> &'static str {
+        match self {
+            PrivateBackend::Redis => "redis-server",
+            PrivateBackend::Postgres => "postgresql",
+            PrivateBackend::Etcd => "etcd-server",
+        }
+    }
+}
+
+/// A server fencer started, behind its own fault proxy. Dropping it stops both.
+pub struct PrivateServer {
+    backend: PrivateBackend,
+    query: String,
+    /// Shared with the blocking tasks that kill and restart it.
+    guard: Arc<Mutex<ServerGuard>>,
+    server_port: u16,
+    proxy: FaultProxy,
+}
+
+impl std::fmt::Debug for PrivateServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrivateServer")
+            .field("backend", &self.backend)
+            .field("server_port", &self.server_port)
+            .field("proxy_port", &self.proxy.port())
+            .finish()
+    }
+}
+
+impl PrivateServer {
+    /// Starts the server a `private:` URL names, and a proxy in front of it.
+    pub fn start(url: &str) -> Result<PrivateServer, String> {
+        let (backend, query) = PrivateBackend::parse(url).ok_or_else(|| {
+            format!("expected a private:redis, private:postgres or private:etcd URL, found {url}")
+        })??;
+        let guard = backend.start().map_err(|error| {
+            format!(
+                "cannot start a private {backend:?} server ({error}); install the Debian package {}",
+                backend.debian_package()
+            )
+        })?;
+        let server_port = guard.port();
+        let proxy = FaultProxy::start(([127, 0, 0, 1], server_port).into())
+            .map_err(|error| format!("cannot start the fault proxy: {error}"))?;
+        Ok(PrivateServer {
+            backend,
+            query,
+            guard: Arc::new(Mutex::new(guard)),
+            server_port,
+            proxy,
+        })
+    }
+
+    /// The URL adapters use: through the proxy, with the `private:` URL's query
+    /// (`?variant=unfenced`) kept.
+    pub fn url(&self) -> String {
+        let url = self.backend.client_url(self.proxy.port());
+        if self.query.is_empty() {
+            url
+        } else {
+            format!("{url}?{}", self.query)
+        }
+    }
+
+    /// The server's own port (behind the proxy).
+    pub fn server_port(&self) -> u16 {
+        self.server_port
+    }
+
+    /// The proxy's port, which adapters connect to.
+    pub fn proxy_port(&self) -> u16 {
+        self.proxy.port()
+    }
+
+    /// What it is, for the line fencer prints when it starts one.
+    pub fn describe(&self) -> String {
+        let guard = self.lock_guard();
+        format!(
+            "{:?} pid {} on 127.0.0.1:{} in {}{}, behind fencer's proxy on 127.0.0.1:{}",
+            self.backend,
+            guard.pid().map_or("-".into(), |pid| pid.to_string()),
+            self.server_port,
+            guard.dir().display(),
+            if guard.clock().is_some() {
+                " (libfaketime clock)"
+            } else {
+                ""
+            },
+            self.proxy.port()
+        )
+    }
+
+    fn lock_guard(&self) -> std::sync::MutexGuard<'_, ServerGuard> {
+        self.guard
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Runs `work` on the guard on tokio's blocking pool (killing and restarting wait on the
+    /// process), so the run's other tasks go on meanwhile.
+    async fn on_guard<F>(&self, work: F) -> Result<(), String>
+    where
+        F: FnOnce(&mut ServerGuard) -> Result<(), String> + Send + 'static,
+    {
+        let guard = Arc::clone(&self.guard);
+        tokio::task::spawn_blocking(move || {
+            let mut guard = guard.lock().unwrap_or_else(|poison| poison.into_inner());
+            work(&mut guard)
+        })
+        .await
+        .map_err(|error| format!("server task failed: {error}"))?
+    }
+
+    async fn jump_clock(&self, jump_ns: i64) -> Result<(), String> {
+        let jump_ms = jump_ns / 1_000_000;
+        match self.backend {
+            PrivateBackend::Redis => {
+                #[cfg(feature = "redis")]
+                {
+                    let direct = fencer_backends::RedisConnection::open(&format!(
+                        "redis://127.0.0.1:{}",
+                        self.server_port
+                    ))?;
+                    direct.shift_expiries(jump_ms).await.map(drop)
+                }
+                #[cfg(not(feature = "redis"))]
+                {
+                    Err(format!(
+                        "this build has no Redis client to shift expiries by {jump_ms} ms"
+                    ))
+                }
+            }
+            PrivateBackend::Postgres => {
+                self.on_guard(move |guard| match guard.clock() {
+                    Some(clock) => clock.jump(jump_ms),
+                    None => Err("the server runs without libfaketime: apt-get install \
+                                 libfaketime"
+                        .into()),
+                })
+                .await
+            }
+            PrivateBackend::Etcd => Err(format!(
+                "a private etcd cannot take a clock jump of {jump_ms} ms: Go reads the clock \
+                 without libc, so libfaketime does not reach it"
+            )),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ServerFaults for PrivateServer {
+    async fn apply(&self, action: ServerAction) -> Result<(), String> {
+        match action {
+            // Faults on one server may overlap: a pause or resume that finds the server down
+            // (a restart is under way) has nothing to freeze or thaw, and the restart brings
+            // it back running.
+            ServerAction::Pause => {
+                self.on_guard(|guard| guard.pid().map_or(Ok(()), |_| guard.pause()))
+                    .await
+            }
+            ServerAction::Resume => {
+                self.on_guard(|guard| guard.pid().map_or(Ok(()), |_| guard.resume()))
+                    .await
+            }
+            ServerAction::Kill => {
+                self.on_guard(|guard| {
+                    guard.kill();
+                    Ok(())
+                })
+                .await
+            }
+            ServerAction::Start => {
+                self.on_guard(ServerGuard::restart).await?;
+                // Connections opened to the old process are dead; close them at the proxy so
+                // clients reconnect at once.
+                self.proxy.cut_connections();
+                Ok(())
+            }
+            ServerAction::JumpClock(jump_ns) => self.jump_clock(jump_ns).await,
+            ServerAction::Partition(duration) => {
+                self.proxy.partition_for(duration);
+                Ok(())
+            }
+            ServerAction::DelayReplies(delay) => {
+                self.proxy.delay_replies(delay);
+                Ok(())
+            }
+            ServerAction::DropReplies => {
+                self.proxy.black_hole_replies();
+                Ok(())
+            }
+            ServerAction::HealReplies => {
+                self.proxy.heal_replies();
+                Ok(())
+            }
+            ServerAction::Cut => {
+                self.proxy.cut_connections();
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! `fencer run --lock private:postgres --store private:redis --nemesis …`: fencer starts the
+//! servers itself, the plan's server and proxy faults run at their times and land in the
+//! history, the servers are gone afterwards, and `fencer replay` runs the plan again against
+//! fresh ones. Server faults on servers fencer did not start are refused.
+
+#![cfg(all(feature = "redis", feature = "postgres"))]
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn fencer(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("fencer runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+const SERVER_FAULTS: &str = "server-pause,restart,skew,partition,delay-replies,drop-replies,cut";
+
+const QUICK: [&str; 14] = [
+    "--ttl",
+    "300ms",
+    "--renew-every",
+    "100ms",
+    "--call-timeout",
+    "100ms",
+    "--ops",
+    "4",
+    "--workers",
+    "3",
+    "--fault-gap",
+    "250ms",
+    "--seed",
+    "3",
+];
+
+/// The server ports of the "started the … server: … on 127.0.0.1:PORT" lines.
+fn started_ports(printed: &str) -> Vec<u16> {
+    printed
+        .lines()
+        .filter(|line| line.starts_with("started the "))
+        .map(|line| {
+            let after = line.split(" on 127.0.0.1:").nth(1).unwrap();
+            after.split(' ').next().unwrap().parse().unwrap()
+        })
+        .collect()
+}
+
+fn nemesis_ops(history: &str) -> Vec<String> {
+    history
+        .lines()
+        .filter(|line| line.contains(r#""type":"nemesis""#))
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            value["f"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        "--lock",
+        "private:postgres",
+        "--store",
+        "private:redis",
+        "--nemesis",
+        SERVER_FAULTS,
+        "--out",
+        "first",
+    ];
+    args.extend(QUICK);
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    if printed.contains("cannot start a private") {
+        let probe = async { Err(printed.lines().last().unwrap_or("").to_string()) };
+        assert!(!support::reachable(
+            "server_nemesis_cli",
+            "private servers",
+            "postgresql redis-server libfaketime",
+            probe
+        ));
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "{printed}");
+    let ports = started_ports(&printed);
+    assert_eq!(ports.len(), 2, "{printed}");
+    for port in &ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", *port)).is_err(),
+            "the server on {port} was stopped: {printed}"
+        );
+    }
+    assert!(printed.contains("stopped the lock server"), "{printed}");
+
+    let history = std::fs::read_to_string(dir.path().join("first/history.jsonl")).unwrap();
+    let ops = nemesis_ops(&history);
+    let server_ops = [
+        "server-pause",
+        "restart",
+        "partition",
+        "delay-replies",
+        "drop-replies",
+        "cut",
+    ];
+    assert!(
+        ops.iter()
+            .filter(|op| server_ops.contains(&op.as_str()))
+            .count()
+            >= 3,
+        "server and proxy faults are in the history: {ops:?}"
+    );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("first/plan.json")).unwrap())
+            .unwrap();
+    assert!(
+        plan["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|fault| fault["target"] == "store"),
+        "the store's server takes faults too: {plan}"
+    );
+
+    let replay = fencer(&["replay", "first"], dir.path());
+    let replayed = text(&replay);
+    assert_eq!(replay.status.code(), Some(0), "{replayed}");
+    assert!(replayed.contains("against fresh ones"), "{replayed}");
+    let new_ports = started_ports(&replayed);
+    assert_eq!(new_ports.len(), 2, "{replayed}");
+    assert!(
+        new_ports
+            .iter()
+            .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
+        "{replayed}"
+    );
+    let run_dir = replayed
+        .lines()
+        .find_map(|line| line.strip_prefix("run directory: "))
+        .unwrap();
+    let again: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join(run_dir).join("plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(again["faults"], plan["faults"], "the same plan ran again");
+}
+
+#[test]
+fn server_faults_are_refused_where_fencer_did_not_start_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let urls = [
+        "run",
+        "--lock",
+        "redis://127.0.0.1:1",
+        "--store",
+        "redis://127.0.0.1:1",
+    ];
+    let mut args = urls.to_vec();
+    args.extend(["--nemesis", "server-pause"]);
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(254), "{printed}");
+    assert!(
+        printed.contains("`server-pause` needs a server fencer starts itself"),
+        "{printed}"
+    );
+
+    let simulated = fencer(&["run", "--nemesis", "partition"], dir.path());
+    assert_eq!(simulated.status.code(), Some(254), "{}", text(&simulated));
+    assert!(text(&simulated).contains("simulation has no server process"));
+
+    let plan = r#"{"fault":"restart","at_ns":1,"target":"lock","duration_ns":5}"#;
+    let mut saved: serde_json::Value = serde_json::from_slice(
+        &fencer::Plan::generate(&fencer::Settings {
+            nemesis: Default::default(),
+            ..fencer::Settings::default()
+        })
+        .to_json(),
+    )
+    .unwrap();
+    saved["faults"] = serde_json::json!([serde_json::from_str::<serde_json::Value>(plan).unwrap()]);
+    std::fs::write(dir.path().join("plan.json"), saved.to_string()).unwrap();
+    let mut args = urls.to_vec();
+    args.extend(["--plan", "plan.json"]);
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    assert_eq!(output.status.code(), Some(254), "{printed}");
+    assert!(
+        printed.contains("aims at the lock server, which is not fencer's own"),
+        "{printed}"
+    );
+}
