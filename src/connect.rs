@@ -1,11 +1,13 @@
-//! From server URLs to adapters: `redis://…` and `postgres://…` for the lock service and the
-//! store, in any mix, with an optional `?variant=` naming a deliberately broken variant.
+//! From server URLs to adapters: `redis://…`, `postgres://…` and `zk://host:port` for the lock
+//! service and the store, in any mix, with an optional `?variant=` naming a deliberately broken
+//! variant.
 //!
-//! Variants: lock `redis://…?variant=unsafe-release`; store `redis://…?variant=unfenced`,
-//! `postgres://…?variant=unfenced`; a store may also be a SQLite file several processes share,
-//! `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with
-//! `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches the
-//! client library. Every message shows URLs with their password hidden.
+//! Variants: lock `redis://…?variant=unsafe-release`, `zk://…?variant=unsafe-release`; store
+//! `redis://…?variant=unfenced`, `postgres://…?variant=unfenced`, `zk://…?variant=unfenced`; a
+//! store may also be a SQLite file several processes share, `sqlite://PATH`
+//! (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with `?schema=NAME`
+//! (default `fencer`). Both parameters are removed before the URL reaches the client library.
+//! Every message shows URLs with their password hidden.
 
 use std::sync::Arc;
 
@@ -28,6 +30,8 @@ enum Probe {
     Redis(Arc<fencer_backends::RedisConnection>),
     #[cfg(feature = "postgres")]
     Postgres(Arc<fencer_backends::PostgresConnection>),
+    #[cfg(feature = "zookeeper")]
+    Zookeeper(Arc<fencer_backends::ZookeeperConnection>),
 }
 
 impl<T: ?Sized> Connected<T> {
@@ -40,6 +44,8 @@ impl<T: ?Sized> Connected<T> {
             Probe::Redis(connection) => connection.ping().await,
             #[cfg(feature = "postgres")]
             Probe::Postgres(connection) => connection.ping().await,
+            #[cfg(feature = "zookeeper")]
+            Probe::Zookeeper(connection) => connection.ping().await,
         }
     }
 }
@@ -76,6 +82,7 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
     let built: Vec<&str> = [
         cfg!(feature = "redis").then_some("redis://"),
         cfg!(feature = "postgres").then_some("postgres://"),
+        cfg!(feature = "zookeeper").then_some("zk://"),
         (what == "store").then_some("sqlite://"),
     ]
     .into_iter()
@@ -126,6 +133,23 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
                 adapter: Arc::new(PostgresLock::new(Arc::clone(&connection))),
                 shown_url,
                 probe: Probe::Postgres(connection),
+            })
+        }
+        #[cfg(feature = "zookeeper")]
+        Some("zk" | "zookeeper") => {
+            use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+            let rules = match variant.as_deref() {
+                None => ZookeeperLockRules::Reference,
+                Some("unsafe-release") => ZookeeperLockRules::UnsafeRelease,
+                Some(other) => {
+                    return Err(unknown_variant("lock", other, "unsafe-release", url));
+                }
+            };
+            let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(ZookeeperLock::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Zookeeper(connection),
             })
         }
         _ => Err(unsupported_scheme("lock", url)),
@@ -187,6 +211,21 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
                 adapter: Arc::new(store),
                 shown_url,
                 probe: Probe::Local,
+            })
+        }
+        #[cfg(feature = "zookeeper")]
+        Some("zk" | "zookeeper") => {
+            use fencer_backends::{ZookeeperConnection, ZookeeperStore, ZookeeperStoreRules};
+            let rules = match variant.as_deref() {
+                None => ZookeeperStoreRules::Fenced,
+                Some("unfenced") => ZookeeperStoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(ZookeeperStore::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Zookeeper(connection),
             })
         }
         _ => Err(unsupported_scheme("store", url)),

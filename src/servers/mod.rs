@@ -10,8 +10,10 @@
 
 mod clock;
 mod redis;
+mod zookeeper;
 
 pub use clock::ServerClock;
+pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};
