@@ -15,7 +15,7 @@ pub const ZOOKEEPER_TICK_MS: u64 = 50;
 const CLASSPATH: &str =
     "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:/etc/zookeeper/conf";
 
-/// How long a started JVM may take to answer `ruok` after it accepts connections.
+/// How long a started JVM may take to serve requests after it accepts connections.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 
 impl ServerGuard {
@@ -62,24 +62,26 @@ impl ServerGuard {
     }
 }
 
-/// Waits until the server on `port` answers the `ruok` four-letter word with `imok`.
+/// Waits until the server on `port` serves requests: the `srvr` four-letter word reports its
+/// mode. (`ruok` is no use: it answers `imok` while the server is still loading its data and
+/// closes client sessions with "ZooKeeperServer not running".)
 pub fn wait_until_ok(port: u16) -> Result<(), String> {
     let started = Instant::now();
     while started.elapsed() < READY_TIMEOUT {
-        if ruok(port).is_ok_and(|answer| answer == "imok") {
+        if four_letter_word(port, b"srvr").is_ok_and(|answer| answer.contains("Mode: ")) {
             return Ok(());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
     Err(format!(
-        "zookeeper on port {port} did not answer ruok within {READY_TIMEOUT:?}"
+        "zookeeper on port {port} did not serve requests within {READY_TIMEOUT:?}"
     ))
 }
 
-fn ruok(port: u16) -> std::io::Result<String> {
+fn four_letter_word(port: u16, word: &[u8]) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(("127.0.0.1", port))?;
     stream.set_read_timeout(Some(Duration::from_secs(1)))?;
-    stream.write_all(b"ruok")?;
+    stream.write_all(word)?;
     let mut answer = String::new();
     stream.read_to_string(&mut answer)?;
     Ok(answer)
