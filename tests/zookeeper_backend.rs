@@ -17,6 +17,7 @@ use fencer::drive::RunNames;
 use fencer::real::{run_real, unique_tag};
 use fencer::servers::ServerGuard;
 use fencer::{Acquired, CallError, FencedStore, LockService, Owned, OwnerToken, Validity, check};
+use fencer_harness::{EventType, Op};
 use support::{backends_required, stale_release_plan, stale_write_plan};
 
 /// A private ZooKeeper, or `None` (after the skip line) when it is not installed.
@@ -100,7 +101,10 @@ fn a_paused_holders_session_expires_and_the_next_owner_gets_a_newer_token(
             panic!("the frozen holder's session must have expired")
         };
         assert!(token_two > token_one, "{token_two} > {token_one}");
-        assert_eq!(lock.renew(&name, first, ttl).await.unwrap(), Owned::NotOwner);
+        assert_eq!(
+            lock.renew(&name, first, ttl).await.unwrap(),
+            Owned::NotOwner
+        );
         assert_eq!(lock.release(&name, first).await.unwrap(), Owned::NotOwner);
         assert_eq!(lock.release(&name, second).await.unwrap(), Owned::Done);
         // Released: free at once, not one TTL later.
@@ -151,17 +155,28 @@ fn fenced_store_refuses_the_stale_write_the_unfenced_one_accepts(
     let plan = stale_write_plan();
     let run = |rules| {
         let (lock, store) = backends(connection, ZookeeperLockRules::Reference, rules);
-        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
-        check(&history)
+        run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap()
     };
     let fenced = run(ZookeeperStoreRules::Fenced);
-    assert_eq!(
-        fenced.validity,
-        Validity::Valid,
+    let verdict = check(&fenced);
+    // The frozen holder's renewal, in flight when it moves on to release, may be cut off
+    // (`info`: a renew is a reconnect, slower than a Redis script), which leaves the checker
+    // honestly unsure about that release; it must never prove an anomaly.
+    assert_ne!(
+        verdict.validity,
+        Validity::Invalid,
         "{}",
-        fenced.summary_line()
+        verdict.summary_line()
     );
-    let unfenced = run(ZookeeperStoreRules::Unfenced);
+    assert!(
+        fenced
+            .events
+            .iter()
+            .any(|e| e.f == Op::Write && e.kind == EventType::Fail && e.current_token.is_some()),
+        "the stale write must be rejected with the newer token: {}",
+        verdict.summary_line()
+    );
+    let unfenced = check(&run(ZookeeperStoreRules::Unfenced));
     assert!(
         unfenced.anomaly_counts.contains_key("stale-write-accepted"),
         "{}",
@@ -183,7 +198,15 @@ fn release_without_owner_check_is_caught(connection: &Arc<ZookeeperConnection>) 
         "{}",
         reference.summary_line()
     );
-    let unsafe_release = run(ZookeeperLockRules::UnsafeRelease);
+    // The bug shows only when the frozen holder's release lands while the next holder's node
+    // is the lowest; on a loaded machine the timing can miss it, so up to three runs.
+    let mut unsafe_release = run(ZookeeperLockRules::UnsafeRelease);
+    for _retry in 0..2 {
+        if unsafe_release.validity == Validity::Invalid {
+            break;
+        }
+        unsafe_release = run(ZookeeperLockRules::UnsafeRelease);
+    }
     assert_eq!(
         unsafe_release.validity,
         Validity::Invalid,
@@ -241,7 +264,10 @@ fn zookeeper_url_scheme_and_credentials_are_checked_and_hidden() {
     assert!(error.contains("no user"), "{error}");
     assert!(!error.contains("hunter2"), "{error}");
     let lock = fencer::connect::lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release");
-    assert_eq!(lock.ok().unwrap().shown_url, "zk://127.0.0.1:2181?variant=unsafe-release");
+    assert_eq!(
+        lock.ok().unwrap().shown_url,
+        "zk://127.0.0.1:2181?variant=unsafe-release"
+    );
     let error = fencer::connect::store_from_url("zk://127.0.0.1:2181?variant=sloppy")
         .err()
         .unwrap();

@@ -84,10 +84,15 @@ impl ZookeeperConnection {
         {
             return Ok(client.clone());
         }
-        let connector = Client::connector()
-            .with_session_timeout(STORE_SESSION_TIMEOUT)
-            .with_fail_eagerly();
-        let client = self.connect(connector).await.map_err(CallError::NotApplied)?;
+        let connector = || {
+            Client::connector()
+                .with_session_timeout(STORE_SESSION_TIMEOUT)
+                .with_fail_eagerly()
+        };
+        let client = self
+            .connect(connector)
+            .await
+            .map_err(|failure| CallError::NotApplied(failure.to_string()))?;
         *live = Some((runtime, client.clone()));
         Ok(client)
     }
@@ -95,60 +100,83 @@ impl ZookeeperConnection {
     /// Opens a new lease session asking for `timeout`. Detached: once the caller drops the
     /// client, nothing keeps the session alive but the next [`Self::touch_lease`].
     pub async fn open_lease(&self, timeout: Duration) -> Result<LeaseSession, String> {
-        let connector = Client::connector()
-            .with_session_timeout(timeout)
-            .with_detached()
-            .with_fail_eagerly();
-        let client = self.connect(connector).await?;
+        let connector = || {
+            Client::connector()
+                .with_session_timeout(timeout)
+                .with_detached()
+                .with_fail_eagerly()
+        };
+        let client = self
+            .connect(connector)
+            .await
+            .map_err(|failure| failure.to_string())?;
         let negotiated = client.session_timeout();
         Ok(LeaseSession { client, negotiated })
     }
 
     /// Reconnects to the lease session `session`, which resets its expiry on the server to its
     /// timeout from now. `close_on_drop`: the session is closed (its ephemeral nodes deleted)
-    /// when the returned client is dropped. An expired session answers
-    /// `Err(Expired)`; anything else is `Err(Failed)`.
+    /// when the returned client is dropped.
     pub async fn touch_lease(
         &self,
         session: SessionInfo,
         timeout: Duration,
         close_on_drop: bool,
     ) -> Result<Client, Touch> {
-        let connector = Client::connector()
-            .with_session(session)
-            .with_session_timeout(timeout)
-            .with_fail_eagerly();
-        let connector = if close_on_drop {
-            connector
-        } else {
-            connector.with_detached()
+        let connector = || {
+            let connector = Client::connector()
+                .with_session(session.clone())
+                .with_session_timeout(timeout)
+                .with_fail_eagerly();
+            if close_on_drop {
+                connector
+            } else {
+                connector.with_detached()
+            }
         };
-        match tokio::time::timeout(CALL_DEADLINE, connector.connect(&self.cluster)).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(zookeeper_client::Error::SessionExpired)) => Err(Touch::Expired),
-            Ok(Err(error)) => Err(Touch::Failed(format!(
-                "cannot reach ZooKeeper at {}: {error}",
-                self.shown_url
-            ))),
-            Err(_elapsed) => Err(Touch::Failed(format!(
-                "ZooKeeper at {} did not answer within {CALL_DEADLINE:?}",
-                self.shown_url
-            ))),
+        self.connect(connector).await
+    }
+
+    /// Connects with a fresh connector from `connector` until a session is established, the
+    /// server says the session expired, nothing listens (refused at once), or [`CALL_DEADLINE`]
+    /// passes. Retrying matters: the library gives a handshake only 2/5 of the session timeout
+    /// (120 ms for a 300 ms lease), less than a busy or cold server may take; a failed attempt
+    /// leaves at most an empty session that expires by itself.
+    async fn connect(&self, connector: impl Fn() -> Connector) -> Result<Client, Touch> {
+        let started = tokio::time::Instant::now();
+        loop {
+            let left = CALL_DEADLINE.saturating_sub(started.elapsed());
+            let error = match tokio::time::timeout(left, connector().connect(&self.cluster)).await {
+                Ok(Ok(client)) => return Ok(client),
+                Ok(Err(zookeeper_client::Error::SessionExpired)) => return Err(Touch::Expired),
+                Ok(Err(error)) => error.to_string(),
+                Err(_elapsed) => "no session".to_string(),
+            };
+            if started.elapsed() >= CALL_DEADLINE {
+                return Err(Touch::Failed(format!(
+                    "cannot connect to ZooKeeper at {}: {error} within {CALL_DEADLINE:?}",
+                    self.shown_url
+                )));
+            }
+            if !self.listening().await {
+                return Err(Touch::Refused(format!(
+                    "cannot connect to ZooKeeper at {}: {error}",
+                    self.shown_url
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
-    async fn connect(&self, connector: Connector) -> Result<Client, String> {
-        match tokio::time::timeout(CALL_DEADLINE, connector.connect(&self.cluster)).await {
-            Ok(Ok(client)) => Ok(client),
-            Ok(Err(error)) => Err(format!(
-                "cannot connect to ZooKeeper at {}: {error}",
-                self.shown_url
-            )),
-            Err(_elapsed) => Err(format!(
-                "cannot connect to ZooKeeper at {}: no session within {CALL_DEADLINE:?}",
-                self.shown_url
-            )),
+    /// Whether any server of the cluster accepts a TCP connection.
+    async fn listening(&self) -> bool {
+        for host in self.cluster.split(',') {
+            let probe = tokio::net::TcpStream::connect(host);
+            if let Ok(Ok(_stream)) = tokio::time::timeout(Duration::from_millis(200), probe).await {
+                return true;
+            }
         }
+        false
     }
 
     /// Classifies an error from a request that was sent on the store session: its effect is
@@ -183,13 +211,24 @@ impl ZookeeperConnection {
     }
 }
 
-/// Why a lease session could not be touched.
+/// Why a session could not be opened or reattached.
 #[derive(Debug)]
 pub enum Touch {
     /// The server says the session expired: the lease is gone.
     Expired,
-    /// No answer or another error: whether the session was touched is unknown.
+    /// Nothing listens: no request reached a server.
+    Refused(String),
+    /// No session within the deadline: a request may have reached the server.
     Failed(String),
+}
+
+impl std::fmt::Display for Touch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Touch::Expired => write!(f, "zookeeper: session expired"),
+            Touch::Refused(why) | Touch::Failed(why) => write!(f, "{why}"),
+        }
+    }
 }
 
 /// Runs one sent request under [`CALL_DEADLINE`]; a missed deadline is an unknown outcome.
@@ -199,9 +238,7 @@ pub async fn within<T, E>(
     tokio::time::timeout(CALL_DEADLINE, request)
         .await
         .map_err(|_elapsed| {
-            CallError::Unknown(format!(
-                "zookeeper: no reply within {CALL_DEADLINE:?}"
-            ))
+            CallError::Unknown(format!("zookeeper: no reply within {CALL_DEADLINE:?}"))
         })
 }
 
@@ -219,9 +256,7 @@ mod tests {
     fn urls_are_checked_and_names_flattened() {
         let connection = ZookeeperConnection::open("zk://127.0.0.1:2181,127.0.0.1:2182").unwrap();
         assert_eq!(connection.cluster, "127.0.0.1:2181,127.0.0.1:2182");
-        let error = ZookeeperConnection::open("redis://u:pw@h:1")
-            .err()
-            .unwrap();
+        let error = ZookeeperConnection::open("redis://u:pw@h:1").err().unwrap();
         assert!(error.contains("expected a zk://host:port URL"), "{error}");
         assert!(!error.contains("pw"), "{error}");
         assert!(ZookeeperConnection::open("zk://").is_err());

@@ -169,6 +169,7 @@ impl ZookeeperLock {
         {
             Ok(client) => client,
             Err(Touch::Expired) => return Ok(None),
+            Err(Touch::Refused(why)) => return Err(CallError::NotApplied(why)),
             // The reconnect may have reached the server and reset the expiry.
             Err(Touch::Failed(why)) => return Err(CallError::Unknown(why)),
         };
@@ -205,12 +206,16 @@ impl LockService for ZookeeperLock {
         }
         let client = lease.client;
         let dir = lock_dir(lock);
-        Self::ensure_dir(&client, &dir).await?;
         let ephemeral = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
         let prefix = format!("{dir}/lease-");
-        let node = match within(client.create(&prefix, owner.to_string().as_bytes(), &ephemeral))
-            .await?
-        {
+        let data = owner.to_string();
+        let mut created = within(client.create(&prefix, data.as_bytes(), &ephemeral)).await?;
+        if let Err(zookeeper_client::Error::NoNode) = created {
+            // First acquire on this lock: make its directory, then try again.
+            Self::ensure_dir(&client, &dir).await?;
+            created = within(client.create(&prefix, data.as_bytes(), &ephemeral)).await?;
+        }
+        let node = match created {
             Ok((_stat, sequence)) => format!("{prefix}{sequence}"),
             // A lost create leaves at most a node in a session nobody renews: it expires.
             Err(error) => return Err(CallError::Unknown(format!("zookeeper: {error}"))),

@@ -21,13 +21,26 @@ const READY_TIMEOUT: Duration = Duration::from_secs(20);
 impl ServerGuard {
     /// Starts a private standalone ZooKeeper on a free port with its data (snapshots and
     /// transaction log) in the guard's directory, so a restart keeps every znode and zxid — and
-    /// every session, which the server restores and then expires by its own timers. With
-    /// `faked_clock`, the JVM runs under libfaketime (see [`ServerClock`]).
+    /// every session, which the server restores and then expires by its own timers. The log is
+    /// written without fsync (`forceSync=no`: an fsync on a busy disk outlasts a 300 ms
+    /// session's 120 ms connection timeout); a killed process loses nothing by it, only a power
+    /// cut would. With
+    /// `faked_clock`, the JVM runs under libfaketime (see [`ServerClock`]); a jump takes effect
+    /// within a second.
     pub fn zookeeper(faked_clock: bool) -> Result<ServerGuard, String> {
+        ServerGuard::zookeeper_ticking(ZOOKEEPER_TICK_MS, faked_clock)
+    }
+
+    /// [`ServerGuard::zookeeper`] with a tick of `tick_ms` (sessions of 2 to 20 ticks). Under
+    /// libfaketime the JVM answers slowly enough that sub-second sessions expire even while
+    /// renewed, so clock tests use a longer tick.
+    pub fn zookeeper_ticking(tick_ms: u64, faked_clock: bool) -> Result<ServerGuard, String> {
         if !std::path::Path::new("/usr/share/java/zookeeper.jar").exists() {
-            return Err("ZooKeeper is not installed (/usr/share/java/zookeeper.jar missing): \
+            return Err(
+                "ZooKeeper is not installed (/usr/share/java/zookeeper.jar missing): \
                         apt-get install zookeeper"
-                .to_string());
+                    .to_string(),
+            );
         }
         let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
@@ -35,9 +48,9 @@ impl ServerGuard {
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).map_err(|error| format!("data dir: {error}"))?;
         let text = format!(
-            "tickTime={ZOOKEEPER_TICK_MS}\ndataDir={}\nclientPort={port}\n\
+            "tickTime={tick_ms}\ndataDir={}\nclientPort={port}\n\
              clientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
-             4lw.commands.whitelist=*\nmaxClientCnxns=0\n",
+             4lw.commands.whitelist=*\nmaxClientCnxns=0\nforceSync=no\n",
             data.display()
         );
         std::fs::write(&config, text).map_err(|error| format!("zoo.cfg: {error}"))?;
@@ -52,8 +65,14 @@ impl ServerGuard {
         } else {
             None
         };
+        // A JVM reads the clock constantly: re-reading the offset file on every read (the
+        // clock's default) makes each request take longer than a short session's connection
+        // timeout, so the offset is cached for up to a second (a jump lands within 1 s).
         let launch = match &clock {
-            Some(clock) => clock.apply(launch),
+            Some(clock) => clock
+                .apply(launch)
+                .env("FAKETIME_NO_CACHE", "0")
+                .env("FAKETIME_CACHE_DURATION", "1"),
             None => launch,
         };
         let guard = ServerGuard::start("zookeeper", launch, port, dir, clock)?;
