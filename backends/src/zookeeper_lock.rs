@@ -64,7 +64,7 @@ fn lock_dir(lock: &str) -> String {
 
 /// The contender node names in sequence order (the suffix is a zero-padded counter).
 fn sorted(mut children: Vec<String>) -> Vec<String> {
-    children.sort_by(|a, b| sequence_of(a).cmp(&sequence_of(b)));
+    children.sort_by(|a, b| sequence_of(a).cmp(sequence_of(b)));
     children
 }
 
