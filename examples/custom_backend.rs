@@ -1,8 +1,6 @@
-//! A user-written backend tested with fencer: an in-memory lease service and fenced store, with
-//! one deliberate bug that fencer catches by itself.
-//!
-//! The bug: `release` deletes the lease without checking who asks (`DEL lock` instead of
-//! compare-and-delete), so a worker paused past its TTL releases its successor's lease; the
+//! A user-written backend tested with fencer: in-memory leases and a fenced store with one
+//! deliberate bug. `release` deletes the lease without checking who asks (`DEL lock`, not
+//! compare-and-delete), so a worker paused past its TTL releases its successor's lease and the
 //! `foreign-release` checker sees it. `cargo run --example custom_backend` panics if unnoticed.
 
 use std::{collections::BTreeMap, sync::Mutex, time::Duration};
@@ -13,17 +11,20 @@ use fencer::{
 };
 use tokio::time::Instant;
 
+/// A lease's holder and expiry, while anyone holds it.
+type Lease = Option<(OwnerToken, Instant)>;
+
 /// Leases in memory. Time comes from `tokio::time`, so fencer can run it in simulated time.
 #[derive(Default)]
 pub struct MemoryLock {
     /// Per lock: the live lease (owner, expiry) if any, and the last fencing token granted.
-    locks: Mutex<BTreeMap<String, (Option<(OwnerToken, Instant)>, FencingToken)>>,
+    locks: Mutex<BTreeMap<String, (Lease, FencingToken)>>,
     /// The deliberate bug: release without comparing the owner.
     pub buggy_release: bool,
 }
 
 /// True if `lease` is held by anyone (`None`) or by `owner`, and has not expired.
-fn live(lease: &Option<(OwnerToken, Instant)>, owner: Option<OwnerToken>) -> bool {
+fn live(lease: &Lease, owner: Option<OwnerToken>) -> bool {
     lease.is_some_and(|(holder, expires)| {
         expires > Instant::now() && owner.is_none_or(|owner| owner == holder)
     })
