@@ -99,10 +99,10 @@ enum Command {
     Merge(merge::MergeArgs),
     /// Measure real adapters' operations per second, directly and through fencer.
     BenchReal {
-        /// Lock server URL (redis://…, postgres://…).
+        /// Lock server URL (redis://…, postgres://…, zk://…).
         #[arg(long)]
         lock: String,
-        /// Store server URL (redis://…, postgres://…).
+        /// Store server URL (redis://…, postgres://…, zk://…).
         #[arg(long)]
         store: String,
         /// Acquire → write → release cycles to time.
