@@ -252,6 +252,21 @@ mod tests {
         );
     }
 
+    #[cfg(all(feature = "zookeeper", feature = "redis"))]
+    #[test]
+    fn zookeeper_urls_build_both_adapters_and_mix_with_others() {
+        let lock = lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release").unwrap();
+        assert_eq!(lock.shown_url, "zk://127.0.0.1:2181?variant=unsafe-release");
+        assert!(store_from_url("zk://127.0.0.1:2181?variant=unfenced").is_ok());
+        assert!(store_from_url("redis://127.0.0.1:6379").is_ok());
+        let error = lock_from_url("zk://127.0.0.1:2181?variant=unfenced")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
+        let error = lock_from_url("zk://u:pw@127.0.0.1:2181").err().unwrap();
+        assert!(!error.contains("pw@"), "{error}");
+    }
+
     #[test]
     fn bad_schemes_and_variants_are_refused_without_the_password() {
         let error = lock_from_url("mysql://root:pw@h/db").err().unwrap();
