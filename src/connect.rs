@@ -1,12 +1,12 @@
-//! From server URLs to adapters: `redis://…`, `postgres://…` and `etcd://host:port` for the
-//! lock service and the store, in any mix, with an optional `?variant=` naming a deliberately
-//! broken variant.
+//! From server URLs to adapters: `redis://…`, `postgres://…`, `etcd://host:port` and
+//! `zk://host:port` for the lock service and the store, in any mix, with an optional
+//! `?variant=` naming a deliberately broken variant.
 //!
-//! Variants: lock `redis://…?variant=unsafe-release`, `etcd://…?variant=unsafe-release`; store
-//! `redis://…?variant=unfenced`, `postgres://…?variant=unfenced`, `etcd://…?variant=unfenced`; a store may also be a SQLite file several processes share,
-//! `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in with
-//! `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches the
-//! client library. Every message shows URLs with their password hidden.
+//! Variants: lock `?variant=unsafe-release` (Redis, etcd, ZooKeeper); store `?variant=unfenced`
+//! (Redis, PostgreSQL, etcd, ZooKeeper); a store may also be a SQLite file several processes
+//! share, `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in
+//! with `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches
+//! the client library. Every message shows URLs with their password hidden.
 
 use std::sync::Arc;
 
@@ -31,6 +31,8 @@ enum Probe {
     Postgres(Arc<fencer_backends::PostgresConnection>),
     #[cfg(feature = "etcd")]
     Etcd(Arc<fencer_backends::EtcdConnection>),
+    #[cfg(feature = "zookeeper")]
+    Zookeeper(Arc<fencer_backends::ZookeeperConnection>),
 }
 
 impl<T: ?Sized> Connected<T> {
@@ -45,6 +47,8 @@ impl<T: ?Sized> Connected<T> {
             Probe::Postgres(connection) => connection.ping().await,
             #[cfg(feature = "etcd")]
             Probe::Etcd(connection) => connection.ping().await,
+            #[cfg(feature = "zookeeper")]
+            Probe::Zookeeper(connection) => connection.ping().await,
         }
     }
 }
@@ -82,6 +86,7 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
         cfg!(feature = "redis").then_some("redis://"),
         cfg!(feature = "postgres").then_some("postgres://"),
         cfg!(feature = "etcd").then_some("etcd://"),
+        cfg!(feature = "zookeeper").then_some("zk://"),
         (what == "store").then_some("sqlite://"),
     ]
     .into_iter()
@@ -154,6 +159,23 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
                 adapter: Arc::new(EtcdLock::new(Arc::clone(&connection), rules)),
                 shown_url,
                 probe: Probe::Etcd(connection),
+            })
+        }
+        #[cfg(feature = "zookeeper")]
+        Some("zk" | "zookeeper") => {
+            use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+            let rules = match variant.as_deref() {
+                None => ZookeeperLockRules::Reference,
+                Some("unsafe-release") => ZookeeperLockRules::UnsafeRelease,
+                Some(other) => {
+                    return Err(unknown_variant("lock", other, "unsafe-release", url));
+                }
+            };
+            let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(ZookeeperLock::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Zookeeper(connection),
             })
         }
         _ => Err(unsupported_scheme("lock", url)),
@@ -234,6 +256,21 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
                 probe: Probe::Local,
             })
         }
+        #[cfg(feature = "zookeeper")]
+        Some("zk" | "zookeeper") => {
+            use fencer_backends::{ZookeeperConnection, ZookeeperStore, ZookeeperStoreRules};
+            let rules = match variant.as_deref() {
+                None => ZookeeperStoreRules::Fenced,
+                Some("unfenced") => ZookeeperStoreRules::Unfenced,
+                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
+            };
+            let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
+            Ok(Connected {
+                adapter: Arc::new(ZookeeperStore::new(Arc::clone(&connection), rules)),
+                shown_url,
+                probe: Probe::Zookeeper(connection),
+            })
+        }
         _ => Err(unsupported_scheme("store", url)),
     }
 }
@@ -256,6 +293,21 @@ mod tests {
             split_params("redis://h:1"),
             ("redis://h:1".to_string(), None, None)
         );
+    }
+
+    #[cfg(all(feature = "zookeeper", feature = "redis"))]
+    #[test]
+    fn zookeeper_urls_build_both_adapters_and_mix_with_others() {
+        let lock = lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release").unwrap();
+        assert_eq!(lock.shown_url, "zk://127.0.0.1:2181?variant=unsafe-release");
+        assert!(store_from_url("zk://127.0.0.1:2181?variant=unfenced").is_ok());
+        assert!(store_from_url("redis://127.0.0.1:6379").is_ok());
+        let error = lock_from_url("zk://127.0.0.1:2181?variant=unfenced")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
+        let error = lock_from_url("zk://u:pw@127.0.0.1:2181").err().unwrap();
+        assert!(!error.contains("pw@"), "{error}");
     }
 
     #[test]

@@ -63,7 +63,7 @@ fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
     if !private.iter().any(|role| role == target) {
         return Err(format!(
             "`{}` at {} ns aims at the {target} server, which is not fencer's own: start it \
-             with --{target} private:redis, private:postgres or private:etcd",
+             with --{target} private:redis, private:postgres, private:etcd or private:zookeeper",
             fault.kind().name(),
             fault.at_ns()
         ));

@@ -1,6 +1,6 @@
 //! Backends fencer ships: the reference simulated lease service, the SQLite fenced store, and
 //! their deliberately broken variants ("mutants") that fencer must catch by itself; and, behind
-//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`).
+//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`, `zookeeper`).
 //!
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
@@ -26,6 +26,12 @@ pub mod redis_store;
 pub mod sim_lease;
 pub mod sqlite_store;
 pub mod url;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper_conn;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper_lock;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper_store;
 
 #[cfg(feature = "etcd")]
 pub use etcd_conn::EtcdConnection;
@@ -48,3 +54,9 @@ pub use redis_store::{RedisStore, RedisStoreRules};
 pub use sim_lease::{LeaseRules, SimLeaseService};
 pub use sqlite_store::{SqliteStore, StoreError, StoreRules};
 pub use url::{redact_url, scheme_of};
+#[cfg(feature = "zookeeper")]
+pub use zookeeper_conn::ZookeeperConnection;
+#[cfg(feature = "zookeeper")]
+pub use zookeeper_lock::{ZookeeperLock, ZookeeperLockRules};
+#[cfg(feature = "zookeeper")]
+pub use zookeeper_store::{ZookeeperStore, ZookeeperStoreRules};

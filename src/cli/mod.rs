@@ -99,10 +99,10 @@ enum Command {
     Merge(merge::MergeArgs),
     /// Measure real adapters' operations per second, directly and through fencer.
     BenchReal {
-        /// Lock server URL (redis://…, postgres://…, etcd://…).
+        /// Lock server URL (redis://…, postgres://…, etcd://…, zk://…).
         #[arg(long)]
         lock: String,
-        /// Store server URL (redis://…, postgres://…, etcd://…).
+        /// Store server URL (redis://…, postgres://…, etcd://…, zk://…).
         #[arg(long)]
         store: String,
         /// Acquire → write → release cycles to time.
@@ -224,13 +224,13 @@ struct SettingsArgs {
     fault_gap: u64,
     /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant);
-    /// or private:redis / private:postgres / private:etcd for a server fencer starts itself. Default: sqlite.
+    /// or private:redis / private:postgres / private:etcd / private:zookeeper for a server fencer starts itself. Default: sqlite.
     #[arg(long, value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
     store: Option<BackendChoice<StoreBackend>>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
-    /// Redis mutant); or private:redis / private:postgres / private:etcd for a server fencer starts itself.
+    /// Redis mutant); or private:redis / private:postgres / private:etcd / private:zookeeper for a server fencer starts itself.
     /// Default: sim.
     #[arg(long, value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
     lock: Option<BackendChoice<LockBackend>>,

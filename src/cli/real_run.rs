@@ -24,7 +24,7 @@ use super::{Failure, Outcome, describe, report};
 
 /// Where the lock service and store live.
 pub struct RealTargets<'a> {
-    /// The lock server's URL (may carry a password), or `private:redis` / `private:postgres` / `private:etcd`.
+    /// The lock server's URL (may carry a password), or `private:redis` / `private:postgres` / `private:etcd` / `private:zookeeper`.
     pub lock_url: &'a str,
     /// The store server's URL (may carry a password), or `private:…`.
     pub store_url: &'a str,
@@ -114,7 +114,7 @@ pub fn run(
             if left_out > 0 {
                 println!(
                     "note: {left_out} faults aimed at servers left out (a server behind a URL \
-                     is not fencer's to restart or skew; private:redis / private:postgres / private:etcd are)"
+                     is not fencer's to restart or skew; private:redis / private:postgres / private:etcd / private:zookeeper are)"
                 );
             }
             plan

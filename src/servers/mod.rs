@@ -13,10 +13,12 @@ mod etcd;
 mod postgres;
 mod private;
 mod redis;
+mod zookeeper;
 
 pub use clock::ServerClock;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PrivateBackend, PrivateServer};
+pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;
 use std::net::{TcpListener, TcpStream};

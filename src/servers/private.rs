@@ -25,6 +25,11 @@ pub enum PrivateBackend {
     /// A single-member etcd: a restart keeps its data directory (keys and revisions). Go reads
     /// the clock without libc, so libfaketime cannot step it: it takes no clock jumps.
     Etcd,
+    /// A standalone ZooKeeper (tick 50 ms: sessions of 100 ms to 1 s): a restart keeps its
+    /// transaction log (czxids keep rising). Not under libfaketime: its session expiry runs on
+    /// the monotonic clock, so a wall-clock jump would change nothing, and libfaketime slows
+    /// the JVM enough to expire renewed sub-second sessions.
+    Zookeeper,
 }
 
 impl PrivateBackend {
@@ -37,10 +42,11 @@ impl PrivateBackend {
             "redis" => PrivateBackend::Redis,
             "postgres" => PrivateBackend::Postgres,
             "etcd" => PrivateBackend::Etcd,
+            "zookeeper" | "zk" => PrivateBackend::Zookeeper,
             other => {
                 return Some(Err(format!(
                     "unknown private server `{other}` in {url}: expected private:redis, \
-                     private:postgres or private:etcd"
+                     private:postgres, private:etcd or private:zookeeper"
                 )));
             }
         };
@@ -55,15 +61,17 @@ impl PrivateBackend {
                 ServerGuard::postgres(super::ServerClock::available().is_ok())
             }
             PrivateBackend::Etcd => ServerGuard::etcd(),
+            PrivateBackend::Zookeeper => ServerGuard::zookeeper(false),
         }
     }
 
     /// Whether a jump of this server's clock can be made to happen: by libfaketime
-    /// (PostgreSQL) or by rewriting expiries (Redis); etcd ignores libfaketime.
+    /// (PostgreSQL) or by rewriting expiries (Redis); etcd ignores libfaketime, and ZooKeeper
+    /// expires sessions by the monotonic clock (see [`PrivateBackend::Zookeeper`]).
     pub fn takes_clock_jumps(self) -> bool {
         match self {
             PrivateBackend::Redis | PrivateBackend::Postgres => true,
-            PrivateBackend::Etcd => false,
+            PrivateBackend::Etcd | PrivateBackend::Zookeeper => false,
         }
     }
 
@@ -78,6 +86,7 @@ impl PrivateBackend {
                 )
             }
             PrivateBackend::Etcd => format!("etcd://127.0.0.1:{port}"),
+            PrivateBackend::Zookeeper => format!("zk://127.0.0.1:{port}"),
         }
     }
 
@@ -87,6 +96,7 @@ impl PrivateBackend {
             PrivateBackend::Redis => "redis-server",
             PrivateBackend::Postgres => "postgresql",
             PrivateBackend::Etcd => "etcd-server",
+            PrivateBackend::Zookeeper => "zookeeper",
         }
     }
 }
@@ -115,7 +125,10 @@ impl PrivateServer {
     /// Starts the server a `private:` URL names, and a proxy in front of it.
     pub fn start(url: &str) -> Result<PrivateServer, String> {
         let (backend, query) = PrivateBackend::parse(url).ok_or_else(|| {
-            format!("expected a private:redis, private:postgres or private:etcd URL, found {url}")
+            format!(
+                "expected a private:redis, private:postgres, private:etcd or private:zookeeper \
+                 URL, found {url}"
+            )
         })??;
         let guard = backend.start().map_err(|error| {
             format!(
@@ -223,9 +236,10 @@ impl PrivateServer {
                 })
                 .await
             }
-            PrivateBackend::Etcd => Err(format!(
-                "a private etcd cannot take a clock jump of {jump_ms} ms: Go reads the clock \
-                 without libc, so libfaketime does not reach it"
+            PrivateBackend::Etcd | PrivateBackend::Zookeeper => Err(format!(
+                "a private {:?} takes no clock jump ({jump_ms} ms): see \
+                 PrivateBackend::takes_clock_jumps",
+                self.backend
             )),
         }
     }
