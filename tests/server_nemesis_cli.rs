@@ -202,3 +202,93 @@ fn server_faults_are_refused_where_fencer_did_not_start_the_server() {
         "{printed}"
     );
 }
+
+/// Exit code of a run whose backends are correct: valid (0) or, when a fault left a call's
+/// outcome unknown, unknown (2) — never invalid or an error.
+fn honest(output: &Output) -> bool {
+    matches!(output.status.code(), Some(0 | 2))
+}
+
+#[cfg(all(feature = "etcd", feature = "zookeeper"))]
+#[test]
+fn private_etcd_and_zookeeper_take_server_faults_but_no_clock_jumps() {
+    let dir = tempfile::tempdir().unwrap();
+    // etcd leases are whole seconds and the private ZooKeeper's sessions reach 1 s at most.
+    let mut args = vec![
+        "run",
+        "--lock",
+        "private:etcd",
+        "--store",
+        "private:zookeeper",
+        "--nemesis",
+        "server-pause,restart,skew,partition,pause",
+        "--out",
+        "run",
+    ];
+    args.extend(QUICK);
+    for (flag, value) in [("--ttl", "1s"), ("--renew-every", "300ms")] {
+        let at = args.iter().position(|arg| *arg == flag).unwrap();
+        args[at + 1] = value;
+    }
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    if printed.contains("cannot start a private") {
+        let probe = async { Err(printed.lines().last().unwrap_or("").to_string()) };
+        assert!(!support::reachable(
+            "server_nemesis_cli",
+            "private etcd and ZooKeeper",
+            "etcd-server zookeeper",
+            probe
+        ));
+        return;
+    }
+    assert!(honest(&output), "{printed}");
+    let ports = started_ports(&printed);
+    assert_eq!(ports.len(), 2, "{printed}");
+    assert!(
+        ports
+            .iter()
+            .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
+        "both servers were stopped: {printed}"
+    );
+    let ops = nemesis_ops(&std::fs::read_to_string(dir.path().join("run/history.jsonl")).unwrap());
+    assert!(
+        ops.iter().any(|op| op == "server-pause" || op == "restart"),
+        "{ops:?}"
+    );
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run/plan.json")).unwrap()).unwrap();
+    assert!(
+        !plan["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|fault| fault["fault"] == "clock-jump" && fault["target"] == "lock"),
+        "etcd ignores libfaketime: no jump of its clock is planned: {plan}"
+    );
+
+    // A hand-written plan that jumps the private etcd's clock is refused, not run half-way.
+    let mut saved = plan.clone();
+    saved["faults"] = serde_json::json!([
+        {"fault": "clock-jump", "at_ns": 1, "target": "lock", "jump_ns": 5_000_000_000i64}
+    ]);
+    std::fs::write(dir.path().join("jump.json"), saved.to_string()).unwrap();
+    let refused = fencer(
+        &[
+            "run",
+            "--lock",
+            "private:etcd",
+            "--store",
+            "private:zookeeper",
+            "--plan",
+            "jump.json",
+        ],
+        dir.path(),
+    );
+    assert_eq!(refused.status.code(), Some(254), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("cannot be stepped"),
+        "{}",
+        text(&refused)
+    );
+}
