@@ -21,18 +21,8 @@ use support::{reachable, stale_release_plan, stale_write_plan, stretched};
 /// A private etcd and a connection to it, or `None` (after the skip line) when `etcd` is not
 /// installed.
 fn private_etcd(test: &str) -> Option<(ServerGuard, Arc<EtcdConnection>)> {
-    let server = match ServerGuard::etcd() {
-        Ok(server) => server,
-        Err(error) => {
-            assert!(!reachable(
-                test,
-                "a private etcd",
-                "etcd-server",
-                async move { Err(error) }
-            ));
-            return None;
-        }
-    };
+    let server =
+        support::started_or_skipped(test, "a private etcd", "etcd-server", ServerGuard::etcd())?;
     let url = format!("etcd://127.0.0.1:{}", server.port());
     let connection = Arc::new(EtcdConnection::open(&url).unwrap());
     reachable(test, "a private etcd", "etcd-server", connection.ping())

@@ -22,18 +22,7 @@ use support::{stale_release_plan, stretched};
 
 /// A private etcd, or `None` (after the skip line) when `etcd` is not installed.
 fn private_etcd(test: &str) -> Option<ServerGuard> {
-    match ServerGuard::etcd() {
-        Ok(server) => Some(server),
-        Err(error) => {
-            assert!(!support::reachable(
-                test,
-                "a private etcd",
-                "etcd-server",
-                async move { Err(error) }
-            ));
-            None
-        }
-    }
+    support::started_or_skipped(test, "a private etcd", "etcd-server", ServerGuard::etcd())
 }
 
 fn adapters(port: u16) -> (Arc<EtcdLock>, Arc<dyn FencedStore>) {

@@ -17,26 +17,13 @@ use fencer::{Validity, check};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
 use support::{
-    assert_jump_let_a_second_worker_in_early, backends_required, clock_jump_plan, server_targets,
-    stale_release_plan,
+    assert_jump_let_a_second_worker_in_early, clock_jump_plan, server_targets, stale_release_plan,
 };
 
 /// A private PostgreSQL behind a proxy, or `None` (after the skip line) when it cannot start.
 fn private_postgres(test: &str) -> Option<Arc<PrivateServer>> {
-    match PrivateServer::start("private:postgres") {
-        Ok(server) => Some(Arc::new(server)),
-        Err(error) => {
-            let probe = async move { Err(error) };
-            assert!(!support::reachable(
-                test,
-                "a private PostgreSQL",
-                "postgresql",
-                probe
-            ));
-            assert!(!backends_required());
-            None
-        }
-    }
+    let started = PrivateServer::start("private:postgres").map(Arc::new);
+    support::started_or_skipped(test, "a private PostgreSQL", "postgresql", started)
 }
 
 /// Runs `plan` with lock and store on `server` (the store `?variant=` given), the server the

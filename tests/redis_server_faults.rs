@@ -19,26 +19,17 @@ use fencer::servers::{PrivateServer, ServerGuard};
 use fencer::{FencedStore, LockService, Validity, check};
 use fencer_harness::{EventType, Op};
 use support::{
-    assert_jump_let_a_second_worker_in_early, backends_required, clock_jump_plan, server_targets,
-    stale_release_plan,
+    assert_jump_let_a_second_worker_in_early, clock_jump_plan, server_targets, stale_release_plan,
 };
 
 /// A private Redis, or `None` (after the skip line) when `redis-server` is not installed.
 fn private_redis(test: &str) -> Option<ServerGuard> {
-    match ServerGuard::redis() {
-        Ok(server) => Some(server),
-        Err(error) => {
-            let probe = async move { Err(error) };
-            assert!(!support::reachable(
-                test,
-                "a private Redis",
-                "redis-server",
-                probe
-            ));
-            assert!(!backends_required());
-            None
-        }
-    }
+    support::started_or_skipped(
+        test,
+        "a private Redis",
+        "redis-server",
+        ServerGuard::redis(),
+    )
 }
 
 fn adapters(port: u16) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {

@@ -18,24 +18,12 @@ use fencer::real::{run_real, unique_tag};
 use fencer::servers::ServerGuard;
 use fencer::{Acquired, CallError, FencedStore, LockService, Owned, OwnerToken, Validity, check};
 use fencer_harness::{EventType, Op};
-use support::{backends_required, stale_release_plan, stale_write_plan};
+use support::{stale_release_plan, stale_write_plan};
 
 /// A private ZooKeeper, or `None` (after the skip line) when it is not installed.
-pub fn private_zookeeper(test: &str, faked_clock: bool) -> Option<ServerGuard> {
-    match ServerGuard::zookeeper(faked_clock) {
-        Ok(server) => Some(server),
-        Err(error) => {
-            let probe = async move { Err(error) };
-            assert!(!support::reachable(
-                test,
-                "a private ZooKeeper",
-                "zookeeper",
-                probe
-            ));
-            assert!(!backends_required());
-            None
-        }
-    }
+fn private_zookeeper(test: &str, faked_clock: bool) -> Option<ServerGuard> {
+    let started = ServerGuard::zookeeper(faked_clock);
+    support::started_or_skipped(test, "a private ZooKeeper", "zookeeper", started)
 }
 
 fn connection(port: u16) -> Arc<ZookeeperConnection> {

@@ -18,7 +18,7 @@ use fencer::real::{run_real, unique_tag};
 use fencer::servers::{ServerGuard, ZOOKEEPER_TICK_MS};
 use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Validity, check};
 use fencer_harness::EventType;
-use support::{backends_required, stale_release_plan};
+use support::stale_release_plan;
 
 const TTL: Duration = Duration::from_millis(300);
 
@@ -28,20 +28,9 @@ fn connection(port: u16) -> Arc<ZookeeperConnection> {
 
 /// A private ZooKeeper, or `None` (after the skip line) when it cannot start.
 fn private_zookeeper(test: &str, tick_ms: u64, faked_clock: bool) -> Option<ServerGuard> {
-    match ServerGuard::zookeeper_ticking(tick_ms, faked_clock) {
-        Ok(server) => Some(server),
-        Err(error) => {
-            let probe = async move { Err(error) };
-            assert!(!support::reachable(
-                test,
-                "a private ZooKeeper",
-                "zookeeper (and libfaketime)",
-                probe
-            ));
-            assert!(!backends_required());
-            None
-        }
-    }
+    let started = ServerGuard::zookeeper_ticking(tick_ms, faked_clock);
+    let package = "zookeeper (and libfaketime)";
+    support::started_or_skipped(test, "a private ZooKeeper", package, started)
 }
 
 #[test]

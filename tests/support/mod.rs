@@ -23,6 +23,23 @@ pub fn backends_required() -> bool {
     std::env::var("FENCER_REQUIRE_BACKENDS").is_ok_and(|value| value == "1")
 }
 
+/// The server `started` gave (a private server a test starts itself), or `None` after the skip
+/// line when it could not start: [`reachable`]'s rules, `package` naming what to install.
+pub fn started_or_skipped<S>(
+    test: &str,
+    server: &str,
+    package: &str,
+    started: Result<S, String>,
+) -> Option<S> {
+    match started {
+        Ok(server) => Some(server),
+        Err(error) => {
+            assert!(!reachable(test, server, package, async move { Err(error) }));
+            None
+        }
+    }
+}
+
 /// Runs `probe` (connect + ping) on a throwaway runtime. `Ok(true)`: go on. Unreachable:
 /// panics under `FENCER_REQUIRE_BACKENDS=1`, else prints one line with [`SKIP_MARKER`] naming
 /// the Debian package, straight to stderr (past the test harness's capture), and returns false.
