@@ -2,26 +2,10 @@
 //! else `run.json` beside the history), `--strict` turns warnings into failures, and bad
 //! input exits 254 naming what was expected.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli_support;
+use cli_support::{fencer, text};
 
 use fencer_harness::{Event, EventType, History, Op};
-
-fn fencer(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fencer runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 /// Numbers `events` and spaces them 1 ms apart.
 fn history(events: Vec<Event>) -> Vec<u8> {

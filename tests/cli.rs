@@ -1,16 +1,10 @@
 //! The command line as a user meets it: exit codes, one-line errors for bad input, atomic run
 //! directories, replay, demo.
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli_support;
+use cli_support::fencer;
 
-fn fencer(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fencer runs")
-}
+use std::process::Output;
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()

@@ -1,6 +1,9 @@
 //! `fencer gate` as CI meets it: exit codes, replay commands that reproduce, shrunk plans that
 //! still fail, results independent of jobs and shards, determinism checking, SIGINT.
 
+mod cli_support;
+use cli_support::{fencer_command, text};
+
 use std::collections::BTreeSet;
 use std::io::BufRead;
 use std::path::Path;
@@ -9,21 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// `fencer` as CI runs it (`CI=true`: no progress bar).
 fn fencer(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(args)
-        .current_dir(cwd)
+    fencer_command(args, cwd)
         .env("CI", "true")
         .output()
         .expect("fencer runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn json(path: &Path) -> Value {

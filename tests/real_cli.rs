@@ -5,26 +5,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli_support;
+use cli_support::{fencer, text};
 
 const SECRET: &str = "n0t-for-your-eyes";
-
-fn fencer(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fencer runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
 
 const QUICK: [&str; 12] = [
     "--ttl",

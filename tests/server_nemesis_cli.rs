@@ -7,24 +7,10 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod cli_support;
+use cli_support::{fencer, text};
 
-fn fencer(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(args)
-        .current_dir(cwd)
-        .output()
-        .expect("fencer runs")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+use std::process::Output;
 
 const SERVER_FAULTS: &str = "server-pause,restart,skew,partition,delay-replies,drop-replies,cut";
 
