@@ -337,7 +337,7 @@ mod tests {
             .err()
             .unwrap();
         assert!(!error.contains("pw@"), "{error}");
-        let error = lock_from_url("zk://h:2181").err().unwrap();
+        let error = lock_from_url("mysql://h:3306").err().unwrap();
         assert!(error.contains("etcd://"), "{error}");
     }
 }
