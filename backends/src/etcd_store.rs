@@ -17,14 +17,14 @@
 //!
 //! [`EtcdStoreRules::Unfenced`] applies every write without the compare.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 use serde_json::{Value, json};
 
 use crate::etcd_conn::{EtcdConnection, base64, int, ranged, succeeded, text};
+use crate::written_keys::WrittenKeys;
 
 /// Whether writes are fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub struct EtcdStore {
     connection: Arc<EtcdConnection>,
     rules: EtcdStoreRules,
     /// Keys written through this adapter: whose applied logs [`FencedStore::applied_log`] reads.
-    keys: Mutex<BTreeSet<String>>,
+    keys: WrittenKeys,
 }
 
 impl EtcdStore {
@@ -49,7 +49,7 @@ impl EtcdStore {
         EtcdStore {
             connection,
             rules,
-            keys: Mutex::new(BTreeSet::new()),
+            keys: WrittenKeys::default(),
         }
     }
 
@@ -125,10 +125,7 @@ impl FencedStore for EtcdStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string());
+        self.keys.note(key);
         let state =
             json!({ "token": fencing_token.to_string(), "write_id": write_id, "value": value });
         let logged = json!({ "token": fencing_token.to_string(), "write_id": write_id });
@@ -187,13 +184,7 @@ impl FencedStore for EtcdStore {
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
-        let keys: Vec<String> = self
-            .keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let keys = self.keys.all();
         let mut log = Vec::new();
         for key in keys {
             log.extend(self.applied_to(&key).await.ok()?);

@@ -26,6 +26,13 @@ pub mod redis_store;
 pub mod sim_lease;
 pub mod sqlite_store;
 pub mod url;
+#[cfg(any(
+    feature = "redis",
+    feature = "postgres",
+    feature = "etcd",
+    feature = "zookeeper"
+))]
+mod written_keys;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper_conn;
 #[cfg(feature = "zookeeper")]

@@ -5,13 +5,13 @@
 //! [`PostgresStoreRules::Unfenced`] drops the fence condition: the store then accepts whatever
 //! arrives, which fencer must catch.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 
 use crate::postgres_conn::PostgresConnection;
+use crate::written_keys::WrittenKeys;
 
 /// Whether writes are fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +50,7 @@ pub struct PostgresStore {
     write_sql: String,
     /// Keys written through this adapter: the applied log is read for these only (the table
     /// is shared by every run in the schema).
-    keys: Mutex<BTreeSet<String>>,
+    keys: WrittenKeys,
 }
 
 impl PostgresStore {
@@ -59,7 +59,7 @@ impl PostgresStore {
         PostgresStore {
             connection,
             write_sql: write_sql(rules),
-            keys: Mutex::new(BTreeSet::new()),
+            keys: WrittenKeys::default(),
         }
     }
 }
@@ -73,10 +73,7 @@ impl FencedStore for PostgresStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string());
+        self.keys.note(key);
         let (client, statement) = self.connection.prepared(&self.write_sql).await?;
         let token = fencing_token as i64;
         match client
@@ -118,13 +115,7 @@ impl FencedStore for PostgresStore {
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
-        let keys: Vec<String> = self
-            .keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let keys = self.keys.all();
         let client = self.connection.get().await.ok()?;
         let rows = client
             .query(

@@ -4,14 +4,14 @@
 //!
 //! [`RedisStoreRules::Unfenced`] skips the compare: the store then accepts whatever arrives.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 use redis::Script;
 
 use crate::redis_conn::RedisConnection;
+use crate::written_keys::WrittenKeys;
 
 /// Whether writes are fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,7 +41,7 @@ pub struct RedisStore {
     rules: RedisStoreRules,
     write: Script,
     /// Keys written through this adapter: whose applied logs [`FencedStore::applied_log`] reads.
-    keys: Mutex<BTreeSet<String>>,
+    keys: WrittenKeys,
 }
 
 impl RedisStore {
@@ -51,7 +51,7 @@ impl RedisStore {
             connection,
             rules,
             write: Script::new(WRITE),
-            keys: Mutex::new(BTreeSet::new()),
+            keys: WrittenKeys::default(),
         }
     }
 }
@@ -69,10 +69,7 @@ impl FencedStore for RedisStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string());
+        self.keys.note(key);
         let mut connection = self.connection.get().await?;
         let fenced = match self.rules {
             RedisStoreRules::Fenced => "1",
@@ -120,13 +117,7 @@ impl FencedStore for RedisStore {
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
-        let keys: Vec<String> = self
-            .keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let keys = self.keys.all();
         let mut connection = self.connection.get().await.ok()?;
         let mut log = Vec::new();
         for key in keys {

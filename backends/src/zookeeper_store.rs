@@ -11,13 +11,13 @@
 //!
 //! [`ZookeeperStoreRules::Unfenced`] skips the compare: the store then accepts whatever arrives.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
 
+use crate::written_keys::WrittenKeys;
 use crate::zookeeper_conn::{ZookeeperConnection, node_name, within};
 
 /// Whether writes are fenced.
@@ -63,7 +63,7 @@ pub struct ZookeeperStore {
     connection: Arc<ZookeeperConnection>,
     rules: ZookeeperStoreRules,
     /// Keys written through this adapter: whose applied logs [`FencedStore::applied_log`] reads.
-    keys: Mutex<BTreeSet<String>>,
+    keys: WrittenKeys,
 }
 
 impl ZookeeperStore {
@@ -72,7 +72,7 @@ impl ZookeeperStore {
         ZookeeperStore {
             connection,
             rules,
-            keys: Mutex::new(BTreeSet::new()),
+            keys: WrittenKeys::default(),
         }
     }
 
@@ -147,10 +147,7 @@ impl FencedStore for ZookeeperStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        self.keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string());
+        self.keys.note(key);
         let client = self.connection.store_client().await?;
         let path = register_path(key);
         for _race in 0..MAX_RACES {
@@ -176,13 +173,7 @@ impl FencedStore for ZookeeperStore {
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
-        let keys: Vec<String> = self
-            .keys
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+        let keys = self.keys.all();
         let client = self.connection.store_client().await.ok()?;
         let mut log = Vec::new();
         for key in keys {
