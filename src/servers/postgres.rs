@@ -14,6 +14,9 @@ use super::{Launch, ServerClock, ServerGuard, free_port};
 /// Where Debian installs the server binaries, one directory per major version.
 const POSTGRES_LIB: &str = "/usr/lib/postgresql";
 
+/// How many times a private PostgreSQL start is tried, each on a fresh port and directory.
+const START_ATTEMPTS: usize = 3;
+
 /// The database a private server creates for the adapters (`postgres://…/test`).
 pub const POSTGRES_DATABASE: &str = "test";
 
@@ -22,7 +25,22 @@ impl ServerGuard {
     /// `postgres` and a database [`POSTGRES_DATABASE`]; with `faketime`, under a libfaketime
     /// clock ([`ServerGuard::clock`]) so its `now()`, which decides lease expiry, can be
     /// stepped.
+    ///
+    /// A free port is only free until someone takes it: a server started at the same moment
+    /// (tests run in parallel) can win it, and PostgreSQL then exits while the other answers
+    /// the readiness check. Such a start fails at `createdb`, and is tried again on a new port.
     pub fn postgres(faketime: bool) -> Result<ServerGuard, String> {
+        let mut failure = String::new();
+        for _ in 0..START_ATTEMPTS {
+            match ServerGuard::postgres_once(faketime) {
+                Ok(guard) => return Ok(guard),
+                Err(error) => failure = error,
+            }
+        }
+        Err(failure)
+    }
+
+    fn postgres_once(faketime: bool) -> Result<ServerGuard, String> {
         let bin = postgres_bin_dir()?;
         let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
         let port = free_port().map_err(|error| format!("free port: {error}"))?;
