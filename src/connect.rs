@@ -74,6 +74,22 @@ fn split_params(url: &str) -> (String, Option<String>, Option<String>) {
     (url, variant, schema)
 }
 
+/// The rules a URL's `?variant=` names: `reference` without one, `broken` for the one variant
+/// the backend ships (`unsafe-release`, `unfenced`), and a clear error for any other name.
+fn variant_rules<R>(
+    what: &str,
+    variant: Option<&str>,
+    reference: R,
+    (name, broken): (&str, R),
+    url: &str,
+) -> Result<R, String> {
+    match variant {
+        None => Ok(reference),
+        Some(variant) if variant == name => Ok(broken),
+        Some(other) => Err(unknown_variant(what, other, name, url)),
+    }
+}
+
 fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> String {
     format!(
         "unknown {what} variant `{variant}` in {}: expected {known}",
@@ -116,13 +132,13 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
         #[cfg(feature = "redis")]
         Some("redis") => {
             use fencer_backends::{RedisConnection, RedisLock, RedisLockRules};
-            let rules = match variant.as_deref() {
-                None => RedisLockRules::Reference,
-                Some("unsafe-release") => RedisLockRules::UnsafeRelease,
-                Some(other) => {
-                    return Err(unknown_variant("lock", other, "unsafe-release", url));
-                }
-            };
+            let rules = variant_rules(
+                "lock",
+                variant.as_deref(),
+                RedisLockRules::Reference,
+                ("unsafe-release", RedisLockRules::UnsafeRelease),
+                url,
+            )?;
             let connection = Arc::new(RedisConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(RedisLock::new(Arc::clone(&connection), rules)),
@@ -147,13 +163,13 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
         #[cfg(feature = "etcd")]
         Some("etcd") => {
             use fencer_backends::{EtcdConnection, EtcdLock, EtcdLockRules};
-            let rules = match variant.as_deref() {
-                None => EtcdLockRules::Reference,
-                Some("unsafe-release") => EtcdLockRules::UnsafeRelease,
-                Some(other) => {
-                    return Err(unknown_variant("lock", other, "unsafe-release", url));
-                }
-            };
+            let rules = variant_rules(
+                "lock",
+                variant.as_deref(),
+                EtcdLockRules::Reference,
+                ("unsafe-release", EtcdLockRules::UnsafeRelease),
+                url,
+            )?;
             let connection = Arc::new(EtcdConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(EtcdLock::new(Arc::clone(&connection), rules)),
@@ -164,13 +180,13 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
         #[cfg(feature = "zookeeper")]
         Some("zk" | "zookeeper") => {
             use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
-            let rules = match variant.as_deref() {
-                None => ZookeeperLockRules::Reference,
-                Some("unsafe-release") => ZookeeperLockRules::UnsafeRelease,
-                Some(other) => {
-                    return Err(unknown_variant("lock", other, "unsafe-release", url));
-                }
-            };
+            let rules = variant_rules(
+                "lock",
+                variant.as_deref(),
+                ZookeeperLockRules::Reference,
+                ("unsafe-release", ZookeeperLockRules::UnsafeRelease),
+                url,
+            )?;
             let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(ZookeeperLock::new(Arc::clone(&connection), rules)),
@@ -192,11 +208,13 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
         #[cfg(feature = "redis")]
         Some("redis") => {
             use fencer_backends::{RedisConnection, RedisStore, RedisStoreRules};
-            let rules = match variant.as_deref() {
-                None => RedisStoreRules::Fenced,
-                Some("unfenced") => RedisStoreRules::Unfenced,
-                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
-            };
+            let rules = variant_rules(
+                "store",
+                variant.as_deref(),
+                RedisStoreRules::Fenced,
+                ("unfenced", RedisStoreRules::Unfenced),
+                url,
+            )?;
             let connection = Arc::new(RedisConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(RedisStore::new(Arc::clone(&connection), rules)),
@@ -207,11 +225,13 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
         #[cfg(feature = "postgres")]
         Some("postgres" | "postgresql") => {
             use fencer_backends::{PostgresConnection, PostgresStore, PostgresStoreRules};
-            let rules = match variant.as_deref() {
-                None => PostgresStoreRules::Fenced,
-                Some("unfenced") => PostgresStoreRules::Unfenced,
-                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
-            };
+            let rules = variant_rules(
+                "store",
+                variant.as_deref(),
+                PostgresStoreRules::Fenced,
+                ("unfenced", PostgresStoreRules::Unfenced),
+                url,
+            )?;
             let schema = schema.as_deref().unwrap_or("fencer");
             let connection = Arc::new(PostgresConnection::open(&client_url, schema)?);
             Ok(Connected {
@@ -223,11 +243,13 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
         #[cfg(feature = "etcd")]
         Some("etcd") => {
             use fencer_backends::{EtcdConnection, EtcdStore, EtcdStoreRules};
-            let rules = match variant.as_deref() {
-                None => EtcdStoreRules::Fenced,
-                Some("unfenced") => EtcdStoreRules::Unfenced,
-                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
-            };
+            let rules = variant_rules(
+                "store",
+                variant.as_deref(),
+                EtcdStoreRules::Fenced,
+                ("unfenced", EtcdStoreRules::Unfenced),
+                url,
+            )?;
             let connection = Arc::new(EtcdConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(EtcdStore::new(Arc::clone(&connection), rules)),
@@ -237,11 +259,13 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
         }
         Some("sqlite") => {
             use fencer_backends::{SqliteStore, StoreRules};
-            let rules = match variant.as_deref() {
-                None => StoreRules::Fenced,
-                Some("unfenced") => StoreRules::Unfenced,
-                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
-            };
+            let rules = variant_rules(
+                "store",
+                variant.as_deref(),
+                StoreRules::Fenced,
+                ("unfenced", StoreRules::Unfenced),
+                url,
+            )?;
             let path = client_url.trim_start_matches("sqlite://");
             if path.is_empty() {
                 return Err(format!(
@@ -259,11 +283,13 @@ pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
         #[cfg(feature = "zookeeper")]
         Some("zk" | "zookeeper") => {
             use fencer_backends::{ZookeeperConnection, ZookeeperStore, ZookeeperStoreRules};
-            let rules = match variant.as_deref() {
-                None => ZookeeperStoreRules::Fenced,
-                Some("unfenced") => ZookeeperStoreRules::Unfenced,
-                Some(other) => return Err(unknown_variant("store", other, "unfenced", url)),
-            };
+            let rules = variant_rules(
+                "store",
+                variant.as_deref(),
+                ZookeeperStoreRules::Fenced,
+                ("unfenced", ZookeeperStoreRules::Unfenced),
+                url,
+            )?;
             let connection = Arc::new(ZookeeperConnection::open(&client_url)?);
             Ok(Connected {
                 adapter: Arc::new(ZookeeperStore::new(Arc::clone(&connection), rules)),

@@ -38,8 +38,10 @@ pub fn real_plan(settings: &Settings) -> Plan {
 /// every fault aimed at it goes; a server fencer started (a `private:` URL) takes them all but
 /// clock drift (libfaketime offsets are steps).
 pub fn fit_to_servers(mut plan: Plan) -> Plan {
-    let settings = plan.settings.clone();
-    plan.faults.retain(|fault| takes(&settings, fault).is_ok());
+    let Plan {
+        settings, faults, ..
+    } = &mut plan;
+    faults.retain(|fault| takes(settings, fault).is_ok());
     plan
 }
 
@@ -58,16 +60,17 @@ fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
     if !fault.aims_at_server() {
         return Ok(());
     }
-    let private = settings.private_servers();
     let target = fault.target();
-    if !private.iter().any(|role| role == target) {
+    let private = settings.server_url(target).and_then(PrivateBackend::parse);
+    let Some(Ok((backend, _))) = private else {
         return Err(format!(
             "`{}` at {} ns aims at the {target} server, which is not fencer's own: start it \
-             with --{target} private:redis, private:postgres, private:etcd or private:zookeeper",
+             with --{target} {}",
             fault.kind().name(),
-            fault.at_ns()
+            fault.at_ns(),
+            PrivateBackend::URLS
         ));
-    }
+    };
     if let Fault::ClockDrift { .. } = fault {
         return Err(format!(
             "clock drift at {} ns on the {target} server: a real server's clock can be \
@@ -75,18 +78,13 @@ fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
             fault.at_ns()
         ));
     }
-    let url = if target == "lock" {
-        &settings.lock_url
-    } else {
-        &settings.store_url
-    };
-    let backend = url.as_deref().and_then(PrivateBackend::parse);
-    if let (Fault::ClockJump { .. }, Some(Ok((backend, _)))) = (fault, backend)
+    if let Fault::ClockJump { .. } = fault
         && !backend.takes_clock_jumps()
     {
         return Err(format!(
-            "clock jump at {} ns on the {target} server: a private {backend:?} ignores \
-             libfaketime, so its clock cannot be stepped",
+            "clock jump at {} ns on the {target} server: the clock of a private {backend:?} \
+             cannot be stepped (etcd ignores libfaketime; ZooKeeper expires sessions by its \
+             monotonic clock)",
             fault.at_ns()
         ));
     }

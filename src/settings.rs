@@ -135,8 +135,8 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
             .map(BackendChoice::Sim)
             .map_err(|error| {
                 format!(
-                    "{error}, or a server URL (redis://…, postgres://…, private:redis, \
-                     private:postgres)"
+                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {})",
+                    crate::servers::PrivateBackend::URLS
                 )
             })
     }
@@ -228,14 +228,23 @@ impl Settings {
     /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL): the only
     /// servers it may freeze, kill, put behind a faulty proxy or skew.
     pub fn private_servers(&self) -> Vec<String> {
-        [("lock", &self.lock_url), ("store", &self.store_url)]
+        ["lock", "store"]
             .into_iter()
-            .filter(|(_, url)| {
-                url.as_deref()
+            .filter(|role| {
+                self.server_url(role)
                     .is_some_and(|url| url.starts_with(PRIVATE_SCHEME))
             })
-            .map(|(role, _)| role.to_string())
+            .map(String::from)
             .collect()
+    }
+
+    /// The URL given for a role's server (`lock`, `store`), if any.
+    pub fn server_url(&self, role: &str) -> Option<&str> {
+        match role {
+            "lock" => self.lock_url.as_deref(),
+            "store" => self.store_url.as_deref(),
+            _ => None,
+        }
     }
 
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
@@ -441,8 +450,8 @@ mod tests {
         assert!(
             parse_choice("lock", "etcd", &LockBackend::ALL)
                 .unwrap_err()
-                .ends_with(
-                    "or a server URL (redis://…, postgres://…, private:redis, private:postgres)"
+                .contains(
+                    "or a server URL (redis://…, postgres://…, etcd://…, zk://…, private:redis"
                 )
         );
         assert_eq!(

@@ -14,7 +14,7 @@ use fencer::backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdS
 use fencer::drive::RunNames;
 use fencer::real::{run_real, unique_tag};
 use fencer::servers::ServerGuard;
-use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Validity, Written, check};
+use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Written, check};
 use fencer_harness::{EventType, Op};
 use support::{reachable, stale_release_plan, stale_write_plan, stretched};
 
@@ -73,12 +73,7 @@ fn etcd_fenced_store_refuses_the_stale_write_the_unfenced_one_accepts() {
     // w0's renewal (two round trips on etcd: owner check, keep-alive) may be cut off when its
     // worker moves on, which leaves the checker honestly unsure; it must never prove an anomaly,
     // and the stale write must have been refused.
-    assert_ne!(
-        fenced.validity,
-        Validity::Invalid,
-        "{}",
-        fenced.summary_line()
-    );
+    support::assert_verdict_not_invalid(&fenced);
     assert!(
         history
             .events
@@ -106,12 +101,7 @@ fn etcd_release_without_owner_compare_is_caught() {
         check(&history)
     };
     let reference = run(EtcdLockRules::Reference);
-    assert_ne!(
-        reference.validity,
-        Validity::Invalid,
-        "{}",
-        reference.summary_line()
-    );
+    support::assert_verdict_not_invalid(&reference);
     let unsafe_release = run(EtcdLockRules::UnsafeRelease);
     assert!(
         unsafe_release

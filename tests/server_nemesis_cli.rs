@@ -43,6 +43,29 @@ fn started_ports(printed: &str) -> Vec<u16> {
         .collect()
 }
 
+/// Whether fencer could start its private servers (what `printed` says); when it could not,
+/// the skip line, or a failure under `FENCER_REQUIRE_BACKENDS=1`.
+fn servers_started(printed: &str, what: &str, packages: &str) -> bool {
+    let started = if printed.contains("cannot start a private") {
+        Err(printed.lines().last().unwrap_or("").to_string())
+    } else {
+        Ok(())
+    };
+    support::started_or_skipped("server_nemesis_cli", what, packages, started).is_some()
+}
+
+/// Asserts the run printed two servers it started and that both are gone now.
+fn assert_two_servers_started_and_stopped(printed: &str) {
+    let ports = started_ports(printed);
+    assert_eq!(ports.len(), 2, "{printed}");
+    for port in &ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", *port)).is_err(),
+            "the server on {port} was stopped: {printed}"
+        );
+    }
+}
+
 fn nemesis_ops(history: &str) -> Vec<String> {
     history
         .lines()
@@ -71,25 +94,12 @@ fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
     args.extend(QUICK);
     let output = fencer(&args, dir.path());
     let printed = text(&output);
-    if printed.contains("cannot start a private") {
-        let probe = async { Err(printed.lines().last().unwrap_or("").to_string()) };
-        assert!(!support::reachable(
-            "server_nemesis_cli",
-            "private servers",
-            "postgresql redis-server libfaketime",
-            probe
-        ));
+    let packages = "postgresql redis-server libfaketime";
+    if !servers_started(&printed, "private servers", packages) {
         return;
     }
     assert_eq!(output.status.code(), Some(0), "{printed}");
-    let ports = started_ports(&printed);
-    assert_eq!(ports.len(), 2, "{printed}");
-    for port in &ports {
-        assert!(
-            std::net::TcpStream::connect(("127.0.0.1", *port)).is_err(),
-            "the server on {port} was stopped: {printed}"
-        );
-    }
+    assert_two_servers_started_and_stopped(&printed);
     assert!(printed.contains("stopped the lock server"), "{printed}");
 
     let history = std::fs::read_to_string(dir.path().join("first/history.jsonl")).unwrap();
@@ -125,14 +135,7 @@ fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
     let replayed = text(&replay);
     assert_eq!(replay.status.code(), Some(0), "{replayed}");
     assert!(replayed.contains("against fresh ones"), "{replayed}");
-    let new_ports = started_ports(&replayed);
-    assert_eq!(new_ports.len(), 2, "{replayed}");
-    assert!(
-        new_ports
-            .iter()
-            .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
-        "{replayed}"
-    );
+    assert_two_servers_started_and_stopped(&replayed);
     let run_dir = replayed
         .lines()
         .find_map(|line| line.strip_prefix("run directory: "))
@@ -218,25 +221,15 @@ fn private_etcd_and_zookeeper_take_server_faults_but_no_clock_jumps() {
     }
     let output = fencer(&args, dir.path());
     let printed = text(&output);
-    if printed.contains("cannot start a private") {
-        let probe = async { Err(printed.lines().last().unwrap_or("").to_string()) };
-        assert!(!support::reachable(
-            "server_nemesis_cli",
-            "private etcd and ZooKeeper",
-            "etcd-server zookeeper",
-            probe
-        ));
+    if !servers_started(
+        &printed,
+        "private etcd and ZooKeeper",
+        "etcd-server zookeeper",
+    ) {
         return;
     }
     assert!(honest(&output), "{printed}");
-    let ports = started_ports(&printed);
-    assert_eq!(ports.len(), 2, "{printed}");
-    assert!(
-        ports
-            .iter()
-            .all(|port| std::net::TcpStream::connect(("127.0.0.1", *port)).is_err()),
-        "both servers were stopped: {printed}"
-    );
+    assert_two_servers_started_and_stopped(&printed);
     let ops = nemesis_ops(&std::fs::read_to_string(dir.path().join("run/history.jsonl")).unwrap());
     assert!(
         ops.iter().any(|op| op == "server-pause" || op == "restart"),

@@ -1,8 +1,9 @@
 //! `fencer run --lock URL --store URL`: the real tier from the command line.
 //!
-//! A `private:redis` or `private:postgres` URL asks fencer to start that server itself (free
-//! loopback port, temp dir, fencer's fault proxy in front); those servers can then take the
-//! plan's server faults, and are stopped when the run ends, on error too. The servers are
+//! A `private:` URL (`private:redis`, `private:postgres`, `private:etcd`, `private:zookeeper`)
+//! asks fencer to start that server itself (free loopback port, temp dir, fencer's fault proxy
+//! in front); those servers can then take the plan's server faults, and are stopped when the
+//! run ends, on error too. The servers are
 //! checked first (a clear error and exit 254 if one is unreachable or refuses the login), then
 //! the plan runs in real time, is checked and saved like a simulated run. The saved settings
 //! carry the URLs with their passwords hidden; `--plan` re-runs a saved plan.
@@ -24,7 +25,8 @@ use super::{Failure, Outcome, describe, report};
 
 /// Where the lock service and store live.
 pub struct RealTargets<'a> {
-    /// The lock server's URL (may carry a password), or `private:redis` / `private:postgres` / `private:etcd` / `private:zookeeper`.
+    /// The lock server's URL (may carry a password), or a `private:` one (`private:redis`,
+    /// `private:postgres`, `private:etcd`, `private:zookeeper`).
     pub lock_url: &'a str,
     /// The store server's URL (may carry a password), or `private:…`.
     pub store_url: &'a str,
@@ -113,8 +115,9 @@ pub fn run(
             let left_out = Plan::generate(&settings).faults.len() - plan.faults.len();
             if left_out > 0 {
                 println!(
-                    "note: {left_out} faults aimed at servers left out (a server behind a URL \
-                     is not fencer's to restart or skew; private:redis / private:postgres / private:etcd / private:zookeeper are)"
+                    "note: {left_out} faults aimed at servers left out (a server behind a plain \
+                     URL is not fencer's to pause, restart or skew, and a private etcd or \
+                     ZooKeeper takes no clock jumps)"
                 );
             }
             plan

@@ -33,6 +33,9 @@ pub enum PrivateBackend {
 }
 
 impl PrivateBackend {
+    /// Every `private:` URL fencer understands, for messages.
+    pub const URLS: &str = "private:redis, private:postgres, private:etcd or private:zookeeper";
+
     /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
     /// query that follows it; `None` when `url` is not a `private:` URL.
     pub fn parse(url: &str) -> Option<Result<(PrivateBackend, String), String>> {
@@ -45,8 +48,8 @@ impl PrivateBackend {
             "zookeeper" | "zk" => PrivateBackend::Zookeeper,
             other => {
                 return Some(Err(format!(
-                    "unknown private server `{other}` in {url}: expected private:redis, \
-                     private:postgres, private:etcd or private:zookeeper"
+                    "unknown private server `{other}` in {url}: expected {}",
+                    PrivateBackend::URLS
                 )));
             }
         };
@@ -124,12 +127,8 @@ impl std::fmt::Debug for PrivateServer {
 impl PrivateServer {
     /// Starts the server a `private:` URL names, and a proxy in front of it.
     pub fn start(url: &str) -> Result<PrivateServer, String> {
-        let (backend, query) = PrivateBackend::parse(url).ok_or_else(|| {
-            format!(
-                "expected a private:redis, private:postgres, private:etcd or private:zookeeper \
-                 URL, found {url}"
-            )
-        })??;
+        let (backend, query) = PrivateBackend::parse(url)
+            .ok_or_else(|| format!("expected {} URL, found {url}", PrivateBackend::URLS))??;
         let guard = backend.start().map_err(|error| {
             format!(
                 "cannot start a private {backend:?} server ({error}); install the Debian package {}",

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use fencer::plan::Plan;
 use fencer::real::real_plan;
-use fencer::{FencedStore, Harness, LockService, Settings};
+use fencer::{FencedStore, Harness, LockService, Settings, Validity, Verdict};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
 use fencer_workloads::{CyclePlan, WorkerPlan};
@@ -21,6 +21,49 @@ pub const SKIP_MARKER: &str = "FENCER-SKIPPED-BACKEND";
 /// True when `FENCER_REQUIRE_BACKENDS=1`: an unreachable server is then a failure.
 pub fn backends_required() -> bool {
     std::env::var("FENCER_REQUIRE_BACKENDS").is_ok_and(|value| value == "1")
+}
+
+/// Asserts `verdict` proved no anomaly: valid, or honestly unknown when a fault left a call's
+/// outcome unknown — what a correct backend must give under any fault.
+pub fn assert_verdict_not_invalid(verdict: &Verdict) {
+    assert_ne!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
+}
+
+/// Checks `history` and asserts it proves no anomaly ([`assert_verdict_not_invalid`]).
+pub fn assert_not_invalid(history: &History) -> Verdict {
+    let verdict = fencer::check(history);
+    assert_verdict_not_invalid(&verdict);
+    verdict
+}
+
+/// Asserts some call of `history` ended as `info`: the fault left its outcome unknown, and
+/// fencer must not have rounded it to `ok` or `fail`.
+pub fn assert_some_calls_unknown(history: &History, why: &str) {
+    assert!(
+        history.events.iter().any(|e| e.kind == EventType::Info),
+        "{why}"
+    );
+}
+
+/// Every acquire the history records as granted: (true time of the reply, fencing token), in
+/// history order — what a restart test compares across the restart.
+pub fn granted_tokens(history: &History) -> Vec<(u64, u64)> {
+    history
+        .events
+        .iter()
+        .filter(|e| e.is(EventType::Ok, Op::Acquire))
+        .map(|e| {
+            (
+                e.time_ns,
+                e.token.expect("a granted acquire carries its token"),
+            )
+        })
+        .collect()
 }
 
 /// The server `started` gave (a private server a test starts itself), or `None` after the skip
