@@ -218,14 +218,5 @@ fn unreachable_etcd_answers_not_applied_at_once() {
         error.contains("cannot connect to etcd at etcd://127.0.0.1:1"),
         "{error}"
     );
-    let acquired = runtime.block_on(lock.acquire("l", OwnerToken(1), Duration::from_secs(1)));
-    assert!(
-        matches!(acquired, Err(fencer::CallError::NotApplied(_))),
-        "{acquired:?}"
-    );
-    let written = runtime.block_on(store.write("k", 1, "w", "v"));
-    assert!(
-        matches!(written, Err(fencer::CallError::NotApplied(_))),
-        "{written:?}"
-    );
+    support::assert_calls_not_applied(&*lock, &*store, Duration::from_secs(1));
 }

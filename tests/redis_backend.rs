@@ -119,18 +119,8 @@ fn unreachable_redis_answers_not_applied_at_once() {
         error.contains("cannot connect to Redis at redis://127.0.0.1:1"),
         "{error}"
     );
-    let owner = fencer::OwnerToken(1);
     let ttl = std::time::Duration::from_millis(300);
-    let acquired = runtime.block_on(lock.acquire("l", owner, ttl));
-    assert!(
-        matches!(acquired, Err(fencer::CallError::NotApplied(_))),
-        "{acquired:?}"
-    );
-    let written = runtime.block_on(store.write("k", 1, "w", "v"));
-    assert!(
-        matches!(written, Err(fencer::CallError::NotApplied(_))),
-        "{written:?}"
-    );
+    support::assert_calls_not_applied(&*lock, &*store, ttl);
 }
 
 #[test]

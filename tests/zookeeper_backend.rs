@@ -216,16 +216,7 @@ fn unreachable_zookeeper_answers_not_applied_at_once() {
         error.contains("cannot connect to ZooKeeper at zk://127.0.0.1:1"),
         "{error}"
     );
-    let acquired = runtime.block_on(lock.acquire("l", OwnerToken(1), Duration::from_millis(300)));
-    assert!(
-        matches!(acquired, Err(CallError::NotApplied(_))),
-        "{acquired:?}"
-    );
-    let written = runtime.block_on(store.write("k", 1, "w", "v"));
-    assert!(
-        matches!(written, Err(CallError::NotApplied(_))),
-        "{written:?}"
-    );
+    support::assert_calls_not_applied(&*lock, &*store, Duration::from_millis(300));
     assert!(started.elapsed() < Duration::from_secs(7), "no hang");
 }
 

@@ -66,6 +66,22 @@ pub fn granted_tokens(history: &History) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// Asserts an acquire and a write to a server nobody listens on come back at once as
+/// definitely not applied (the connect was refused, so nothing was sent).
+pub fn assert_calls_not_applied(lock: &dyn LockService, store: &dyn FencedStore, ttl: Duration) {
+    let runtime = fencer_harness::runtime::real_runtime().expect("a tokio runtime");
+    let acquired = runtime.block_on(lock.acquire("l", fencer::OwnerToken(1), ttl));
+    assert!(
+        matches!(acquired, Err(fencer::CallError::NotApplied(_))),
+        "{acquired:?}"
+    );
+    let written = runtime.block_on(store.write("k", 1, "w", "v"));
+    assert!(
+        matches!(written, Err(fencer::CallError::NotApplied(_))),
+        "{written:?}"
+    );
+}
+
 /// The server `started` gave (a private server a test starts itself), or `None` after the skip
 /// line when it could not start: [`reachable`]'s rules, `package` naming what to install.
 pub fn started_or_skipped<S>(
