@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fencer::{History, Validity, Verdict, check};
+use fencer::{CheckOptions, PackedHistory, Validity, Verdict, check_packed};
 
 /// Runs `fencer run` with 50 workers doing `ops` cycles each into `dir`; returns the history.
 fn simulate_into(dir: &Path, ops: usize) -> PathBuf {
@@ -35,8 +35,8 @@ fn simulate_into(dir: &Path, ops: usize) -> PathBuf {
 }
 
 fn check_file(path: &Path) -> Verdict {
-    let history = History::read_jsonl_file(path).expect("generated history reads back");
-    check(&history)
+    let history = PackedHistory::read_jsonl_file(path).expect("generated history reads back");
+    check_packed(&history, &CheckOptions::default())
 }
 
 /// The process's peak resident set so far, in KiB (`VmHWM`), where Linux tells it.

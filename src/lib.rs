@@ -34,12 +34,14 @@ pub mod test_backends;
 
 pub use async_trait::async_trait;
 pub use fencer_backends as backends;
-pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
-pub use fencer_harness::History;
+pub use fencer_checkers::{
+    CheckOptions, Validity, Verdict, Workload, check, check_packed, check_with,
+};
 pub use fencer_harness::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,
     ReadValue, Written,
 };
+pub use fencer_harness::{History, PackedHistory};
 pub use fencer_nemesis::FaultKind;
 pub use fencer_workloads::RenewFailurePolicy;
 pub use harness::{Harness, Report, SeedRun, TimeMode};

@@ -4,8 +4,8 @@
 //! of anomalies.
 
 use fencer::{
-    CheckOptions, History, LockBackend, Plan, Settings, StoreBackend, Validity, Workload,
-    check_with, simulate,
+    CheckOptions, History, LockBackend, PackedHistory, Plan, Settings, StoreBackend, Validity,
+    Workload, check_packed, check_with, simulate,
 };
 use fencer_harness::Event;
 
@@ -60,6 +60,11 @@ fn a_stored_history_reads_back_as_recorded_and_checks_the_same() {
         };
         let verdict = serde_json::to_string(&check_with(&read, &options)).unwrap();
         let expected = check_with(&recorded, &options);
+        assert_eq!(verdict, serde_json::to_string(&expected).unwrap());
+        // `fencer check`'s path: straight into checking form, never building events.
+        let packed = PackedHistory::read_jsonl(&jsonl[..], "mem").expect("reads packed");
+        assert_eq!(packed.unpack(), recorded, "{settings:?}");
+        let verdict = serde_json::to_string(&check_packed(&packed, &options)).unwrap();
         assert_eq!(verdict, serde_json::to_string(&expected).unwrap());
         invalid_runs += usize::from(expected.validity == Validity::Invalid);
     }

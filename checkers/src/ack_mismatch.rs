@@ -9,7 +9,7 @@
 //! A reply is matched against the store log entries between its call's invoke and the next
 //! invoke of the same write id (a retry), so a retried write is not blamed on its first try.
 
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{Story, at_store_order, count, faults_between, when};
@@ -32,10 +32,10 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_store_log {
         return Outcome::skipped(CLASS, "needs the store's log of applied writes");
     }
-    let mut applied: FastMap<&str, Positions> = FastMap::default();
-    let mut invokes: FastMap<&str, Positions> = FastMap::default();
-    for (position, event) in ctx.events.iter().enumerate() {
-        let Some(write_id) = event.write_id.as_deref() else {
+    let mut applied: FastMap<Sym, Positions> = FastMap::default();
+    let mut invokes: FastMap<Sym, Positions> = FastMap::default();
+    for (position, event) in ctx.rows.iter().enumerate() {
+        let Some(write_id) = event.write_id else {
             continue;
         };
         if is_store_log(event) {
@@ -47,29 +47,29 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 
     let mut hits = Hits::new();
     let mut unmatched = 0usize;
-    let mut open: FastMap<&str, usize> = FastMap::default();
-    for (position, event) in ctx.events.iter().enumerate() {
+    let mut open: FastMap<Sym, usize> = FastMap::default();
+    for (position, event) in ctx.rows.iter().enumerate() {
         if event.f != Op::Write {
             continue;
         }
         match event.kind {
             EventType::Invoke => {
-                open.insert(&event.process, position);
+                open.insert(event.process, position);
             }
             EventType::Ok | EventType::Fail => {
-                let Some(invoke) = open.remove(event.process.as_str()) else {
+                let Some(invoke) = open.remove(&event.process) else {
                     continue;
                 };
-                let Some(write_id) = event.write_id.as_deref() else {
+                let Some(write_id) = event.write_id else {
                     unmatched += 1;
                     continue;
                 };
                 let retry = invokes
-                    .get(write_id)
+                    .get(&write_id)
                     .and_then(|all| all.first_from(invoke + 1))
                     .unwrap_or(usize::MAX);
                 let applied_here = applied
-                    .get(write_id)
+                    .get(&write_id)
                     .and_then(|all| all.first_from(invoke))
                     .filter(|&log| log < retry);
                 let contradicts = match event.kind {
@@ -85,7 +85,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 }
             }
             EventType::Info => {
-                open.remove(event.process.as_str());
+                open.remove(&event.process);
             }
             EventType::Nemesis | EventType::Log => {}
         }
@@ -118,7 +118,7 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
             call.token
                 .map_or("(none)".into(), |token| token.to_string()),
             call.key.as_deref().unwrap_or("(no key)"),
-            when(call, "its")
+            when(&call, "its")
         ),
     );
     let faults = faults_between(ctx, &call.process, hit.invoke, hit.reply);
@@ -128,7 +128,7 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
     cited.extend(hit.applied);
     let verdict = match hit.applied {
         None => {
-            story.add(hit.reply, format!("was told ok {}", when(reply, "its")));
+            story.add(hit.reply, format!("was told ok {}", when(&reply, "its")));
             format!(
                 "but the store never applied it: no store log entry carries write id \
                  {write_id} for that call. The store acknowledged a write it did not apply (a \
@@ -144,13 +144,13 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
                 (Some(error), _) => format!("was told it failed ({error})"),
                 (None, _) => "was told it failed".to_string(),
             };
-            story.add(hit.reply, format!("{told} {}", when(reply, "its")));
+            story.add(hit.reply, format!("{told} {}", when(&reply, "its")));
             format!(
                 "but the store applied it {}. A worker told fail believes the \
                  write did not happen and may retry or give up on an effect that is already \
                  there; fail must mean definitely not applied, otherwise the reply must be \
                  unknown (info).",
-                at_store_order(log)
+                at_store_order(&log)
             )
         }
     };
@@ -164,13 +164,14 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
 
     fn run(builder: &Builder) -> Outcome {
-        let history = builder.build();
-        check(&Context::new(&history))
+        check(&Context::new(&PackedHistory::pack(&builder.build())))
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
-use fencer_harness::{Event, EventType, History, Op};
+use fencer_harness::{Event, EventType, Op, PackedHistory, Row, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
 use crate::options::CheckOptions;
@@ -18,19 +18,25 @@ use crate::options::CheckOptions;
 /// True when some client call completes after a store log entry: the log was recorded as the
 /// store applied writes, not appended once the run was over (where every entry follows every
 /// call, since an applied write always precedes its own reply).
-fn store_log_is_timed(events: &[Event]) -> bool {
-    let Some(first_log) = events.iter().position(is_store_log) else {
+fn store_log_is_timed(rows: &[Row]) -> bool {
+    let Some(first_log) = rows.iter().position(is_store_log) else {
         return false;
     };
-    events[first_log..]
+    rows[first_log..]
         .iter()
-        .any(|event| event.f.is_client_op() && event.kind.is_completion())
+        .any(|row| row.f.is_client_op() && row.kind.is_completion())
 }
 
 /// A history plus what checkers need to know about it before they start.
+///
+/// Detection passes read [`Row`]s (compact, strings as [`Sym`]s, see
+/// [`fencer_harness::packed`]); explanations unpack the few events they cite with
+/// [`Context::at`].
 pub(crate) struct Context<'h> {
-    /// The events, in history order.
-    pub events: &'h [Event],
+    /// The events in checking form, in history order.
+    pub rows: &'h [Row],
+    /// The texts of the rows' syms.
+    strings: &'h Strings,
     /// The store recorded which writes it applied (`log`/`write` entries exist).
     pub has_store_log: bool,
     /// The store log was recorded as writes were applied, interleaved with the calls. A log
@@ -41,48 +47,68 @@ pub(crate) struct Context<'h> {
     pub has_lock_log: bool,
     /// What the check was asked to do.
     pub options: CheckOptions,
-    lookup: OnceCell<Lookup<'h>>,
+    lookup: OnceCell<Lookup>,
 }
 
 impl<'h> Context<'h> {
     /// Scans `history` once for the kinds of ground truth it carries (default options).
     #[cfg(test)]
-    pub fn new(history: &'h History) -> Context<'h> {
+    pub fn new(history: &'h PackedHistory) -> Context<'h> {
         Context::with_options(history, CheckOptions::default())
     }
 
     /// Scans `history` once for the kinds of ground truth it carries, for a check with
     /// `options`.
-    pub fn with_options(history: &'h History, options: CheckOptions) -> Context<'h> {
-        let events = history.events.as_slice();
-        let has_store_log = events.iter().any(is_store_log);
-        let has_lock_log = events.iter().any(is_lock_log);
-        let store_log_timed = store_log_is_timed(events);
+    pub fn with_options(history: &'h PackedHistory, options: CheckOptions) -> Context<'h> {
+        let rows = history.rows.as_slice();
         Context {
-            events,
-            has_store_log,
-            store_log_timed,
-            has_lock_log,
+            rows,
+            strings: &history.strings,
+            has_store_log: rows.iter().any(is_store_log),
+            store_log_timed: store_log_is_timed(rows),
+            has_lock_log: rows.iter().any(is_lock_log),
             options,
             lookup: OnceCell::new(),
         }
     }
 
     /// The explanation index, built on first use.
-    pub fn lookup(&self) -> &Lookup<'h> {
-        self.lookup.get_or_init(|| Lookup::build(self.events))
+    pub fn lookup(&self) -> &Lookup {
+        self.lookup
+            .get_or_init(|| Lookup::build(self.rows, self.strings))
     }
 
-    /// The event at `position`.
-    pub fn at(&self, position: usize) -> &'h Event {
-        &self.events[position]
+    /// The event at `position`, unpacked (for explanations, which cite few events).
+    pub fn at(&self, position: usize) -> Event {
+        self.rows[position].unpack(self.strings)
+    }
+
+    /// The text of `sym`.
+    pub fn text(&self, sym: Sym) -> &'h str {
+        self.strings.text(sym)
+    }
+
+    /// The text of an optional column.
+    pub fn text_of(&self, column: Option<Sym>) -> Option<&'h str> {
+        column.map(|sym| self.strings.text(sym))
+    }
+
+    /// The sym of `text`, if any row holds it.
+    pub fn sym(&self, text: &str) -> Option<Sym> {
+        self.strings.find(text)
+    }
+
+    /// How many distinct strings the rows hold: the size of a table indexed by
+    /// [`Sym::slot`].
+    pub fn sym_count(&self) -> usize {
+        self.strings.len()
     }
 
     /// History indexes of `positions`, ascending and without repeats.
     pub fn indexes(&self, positions: impl IntoIterator<Item = usize>) -> Vec<u64> {
         let mut indexes: Vec<u64> = positions
             .into_iter()
-            .map(|position| self.events[position].index)
+            .map(|position| self.rows[position].index)
             .collect();
         indexes.sort_unstable();
         indexes.dedup();
@@ -91,13 +117,13 @@ impl<'h> Context<'h> {
 }
 
 /// A store log entry: the store applied a write.
-pub(crate) fn is_store_log(event: &Event) -> bool {
-    event.kind == EventType::Log && event.f == Op::Write
+pub(crate) fn is_store_log(row: &Row) -> bool {
+    row.kind == EventType::Log && row.f == Op::Write
 }
 
 /// A lock log entry: the lock service applied a grant, renewal or release.
-pub(crate) fn is_lock_log(event: &Event) -> bool {
-    event.kind == EventType::Log && matches!(event.f, Op::Acquire | Op::Renew | Op::Release)
+pub(crate) fn is_lock_log(row: &Row) -> bool {
+    row.kind == EventType::Log && matches!(row.f, Op::Acquire | Op::Renew | Op::Release)
 }
 
 /// The worker a process belongs to: `w0:renew` acts for `w0`, and faults target `w0`.
@@ -112,32 +138,32 @@ const NO_PARTNER: u32 = u32::MAX;
 
 /// Indexes for explaining anomalies: who sent a write, who holds an owner token, which faults
 /// hit a process. Lookups only (never iterated), so hash maps keep output deterministic.
-pub(crate) struct Lookup<'h> {
+pub(crate) struct Lookup {
     /// For an invoke, the position of its completion; for a completion, its invoke's.
     partner: Vec<u32>,
     /// Write invokes by write id.
-    write_invokes: FastMap<&'h str, Positions>,
+    write_invokes: FastMap<Sym, Positions>,
     /// Renew and release invokes by owner token and operation.
-    lock_calls: FastMap<(&'h str, Op), Positions>,
+    lock_calls: FastMap<(Sym, Op), Positions>,
     /// The acquire `ok` that handed out each owner token.
-    client_grant: FastMap<&'h str, usize>,
+    client_grant: FastMap<Sym, usize>,
     /// The lock log grant for each owner token.
-    log_grant: FastMap<&'h str, usize>,
+    log_grant: FastMap<Sym, usize>,
     /// Acquire `ok`s by worker and token.
-    grants_by_worker: FastMap<(&'h str, u64), Positions>,
+    grants_by_worker: FastMap<(String, u64), Positions>,
     /// Nemesis events by target, ascending.
-    faults: BTreeMap<&'h str, Vec<usize>>,
+    faults: BTreeMap<String, Vec<usize>>,
 }
 
-impl<'h> Lookup<'h> {
-    fn build(events: &'h [Event]) -> Lookup<'h> {
+impl Lookup {
+    fn build(rows: &[Row], strings: &Strings) -> Lookup {
         assert!(
-            events.len() < NO_PARTNER as usize,
+            rows.len() < NO_PARTNER as usize,
             "a history of {} events is beyond the checkers' u32 positions",
-            events.len()
+            rows.len()
         );
         let mut lookup = Lookup {
-            partner: vec![NO_PARTNER; events.len()],
+            partner: vec![NO_PARTNER; rows.len()],
             write_invokes: FastMap::default(),
             lock_calls: FastMap::default(),
             client_grant: FastMap::default(),
@@ -145,51 +171,52 @@ impl<'h> Lookup<'h> {
             grants_by_worker: FastMap::default(),
             faults: BTreeMap::new(),
         };
-        let mut open: FastMap<&'h str, usize> = FastMap::default();
-        for (position, event) in events.iter().enumerate() {
-            match event.kind {
+        let mut open: FastMap<Sym, usize> = FastMap::default();
+        for (position, row) in rows.iter().enumerate() {
+            match row.kind {
                 EventType::Invoke => {
-                    open.insert(&event.process, position);
-                    match (event.f, event.write_id.as_deref(), event.owner.as_deref()) {
+                    open.insert(row.process, position);
+                    match (row.f, row.write_id, row.owner) {
                         (Op::Write, Some(write_id), _) => {
                             Positions::record(&mut lookup.write_invokes, write_id, position);
                         }
                         (Op::Renew | Op::Release, _, Some(owner)) => {
-                            lookup
-                                .lock_calls
-                                .entry((owner, event.f))
-                                .and_modify(|positions| positions.push(position))
-                                .or_insert_with(|| Positions::new(position));
+                            Positions::record(&mut lookup.lock_calls, (owner, row.f), position);
                         }
                         _ => {}
                     }
                 }
                 EventType::Ok | EventType::Fail | EventType::Info => {
-                    if let Some(invoke) = open.remove(event.process.as_str()) {
+                    if let Some(invoke) = open.remove(&row.process) {
                         lookup.partner[invoke] = position as u32;
                         lookup.partner[position] = invoke as u32;
                     }
-                    if event.is(EventType::Ok, Op::Acquire) {
-                        if let Some(owner) = event.owner.as_deref() {
+                    if row.is(EventType::Ok, Op::Acquire) {
+                        let process = strings.text(row.process);
+                        if let Some(owner) = row.owner {
                             lookup.client_grant.insert(owner, position);
                         }
-                        if let Some(token) = event.token {
-                            lookup
-                                .grants_by_worker
-                                .entry((worker_of(&event.process), token))
-                                .and_modify(|positions| positions.push(position))
-                                .or_insert_with(|| Positions::new(position));
+                        if let Some(token) = row.token() {
+                            Positions::record(
+                                &mut lookup.grants_by_worker,
+                                (worker_of(process).to_owned(), token),
+                                position,
+                            );
                         }
                     }
                 }
                 EventType::Nemesis => {
-                    if let Some(target) = event.target.as_deref() {
-                        lookup.faults.entry(target).or_default().push(position);
+                    if let Some(target) = row.target {
+                        lookup
+                            .faults
+                            .entry(strings.text(target).to_owned())
+                            .or_default()
+                            .push(position);
                     }
                 }
                 EventType::Log => {
-                    if event.f == Op::Acquire
-                        && let Some(owner) = event.owner.as_deref()
+                    if row.f == Op::Acquire
+                        && let Some(owner) = row.owner
                     {
                         lookup.log_grant.insert(owner, position);
                     }
@@ -206,36 +233,36 @@ impl<'h> Lookup<'h> {
     }
 
     /// The latest invoke of write `write_id` before `before`.
-    pub fn write_invoke(&self, write_id: &str, before: usize) -> Option<usize> {
-        self.write_invokes.get(write_id)?.last_before(before)
+    pub fn write_invoke(&self, write_id: Sym, before: usize) -> Option<usize> {
+        self.write_invokes.get(&write_id)?.last_before(before)
     }
 
     /// The latest renew or release invoke by `owner` before `before`.
-    pub fn lock_call(&self, owner: &str, f: Op, before: usize) -> Option<usize> {
+    pub fn lock_call(&self, owner: Sym, f: Op, before: usize) -> Option<usize> {
         self.lock_calls.get(&(owner, f))?.last_before(before)
     }
 
     /// The acquire `ok` that granted `owner`.
-    pub fn client_grant(&self, owner: &str) -> Option<usize> {
-        self.client_grant.get(owner).copied()
+    pub fn client_grant(&self, owner: Sym) -> Option<usize> {
+        self.client_grant.get(&owner).copied()
     }
 
     /// The lock log grant to `owner`.
-    pub fn log_grant(&self, owner: &str) -> Option<usize> {
-        self.log_grant.get(owner).copied()
+    pub fn log_grant(&self, owner: Sym) -> Option<usize> {
+        self.log_grant.get(&owner).copied()
+    }
+
+    /// The process that an acquire `ok` granted `owner` to.
+    pub fn process_of_owner<'h>(&self, ctx: &Context<'h>, owner: Sym) -> Option<&'h str> {
+        let position = self.client_grant(owner)?;
+        Some(ctx.text(ctx.rows[position].process))
     }
 
     /// The latest acquire `ok` to `worker` carrying `token` before `before`.
     pub fn grant_to_worker(&self, worker: &str, token: u64, before: usize) -> Option<usize> {
         self.grants_by_worker
-            .get(&(worker, token))?
+            .get(&(worker.to_owned(), token))?
             .last_before(before)
-    }
-
-    /// The process name behind an owner token, if a client acquire carried it.
-    pub fn process_of_owner(&self, events: &'h [Event], owner: &str) -> Option<&'h str> {
-        let position = self.client_grant(owner)?;
-        Some(events[position].process.as_str())
     }
 
     /// Nemesis events targeting `process` (or the worker it belongs to) at positions within
@@ -280,27 +307,26 @@ mod tests {
             target: Some("w1".into()),
             ..Event::new("nemesis", EventType::Nemesis, Op::Pause)
         };
-        let events = vec![pause.clone(), pause.clone(), pause];
-        let lookup = Lookup::build(&events);
+        let history = fencer_harness::History {
+            events: vec![pause.clone(), pause.clone(), pause],
+        };
+        let packed = PackedHistory::pack(&history);
+        let lookup = Lookup::build(&packed.rows, &packed.strings);
         assert_eq!(lookup.faults_on("w1:renew", 1, 2), vec![1, 2]);
         assert_eq!(lookup.faults_on("w1", 2, 1), Vec::<usize>::new());
     }
 
     #[test]
     fn a_store_log_read_back_after_the_run_is_known_to_carry_no_times() {
-        let invoke = Event::new("w0", EventType::Invoke, Op::Write);
-        let ok = Event::new("w0", EventType::Ok, Op::Write);
-        let log = Event::new("store", EventType::Log, Op::Write);
-        assert!(store_log_is_timed(&[
-            invoke.clone(),
-            log.clone(),
-            ok.clone()
-        ]));
-        assert!(!store_log_is_timed(&[
-            invoke.clone(),
-            ok.clone(),
-            log.clone()
-        ]));
+        let mut strings = Strings::new();
+        let mut row = |process: &str, kind: EventType| {
+            Row::pack(&Event::new(process, kind, Op::Write), &mut strings)
+        };
+        let invoke = row("w0", EventType::Invoke);
+        let ok = row("w0", EventType::Ok);
+        let log = row("store", EventType::Log);
+        assert!(store_log_is_timed(&[invoke, log, ok]));
+        assert!(!store_log_is_timed(&[invoke, ok, log]));
         assert!(!store_log_is_timed(&[invoke, ok]));
     }
 }

@@ -52,7 +52,10 @@ pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
 
 /// A process name when the history tells who held `owner`, else the owner token itself.
 pub(crate) fn who_owns(ctx: &Context<'_>, owner: &str) -> String {
-    match ctx.lookup().process_of_owner(ctx.events, owner) {
+    let process = ctx
+        .sym(owner)
+        .and_then(|owner| ctx.lookup().process_of_owner(ctx, owner));
+    match process {
         Some(process) => format!("{process} (owner {})", short_owner(owner)),
         None => format!("owner {}", short_owner(owner)),
     }
@@ -118,13 +121,13 @@ impl Story {
                 }
                 Op::Pause => {
                     paused = true;
-                    fault_phrase(event)
+                    fault_phrase(&event)
                 }
                 Op::DropRenew => {
                     dropping = true;
-                    fault_phrase(event)
+                    fault_phrase(&event)
                 }
-                _ => fault_phrase(event),
+                _ => fault_phrase(&event),
             };
             if told < MAX_FAULT_PHRASES {
                 self.add(position, phrase);
@@ -262,7 +265,8 @@ mod tests {
         }
         b.resume("w1");
         let history = b.build();
-        let ctx = Context::new(&history);
+        let packed = fencer_harness::PackedHistory::pack(&history);
+        let ctx = Context::new(&packed);
         let faults = faults_between(&ctx, "w1:renew", 0, history.events.len());
         assert_eq!(faults.len(), history.events.len());
         let mut story = Story::new("w1");

@@ -11,9 +11,7 @@
 //! A stale renewal task keeps renewing, so one stale owner touching one lease is reported once,
 //! with the number of repeats.
 
-use std::collections::BTreeMap;
-
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_lock_log, worker_of};
 use crate::explain::{
@@ -40,28 +38,35 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 /// The first log entry in which one owner touched another's lease, and how often it recurred.
 struct LoggedHit {
     applied: usize,
+    /// The requester's owner token.
+    owner: Sym,
+    /// The owner token of the lease it touched.
+    holder: Sym,
     repeats: usize,
     last: usize,
 }
 
 fn from_lock_log(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
+    // A log entry without a lock counts as one on the lock named "" (which every string table
+    // holds).
+    let no_lock = ctx.sym("");
     // (lock, requester, holder token) -> slot of the first hit, if it was kept.
-    let mut seen: BTreeMap<(&str, &str, u64), Option<usize>> = BTreeMap::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if !is_lock_log(event) || event.f == Op::Acquire {
+    let mut seen: FastMap<(Option<Sym>, Sym, u64), Option<usize>> = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if !is_lock_log(row) || row.f == Op::Acquire {
             continue;
         }
-        let (Some(owner), Some(holder)) = (event.owner.as_deref(), event.holder.as_deref()) else {
+        let (Some(owner), Some(holder)) = (row.owner, row.holder) else {
             continue;
         };
         if owner == holder {
             continue;
         }
         let root = (
-            event.lock.as_deref().unwrap_or_default(),
+            row.lock.or(no_lock),
             owner,
-            event.holder_token.unwrap_or_default(),
+            row.holder_token().unwrap_or_default(),
         );
         match seen.get(&root) {
             Some(&slot) => {
@@ -74,6 +79,8 @@ fn from_lock_log(ctx: &Context<'_>) -> Outcome {
             None => {
                 let slot = hits.push(LoggedHit {
                     applied: position,
+                    owner,
+                    holder,
                     repeats: 0,
                     last: position,
                 });
@@ -91,41 +98,44 @@ fn from_lock_log(ctx: &Context<'_>) -> Outcome {
 
 /// The newest acknowledged grant on a lock.
 #[derive(Clone, Copy)]
-struct Granted<'h> {
+struct Granted {
     token: u64,
-    owner: &'h str,
+    owner: Sym,
     ok: usize,
 }
 
 /// A renew or release in flight whose owner was already superseded when it was sent.
-struct StaleCall<'h> {
+struct StaleCall {
     invoke: usize,
+    /// The caller's owner token.
+    owner: Sym,
     own_ok: usize,
-    newer: Granted<'h>,
+    newer: Granted,
 }
 
 /// A stale renew or release acknowledged `ok`, and how often the same owner repeated it.
-struct AckedHit<'h> {
-    call: StaleCall<'h>,
+struct AckedHit {
+    call: StaleCall,
     ok: usize,
     repeats: usize,
     last: usize,
 }
 
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
-    let mut newest: BTreeMap<&str, Granted<'_>> = BTreeMap::new();
-    let mut grant_of: FastMap<&str, (u64, usize)> = FastMap::default();
-    let mut open: BTreeMap<&str, Option<StaleCall<'_>>> = BTreeMap::new();
-    let mut hits: Hits<AckedHit<'_>> = Hits::new();
-    let mut seen: BTreeMap<(&str, &str), Option<usize>> = BTreeMap::new();
+    let mut newest: FastMap<Sym, Granted> = FastMap::default();
+    let mut grant_of: FastMap<Sym, (u64, usize)> = FastMap::default();
+    // Calls in flight by process; only counted once the scan is over, never listed.
+    let mut open: FastMap<Sym, Option<StaleCall>> = FastMap::default();
+    let mut hits: Hits<AckedHit> = Hits::new();
+    let mut seen: FastMap<(Sym, Sym), Option<usize>> = FastMap::default();
     let mut maybe_foreign = 0usize;
-    for (position, event) in ctx.events.iter().enumerate() {
-        let (Some(lock), Some(owner)) = (event.lock.as_deref(), event.owner.as_deref()) else {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
             continue;
         };
-        match (event.kind, event.f) {
+        match (row.kind, row.f) {
             (EventType::Ok, Op::Acquire) => {
-                let Some(token) = event.token else { continue };
+                let Some(token) = row.token() else { continue };
                 grant_of.insert(owner, (token, position));
                 let granted = Granted {
                     token,
@@ -142,28 +152,29 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     .or_insert(granted);
             }
             (EventType::Invoke, Op::Renew | Op::Release) => {
-                let stale = match (grant_of.get(owner), newest.get(lock)) {
+                let stale = match (grant_of.get(&owner), newest.get(&lock)) {
                     (Some(&(own_token, own_ok)), Some(&newer))
                         if newer.token > own_token && newer.owner != owner =>
                     {
                         Some(StaleCall {
                             invoke: position,
+                            owner,
                             own_ok,
                             newer,
                         })
                     }
                     _ => None,
                 };
-                open.insert(&event.process, stale);
+                open.insert(row.process, stale);
             }
             (EventType::Ok, Op::Renew | Op::Release) => {
-                let Some(Some(call)) = open.remove(event.process.as_str()) else {
+                let Some(Some(call)) = open.remove(&row.process) else {
                     continue;
                 };
                 match seen.get(&(lock, owner)) {
                     Some(&slot) => {
                         if let Some(slot) = slot {
-                            let hit: &mut AckedHit<'_> = &mut hits.kept[slot];
+                            let hit: &mut AckedHit = &mut hits.kept[slot];
                             hit.repeats += 1;
                             hit.last = position;
                         }
@@ -180,12 +191,12 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                 }
             }
             (EventType::Info, Op::Renew | Op::Release) => {
-                if let Some(Some(_)) = open.remove(event.process.as_str()) {
+                if let Some(Some(_)) = open.remove(&row.process) {
                     maybe_foreign += 1;
                 }
             }
             (EventType::Fail, Op::Renew | Op::Release) => {
-                open.remove(event.process.as_str());
+                open.remove(&row.process);
             }
             _ => {}
         }
@@ -210,16 +221,20 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
 /// in between. Returns the story and the positions it cites.
 fn requester_story(
     ctx: &Context<'_>,
-    owner: &str,
+    owner: Sym,
     call: Option<usize>,
     f: Op,
     until: usize,
 ) -> (Story, Vec<usize>) {
     let lookup = ctx.lookup();
-    let process = call.map(|call| ctx.at(call).process.as_str());
+    let process = call.map(|call| ctx.text(ctx.rows[call].process));
     let subject = match process {
-        Some(process) => format!("{} (owner {})", worker_of(process), short_owner(owner)),
-        None => who_owns(ctx, owner),
+        Some(process) => format!(
+            "{} (owner {})",
+            worker_of(process),
+            short_owner(ctx.text(owner))
+        ),
+        None => who_owns(ctx, ctx.text(owner)),
     };
     let mut story = Story::new(subject);
     let mut cited = Vec::new();
@@ -232,7 +247,7 @@ fn requester_story(
                 "acquired lock {} with token {} {}",
                 granted.lock.as_deref().unwrap_or("?"),
                 granted.token.unwrap_or_default(),
-                when(granted, "its")
+                when(&granted, "its")
             ),
         );
         cited.push(ok);
@@ -245,7 +260,7 @@ fn requester_story(
                 "was granted lock {} with token {} {}",
                 granted.lock.as_deref().unwrap_or("?"),
                 granted.token.unwrap_or_default(),
-                when(granted, "lock")
+                when(&granted, "lock")
             ),
         );
         cited.push(log);
@@ -264,12 +279,12 @@ fn requester_story(
                 "sent a {} of lock {}{from_task} {}",
                 f.name(),
                 sent.lock.as_deref().unwrap_or("?"),
-                when(sent, "its")
+                when(&sent, "its")
             ),
         );
         cited.push(call);
     }
-    if let Some(process) = process.or_else(|| lookup.process_of_owner(ctx.events, owner)) {
+    if let Some(process) = process.or_else(|| lookup.process_of_owner(ctx, owner)) {
         let faults = faults_between(ctx, process, from, until);
         story.add_faults(ctx, &faults);
         cited.extend(faults);
@@ -280,26 +295,25 @@ fn requester_story(
 fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
     let lookup = ctx.lookup();
     let applied = ctx.at(hit.applied);
-    let owner = applied.owner.as_deref().unwrap_or_default();
-    let holder = applied.holder.as_deref().unwrap_or_default();
+    let owner = ctx.text(hit.owner);
     let lock = applied.lock.as_deref().unwrap_or("?");
     let holder_token = applied
         .holder_token
         .map_or("unknown".into(), |token| token.to_string());
-    let call = lookup.lock_call(owner, applied.f, hit.applied);
-    let (story, mut cited) = requester_story(ctx, owner, call, applied.f, hit.applied);
+    let call = lookup.lock_call(hit.owner, applied.f, hit.applied);
+    let (story, mut cited) = requester_story(ctx, hit.owner, call, applied.f, hit.applied);
     cited.push(hit.applied);
     let requester = call.map_or_else(
         || format!("owner {}", short_owner(owner)),
         |call| worker_of(&ctx.at(call).process).to_string(),
     );
-    let holder_who = who_owns(ctx, holder);
-    let holder_grant = match lookup.log_grant(holder) {
+    let holder_who = who_owns(ctx, ctx.text(hit.holder));
+    let holder_grant = match lookup.log_grant(hit.holder) {
         Some(grant) => {
             cited.push(grant);
             format!(
                 " {holder_who} had been granted lock {lock} with token {holder_token} {}.",
-                when(ctx.at(grant), "lock")
+                when(&ctx.at(grant), "lock")
             )
         }
         None => String::new(),
@@ -334,17 +348,17 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
              token {holder_token} held by {holder_who} {}, {effect}.{repeats} {RULE}",
             story.render(),
             applied.f.name(),
-            when(applied, "lock"),
+            when(&applied, "lock"),
         ),
     }
 }
 
-fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
+fn explain_acked(ctx: &Context<'_>, hit: &AckedHit) -> Anomaly {
     let call = ctx.at(hit.call.invoke);
-    let owner = call.owner.as_deref().unwrap_or_default();
-    let (mut story, mut cited) = requester_story(ctx, owner, Some(hit.call.invoke), call.f, hit.ok);
+    let (mut story, mut cited) =
+        requester_story(ctx, hit.call.owner, Some(hit.call.invoke), call.f, hit.ok);
     let ok = ctx.at(hit.ok);
-    story.add(hit.ok, format!("was told ok {}", when(ok, "its")));
+    story.add(hit.ok, format!("was told ok {}", when(&ok, "its")));
     cited.extend([hit.call.own_ok, hit.call.newer.ok, hit.ok]);
     let newer = ctx.at(hit.call.newer.ok);
     let repeats = if hit.repeats > 0 {
@@ -381,13 +395,16 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit<'_>) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
 
     fn run(builder: &Builder) -> Outcome {
         let history = builder.build();
-        check(&Context::new(&history))
+        let packed = PackedHistory::pack(&history);
+        check(&Context::new(&packed))
     }
 
     /// w0 holds token 1, is paused past its lease, w1 acquires token 2, w0 wakes and

@@ -48,7 +48,7 @@ mod zombie_renewal;
 
 use std::collections::BTreeMap;
 
-use fencer_harness::History;
+use fencer_harness::{History, PackedHistory};
 
 use crate::context::Context;
 use crate::findings::Outcome;
@@ -70,20 +70,34 @@ pub fn check(history: &History) -> Verdict {
 /// verdict unknown; warnings are counted apart and fail the verdict only under
 /// `options.strict`.
 pub fn check_with(history: &History, options: &CheckOptions) -> Verdict {
+    check_packed(&PackedHistory::pack(history), options)
+}
+
+/// As [`check_with`], on a history already in checking form (as
+/// [`PackedHistory::read_jsonl_file`] reads a stored one, without building its events).
+pub fn check_packed(history: &PackedHistory, options: &CheckOptions) -> Verdict {
     check_classes(history, options, &AnomalyClass::ALL)
 }
 
 /// As [`check`], running only the checkers for `classes` (in [`AnomalyClass::ALL`] order,
 /// whatever the order given): for a CLI `--checker` filter or a focused test.
 pub fn check_only(history: &History, classes: &[AnomalyClass]) -> Verdict {
-    check_classes(history, &CheckOptions::default(), classes)
+    check_classes(
+        &PackedHistory::pack(history),
+        &CheckOptions::default(),
+        classes,
+    )
 }
 
-fn check_classes(history: &History, options: &CheckOptions, classes: &[AnomalyClass]) -> Verdict {
+fn check_classes(
+    history: &PackedHistory,
+    options: &CheckOptions,
+    classes: &[AnomalyClass],
+) -> Verdict {
     let ctx = Context::with_options(history, *options);
     let mut verdict = Verdict {
         validity: Validity::Valid,
-        events: history.events.len() as u64,
+        events: history.rows.len() as u64,
         anomaly_counts: BTreeMap::new(),
         warning_counts: BTreeMap::new(),
         anomalies: Vec::new(),

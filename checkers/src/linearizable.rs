@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::Context;
 use crate::explain::{at_store_order, count, when};
@@ -33,9 +33,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
 }
 
-/// What a read returned, as it names it: the write id, else the value.
-fn named(event: &Event) -> Option<&str> {
-    event.write_id.as_deref().or(event.value.as_deref())
+/// What a read returned (or a write wrote), as it names it: the write id, else the value.
+fn named(row: &Row) -> Option<Sym> {
+    row.write_id.or(row.value)
 }
 
 /// A read that no instant of its interval explains.
@@ -49,25 +49,25 @@ struct Unexplained {
 }
 
 fn read_mapping(ctx: &Context<'_>) -> Outcome {
-    let versions = StoreVersions::build(ctx.events);
-    let mut open: FastMap<&str, usize> = FastMap::default();
+    let versions = StoreVersions::build(ctx.rows);
+    let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if event.f != Op::Read {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.f != Op::Read {
             continue;
         }
-        match event.kind {
+        match row.kind {
             EventType::Invoke => {
-                open.insert(&event.process, position);
+                open.insert(row.process, position);
             }
             EventType::Ok => {
-                let Some(invoke) = open.remove(event.process.as_str()) else {
+                let Some(invoke) = open.remove(&row.process) else {
                     continue;
                 };
-                let Some(key) = event.key.as_deref() else {
+                let Some(key) = row.key else {
                     continue;
                 };
-                match versions.seen_by(event, position) {
+                match versions.seen_by(ctx, row, position) {
                     None => {
                         hits.push(Unexplained {
                             invoke,
@@ -91,7 +91,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
                 }
             }
             EventType::Fail | EventType::Info => {
-                open.remove(event.process.as_str());
+                open.remove(&row.process);
             }
             EventType::Nemesis | EventType::Log => {}
         }
@@ -110,13 +110,16 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
     )
 }
 
-fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplained) -> Anomaly {
+fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) -> Anomaly {
     let invoke = ctx.at(hit.invoke);
     let reply = ctx.at(hit.reply);
+    let reply_row = &ctx.rows[hit.reply];
     let key = reply.key.as_deref().unwrap_or("(no key)");
-    let name = named(reply).map_or("the initial (empty) value".to_string(), |id| {
-        format!("write {id}")
-    });
+    let name = ctx
+        .text_of(named(reply_row))
+        .map_or("the initial (empty) value".to_string(), |id| {
+            format!("write {id}")
+        });
     let mut cited = vec![hit.invoke, hit.reply];
     let why = match (hit.seen, hit.replaced_by) {
         (Some(seen), Some(next)) => {
@@ -125,10 +128,8 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplain
                 Version::Initial => String::new(),
                 Version::Applied(applied) => {
                     cited.push(applied);
-                    format!(
-                        " (the store applied it {})",
-                        at_store_order(ctx.at(applied))
-                    )
+                    let applied = ctx.at(applied);
+                    format!(" (the store applied it {})", at_store_order(&applied))
                 }
             };
             let next_event = ctx.at(next);
@@ -136,11 +137,11 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplain
                 "{name}{current} had already been replaced by write {} {} before the read was \
                  sent",
                 next_event.write_id.as_deref().unwrap_or("(no id)"),
-                at_store_order(next_event)
+                at_store_order(&next_event)
             )
         }
         _ => {
-            let later = reply.write_id.as_deref().and_then(|id| {
+            let later = reply_row.key.zip(reply_row.write_id).and_then(|(key, id)| {
                 versions
                     .applied_before(key, id, usize::MAX)
                     .filter(|&applied| applied > hit.reply)
@@ -148,9 +149,10 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplain
             match later {
                 Some(applied) => {
                     cited.push(applied);
+                    let applied = ctx.at(applied);
                     format!(
                         "the store applied {name} only {}, after the read had returned",
-                        at_store_order(ctx.at(applied))
+                        at_store_order(&applied)
                     )
                 }
                 None => format!("the store never applied {name} to key {key}"),
@@ -165,24 +167,24 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions<'_>, hit: &Unexplain
             "{} read key {key} {} and got {name} (reply {}); but {why}. No instant between \
              the read's invoke and reply had that value, so the register is not linearizable.",
             invoke.process,
-            when(invoke, "its"),
-            when(reply, "its"),
+            when(&invoke, "its"),
+            when(&reply, "its"),
         ),
     }
 }
 
 /// One key's calls for the search, and where they came from.
 #[derive(Default)]
-struct KeyCalls<'h> {
+struct KeyCalls {
     calls: Vec<Call>,
-    /// Write id (or value) names, interned.
-    names: Vec<&'h str>,
-    index_of: FastMap<&'h str, u32>,
+    /// Write id (or value) names, numbered from 0 for the search.
+    names: Vec<Sym>,
+    index_of: FastMap<Sym, u32>,
 }
 
-impl<'h> KeyCalls<'h> {
-    fn intern(&mut self, name: &'h str) -> u32 {
-        if let Some(&index) = self.index_of.get(name) {
+impl KeyCalls {
+    fn intern(&mut self, name: Sym) -> u32 {
+        if let Some(&index) = self.index_of.get(&name) {
             return index;
         }
         let index = self.names.len() as u32;
@@ -195,30 +197,30 @@ impl<'h> KeyCalls<'h> {
 fn search(ctx: &Context<'_>) -> Outcome {
     let started = Instant::now();
     let deadline = started + Duration::from_millis(ctx.options.search_budget_ms);
-    let mut keys: FastMap<&str, KeyCalls<'_>> = FastMap::default();
-    let mut key_order: Vec<&str> = Vec::new();
-    let mut open: FastMap<&str, (usize, Option<&str>)> = FastMap::default();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if !matches!(event.f, Op::Read | Op::Write) {
+    let mut keys: FastMap<Sym, KeyCalls> = FastMap::default();
+    let mut key_order: Vec<Sym> = Vec::new();
+    let mut open: FastMap<Sym, (usize, Option<Sym>)> = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if !matches!(row.f, Op::Read | Op::Write) {
             continue;
         }
-        match event.kind {
+        match row.kind {
             EventType::Invoke => {
-                open.insert(&event.process, (position, event.key.as_deref()));
+                open.insert(row.process, (position, row.key));
             }
             EventType::Ok | EventType::Fail | EventType::Info => {
-                let Some((invoke, Some(key))) = open.remove(event.process.as_str()) else {
+                let Some((invoke, Some(key))) = open.remove(&row.process) else {
                     continue;
                 };
-                let reply = (event.kind == EventType::Ok).then_some(position);
-                let taken = event.kind != EventType::Fail;
+                let reply = (row.kind == EventType::Ok).then_some(position);
+                let taken = row.kind != EventType::Fail;
                 let calls = keys.entry(key).or_insert_with(|| {
                     key_order.push(key);
                     KeyCalls::default()
                 });
-                match event.f {
+                match row.f {
                     Op::Write if taken => {
-                        if let Some(name) = named(ctx.at(invoke)) {
+                        if let Some(name) = named(&ctx.rows[invoke]) {
                             let id = calls.intern(name);
                             calls.calls.push(Call {
                                 invoke,
@@ -228,7 +230,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
                         }
                     }
                     Op::Read if reply.is_some() => {
-                        let seen = named(event).map_or(INITIAL, |name| calls.intern(name));
+                        let seen = named(row).map_or(INITIAL, |name| calls.intern(name));
                         calls.calls.push(Call {
                             invoke,
                             reply,
@@ -243,9 +245,9 @@ fn search(ctx: &Context<'_>) -> Outcome {
     }
     // Calls never answered may still have taken effect (writes only).
     for (_, (invoke, key)) in open {
-        let event = ctx.at(invoke);
-        if let (Op::Write, Some(key), Some(name)) = (event.f, key, named(event))
-            && let Some(calls) = keys.get_mut(key)
+        let row = &ctx.rows[invoke];
+        if let (Op::Write, Some(key), Some(name)) = (row.f, key, named(row))
+            && let Some(calls) = keys.get_mut(&key)
         {
             let id = calls.intern(name);
             calls.calls.push(Call {
@@ -273,11 +275,12 @@ fn search(ctx: &Context<'_>) -> Outcome {
         });
         calls.calls.sort_by_key(|call| call.invoke);
     }
-    key_order.sort_unstable();
+    // Keys are searched (and reported) in text order; distinct keys have distinct texts.
+    key_order.sort_unstable_by_key(|&key| ctx.text(key));
     let mut hits = Hits::new();
     let mut out_of_budget = Vec::new();
     for key in key_order {
-        let calls = &keys[key];
+        let calls = &keys[&key];
         match linearize(&calls.calls, deadline) {
             Search::Linearizable => {}
             Search::Violation {
@@ -289,7 +292,8 @@ fn search(ctx: &Context<'_>) -> Outcome {
             }
             Search::OutOfBudget { explored } => {
                 out_of_budget.push(format!(
-                    "key {key} ({}, {} explored)",
+                    "key {} ({}, {} explored)",
+                    ctx.text(key),
                     count(calls.calls.len(), "call", "calls"),
                     count(explored, "state", "states")
                 ));
@@ -300,7 +304,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
         .kept
         .iter()
         .map(|&(key, blocked, state, depth)| {
-            explain_search(ctx, key, &keys[key], blocked, state, depth)
+            explain_search(ctx, ctx.text(key), &keys[&key], blocked, state, depth)
         })
         .collect();
     let inconclusive = (!out_of_budget.is_empty()).then(|| {
@@ -322,7 +326,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
 fn explain_search(
     ctx: &Context<'_>,
     key: &str,
-    calls: &KeyCalls<'_>,
+    calls: &KeyCalls,
     blocked: usize,
     state: u32,
     depth: usize,
@@ -332,7 +336,7 @@ fn explain_search(
         if id == INITIAL {
             "the initial (empty) value".to_string()
         } else {
-            format!("write {}", calls.names[id as usize])
+            format!("write {}", ctx.text(calls.names[id as usize]))
         }
     };
     let invoke = ctx.at(call.invoke);
@@ -344,7 +348,10 @@ fn explain_search(
     };
     let replied = call
         .reply
-        .map(|reply| format!(", reply {}", when(ctx.at(reply), "its")))
+        .map(|reply| {
+            let reply = ctx.at(reply);
+            format!(", reply {}", when(&reply, "its"))
+        })
         .unwrap_or_default();
     // The write the register held at the dead end, as evidence.
     if state != INITIAL {
@@ -378,7 +385,7 @@ fn explain_search(
              The register is not linearizable.",
             count(calls.calls.len(), "reads and writes", "reads and writes"),
             invoke.process,
-            when(invoke, "its"),
+            when(&invoke, "its"),
             name_of(state),
         ),
     }
@@ -386,6 +393,8 @@ fn explain_search(
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::options::CheckOptions;
     use crate::testkit::Builder;
@@ -399,7 +408,7 @@ mod tests {
     }
 
     fn run(b: &Builder, budget_ms: u64) -> Outcome {
-        let history = b.build();
+        let history = PackedHistory::pack(&b.build());
         let options = CheckOptions {
             search_budget_ms: budget_ms,
             ..CheckOptions::default()

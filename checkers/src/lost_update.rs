@@ -8,14 +8,12 @@
 //! a chain of writes back to the initial 0; an acknowledged write outside that chain was
 //! overwritten by a write computed without it: its increment is lost.
 
-use std::collections::BTreeSet;
-
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{Story, at_store_order, count, faults_between, when};
 use crate::findings::{Hits, Outcome};
-use crate::index::{FastMap, Positions};
+use crate::index::{FastMap, FastSet, Positions};
 use crate::superseded::superseded_write_ids;
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -23,8 +21,8 @@ use crate::verdict::{Anomaly, AnomalyClass};
 const FINAL_PROCESS: &str = "final";
 
 /// A counter value as recorded (`None` or empty = the initial 0).
-fn counter_of(event: &Event) -> Option<u64> {
-    match event.value.as_deref() {
+fn counter_of(ctx: &Context<'_>, row: &Row) -> Option<u64> {
+    match ctx.text_of(row.value) {
         None | Some("") => Some(0),
         Some(text) => text.parse().ok(),
     }
@@ -32,15 +30,15 @@ fn counter_of(event: &Event) -> Option<u64> {
 
 /// Per key, the store's applied writes in order.
 #[derive(Default)]
-struct Applied<'h> {
+struct Applied {
     positions: Vec<usize>,
-    write_ids: Vec<Option<&'h str>>,
+    write_ids: Vec<Option<Sym>>,
     values: Vec<Option<u64>>,
 }
 
-impl<'h> Applied<'h> {
+impl Applied {
     /// The write id of the latest application before `before` whose value is `value`.
-    fn holding(&self, value: u64, before: usize) -> Option<&'h str> {
+    fn holding(&self, value: u64, before: usize) -> Option<Sym> {
         let end = self
             .positions
             .partition_point(|&position| position < before);
@@ -51,21 +49,22 @@ impl<'h> Applied<'h> {
     }
 }
 
-/// What the counter checkers learn in one pass.
-struct Counter<'h> {
-    applied: FastMap<&'h str, Applied<'h>>,
+/// What the counter checkers learn in one pass (strings as syms: maps are only looked up).
+struct Counter {
+    /// Per key, the store's applied writes.
+    applied: FastMap<Sym, Applied>,
     /// For each write id: the read its worker made before sending it (first send).
-    read_of: FastMap<&'h str, usize>,
+    read_of: FastMap<Sym, usize>,
     /// For each write id: its first `ok` reply.
-    acked: FastMap<&'h str, usize>,
+    acked: FastMap<Sym, usize>,
     /// Acknowledged write ids in reply order, with their key.
-    acked_order: Vec<(&'h str, &'h str)>,
-    /// The `final` process's read of each key (`ok`), in key order.
-    final_reads: Vec<(&'h str, usize)>,
+    acked_order: Vec<(Sym, Sym)>,
+    /// The `final` process's read of each key (`ok`), in key (text) order.
+    final_reads: Vec<(Sym, usize)>,
 }
 
-impl<'h> Counter<'h> {
-    fn scan(ctx: &Context<'h>) -> Counter<'h> {
+impl Counter {
+    fn scan(ctx: &Context<'_>) -> Counter {
         let mut counter = Counter {
             applied: FastMap::default(),
             read_of: FastMap::default(),
@@ -73,39 +72,39 @@ impl<'h> Counter<'h> {
             acked_order: Vec::new(),
             final_reads: Vec::new(),
         };
-        let mut last_read: FastMap<&'h str, usize> = FastMap::default();
-        for (position, event) in ctx.events.iter().enumerate() {
-            let key = event.key.as_deref();
-            if is_store_log(event) {
+        let final_process = ctx.sym(FINAL_PROCESS);
+        let mut last_read: FastMap<Sym, usize> = FastMap::default();
+        for (position, row) in ctx.rows.iter().enumerate() {
+            let key = row.key;
+            if is_store_log(row) {
                 if let Some(key) = key {
                     let applied = counter.applied.entry(key).or_default();
                     applied.positions.push(position);
-                    applied.write_ids.push(event.write_id.as_deref());
-                    applied.values.push(counter_of(event));
+                    applied.write_ids.push(row.write_id);
+                    applied.values.push(counter_of(ctx, row));
                 }
                 continue;
             }
-            match (event.kind, event.f) {
+            match (row.kind, row.f) {
                 (EventType::Ok, Op::Read) => {
-                    if event.process == FINAL_PROCESS {
+                    if Some(row.process) == final_process {
                         if let Some(key) = key {
                             counter.final_reads.push((key, position));
                         }
                     } else {
-                        last_read.insert(&event.process, position);
+                        last_read.insert(row.process, position);
                     }
                 }
                 (EventType::Invoke, Op::Write) => {
-                    if let (Some(write_id), Some(&read)) = (
-                        event.write_id.as_deref(),
-                        last_read.get(event.process.as_str()),
-                    ) {
+                    if let (Some(write_id), Some(&read)) =
+                        (row.write_id, last_read.get(&row.process))
+                    {
                         counter.read_of.entry(write_id).or_insert(read);
                     }
                 }
                 (EventType::Ok, Op::Write) => {
-                    if let (Some(write_id), Some(key)) = (event.write_id.as_deref(), key)
-                        && !counter.acked.contains_key(write_id)
+                    if let (Some(write_id), Some(key)) = (row.write_id, key)
+                        && !counter.acked.contains_key(&write_id)
                     {
                         counter.acked.insert(write_id, position);
                         counter.acked_order.push((write_id, key));
@@ -114,23 +113,24 @@ impl<'h> Counter<'h> {
                 _ => {}
             }
         }
-        counter.final_reads.sort_unstable();
+        counter
+            .final_reads
+            .sort_unstable_by_key(|&(key, position)| (ctx.text(key), position));
         counter
     }
 
     /// The write id a read saw: named by the read, else the store log's write that held the
     /// value read. `Ok(None)` is the initial 0; `Err` when it cannot be told.
-    fn seen_by(&self, ctx: &Context<'h>, read: usize) -> Result<Option<&'h str>, ()> {
-        let event = ctx.at(read);
-        if let Some(write_id) = event.write_id.as_deref() {
+    fn seen_by(&self, ctx: &Context<'_>, read: usize) -> Result<Option<Sym>, ()> {
+        let row = &ctx.rows[read];
+        if let Some(write_id) = row.write_id {
             return Ok(Some(write_id));
         }
-        match counter_of(event) {
+        match counter_of(ctx, row) {
             Some(0) => Ok(None),
-            Some(value) => event
+            Some(value) => row
                 .key
-                .as_deref()
-                .and_then(|key| self.applied.get(key))
+                .and_then(|key| self.applied.get(&key))
                 .and_then(|applied| applied.holding(value, read))
                 .map(Some)
                 .ok_or(()),
@@ -139,9 +139,9 @@ impl<'h> Counter<'h> {
     }
 }
 
-/// A key's final state: the final read (if any) and the write it descends from (`Err` when
-/// that cannot be told).
-type FinalState<'h> = (&'h str, Option<usize>, Result<Option<&'h str>, ()>);
+/// A key's final state: the key, the final read (if any) and the write it descends from
+/// (`Err` when that cannot be told).
+type FinalState = (Sym, Option<usize>, Result<Option<Sym>, ()>);
 
 /// `lost-update`: acknowledged writes missing from the chain the final value descends from.
 pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
@@ -153,15 +153,16 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
         "final read + reads"
     };
     // The final state of each key: the final read, else the store log's last write.
-    let mut finals: Vec<FinalState<'_>> = Vec::new();
+    let mut finals: Vec<FinalState> = Vec::new();
     for &(key, read) in &counter.final_reads {
         finals.push((key, Some(read), counter.seen_by(ctx, read)));
     }
     if finals.is_empty() {
-        let mut keys: Vec<&&str> = counter.applied.keys().collect();
-        keys.sort_unstable();
+        // In key text order (distinct keys have distinct texts).
+        let mut keys: Vec<Sym> = counter.applied.keys().copied().collect();
+        keys.sort_unstable_by_key(|&key| ctx.text(key));
         for key in keys {
-            let applied = &counter.applied[*key];
+            let applied = &counter.applied[&key];
             finals.push((key, None, Ok(applied.write_ids.last().copied().flatten())));
         }
     }
@@ -184,13 +185,13 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
             continue;
         };
         // Walk the chain back from the final write.
-        let mut survived: BTreeSet<&str> = BTreeSet::new();
+        let mut survived: FastSet<Sym> = FastSet::default();
         let mut cursor = final_write;
         while let Some(write_id) = cursor {
             if !survived.insert(write_id) {
                 break;
             }
-            cursor = match counter.read_of.get(write_id) {
+            cursor = match counter.read_of.get(&write_id) {
                 Some(&read) => match counter.seen_by(ctx, read) {
                     Ok(parent) => parent,
                     Err(()) => {
@@ -202,14 +203,14 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
             };
         }
         for &(write_id, acked_key) in &counter.acked_order {
-            if acked_key == key && !survived.contains(write_id) {
-                if excused_ids.contains_key(write_id) {
+            if acked_key == key && !survived.contains(&write_id) {
+                if excused_ids.contains_key(&write_id) {
                     excused += 1;
                     continue;
                 }
                 hits.push(Lost {
                     write_id,
-                    ok: counter.acked[write_id],
+                    ok: counter.acked[&write_id],
                     final_read,
                 });
             }
@@ -238,66 +239,69 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
     Outcome::ran(CLASS, &evidence, hits.count, anomalies, inconclusive)
 }
 
-struct Lost<'h> {
-    write_id: &'h str,
+/// An acknowledged increment missing from the final value's chain.
+struct Lost {
+    write_id: Sym,
     ok: usize,
     final_read: Option<usize>,
 }
 
-fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Anomaly {
+fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
     let lookup = ctx.lookup();
     let ok = ctx.at(hit.ok);
     let invoke = lookup.partner(hit.ok).unwrap_or(hit.ok);
     let mut cited = vec![invoke, hit.ok];
     let mut story = Story::new(ok.process.as_str());
-    if let Some(&read) = counter.read_of.get(hit.write_id) {
+    if let Some(&read) = counter.read_of.get(&hit.write_id) {
         cited.push(read);
+        let read_event = ctx.at(read);
         story.add(
             read,
             format!(
                 "read counter {} {}",
-                ctx.at(read).value.as_deref().unwrap_or("0"),
-                when(ctx.at(read), "its")
+                read_event.value.as_deref().unwrap_or("0"),
+                when(&read_event, "its")
             ),
         );
     }
+    let invoke_event = ctx.at(invoke);
     story.add(
         invoke,
         format!(
             "sent write {} = {} with token {} {}",
-            hit.write_id,
+            ctx.text(hit.write_id),
             ok.value.as_deref().unwrap_or("?"),
             ok.token.map_or("(none)".into(), |token| token.to_string()),
-            when(ctx.at(invoke), "its")
+            when(&invoke_event, "its")
         ),
     );
     let faults = faults_between(ctx, &ok.process, invoke, hit.ok);
     story.add_faults(ctx, &faults);
     cited.extend(faults);
-    story.add(hit.ok, format!("was told ok {}", when(ok, "its")));
+    story.add(hit.ok, format!("was told ok {}", when(&ok, "its")));
     let key = ok.key.as_deref().unwrap_or("(no key)");
     let mut overwritten = String::new();
-    if let Some(applied) = counter.applied.get(key) {
+    if let Some(applied) = ctx.rows[hit.ok]
+        .key
+        .and_then(|key| counter.applied.get(&key))
+    {
         let mine: Vec<usize> = (0..applied.positions.len())
             .filter(|&slot| applied.write_ids[slot] == Some(hit.write_id))
             .collect();
         if let Some(&slot) = mine.last() {
             cited.push(applied.positions[slot]);
+            let mine_applied = ctx.at(applied.positions[slot]);
             story.add(
                 applied.positions[slot],
-                format!(
-                    "the store applied it {}",
-                    at_store_order(ctx.at(applied.positions[slot]))
-                ),
+                format!("the store applied it {}", at_store_order(&mine_applied)),
             );
-            if let Some(next) = applied.positions.get(slot + 1) {
-                let next_event = ctx.at(*next);
-                cited.push(*next);
+            if let Some(&next) = applied.positions.get(slot + 1) {
+                let next_event = ctx.at(next);
+                cited.push(next);
                 let next_id = next_event.write_id.as_deref().unwrap_or("(no id)");
-                let from = next_event
+                let from = ctx.rows[next]
                     .write_id
-                    .as_deref()
-                    .and_then(|id| counter.read_of.get(id))
+                    .and_then(|id| counter.read_of.get(&id))
                     .map(|&read| {
                         cited.push(read);
                         let read = ctx.at(read);
@@ -305,7 +309,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Ano
                             ", computed by {} from its read of {} {}",
                             read.process,
                             read.value.as_deref().unwrap_or("0"),
-                            when(read, "its")
+                            when(&read, "its")
                         )
                     })
                     .unwrap_or_default();
@@ -313,7 +317,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Ano
                     " It was overwritten by write {next_id} = {} {}{from}, which did not \
                      include it.",
                     next_event.value.as_deref().unwrap_or("?"),
-                    at_store_order(next_event)
+                    at_store_order(&next_event)
                 );
             }
         } else {
@@ -327,7 +331,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Ano
             format!(
                 "the final read of {key} returned {} {}",
                 read.value.as_deref().unwrap_or("0"),
-                when(read, "its")
+                when(&read, "its")
             )
         }
         None => format!("the store's last write to {key} does not descend from it"),
@@ -350,25 +354,27 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter<'_>, hit: &Lost<'_>) -> Ano
 pub(crate) fn check_duplicates(ctx: &Context<'_>) -> Outcome {
     const CLASS: AnomalyClass = AnomalyClass::DuplicateEffect;
     let logged = ctx.has_store_log;
-    let mut seen: FastMap<(&str, &str), usize> = FastMap::default();
-    let mut invokes: FastMap<&str, Positions> = FastMap::default();
+    // A write without a key counts as one to the empty key (always held), as it always has.
+    let empty = ctx.sym("");
+    let mut seen: FastMap<(Option<Sym>, Sym), usize> = FastMap::default();
+    let mut invokes: FastMap<Sym, Positions> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        let Some(write_id) = event.write_id.as_deref() else {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        let Some(write_id) = row.write_id else {
             continue;
         };
-        if event.is(EventType::Invoke, Op::Write) {
+        if row.is(EventType::Invoke, Op::Write) {
             Positions::record(&mut invokes, write_id, position);
         }
         let effect = if logged {
-            is_store_log(event)
+            is_store_log(row)
         } else {
-            event.is(EventType::Ok, Op::Write)
+            row.is(EventType::Ok, Op::Write)
         };
         if !effect {
             continue;
         }
-        let key = event.key.as_deref().unwrap_or("");
+        let key = row.key.or(empty);
         match seen.get(&(key, write_id)) {
             Some(&first) => {
                 hits.push((first, position));
@@ -393,7 +399,7 @@ pub(crate) fn check_duplicates(ctx: &Context<'_>) -> Outcome {
 
 fn explain_duplicate(
     ctx: &Context<'_>,
-    invokes: &FastMap<&str, Positions>,
+    invokes: &FastMap<Sym, Positions>,
     first: usize,
     again: usize,
 ) -> Anomaly {
@@ -403,13 +409,16 @@ fn explain_duplicate(
     let describe = |position: usize| {
         let event = ctx.at(position);
         if event.kind == EventType::Log {
-            at_store_order(event)
+            at_store_order(&event)
         } else {
-            format!("(ok to {}) {}", event.process, when(event, "its"))
+            format!("(ok to {}) {}", event.process, when(&event, "its"))
         }
     };
     let mut sends = Vec::new();
-    if let Some(positions) = invokes.get(write_id) {
+    if let Some(positions) = ctx.rows[again]
+        .write_id
+        .and_then(|write_id| invokes.get(&write_id))
+    {
         let mut cursor = positions.first_from(0);
         while let Some(position) = cursor.filter(|&position| position < again) {
             cited.push(position);
@@ -419,18 +428,19 @@ fn explain_duplicate(
     }
     let sent = match sends.as_slice() {
         [] => "no client call in the history sent it".to_string(),
-        [only] => format!(
-            "{} sent it once {}",
-            ctx.at(*only).process,
-            when(ctx.at(*only), "its")
-        ),
+        [only] => {
+            let send = ctx.at(*only);
+            format!("{} sent it once {}", send.process, when(&send, "its"))
+        }
         [first_send, .., last_send] => {
-            let process = ctx.at(*first_send).process.as_str();
+            let first_event = ctx.at(*first_send);
+            let last_event = ctx.at(*last_send);
+            let process = first_event.process.as_str();
             let faults = faults_between(ctx, process, *first_send, again);
             let mut story = Story::new(process);
             story.add(
                 *first_send,
-                format!("sent it {}", when(ctx.at(*first_send), "its")),
+                format!("sent it {}", when(&first_event, "its")),
             );
             story.add_faults(ctx, &faults);
             cited.extend(faults);
@@ -439,7 +449,7 @@ fn explain_duplicate(
                 format!(
                     "sent it again ({}) {}",
                     count(sends.len(), "send", "sends"),
-                    when(ctx.at(*last_send), "its")
+                    when(&last_event, "its")
                 ),
             );
             story.render()
@@ -466,6 +476,8 @@ fn explain_duplicate(
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::{Event, PackedHistory};
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
@@ -509,7 +521,7 @@ mod tests {
     }
 
     fn run(b: &Builder) -> (Outcome, Outcome) {
-        let history = b.build();
+        let history = PackedHistory::pack(&b.build());
         let ctx = Context::new(&history);
         (check_lost(&ctx), check_duplicates(&ctx))
     }
@@ -572,7 +584,7 @@ mod tests {
         write(&mut b, "w1", 1, "w1-0", 1, true);
         write(&mut b, "w2", 1, "w2-0", 2, true);
         read(&mut b, "final", Some("w2-0"), 1);
-        let history = b.build();
+        let history = PackedHistory::pack(&b.build());
         let lenient = check_lost(&Context::new(&history));
         assert_eq!(lenient.report.validity, Validity::Valid);
         assert!(

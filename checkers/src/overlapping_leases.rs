@@ -11,13 +11,12 @@
 //! Client replies cannot show this (a worker never learns another's expiry), so without the
 //! lock service's log the checker is skipped.
 
-use std::collections::BTreeMap;
-
-use fencer_harness::{Event, Op};
+use fencer_harness::{Event, Op, Row, Sym};
 
 use crate::context::{Context, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome};
+use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
@@ -27,35 +26,32 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_lock_log {
         return Outcome::skipped(CLASS, "needs the lock service's log");
     }
-    let mut current: BTreeMap<&str, Lease<'_>> = BTreeMap::new();
+    let mut current: FastMap<Sym, Lease> = FastMap::default();
     let mut hits = Hits::new();
     // (lock, revived token, newest token) -> slot of the first hit, if it was kept.
-    let mut revived: BTreeMap<(&str, u64, u64), Option<usize>> = BTreeMap::new();
+    let mut revived: FastMap<(Sym, u64, u64), Option<usize>> = FastMap::default();
     let mut unreadable = 0usize;
-    for (position, event) in ctx.events.iter().enumerate() {
-        if !is_lock_log(event) {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if !is_lock_log(row) {
             continue;
         }
-        let Some(lock) = event.lock.as_deref() else {
+        let Some(lock) = row.lock else {
             unreadable += 1;
             continue;
         };
-        match event.f {
+        match row.f {
             Op::Acquire => {
-                let (Some(token), Some(owner), Some(now_ns), Some(expires_ns)) = (
-                    event.token,
-                    event.owner.as_deref(),
-                    event.local_ns,
-                    event.expires_ns,
-                ) else {
+                let (Some(token), Some(owner), Some(now_ns), Some(expires_ns)) =
+                    (row.token(), row.owner, row.local_ns(), row.expires_ns())
+                else {
                     unreadable += 1;
                     continue;
                 };
-                if let Some(previous) = current.get(lock)
+                if let Some(&previous) = current.get(&lock)
                     && previous.is_live_at(now_ns)
                 {
                     hits.push(Hit::Granted {
-                        previous: previous.clone(),
+                        previous,
                         grant: position,
                     });
                 }
@@ -72,20 +68,20 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 );
             }
             Op::Renew => {
-                let Some(lease) = current.get_mut(lock) else {
+                let Some(lease) = current.get_mut(&lock) else {
                     continue;
                 };
-                if lease.is_touched_by(event) {
+                if lease.is_touched_by(row) {
                     // The service says it extended the lease: it is live again, whatever came
                     // before.
-                    if let Some(expires_ns) = event.expires_ns {
+                    if let Some(expires_ns) = row.expires_ns() {
                         lease.expires_ns = expires_ns;
                         lease.extended = Some(position);
                         lease.released = false;
                     }
                     continue;
                 }
-                let (Some(old_token), Some(now_ns)) = (event.holder_token, event.local_ns) else {
+                let (Some(old_token), Some(now_ns)) = (row.holder_token(), row.local_ns()) else {
                     unreadable += 1;
                     continue;
                 };
@@ -102,7 +98,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                         }
                         None => {
                             let slot = hits.push(Hit::Revived {
-                                newest: lease.clone(),
+                                newest: *lease,
                                 renew: position,
                                 repeats: 0,
                                 last: position,
@@ -113,8 +109,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 }
             }
             Op::Release => {
-                if let Some(lease) = current.get_mut(lock)
-                    && lease.is_touched_by(event)
+                if let Some(lease) = current.get_mut(&lock)
+                    && lease.is_touched_by(row)
                 {
                     lease.released = true;
                 }
@@ -133,47 +129,47 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 }
 
 /// The lease a lock service considers current on one lock.
-#[derive(Clone)]
-struct Lease<'h> {
+#[derive(Clone, Copy)]
+struct Lease {
     /// Position of its grant.
     grant: usize,
     /// Position of the latest renew that extended it.
     extended: Option<usize>,
     token: u64,
-    owner: &'h str,
+    owner: Sym,
     /// On the lock server's clock.
     expires_ns: i64,
     released: bool,
 }
 
-impl Lease<'_> {
+impl Lease {
     fn is_live_at(&self, now_ns: i64) -> bool {
         !self.released && self.expires_ns > now_ns
     }
 
     /// True if a renew or release log entry applied to this lease.
-    fn is_touched_by(&self, event: &Event) -> bool {
-        match event.holder_token {
+    fn is_touched_by(&self, row: &Row) -> bool {
+        match row.holder_token() {
             Some(token) => token == self.token,
-            None => event.holder.as_deref() == Some(self.owner),
+            None => row.holder == Some(self.owner),
         }
     }
 }
 
-enum Hit<'h> {
+enum Hit {
     /// A grant at `grant` while `previous` was live.
-    Granted { previous: Lease<'h>, grant: usize },
+    Granted { previous: Lease, grant: usize },
     /// A renew at `renew` of a lease older than `newest`, which was live; repeated
     /// `repeats` more times up to `last`.
     Revived {
-        newest: Lease<'h>,
+        newest: Lease,
         renew: usize,
         repeats: usize,
         last: usize,
     },
 }
 
-fn explain(ctx: &Context<'_>, hit: &Hit<'_>) -> Anomaly {
+fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     match hit {
         Hit::Granted { previous, grant } => explain_grant(ctx, previous, *grant),
         Hit::Revived {
@@ -205,22 +201,22 @@ fn server_faults(
 
 /// `the lease with token 2 held by w1 (owner o1), granted at 1.000s and last extended at
 /// 3.000s,`
-fn describe_lease(ctx: &Context<'_>, lease: &Lease<'_>) -> String {
+fn describe_lease(ctx: &Context<'_>, lease: &Lease) -> String {
     let extended = lease.extended.map_or(String::new(), |renew| {
         format!(" and last extended at {}", secs(ctx.at(renew).time_ns))
     });
     format!(
         "the lease with token {} held by {}, granted at {}{extended},",
         lease.token,
-        who_owns(ctx, lease.owner),
+        who_owns(ctx, ctx.text(lease.owner)),
         secs(ctx.at(lease.grant).time_ns)
     )
 }
 
-fn explain_grant(ctx: &Context<'_>, previous: &Lease<'_>, grant: usize) -> Anomaly {
+fn explain_grant(ctx: &Context<'_>, previous: &Lease, grant: usize) -> Anomaly {
     let granted = ctx.at(grant);
     let now_ns = granted.local_ns.unwrap_or_default();
-    let (faults_text, faults) = server_faults(ctx, granted, previous.grant, grant);
+    let (faults_text, faults) = server_faults(ctx, &granted, previous.grant, grant);
     let mut cited = vec![previous.grant, grant];
     cited.extend(previous.extended);
     cited.extend(faults);
@@ -236,7 +232,7 @@ fn explain_grant(ctx: &Context<'_>, previous: &Lease<'_>, grant: usize) -> Anoma
             granted.lock.as_deref().unwrap_or("?"),
             granted.token.unwrap_or_default(),
             who_owns(ctx, granted.owner.as_deref().unwrap_or_default()),
-            when(granted, "lock"),
+            when(&granted, "lock"),
             describe_lease(ctx, previous),
             secs_signed(previous.expires_ns),
             secs(previous.expires_ns.abs_diff(now_ns)),
@@ -246,7 +242,7 @@ fn explain_grant(ctx: &Context<'_>, previous: &Lease<'_>, grant: usize) -> Anoma
 
 fn explain_revival(
     ctx: &Context<'_>,
-    newest: &Lease<'_>,
+    newest: &Lease,
     renew: usize,
     repeats: usize,
     last: usize,
@@ -264,10 +260,13 @@ fn explain_revival(
             who_owns(ctx, old_holder)
         )
     };
-    let (faults_text, faults) = server_faults(ctx, renewed, newest.grant, renew);
+    let (faults_text, faults) = server_faults(ctx, &renewed, newest.grant, renew);
     let mut cited = vec![newest.grant, renew];
     cited.extend(newest.extended);
-    cited.extend(lookup.log_grant(old_holder));
+    cited.extend(
+        ctx.sym(old_holder)
+            .and_then(|holder| lookup.log_grant(holder)),
+    );
     cited.extend(faults);
     let until = renewed.expires_ns.map_or(String::new(), |expires_ns| {
         format!(
@@ -295,7 +294,7 @@ fn explain_revival(
             renewed.lock.as_deref().unwrap_or("?"),
             who_owns(ctx, requester),
             replaced,
-            when(renewed, "lock"),
+            when(&renewed, "lock"),
             describe_lease(ctx, newest),
             secs_signed(newest.expires_ns),
         ),
@@ -304,13 +303,16 @@ fn explain_revival(
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
 
     fn run(builder: &Builder) -> Outcome {
         let history = builder.build();
-        check(&Context::new(&history))
+        let packed = PackedHistory::pack(&history);
+        check(&Context::new(&packed))
     }
 
     #[test]

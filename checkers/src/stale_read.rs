@@ -5,7 +5,7 @@
 //! convicts a read that saw write x although x completed before some write W was sent and W
 //! completed before the read was sent.
 
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::Context;
 use crate::explain::{at_store_order, when};
@@ -18,7 +18,7 @@ const CLASS: AnomalyClass = AnomalyClass::StaleRead;
 
 /// Reads in flight per process: the invoke, and the newest acknowledged write (its store
 /// position or invoke, and its `ok`) when the read was sent.
-type OpenReads<'h> = FastMap<&'h str, (usize, Option<(usize, usize)>)>;
+type OpenReads = FastMap<Sym, (usize, Option<(usize, usize)>)>;
 
 /// A stale read: its invoke and reply, the newer write's `ok`, and where the store applied the
 /// version read and the newer write (store log only).
@@ -40,20 +40,19 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 }
 
 fn from_store_log(ctx: &Context<'_>) -> Outcome {
-    let versions = StoreVersions::build(ctx.events);
+    let versions = StoreVersions::build(ctx.rows);
     // Per key: the newest version (by store position) among acknowledged writes, and its ok.
-    let mut newest_acked: FastMap<&str, (usize, usize)> = FastMap::default();
-    let mut open_reads: OpenReads<'_> = FastMap::default();
+    let mut newest_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
+    let mut open_reads: OpenReads = FastMap::default();
     let mut hits = Hits::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        let Some(key) = event.key.as_deref() else {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        let Some(key) = row.key else {
             continue;
         };
-        match (event.kind, event.f) {
+        match (row.kind, row.f) {
             (EventType::Ok, Op::Write) => {
-                if let Some(applied) = event
+                if let Some(applied) = row
                     .write_id
-                    .as_deref()
                     .and_then(|id| versions.applied_before(key, id, position))
                 {
                     let newest = newest_acked.entry(key).or_insert((applied, position));
@@ -63,13 +62,13 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
                 }
             }
             (EventType::Invoke, Op::Read) => {
-                open_reads.insert(&event.process, (position, newest_acked.get(key).copied()));
+                open_reads.insert(row.process, (position, newest_acked.get(&key).copied()));
             }
             (EventType::Ok, Op::Read) => {
-                let Some((invoke, newest)) = open_reads.remove(event.process.as_str()) else {
+                let Some((invoke, newest)) = open_reads.remove(&row.process) else {
                     continue;
                 };
-                let Some(seen) = versions.seen_by(event, position) else {
+                let Some(seen) = versions.seen_by(ctx, row, position) else {
                     continue;
                 };
                 if let Some((newer_applied, newer_ok)) = newest
@@ -88,7 +87,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
                 }
             }
             (EventType::Fail | EventType::Info, Op::Read) => {
-                open_reads.remove(event.process.as_str());
+                open_reads.remove(&row.process);
             }
             _ => {}
         }
@@ -98,25 +97,25 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
 
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     // Per write id: the position of its first `ok`.
-    let mut acked: FastMap<&str, usize> = FastMap::default();
-    let mut open_writes: FastMap<&str, usize> = FastMap::default();
+    let mut acked: FastMap<Sym, usize> = FastMap::default();
+    let mut open_writes: FastMap<Sym, usize> = FastMap::default();
     // Per key: among acknowledged writes, the one sent last (invoke position) and its ok.
-    let mut latest_sent_acked: FastMap<&str, (usize, usize)> = FastMap::default();
-    let mut open_reads: OpenReads<'_> = FastMap::default();
+    let mut latest_sent_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
+    let mut open_reads: OpenReads = FastMap::default();
     let mut hits = Hits::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        let Some(key) = event.key.as_deref() else {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        let Some(key) = row.key else {
             continue;
         };
-        match (event.kind, event.f) {
+        match (row.kind, row.f) {
             (EventType::Invoke, Op::Write) => {
-                open_writes.insert(&event.process, position);
+                open_writes.insert(row.process, position);
             }
             (EventType::Ok, Op::Write) => {
-                let Some(invoke) = open_writes.remove(event.process.as_str()) else {
+                let Some(invoke) = open_writes.remove(&row.process) else {
                     continue;
                 };
-                if let Some(write_id) = event.write_id.as_deref() {
+                if let Some(write_id) = row.write_id {
                     acked.entry(write_id).or_insert(position);
                 }
                 let latest = latest_sent_acked.entry(key).or_insert((invoke, position));
@@ -125,24 +124,24 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                 }
             }
             (EventType::Fail | EventType::Info, Op::Write) => {
-                open_writes.remove(event.process.as_str());
+                open_writes.remove(&row.process);
             }
             (EventType::Invoke, Op::Read) => {
                 open_reads.insert(
-                    &event.process,
-                    (position, latest_sent_acked.get(key).copied()),
+                    row.process,
+                    (position, latest_sent_acked.get(&key).copied()),
                 );
             }
             (EventType::Ok, Op::Read) => {
-                let Some((invoke, latest)) = open_reads.remove(event.process.as_str()) else {
+                let Some((invoke, latest)) = open_reads.remove(&row.process) else {
                     continue;
                 };
                 let Some((newer_sent, newer_ok)) = latest else {
                     continue;
                 };
                 // The version read must have completed before the newer write was sent.
-                let seen_ok = match (event.write_id.as_deref(), event.value.as_deref()) {
-                    (Some(write_id), _) => match acked.get(write_id) {
+                let seen_ok = match (row.write_id, row.value) {
+                    (Some(write_id), _) => match acked.get(&write_id) {
                         Some(&ok) => Some(ok),
                         None => {
                             continue;
@@ -164,7 +163,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                 }
             }
             (EventType::Fail | EventType::Info, Op::Read) => {
-                open_reads.remove(event.process.as_str());
+                open_reads.remove(&row.process);
             }
             _ => {}
         }
@@ -196,13 +195,13 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             if applied.kind == EventType::Log {
                 format!(
                     "{name}, which the store applied {}",
-                    at_store_order(applied)
+                    at_store_order(&applied)
                 )
             } else {
                 format!(
                     "{name}, acknowledged to {} {}",
                     applied.process,
-                    when(applied, "its")
+                    when(&applied, "its")
                 )
             }
         }
@@ -212,23 +211,27 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         ),
     };
     let newer = match hit.newer_applied {
-        Some(applied) => format!(
-            "the store had applied write {} {} and acknowledged it to {} {}",
-            newer_ok.write_id.as_deref().unwrap_or("(no id)"),
-            at_store_order(ctx.at(applied)),
-            newer_ok.process,
-            when(newer_ok, "its")
-        ),
+        Some(applied) => {
+            let applied = ctx.at(applied);
+            format!(
+                "the store had applied write {} {} and acknowledged it to {} {}",
+                newer_ok.write_id.as_deref().unwrap_or("(no id)"),
+                at_store_order(&applied),
+                newer_ok.process,
+                when(&newer_ok, "its")
+            )
+        }
         None => {
             let sent = ctx.lookup().partner(hit.newer_ok).unwrap_or(hit.newer_ok);
             cited.push(sent);
+            let sent = ctx.at(sent);
             format!(
                 "write {} by {} was sent {} after that version was acknowledged, and was \
                  acknowledged {}",
                 newer_ok.write_id.as_deref().unwrap_or("(no id)"),
                 newer_ok.process,
-                when(ctx.at(sent), "its"),
-                when(newer_ok, "its")
+                when(&sent, "its"),
+                when(&newer_ok, "its")
             )
         }
     };
@@ -241,14 +244,16 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              began. A read must return the latest completed write or a newer one; this one \
              returned an older version.",
             invoke.process,
-            when(invoke, "its"),
-            when(reply, "its"),
+            when(&invoke, "its"),
+            when(&reply, "its"),
         ),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
@@ -269,7 +274,7 @@ mod tests {
             b.write("w2", "k", 2, "b", logged);
             b.at(1.0);
             let stale = read(&mut b, "w3", "k", Some("a"));
-            let history = b.build();
+            let history = PackedHistory::pack(&b.build());
             let outcome = check(&Context::new(&history));
             assert_eq!(
                 outcome.report.validity,
@@ -292,7 +297,7 @@ mod tests {
         let mut b = Builder::new();
         b.write("w1", "k", 1, "a", true);
         read(&mut b, "w3", "k", None);
-        let history = b.build();
+        let history = PackedHistory::pack(&b.build());
         let outcome = check(&Context::new(&history));
         assert_eq!(outcome.report.anomalies, 1);
         assert!(
@@ -323,7 +328,7 @@ mod tests {
             // Another key's writes say nothing about k.
             b.write("w4", "other", 9, "z", logged);
             read(&mut b, "w3", "k", Some("b"));
-            let history = b.build();
+            let history = PackedHistory::pack(&b.build());
             let outcome = check(&Context::new(&history));
             assert_eq!(outcome.report.validity, Validity::Valid, "logged {logged}");
         }

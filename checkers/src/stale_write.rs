@@ -6,13 +6,12 @@
 //! for writes whose reply was lost), otherwise what clients were told (a write acknowledged
 //! `ok` although a write with a higher token had been acknowledged before it was even sent).
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_store_log, worker_of};
 use crate::explain::{Story, at_store_order, count, faults_between, secs, when};
 use crate::findings::{Hits, Outcome};
+use crate::index::{FastMap, FastSet};
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::StaleWriteAccepted;
@@ -35,20 +34,20 @@ struct StaleHit {
 
 fn from_store_log(ctx: &Context<'_>) -> Outcome {
     // Per key: the highest token applied so far, and the first write that carried it.
-    let mut newest: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
+    let mut newest: FastMap<Sym, (u64, usize)> = FastMap::default();
     // A stale write applied twice is one stale write (the repeat is a duplicate effect).
-    let mut reported: BTreeSet<(&str, &str)> = BTreeSet::new();
+    let mut reported: FastSet<(Sym, Sym)> = FastSet::default();
     let mut hits = Hits::new();
     let mut unreadable = 0usize;
-    for (position, event) in ctx.events.iter().enumerate() {
+    for (position, event) in ctx.rows.iter().enumerate() {
         if !is_store_log(event) {
             continue;
         }
-        let (Some(key), Some(token)) = (event.key.as_deref(), event.token) else {
+        let (Some(key), Some(token)) = (event.key, event.token()) else {
             unreadable += 1;
             continue;
         };
-        match newest.get_mut(key) {
+        match newest.get_mut(&key) {
             None => {
                 newest.insert(key, (token, position));
             }
@@ -56,7 +55,6 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
                 if token < *newest_token {
                     let first_time = event
                         .write_id
-                        .as_deref()
                         .is_none_or(|write_id| reported.insert((key, write_id)));
                     if first_time {
                         hits.push(StaleHit {
@@ -105,28 +103,28 @@ impl OpenWrite {
 
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     // Per key: the highest token of an acknowledged write, and that write's `ok`.
-    let mut newest_acked: BTreeMap<&str, (u64, usize)> = BTreeMap::new();
-    let mut open: BTreeMap<&str, OpenWrite> = BTreeMap::new();
+    let mut newest_acked: FastMap<Sym, (u64, usize)> = FastMap::default();
+    let mut open: FastMap<Sym, OpenWrite> = FastMap::default();
     let mut hits = Hits::new();
     let mut maybe_stale = 0usize;
-    for (position, event) in ctx.events.iter().enumerate() {
+    for (position, event) in ctx.rows.iter().enumerate() {
         if event.f != Op::Write {
             continue;
         }
         match event.kind {
             EventType::Invoke => {
-                if let (Some(key), Some(token)) = (event.key.as_deref(), event.token) {
+                if let (Some(key), Some(token)) = (event.key, event.token()) {
                     open.insert(
-                        &event.process,
+                        event.process,
                         OpenWrite {
                             token,
-                            newest_acked: newest_acked.get(key).copied(),
+                            newest_acked: newest_acked.get(&key).copied(),
                         },
                     );
                 }
             }
             EventType::Ok => {
-                let Some(call) = open.remove(event.process.as_str()) else {
+                let Some(call) = open.remove(&event.process) else {
                     continue;
                 };
                 if let Some((_, newer)) = call.newest_acked.filter(|_| call.is_behind()) {
@@ -135,7 +133,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                         newer,
                     });
                 }
-                if let Some(key) = event.key.as_deref() {
+                if let Some(key) = event.key {
                     let entry = newest_acked.entry(key).or_insert((call.token, position));
                     if call.token > entry.0 {
                         *entry = (call.token, position);
@@ -144,14 +142,14 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
             }
             EventType::Info => {
                 if open
-                    .remove(event.process.as_str())
+                    .remove(&event.process)
                     .is_some_and(|call| call.is_behind())
                 {
                     maybe_stale += 1;
                 }
             }
             EventType::Fail => {
-                open.remove(event.process.as_str());
+                open.remove(&event.process);
             }
             EventType::Nemesis | EventType::Log => {}
         }
@@ -191,7 +189,7 @@ pub(crate) fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (S
                 grant,
                 format!(
                     "acquired lock {lock} with token {token} {}",
-                    when(granted, "its")
+                    when(&granted, "its")
                 ),
             );
             cited.push(grant);
@@ -205,7 +203,7 @@ pub(crate) fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (S
             "sent write {} with token {token} to key {} {}",
             call.write_id.as_deref().unwrap_or("(no id)"),
             call.key.as_deref().unwrap_or("(no key)"),
-            when(call, "its")
+            when(&call, "its")
         ),
     );
     let faults = faults_between(ctx, &call.process, from, until);
@@ -224,10 +222,10 @@ fn explain_applied(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
     let newer_writer = newer
         .write_id
         .as_deref()
-        .and_then(|id| lookup.write_invoke(id, hit.newer))
+        .and_then(|id| lookup.write_invoke(ctx.sym(id)?, hit.newer))
         .map(|invoke| format!(" from {}", ctx.at(invoke).process))
         .unwrap_or_default();
-    let applied = at_store_order(stale);
+    let applied = at_store_order(&stale);
     let already = format!(
         "after it had already accepted token {} (write {newer_id}{newer_writer} at {}, store \
          order {})",
@@ -236,7 +234,7 @@ fn explain_applied(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
         newer.seq.map_or("unknown".into(), |seq| seq.to_string())
     );
     let mut cited = vec![hit.newer, hit.stale];
-    let told = match write_id.and_then(|id| lookup.write_invoke(id, hit.stale)) {
+    let told = match write_id.and_then(|id| lookup.write_invoke(ctx.sym(id)?, hit.stale)) {
         Some(invoke) => {
             let (mut story, story_cited) = writer_story(ctx, invoke, hit.stale);
             cited.extend(story_cited);
@@ -275,7 +273,7 @@ fn explain_acknowledged(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
         format!(
             "was told ok {} although the store had already acknowledged token {} to {} (write \
              {}, ok at {}) before that write was sent",
-            when(stale, "its"),
+            when(&stale, "its"),
             newer.token.unwrap_or_default(),
             newer.process,
             newer.write_id.as_deref().unwrap_or("(no id)"),
@@ -297,13 +295,14 @@ fn explain_acknowledged(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
 
     fn run(builder: &Builder) -> Outcome {
-        let history = builder.build();
-        check(&Context::new(&history))
+        check(&Context::new(&PackedHistory::pack(&builder.build())))
     }
 
     /// w1 holds token 1, is paused past its lease, w3 takes token 2 and writes; w1 wakes up

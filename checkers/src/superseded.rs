@@ -6,7 +6,7 @@
 //! It is reported as a warning unless the check is strict. A write whose token is below one the
 //! store had already applied is `stale-write-accepted` instead, and is not reported here.
 
-use fencer_harness::{EventType, Op};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, is_lock_log, is_store_log};
 use crate::explain::{Story, at_store_order, faults_between, when, who_owns};
@@ -50,11 +50,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 
 /// The write ids of every superseded write the store accepted (empty without a store log):
 /// other checkers excuse what follows from fencing's documented limit unless strict.
-pub(crate) fn superseded_write_ids<'h>(ctx: &Context<'h>) -> FastMap<&'h str, usize> {
+pub(crate) fn superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
     let mut ids = FastMap::default();
     if ctx.has_store_log {
         scan(ctx, |hit| {
-            if let Some(write_id) = ctx.at(hit.applied).write_id.as_deref() {
+            if let Some(write_id) = ctx.rows[hit.applied].write_id {
                 ids.insert(write_id, hit.applied);
             }
         });
@@ -65,7 +65,7 @@ pub(crate) fn superseded_write_ids<'h>(ctx: &Context<'h>) -> FastMap<&'h str, us
 /// Calls `on_hit` for every applied write whose token a newer grant had superseded before
 /// the store saw any higher token.
 fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
-    let is_grant = |event: &fencer_harness::Event| {
+    let is_grant = |event: &Row| {
         if ctx.has_lock_log {
             is_lock_log(event) && event.f == Op::Acquire
         } else {
@@ -73,14 +73,14 @@ fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
         }
     };
     // Per lock: the newest token granted so far and its grant's position.
-    let mut newest_grant: FastMap<&str, (u64, usize)> = FastMap::default();
+    let mut newest_grant: FastMap<Sym, (u64, usize)> = FastMap::default();
     // Which lock handed out a token (tokens are per lock; the latest grant wins).
-    let mut lock_of_token: FastMap<u64, &str> = FastMap::default();
+    let mut lock_of_token: FastMap<u64, Sym> = FastMap::default();
     // Per key: the highest token the store has applied.
-    let mut store_fence: FastMap<&str, u64> = FastMap::default();
-    for (position, event) in ctx.events.iter().enumerate() {
+    let mut store_fence: FastMap<Sym, u64> = FastMap::default();
+    for (position, event) in ctx.rows.iter().enumerate() {
         if is_grant(event) {
-            if let (Some(lock), Some(token)) = (event.lock.as_deref(), event.token) {
+            if let (Some(lock), Some(token)) = (event.lock, event.token()) {
                 lock_of_token.insert(token, lock);
                 let newest = newest_grant.entry(lock).or_insert((token, position));
                 if token > newest.0 {
@@ -92,10 +92,10 @@ fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
         if !is_store_log(event) {
             continue;
         }
-        let (Some(key), Some(token)) = (event.key.as_deref(), event.token) else {
+        let (Some(key), Some(token)) = (event.key, event.token()) else {
             continue;
         };
-        let fence = store_fence.get(key).copied();
+        let fence = store_fence.get(&key).copied();
         if fence.is_none_or(|fence| token >= fence)
             && let Some(lock) = lock_of_token.get(&token)
             && let Some(&(newest, grant)) = newest_grant.get(lock)
@@ -127,13 +127,13 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let granted_by = if grant.kind == EventType::Log {
         format!(
             "the lock service granted lock {lock} to {holder} with token {newer} {}",
-            when(grant, "lock")
+            when(&grant, "lock")
         )
     } else {
         format!(
             "{} was granted lock {lock} with token {newer} {}",
             grant.process,
-            when(grant, "its")
+            when(&grant, "its")
         )
     };
     let fence = hit.store_fence.map_or(
@@ -144,20 +144,20 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let told = match applied
         .write_id
         .as_deref()
-        .and_then(|id| ctx.lookup().write_invoke(id, hit.applied))
+        .and_then(|id| ctx.lookup().write_invoke(ctx.sym(id)?, hit.applied))
     {
         Some(invoke) => {
             let (mut story, story_cited) = writer_story(ctx, invoke, hit.applied);
             cited.extend(story_cited);
             story.add(
                 hit.applied,
-                format!("the store applied that write {}", at_store_order(applied)),
+                format!("the store applied that write {}", at_store_order(&applied)),
             );
             story.render()
         }
         None => format!(
             "The store applied write {write_id} with token {token} to key {key} {}",
-            at_store_order(applied)
+            at_store_order(&applied)
         ),
     };
     // What happened to the lock server between the old grant and the newer one (a restart, a
@@ -165,7 +165,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let old_grant = applied
         .write_id
         .as_deref()
-        .and_then(|id| ctx.lookup().write_invoke(id, hit.applied))
+        .and_then(|id| ctx.lookup().write_invoke(ctx.sym(id)?, hit.applied))
         .and_then(|invoke| {
             let call = ctx.at(invoke);
             ctx.lookup()
@@ -195,6 +195,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
@@ -226,7 +228,7 @@ mod tests {
     #[test]
     fn an_old_write_overtaking_the_new_holders_first_write_is_superseded() {
         let history = late_old_holder(true).build();
-        let outcome = check(&Context::new(&history));
+        let outcome = check(&Context::new(&PackedHistory::pack(&history)));
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         let text = &outcome.anomalies[0].explanation;
@@ -246,7 +248,7 @@ mod tests {
     #[test]
     fn a_fenced_store_that_saw_the_newer_token_first_is_silent() {
         let history = late_old_holder(false).build();
-        let outcome = check(&Context::new(&history));
+        let outcome = check(&Context::new(&PackedHistory::pack(&history)));
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }
@@ -259,7 +261,7 @@ mod tests {
         b.write("w2", "k", 2, "w2-0", true);
         b.write("w1", "k", 1, "w1-0", true);
         let history = b.build();
-        let outcome = check(&Context::new(&history));
+        let outcome = check(&Context::new(&PackedHistory::pack(&history)));
         assert_eq!(outcome.report.anomalies, 0);
     }
 

@@ -11,13 +11,12 @@
 //! One root cause (a reset) makes every following grant regress until the tokens climb past
 //! the old maximum, so regressions against the same earlier grant are one anomaly with repeats.
 
-use std::collections::{BTreeMap, BTreeSet};
-
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{Event, EventType, Op, Sym};
 
 use crate::context::{Context, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, when, who_owns};
 use crate::findings::{Hits, Outcome};
+use crate::index::{FastMap, FastSet};
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::TokenRegression;
@@ -39,13 +38,13 @@ struct Regression {
 }
 
 /// Per lock: the highest token so far and the grant that carried it first.
-type Highest<'h> = BTreeMap<&'h str, (u64, usize)>;
+type Highest = FastMap<Sym, (u64, usize)>;
 
 /// Counts `grant` against `earlier`, folding it into an earlier anomaly against the same grant.
-fn record<'h>(
+fn record(
     hits: &mut Hits<Regression>,
-    seen: &mut BTreeMap<(&'h str, usize), Option<usize>>,
-    lock: &'h str,
+    seen: &mut FastMap<(Sym, usize), Option<usize>>,
+    lock: Sym,
     grant: usize,
     earlier: usize,
 ) {
@@ -72,21 +71,21 @@ fn record<'h>(
 /// Runs the checker on the lock service's log (if any) and on client replies.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut log_hits = Hits::new();
-    let mut regressed_owners: BTreeSet<&str> = BTreeSet::new();
+    let mut regressed_owners: FastSet<Sym> = FastSet::default();
     if ctx.has_lock_log {
-        let mut highest: Highest<'_> = BTreeMap::new();
-        let mut seen = BTreeMap::new();
-        for (position, event) in ctx.events.iter().enumerate() {
-            if !(is_lock_log(event) && event.f == Op::Acquire) {
+        let mut highest = Highest::default();
+        let mut seen = FastMap::default();
+        for (position, row) in ctx.rows.iter().enumerate() {
+            if !(is_lock_log(row) && row.f == Op::Acquire) {
                 continue;
             }
-            let (Some(lock), Some(token)) = (event.lock.as_deref(), event.token) else {
+            let (Some(lock), Some(token)) = (row.lock, row.token()) else {
                 continue;
             };
-            match highest.get(lock) {
+            match highest.get(&lock) {
                 Some(&(top, earlier)) if token <= top => {
                     record(&mut log_hits, &mut seen, lock, position, earlier);
-                    regressed_owners.extend(event.owner.as_deref());
+                    regressed_owners.extend(row.owner);
                 }
                 _ => {
                     highest.insert(lock, (token, position));
@@ -96,29 +95,28 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
 
     let mut client_hits = Hits::new();
-    let mut highest_acked: Highest<'_> = BTreeMap::new();
-    let mut open: BTreeMap<&str, Option<(u64, usize)>> = BTreeMap::new();
-    let mut seen = BTreeMap::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if event.f != Op::Acquire {
+    let mut highest_acked = Highest::default();
+    let mut open: FastMap<Sym, Option<(u64, usize)>> = FastMap::default();
+    let mut seen = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.f != Op::Acquire {
             continue;
         }
-        let Some(lock) = event.lock.as_deref() else {
+        let Some(lock) = row.lock else {
             continue;
         };
-        match event.kind {
+        match row.kind {
             EventType::Invoke => {
-                open.insert(&event.process, highest_acked.get(lock).copied());
+                open.insert(row.process, highest_acked.get(&lock).copied());
             }
             EventType::Ok => {
-                let before = open.remove(event.process.as_str()).flatten();
-                let Some(token) = event.token else { continue };
+                let before = open.remove(&row.process).flatten();
+                let Some(token) = row.token() else { continue };
                 match before {
                     Some((top, earlier)) if token <= top => {
-                        let explained = event
+                        let explained = row
                             .owner
-                            .as_deref()
-                            .is_some_and(|owner| regressed_owners.contains(owner));
+                            .is_some_and(|owner| regressed_owners.contains(&owner));
                         if !explained {
                             record(&mut client_hits, &mut seen, lock, position, earlier);
                         }
@@ -131,7 +129,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 }
             }
             EventType::Fail | EventType::Info => {
-                open.remove(event.process.as_str());
+                open.remove(&row.process);
             }
             EventType::Nemesis | EventType::Log => {}
         }
@@ -223,10 +221,10 @@ fn explain_logged(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
             "On lock {lock} the lock service granted token {} to {} {} after it had already \
              granted token {top} to {} {}.{}{faults_text} {RULE}",
             grant.token.unwrap_or_default(),
-            owner_of(ctx, grant),
-            when(grant, "lock"),
-            owner_of(ctx, earlier),
-            when(earlier, "lock"),
+            owner_of(ctx, &grant),
+            when(&grant, "lock"),
+            owner_of(ctx, &earlier),
+            when(&earlier, "lock"),
             repeats_text(ctx, hit, lock, top, ("later grant", "later grants")),
         ),
     }
@@ -250,9 +248,9 @@ fn explain_acked(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
              had already been told it acquired lock {lock} with token {top} at {}, before that \
              acquire was sent.{}{faults_text} Judged from client replies. {RULE}",
             ok.process,
-            when(ctx.at(invoke), "its"),
+            when(&ctx.at(invoke), "its"),
             ok.token.unwrap_or_default(),
-            when(ok, "its"),
+            when(&ok, "its"),
             earlier.process,
             secs(earlier.time_ns),
             repeats_text(
@@ -268,13 +266,16 @@ fn explain_acked(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
 
     fn run(builder: &Builder) -> Outcome {
         let history = builder.build();
-        check(&Context::new(&history))
+        let packed = PackedHistory::pack(&history);
+        check(&Context::new(&packed))
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! counter whose store does not return ids); a read of nothing (no id, no value, or a counter's
 //! 0 before any write of 0) saw the initial version.
 
-use fencer_harness::Event;
+use fencer_harness::{Row, Sym};
 
-use crate::context::is_store_log;
+use crate::context::{Context, is_store_log};
 use crate::index::{FastMap, Positions};
 
 /// A version of a key: the initial one, or the store log entry that applied a write.
@@ -19,32 +19,32 @@ pub(crate) enum Version {
     Applied(usize),
 }
 
-/// The store log, indexed by key and by write id.
+/// The store log, indexed by key and by write id (as syms: looked up only, never iterated).
 #[derive(Default)]
-pub(crate) struct StoreVersions<'h> {
+pub(crate) struct StoreVersions {
     /// Per key: positions of applied writes, ascending, with their values.
-    by_key: FastMap<&'h str, Vec<(usize, Option<&'h str>)>>,
+    by_key: FastMap<Sym, Vec<(usize, Option<Sym>)>>,
     /// Per (key, write id): positions where the store applied it.
-    by_id: FastMap<(&'h str, &'h str), Positions>,
+    by_id: FastMap<(Sym, Sym), Positions>,
 }
 
-impl<'h> StoreVersions<'h> {
-    /// Indexes every store log entry of `events`.
-    pub fn build(events: &'h [Event]) -> StoreVersions<'h> {
+impl StoreVersions {
+    /// Indexes every store log entry of `rows`.
+    pub fn build(rows: &[Row]) -> StoreVersions {
         let mut versions = StoreVersions::default();
-        for (position, event) in events.iter().enumerate() {
-            if !is_store_log(event) {
+        for (position, row) in rows.iter().enumerate() {
+            if !is_store_log(row) {
                 continue;
             }
-            let Some(key) = event.key.as_deref() else {
+            let Some(key) = row.key else {
                 continue;
             };
             versions
                 .by_key
                 .entry(key)
                 .or_default()
-                .push((position, event.value.as_deref()));
-            if let Some(write_id) = event.write_id.as_deref() {
+                .push((position, row.value));
+            if let Some(write_id) = row.write_id {
                 versions
                     .by_id
                     .entry((key, write_id))
@@ -55,22 +55,22 @@ impl<'h> StoreVersions<'h> {
         versions
     }
 
-    /// The version `read` (an `ok` at position `reply`) returned: the latest application
-    /// before the reply of the write it names. `None` when the read names a write the store
-    /// never applied before replying.
-    pub fn seen_by(&self, read: &Event, reply: usize) -> Option<Version> {
-        let key = read.key.as_deref()?;
-        if let Some(write_id) = read.write_id.as_deref() {
+    /// The version `read` (an `ok` at position `reply` of `ctx`) returned: the latest
+    /// application before the reply of the write it names. `None` when the read names a write
+    /// the store never applied before replying.
+    pub fn seen_by(&self, ctx: &Context<'_>, read: &Row, reply: usize) -> Option<Version> {
+        let key = read.key?;
+        if let Some(write_id) = read.write_id {
             return self
                 .by_id
                 .get(&(key, write_id))?
                 .last_before(reply)
                 .map(Version::Applied);
         }
-        let Some(value) = read.value.as_deref() else {
+        let Some(value) = read.value else {
             return Some(Version::Initial);
         };
-        let applied = self.by_key.get(key).map(Vec::as_slice).unwrap_or_default();
+        let applied = self.by_key.get(&key).map(Vec::as_slice).unwrap_or_default();
         let end = applied.partition_point(|&(position, _)| position < reply);
         match applied[..end]
             .iter()
@@ -78,14 +78,14 @@ impl<'h> StoreVersions<'h> {
             .find(|(_, seen)| *seen == Some(value))
         {
             Some(&(position, _)) => Some(Version::Applied(position)),
-            None if value == "0" => Some(Version::Initial),
+            None if ctx.text(value) == "0" => Some(Version::Initial),
             None => None,
         }
     }
 
     /// The first version of `key` applied after `version`, if any.
-    pub fn next_after(&self, key: &str, version: Version) -> Option<usize> {
-        let applied = self.by_key.get(key)?;
+    pub fn next_after(&self, key: Sym, version: Version) -> Option<usize> {
+        let applied = self.by_key.get(&key)?;
         let start = match version {
             Version::Initial => 0,
             Version::Applied(position) => {
@@ -96,7 +96,7 @@ impl<'h> StoreVersions<'h> {
     }
 
     /// The latest application of `write_id` to `key` before `before`.
-    pub fn applied_before(&self, key: &str, write_id: &str, before: usize) -> Option<usize> {
+    pub fn applied_before(&self, key: Sym, write_id: Sym, before: usize) -> Option<usize> {
         self.by_id.get(&(key, write_id))?.last_before(before)
     }
 }

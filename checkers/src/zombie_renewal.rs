@@ -8,7 +8,7 @@
 //! owner token after `wN` sent that token's release (or after `wN` finished: its last event
 //! closed a release or a refused acquire) is a zombie, whatever the lock service answers.
 
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
@@ -26,38 +26,86 @@ struct Hit {
     released: bool,
 }
 
-/// Runs the checker on the client calls.
-pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    let mut last_of_worker: FastMap<&str, usize> = FastMap::default();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if event.f.is_client_op() && !event.process.contains(':') {
-            last_of_worker.insert(&event.process, position);
+/// What a process name says about its part, read once per distinct process so that the
+/// detection passes compare syms, not strings.
+#[derive(Clone, Copy)]
+struct Role {
+    /// A worker itself (`w1`), not one of its tasks (`w1:renew`).
+    is_worker: bool,
+    /// A renewal task (`w1:renew`).
+    is_renewal_task: bool,
+    /// The worker the process belongs to, if some row holds that name (if none does, no
+    /// worker of that name acted either).
+    worker: Option<Sym>,
+}
+
+/// Roles of the processes seen so far, by [`Sym::slot`].
+struct Roles<'c, 'h> {
+    ctx: &'c Context<'h>,
+    by_slot: Vec<Option<Role>>,
+}
+
+impl<'c, 'h> Roles<'c, 'h> {
+    fn new(ctx: &'c Context<'h>) -> Roles<'c, 'h> {
+        Roles {
+            ctx,
+            by_slot: vec![None; ctx.sym_count()],
         }
     }
-    let mut released: FastMap<(&str, &str), usize> = FastMap::default();
+
+    /// The role of `process`, read from its name on first use.
+    fn of(&mut self, process: Sym) -> Role {
+        let ctx = self.ctx;
+        *self.by_slot[process.slot()].get_or_insert_with(|| {
+            let name = ctx.text(process);
+            Role {
+                is_worker: !name.contains(':'),
+                is_renewal_task: name.ends_with(":renew"),
+                worker: ctx.sym(worker_of(name)),
+            }
+        })
+    }
+}
+
+/// Runs the checker on the client calls.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let mut roles = Roles::new(ctx);
+    let mut last_of_worker: FastMap<Sym, usize> = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.f.is_client_op() && roles.of(row.process).is_worker {
+            last_of_worker.insert(row.process, position);
+        }
+    }
+    let mut released: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, event) in ctx.events.iter().enumerate() {
-        if event.kind != EventType::Invoke {
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.kind != EventType::Invoke {
             continue;
         }
-        let Some(owner) = event.owner.as_deref() else {
+        let Some(owner) = row.owner else {
             continue;
         };
-        match event.f {
-            Op::Release if !event.process.contains(':') => {
-                released.entry((&event.process, owner)).or_insert(position);
+        match row.f {
+            Op::Release if roles.of(row.process).is_worker => {
+                released.entry((row.process, owner)).or_insert(position);
             }
-            Op::Renew if event.process.ends_with(":renew") => {
-                let worker = worker_of(&event.process);
+            Op::Renew => {
+                let role = roles.of(row.process);
+                if !role.is_renewal_task {
+                    continue;
+                }
+                let Some(worker) = role.worker else {
+                    continue;
+                };
                 if let Some(&release) = released.get(&(worker, owner)) {
                     hits.push(Hit {
                         renew: position,
                         after: release,
                         released: true,
                     });
-                } else if let Some(&last) = last_of_worker.get(worker)
+                } else if let Some(&last) = last_of_worker.get(&worker)
                     && last < position
-                    && has_finished(ctx.at(last))
+                    && has_finished(&ctx.rows[last])
                 {
                     hits.push(Hit {
                         renew: position,
@@ -76,7 +124,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 /// Whether a worker whose last event is `last` had finished: its last call was a release, or
 /// an acquire it was refused (it gave up). A history cut off while the worker held a lease
 /// (last event a read, a write, a granted acquire) shows a live renewal, not a zombie.
-fn has_finished(last: &Event) -> bool {
+fn has_finished(last: &Row) -> bool {
     last.kind.is_completion()
         && (last.f == Op::Release || (last.f == Op::Acquire && last.kind != EventType::Ok))
 }
@@ -91,14 +139,14 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let before = if hit.released {
         format!(
             "{worker} sent the release of lock {lock} for owner {owner} {}",
-            when(after, "its")
+            when(&after, "its")
         )
     } else {
         format!(
             "{worker} finished (its last call, {} {}, ended {})",
             after.f.name(),
             event_kind(after.kind),
-            when(after, "its")
+            when(&after, "its")
         )
     };
     let outcome = match ctx.lookup().partner(hit.renew) {
@@ -108,14 +156,14 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             match reply.kind {
                 EventType::Ok => format!(
                     "and the lock service extended the lease {}",
-                    when(reply, "its")
+                    when(&reply, "its")
                 ),
                 EventType::Fail => format!(
                     "and the lock service refused it ({}) {}",
                     reply.error.as_deref().unwrap_or("no reason given"),
-                    when(reply, "its")
+                    when(&reply, "its")
                 ),
-                _ => format!("and its outcome is unknown {}", when(reply, "its")),
+                _ => format!("and its outcome is unknown {}", when(&reply, "its")),
             }
         }
         None => "and it never completed".to_string(),
@@ -130,7 +178,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              the lease or finishes; one that outlives it keeps a dead lease alive and holds off \
              every other worker.",
             renew.process,
-            when(renew, "its")
+            when(&renew, "its")
         ),
     }
 }
@@ -147,6 +195,8 @@ fn event_kind(kind: EventType) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use fencer_harness::PackedHistory;
+
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
@@ -177,7 +227,8 @@ mod tests {
         b.at(3.0);
         let zombie = renew(&mut b, "w1:renew", "o1", false);
         let history = b.build();
-        let outcome = check(&Context::new(&history));
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         assert_eq!(
@@ -204,7 +255,8 @@ mod tests {
         b.at(5.0);
         renew(&mut b, "w1:renew", "o1", true);
         let history = b.build();
-        let outcome = check(&Context::new(&history));
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
         assert_eq!(outcome.report.anomalies, 1);
         let text = &outcome.anomalies[0].explanation;
         assert!(
@@ -222,7 +274,8 @@ mod tests {
         b.at(5.0);
         renew(&mut b, "w1:renew", "o1", true);
         let history = b.build();
-        let outcome = check(&Context::new(&history));
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
         assert_eq!(outcome.report.validity, Validity::Valid);
     }
 
@@ -240,7 +293,8 @@ mod tests {
         b.acquire("w2", "L", "o2", 2, false);
         release(&mut b, "w2", "o2");
         let history = b.build();
-        let outcome = check(&Context::new(&history));
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

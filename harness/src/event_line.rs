@@ -3,31 +3,27 @@
 //!
 //! Parsing a big history with serde_json's generic path took about 70 % of checking time
 //! (issue 3's budget is 1,000,000 events in 1 s). This reader walks the bytes once, matches
-//! field names and enum names directly, and copies only the strings the event keeps.
+//! field names and enum names directly, and fills a [`Row`] (strings interned, nothing
+//! allocated per line).
 //!
 //! It answers `None` for anything outside that plain form (escapes, whitespace, `null`, unknown
 //! or repeated fields, exotic numbers); the caller then parses the line with serde, which
 //! accepts every JSON spelling of an event and words the error when the line is not one. So the
 //! rule here is: never accept a line serde would reject, and never read one differently.
 
-use crate::event::{Event, EventType, Op};
+#[cfg(test)]
+use crate::event::Event;
+use crate::event::{EventType, Op};
+use crate::packed::{Number, Row, Strings, Sym};
 
 /// Reads one event line (trailing JSON whitespace, including the newline, allowed) into
-/// `event`, which must be blank ([`blank`]); false when the line is not in the plain form and
-/// must go to serde (`event` is then partly filled: discard it).
-///
-/// Filling an event in place, rather than returning one, spares two copies of a 400-byte
-/// struct per line on the way into the history's vector.
-pub(crate) fn parse_plain(line: &[u8], event: &mut Event) -> bool {
-    read(line, event).is_some()
+/// `row`, which must be blank, adding its strings to `strings`; false when the line is not in
+/// the plain form and must go to serde (`row` is then partly filled: discard it).
+pub(crate) fn parse_plain(line: &[u8], row: &mut Row, strings: &mut Strings) -> bool {
+    read(line, row, strings).is_some()
 }
 
-/// An event with no columns set, for [`parse_plain`] to fill.
-pub(crate) fn blank() -> Event {
-    Event::new(String::new(), EventType::Invoke, Op::Read)
-}
-
-fn read(line: &[u8], event: &mut Event) -> Option<()> {
+fn read(line: &[u8], row: &mut Row, strings: &mut Strings) -> Option<()> {
     // One UTF-8 check for the whole line (serde rejects invalid UTF-8 anywhere), so strings
     // are cut from it without checking each again.
     let line = std::str::from_utf8(line).ok()?;
@@ -42,7 +38,7 @@ fn read(line: &[u8], event: &mut Event) -> Option<()> {
             if !cursor.eat(b':') {
                 return None;
             }
-            let bit = cursor.field(field, event)?;
+            let bit = cursor.field(field, row, strings)?;
             if seen & (1 << bit) != 0 {
                 return None;
             }
@@ -83,65 +79,71 @@ impl<'a> Cursor<'a> {
         next
     }
 
-    /// Reads the value of `field` into `event`; returns the field's bit, or `None` for an
+    /// Reads the value of `field` into `row`; returns the field's bit, or `None` for an
     /// unknown field or a value outside the plain form.
-    fn field(&mut self, field: &str, event: &mut Event) -> Option<u32> {
+    fn field(&mut self, field: &str, row: &mut Row, strings: &mut Strings) -> Option<u32> {
         let bit = match field {
             "index" => {
-                event.index = self.unsigned()?;
+                row.index = self.unsigned()?;
                 INDEX
             }
             "time_ns" => {
-                event.time_ns = self.unsigned()?;
+                row.time_ns = self.unsigned()?;
                 TIME_NS
             }
             "process" => {
-                event.process = self.string()?.to_owned();
+                row.process = strings.intern(self.string()?);
                 PROCESS
             }
             "type" => {
-                event.kind = event_type(self.string()?)?;
+                row.kind = event_type(self.string()?)?;
                 TYPE
             }
             "f" => {
-                event.f = op(self.string()?)?;
+                row.f = op(self.string()?)?;
                 F
             }
-            "local_ns" => return self.signed_into(&mut event.local_ns, 5),
-            "lock" => return self.string_into(&mut event.lock, 6),
-            "key" => return self.string_into(&mut event.key, 7),
-            "owner" => return self.string_into(&mut event.owner, 8),
-            "token" => return self.unsigned_into(&mut event.token, 9),
-            "write_id" => return self.string_into(&mut event.write_id, 10),
-            "value" => return self.string_into(&mut event.value, 11),
-            "ttl_ns" => return self.unsigned_into(&mut event.ttl_ns, 12),
-            "holder" => return self.string_into(&mut event.holder, 13),
-            "holder_token" => return self.unsigned_into(&mut event.holder_token, 14),
-            "expires_ns" => return self.signed_into(&mut event.expires_ns, 15),
-            "current_token" => return self.unsigned_into(&mut event.current_token, 16),
-            "seq" => return self.unsigned_into(&mut event.seq, 17),
-            "target" => return self.string_into(&mut event.target, 18),
-            "duration_ns" => return self.unsigned_into(&mut event.duration_ns, 19),
-            "jump_ns" => return self.signed_into(&mut event.jump_ns, 20),
-            "drift_ppm" => return self.signed_into(&mut event.drift_ppm, 21),
-            "error" => return self.string_into(&mut event.error, 22),
+            "local_ns" => return self.signed_into(row, Number::LocalNs, 5),
+            "lock" => return self.string_into(&mut row.lock, strings, 6),
+            "key" => return self.string_into(&mut row.key, strings, 7),
+            "owner" => return self.string_into(&mut row.owner, strings, 8),
+            "token" => return self.unsigned_into(row, Number::Token, 9),
+            "write_id" => return self.string_into(&mut row.write_id, strings, 10),
+            "value" => return self.string_into(&mut row.value, strings, 11),
+            "ttl_ns" => return self.unsigned_into(row, Number::TtlNs, 12),
+            "holder" => return self.string_into(&mut row.holder, strings, 13),
+            "holder_token" => return self.unsigned_into(row, Number::HolderToken, 14),
+            "expires_ns" => return self.signed_into(row, Number::ExpiresNs, 15),
+            "current_token" => return self.unsigned_into(row, Number::CurrentToken, 16),
+            "seq" => return self.unsigned_into(row, Number::Seq, 17),
+            "target" => return self.string_into(&mut row.target, strings, 18),
+            "duration_ns" => return self.unsigned_into(row, Number::DurationNs, 19),
+            "jump_ns" => return self.signed_into(row, Number::JumpNs, 20),
+            "drift_ppm" => return self.signed_into(row, Number::DriftPpm, 21),
+            "delay_ns" => return self.unsigned_into(row, Number::DelayNs, 22),
+            "error" => return self.string_into(&mut row.error, strings, 23),
             _ => return None,
         };
         Some(bit)
     }
 
-    fn string_into(&mut self, column: &mut Option<String>, bit: u32) -> Option<u32> {
-        *column = Some(self.string()?.to_owned());
+    fn string_into(
+        &mut self,
+        column: &mut Option<Sym>,
+        strings: &mut Strings,
+        bit: u32,
+    ) -> Option<u32> {
+        *column = Some(strings.intern(self.string()?));
         Some(bit)
     }
 
-    fn unsigned_into(&mut self, column: &mut Option<u64>, bit: u32) -> Option<u32> {
-        *column = Some(self.unsigned()?);
+    fn unsigned_into(&mut self, row: &mut Row, column: Number, bit: u32) -> Option<u32> {
+        row.set(column, self.unsigned()?);
         Some(bit)
     }
 
-    fn signed_into(&mut self, column: &mut Option<i64>, bit: u32) -> Option<u32> {
-        *column = Some(self.signed()?);
+    fn signed_into(&mut self, row: &mut Row, column: Number, bit: u32) -> Option<u32> {
+        row.set(column, self.signed()? as u64);
         Some(bit)
     }
 
@@ -256,6 +258,15 @@ fn op(name: &str) -> Option<Op> {
         "heal-acquire-reply" => Op::HealAcquireReply,
         "drop-write-reply" => Op::DropWriteReply,
         "heal-write-reply" => Op::HealWriteReply,
+        "server-pause" => Op::ServerPause,
+        "server-resume" => Op::ServerResume,
+        "partition" => Op::Partition,
+        "heal-partition" => Op::HealPartition,
+        "delay-replies" => Op::DelayReplies,
+        "heal-delay-replies" => Op::HealDelayReplies,
+        "drop-replies" => Op::DropReplies,
+        "heal-drop-replies" => Op::HealDropReplies,
+        "cut" => Op::Cut,
         _ => return None,
     })
 }
@@ -265,8 +276,9 @@ mod tests {
     use super::*;
 
     fn parse(line: &[u8]) -> Option<Event> {
-        let mut event = blank();
-        parse_plain(line, &mut event).then_some(event)
+        let mut strings = Strings::new();
+        let mut row = Row::blank(strings.intern(""));
+        parse_plain(line, &mut row, &mut strings).then(|| row.unpack(&strings))
     }
 
     /// An event with every column set, negative where a column may be.
@@ -291,6 +303,7 @@ mod tests {
             duration_ns: Some(12),
             jump_ns: Some(i64::MAX),
             drift_ppm: Some(-100),
+            delay_ns: Some(3),
             error: Some("busy".into()),
             ..Event::new("w1:renew", EventType::Info, Op::HealAcquireReply)
         }
@@ -341,6 +354,15 @@ mod tests {
             "heal-acquire-reply",
             "drop-write-reply",
             "heal-write-reply",
+            "server-pause",
+            "server-resume",
+            "partition",
+            "heal-partition",
+            "delay-replies",
+            "heal-delay-replies",
+            "drop-replies",
+            "heal-drop-replies",
+            "cut",
         ] {
             let event = parse(line(name, "ok").as_bytes()).expect(name);
             assert_eq!(event.f.name(), name);

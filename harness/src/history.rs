@@ -4,7 +4,6 @@
 //! a pure function of the events (serde's declaration order, no maps). Reading validates the
 //! history's invariants so a checker never works on a history it would misread.
 
-use std::collections::HashMap;
 use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
@@ -12,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::event::{Event, EventType, Op};
 use crate::event_line;
+use crate::fxhash::FastMap;
+use crate::packed::{PackedHistory, Row, Strings, Sym};
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -68,64 +69,65 @@ impl History {
 
     /// Reads a JSONL history file; `path` appears in every error message.
     ///
-    /// One streaming pass: each line is parsed where it lies in a reused chunk buffer (no
-    /// per-line copy, and the file is never held in memory whole), fencer's own plain lines by
-    /// a fast reader, any other spelling by serde. The event vector simply grows: a big vector
-    /// is moved by remapping its pages, not copied, so growth neither copies events nor raises
-    /// peak memory (measured: the same peak as a vector sized in advance), and a counting pass
-    /// would read the whole file twice.
+    /// The file is read into checking form first ([`PackedHistory::read_jsonl_file`]: one
+    /// streaming pass, fencer's own lines by a fast reader, any other spelling by serde), then
+    /// unpacked, so both forms accept, reject and word errors alike.
     pub fn read_jsonl_file(path: &Path) -> Result<History, HistoryError> {
-        let origin = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| HistoryError::Io {
-            path: origin.clone(),
-            source,
-        })?;
-        Self::parse_lines(file, &origin)
+        Ok(PackedHistory::read_jsonl_file(path)?.unpack())
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors, and validates the invariants.
     pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<History, HistoryError> {
-        Self::parse_lines(reader, origin)
+        Ok(parse_lines(reader, origin)?.unpack())
     }
+}
 
-    /// Parses JSONL line by line from `reader`, naming `origin` in errors, and validates the
-    /// invariants.
-    fn parse_lines(reader: impl Read, origin: &str) -> Result<History, HistoryError> {
-        let mut events = Vec::new();
-        let mut rules = Rules::default();
-        let mut line_no = 0usize;
-        for_each_line(reader, |line| {
-            line_no += 1;
-            if line.trim_ascii().is_empty() {
-                return Ok(());
-            }
-            events.push(event_line::blank());
-            let slot = events.last_mut().expect("just pushed");
-            if !event_line::parse_plain(line, slot) {
-                *slot = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
+/// Parses JSONL line by line from `reader` into checking form, naming `origin` in errors, and
+/// validates the invariants.
+///
+/// One streaming pass: each line is parsed where it lies in a reused chunk buffer (no per-line
+/// copy, and the file is never held in memory whole). The row vector simply grows: a big
+/// vector is moved by remapping its pages, not copied, and a counting pass would read the whole
+/// file twice.
+pub(crate) fn parse_lines(reader: impl Read, origin: &str) -> Result<PackedHistory, HistoryError> {
+    let mut packed = PackedHistory::default();
+    let mut rules = Rules::default();
+    let mut line_no = 0usize;
+    let empty = packed.strings.intern("");
+    for_each_line(reader, |line| {
+        line_no += 1;
+        if line.trim_ascii().is_empty() {
+            return Ok(());
+        }
+        // Filled where it lies: a row is 144 bytes, and copying it in twice per line showed.
+        packed.rows.push(Row::blank(empty));
+        let row = packed.rows.last_mut().expect("just pushed");
+        if !event_line::parse_plain(line, row, &mut packed.strings) {
+            let event: Event =
+                serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
                     path: origin.to_string(),
                     line: line_no,
                     message: format!("expected one history event as a JSON object: {err}"),
                 })?;
-            }
-            rules.check(slot, line_no);
-            Ok(())
-        })
-        .map_err(|error| match error {
-            LineError::Io(source) => HistoryError::Io {
-                path: origin.to_string(),
-                source,
-            },
-            LineError::Stop(error) => error,
-        })?;
-        match rules.first_broken {
-            Some((line, message)) => Err(HistoryError::Malformed {
-                path: origin.to_string(),
-                line,
-                message,
-            }),
-            None => Ok(History { events }),
+            *row = Row::pack(&event, &mut packed.strings);
         }
+        rules.check(row, &packed.strings, line_no);
+        Ok(())
+    })
+    .map_err(|error| match error {
+        LineError::Io(source) => HistoryError::Io {
+            path: origin.to_string(),
+            source,
+        },
+        LineError::Stop(error) => error,
+    })?;
+    match rules.first_broken {
+        Some((line, message)) => Err(HistoryError::Malformed {
+            path: origin.to_string(),
+            line,
+            message,
+        }),
+        None => Ok(packed),
     }
 }
 
@@ -194,23 +196,23 @@ struct Rules {
     position: u64,
     last_time_ns: u64,
     /// Per process, its open call: operation and invoke index.
-    open: HashMap<String, Option<(Op, u64)>>,
+    open: FastMap<Sym, Option<(Op, u64)>>,
     /// Line and message of the first broken rule.
     first_broken: Option<(usize, String)>,
 }
 
 impl Rules {
-    fn check(&mut self, event: &Event, line: usize) {
+    fn check(&mut self, event: &Row, strings: &Strings, line: usize) {
         if self.first_broken.is_some() {
             return;
         }
-        if let Err(message) = self.follow(event) {
+        if let Err(message) = self.follow(event, strings) {
             self.first_broken = Some((line, message));
         }
         self.position += 1;
     }
 
-    fn follow(&mut self, event: &Event) -> Result<(), String> {
+    fn follow(&mut self, event: &Row, strings: &Strings) -> Result<(), String> {
         let position = self.position;
         if event.index != position {
             return Err(format!("expected index {position}, found {}", event.index));
@@ -231,25 +233,21 @@ impl Rules {
                     ));
                 }
                 let call = Some((event.f, event.index));
-                match self.open.get_mut(event.process.as_str()) {
+                match self.open.get_mut(&event.process) {
                     Some(Some((_, previous))) => {
                         return Err(format!(
                             "expected process {} to finish its call at index {previous} before invoking again",
-                            event.process
+                            strings.text(event.process)
                         ));
                     }
                     Some(slot) => *slot = call,
                     None => {
-                        self.open.insert(event.process.clone(), call);
+                        self.open.insert(event.process, call);
                     }
                 }
             }
             kind if kind.is_completion() => {
-                match self
-                    .open
-                    .get_mut(event.process.as_str())
-                    .and_then(Option::take)
-                {
+                match self.open.get_mut(&event.process).and_then(Option::take) {
                     Some((f, _)) if f == event.f => {}
                     Some((f, index)) => {
                         return Err(format!(
@@ -260,7 +258,7 @@ impl Rules {
                     None => {
                         return Err(format!(
                             "expected an invoke by {} before this completion",
-                            event.process
+                            strings.text(event.process)
                         ));
                     }
                 }

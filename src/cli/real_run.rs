@@ -161,7 +161,11 @@ pub fn run(
     drop(runtime);
     drop(started);
     let verdict = check(&history);
-    report::print_summary(&history, &verdict, started_at.elapsed().as_secs_f64());
+    report::print_summary(
+        &report::Shape::of_history(&history),
+        &verdict,
+        started_at.elapsed().as_secs_f64(),
+    );
     let dir = match out {
         Some(dir) => dir.to_path_buf(),
         None => default_run_dir(

@@ -82,7 +82,7 @@ pub fn replay(dir: &Path) -> Outcome {
     let options = check_options(&plan.settings, false)
         .map_err(|error| Failure::BadInput(error.to_string()))?;
     let verdict = check_with(&history, &options);
-    report::print_summary(&history, &verdict, 0.0);
+    report::print_summary(&report::Shape::of_history(&history), &verdict, 0.0);
     Ok(verdict.validity.exit_code() as u8)
 }
 

@@ -1,22 +1,17 @@
 //! Printing what a run found: counts, the verdict, the first anomalies in plain words.
 
 use fencer::{History, Verdict};
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, Op, PackedHistory};
 
 /// How many anomaly explanations a summary prints before pointing at verdict.json.
 const SHOWN_ANOMALIES: usize = 5;
 
 /// Prints the history's shape and the verdict with its first explanations.
-pub fn print_summary(history: &History, verdict: &Verdict, wall_s: f64) {
-    // One pass: on a 10,000,000-event history each extra pass over the events is noticeable.
-    let mut shape = Shape::default();
-    for event in &history.events {
-        shape.add(event);
-    }
-    let simulated_s = history.events.last().map_or(0.0, |e| e.time_s());
+pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
+    let simulated_s = shape.last_time_ns as f64 / 1e9;
     println!(
         "history: {} events; {} grants, {} writes applied, {} rejected, {} unknown; {} faults",
-        history.events.len(),
+        shape.events,
         shape.grants,
         shape.writes_applied,
         shape.writes_rejected,
@@ -41,9 +36,13 @@ pub fn print_summary(history: &History, verdict: &Verdict, wall_s: f64) {
     }
 }
 
-/// The counts the summary's history line shows.
+/// The counts the summary's history line shows, gathered in one pass (on a
+/// 10,000,000-event history each extra pass over the events is noticeable) from a history in
+/// either form.
 #[derive(Default)]
-struct Shape {
+pub struct Shape {
+    events: usize,
+    last_time_ns: u64,
     grants: usize,
     writes_applied: usize,
     writes_rejected: usize,
@@ -52,8 +51,28 @@ struct Shape {
 }
 
 impl Shape {
-    fn add(&mut self, event: &Event) {
-        let counter = match (event.kind, event.f) {
+    /// The shape of a history of events (a run's or a replay's).
+    pub fn of_history(history: &History) -> Shape {
+        let mut shape = Shape::default();
+        for event in &history.events {
+            shape.add(event.kind, event.f, event.time_ns);
+        }
+        shape
+    }
+
+    /// The shape of a history in checking form (`fencer check`'s).
+    pub fn of_packed(history: &PackedHistory) -> Shape {
+        let mut shape = Shape::default();
+        for row in &history.rows {
+            shape.add(row.kind, row.f, row.time_ns);
+        }
+        shape
+    }
+
+    fn add(&mut self, kind: EventType, f: Op, time_ns: u64) {
+        self.events += 1;
+        self.last_time_ns = time_ns;
+        let counter = match (kind, f) {
             (EventType::Ok, Op::Acquire) => &mut self.grants,
             (EventType::Log, Op::Write) => &mut self.writes_applied,
             (EventType::Fail, Op::Write) => &mut self.writes_rejected,

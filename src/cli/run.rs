@@ -48,7 +48,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
         check_options(settings, strict).map_err(|error| Failure::BadInput(error.to_string()))?;
     let verdict = check_with(&history, &options);
     let wall_s = started.elapsed().as_secs_f64();
-    report::print_summary(&history, &verdict, wall_s);
+    report::print_summary(&report::Shape::of_history(&history), &verdict, wall_s);
     let finished = FinishedRun {
         command: "run",
         plan,

@@ -1,0 +1,481 @@
+//! The checking form of a history: every event as one fixed-size, `Copy` [`Row`] whose strings
+//! are numbers into one table of distinct strings ([`Strings`]).
+//!
+//! An [`Event`] is about 400 bytes plus a heap allocation per string (about 540 bytes per
+//! event in all), which put checking a million-event history over its budget (issue 3: 1 s,
+//! 1 GB) in allocation and page faults alone. A row is 144 bytes and allocates nothing: process
+//! names, locks, keys, errors repeat on almost every line and are stored once, owner tokens
+//! and write ids once per acquisition or write. Checkers compare [`Sym`]s (one `u32`
+//! comparison) instead of strings, and turn a row back into an [`Event`] only to explain an
+//! anomaly.
+//!
+//! Packing is lossless: [`PackedHistory::event`] gives back exactly the event that was packed,
+//! so the JSONL form, replay hashes and explanations never see the difference.
+
+use std::hash::Hasher;
+use std::io::BufRead;
+use std::num::NonZeroU32;
+use std::path::Path;
+
+use hashbrown::HashTable;
+
+use crate::event::{Event, EventType, Op};
+use crate::fxhash::FxHasher;
+use crate::history::{History, HistoryError, parse_lines};
+
+/// One distinct string of a packed history, by number.
+///
+/// Deliberately not `Ord`: numbers follow first appearance, not text, so anything whose order
+/// reaches output must sort by [`Strings::text`]. Equality is exact: two syms of one table are
+/// equal exactly when their texts are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sym(NonZeroU32);
+
+impl Sym {
+    /// A dense number from 0, for tables indexed by sym ([`Strings::len`] entries).
+    pub fn slot(self) -> usize {
+        self.0.get() as usize - 1
+    }
+}
+
+/// The distinct strings of a history, each stored once in one buffer.
+pub struct Strings {
+    /// Every string, end to end.
+    text: String,
+    /// Where each string ends in `text`; sym `n` is `ends[n - 1]`, starting where `n - 1` ends.
+    ends: Vec<usize>,
+    /// Syms by the hash of their text, each with that hash, so growing the table never reads
+    /// the texts again (re-hashing them was 8 % of checking a million events).
+    table: HashTable<(u64, Sym)>,
+}
+
+impl Default for Strings {
+    fn default() -> Strings {
+        Strings::new()
+    }
+}
+
+impl Strings {
+    /// A table holding only the empty string (the process of a row not yet read).
+    pub fn new() -> Strings {
+        let mut strings = Strings {
+            text: String::new(),
+            ends: Vec::new(),
+            table: HashTable::new(),
+        };
+        strings.intern("");
+        strings
+    }
+
+    /// The sym of `text`, adding it if it is new.
+    pub fn intern(&mut self, text: &str) -> Sym {
+        let hash = hash_of(text);
+        let Strings {
+            text: all,
+            ends,
+            table,
+        } = self;
+        let same = |&(entry_hash, sym): &(u64, Sym)| {
+            entry_hash == hash && &all[span_of(ends, sym)] == text
+        };
+        if let Some(&(_, sym)) = table.find(hash, same) {
+            return sym;
+        }
+        let number = u32::try_from(ends.len() + 1)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .expect("a history with more than 4 billion distinct strings");
+        let sym = Sym(number);
+        all.push_str(text);
+        ends.push(all.len());
+        table.insert_unique(hash, (hash, sym), |&(entry_hash, _)| entry_hash);
+        sym
+    }
+
+    /// The sym of `text` if the table holds it (never adds).
+    pub fn find(&self, text: &str) -> Option<Sym> {
+        let hash = hash_of(text);
+        self.table
+            .find(hash, |&(entry_hash, sym)| {
+                entry_hash == hash && self.text(sym) == text
+            })
+            .map(|&(_, sym)| sym)
+    }
+
+    /// The text of `sym`.
+    pub fn text(&self, sym: Sym) -> &str {
+        &self.text[span_of(&self.ends, sym)]
+    }
+
+    /// How many distinct strings the table holds (syms' [`Sym::slot`]s are below this).
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Never true: the empty string is always held.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
+    let slot = sym.slot();
+    let start = if slot == 0 { 0 } else { ends[slot - 1] };
+    start..ends[slot]
+}
+
+fn hash_of(text: &str) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
+/// The numeric columns of an event, in declaration order; a row keeps them in one array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Number {
+    LocalNs,
+    Token,
+    TtlNs,
+    HolderToken,
+    ExpiresNs,
+    CurrentToken,
+    Seq,
+    DurationNs,
+    JumpNs,
+    DriftPpm,
+    DelayNs,
+}
+
+const NUMBERS: usize = 11;
+
+/// One event in checking form: the same columns as [`Event`], strings as [`Sym`]s, numbers
+/// without `Option`'s padding (a bit per column says which are set).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// Position in the history, from 0.
+    pub index: u64,
+    /// True time since the start of the run, in nanoseconds.
+    pub time_ns: u64,
+    /// Who acted.
+    pub process: Sym,
+    /// Invoke, completion, nemesis action or server log entry.
+    pub kind: EventType,
+    /// The operation.
+    pub f: Op,
+    /// Which of `numbers` are set, a bit per [`Number`].
+    present: u16,
+    /// Lock name.
+    pub lock: Option<Sym>,
+    /// Store key.
+    pub key: Option<Sym>,
+    /// Owner token of the caller.
+    pub owner: Option<Sym>,
+    /// Unique id of a write, or the id a read saw.
+    pub write_id: Option<Sym>,
+    /// The value written or read.
+    pub value: Option<Sym>,
+    /// Lock log: the owner of the lease the entry affected.
+    pub holder: Option<Sym>,
+    /// Nemesis: the process or node a fault targets.
+    pub target: Option<Sym>,
+    /// Why a call failed or is unknown.
+    pub error: Option<Sym>,
+    /// The numeric columns by [`Number`]; signed ones hold their two's-complement bits.
+    numbers: [u64; NUMBERS],
+}
+
+impl Row {
+    /// A row with only its identity set, for the reader to fill.
+    pub(crate) fn blank(process: Sym) -> Row {
+        Row {
+            index: 0,
+            time_ns: 0,
+            process,
+            kind: EventType::Invoke,
+            f: Op::Read,
+            present: 0,
+            lock: None,
+            key: None,
+            owner: None,
+            write_id: None,
+            value: None,
+            holder: None,
+            target: None,
+            error: None,
+            numbers: [0; NUMBERS],
+        }
+    }
+
+    /// Sets a numeric column (signed values as their bits).
+    pub(crate) fn set(&mut self, column: Number, value: u64) {
+        self.present |= 1 << column as u16;
+        self.numbers[column as usize] = value;
+    }
+
+    fn get(&self, column: Number) -> Option<u64> {
+        (self.present & (1 << column as u16) != 0).then(|| self.numbers[column as usize])
+    }
+
+    fn get_signed(&self, column: Number) -> Option<i64> {
+        self.get(column).map(|bits| bits as i64)
+    }
+
+    /// The acting node's local clock reading, in nanoseconds.
+    pub fn local_ns(&self) -> Option<i64> {
+        self.get_signed(Number::LocalNs)
+    }
+
+    /// Fencing token carried by the call, granted, or applied.
+    pub fn token(&self) -> Option<u64> {
+        self.get(Number::Token)
+    }
+
+    /// Lease TTL requested, in nanoseconds.
+    pub fn ttl_ns(&self) -> Option<u64> {
+        self.get(Number::TtlNs)
+    }
+
+    /// Lock log: the fencing token of the lease the entry affected.
+    pub fn holder_token(&self) -> Option<u64> {
+        self.get(Number::HolderToken)
+    }
+
+    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
+    pub fn expires_ns(&self) -> Option<i64> {
+        self.get_signed(Number::ExpiresNs)
+    }
+
+    /// Store: the fence the store held when it rejected a write.
+    pub fn current_token(&self) -> Option<u64> {
+        self.get(Number::CurrentToken)
+    }
+
+    /// Store log: position of an applied write in the store's own order, from 1.
+    pub fn seq(&self) -> Option<u64> {
+        self.get(Number::Seq)
+    }
+
+    /// Nemesis: how long a fault lasts, in nanoseconds.
+    pub fn duration_ns(&self) -> Option<u64> {
+        self.get(Number::DurationNs)
+    }
+
+    /// Nemesis: clock jump, in nanoseconds.
+    pub fn jump_ns(&self) -> Option<i64> {
+        self.get_signed(Number::JumpNs)
+    }
+
+    /// Nemesis: clock drift, in parts per million.
+    pub fn drift_ppm(&self) -> Option<i64> {
+        self.get_signed(Number::DriftPpm)
+    }
+
+    /// Nemesis: how long each reply is held by a `delay-replies` fault, in nanoseconds.
+    pub fn delay_ns(&self) -> Option<u64> {
+        self.get(Number::DelayNs)
+    }
+
+    /// True if this is an event of the given type and operation.
+    pub fn is(&self, kind: EventType, f: Op) -> bool {
+        self.kind == kind && self.f == f
+    }
+
+    /// Packs `event`, adding its strings to `strings`.
+    pub fn pack(event: &Event, strings: &mut Strings) -> Row {
+        let mut text = |column: &Option<String>| column.as_deref().map(|text| strings.intern(text));
+        let mut row = Row {
+            index: event.index,
+            time_ns: event.time_ns,
+            kind: event.kind,
+            f: event.f,
+            lock: text(&event.lock),
+            key: text(&event.key),
+            owner: text(&event.owner),
+            write_id: text(&event.write_id),
+            value: text(&event.value),
+            holder: text(&event.holder),
+            target: text(&event.target),
+            error: text(&event.error),
+            ..Row::blank(strings.intern(&event.process))
+        };
+        let signed = |value: Option<i64>| value.map(|value| value as u64);
+        for (column, value) in [
+            (Number::LocalNs, signed(event.local_ns)),
+            (Number::Token, event.token),
+            (Number::TtlNs, event.ttl_ns),
+            (Number::HolderToken, event.holder_token),
+            (Number::ExpiresNs, signed(event.expires_ns)),
+            (Number::CurrentToken, event.current_token),
+            (Number::Seq, event.seq),
+            (Number::DurationNs, event.duration_ns),
+            (Number::JumpNs, signed(event.jump_ns)),
+            (Number::DriftPpm, signed(event.drift_ppm)),
+            (Number::DelayNs, event.delay_ns),
+        ] {
+            if let Some(value) = value {
+                row.set(column, value);
+            }
+        }
+        row
+    }
+
+    /// The event this row packs, its strings read from `strings`.
+    pub fn unpack(&self, strings: &Strings) -> Event {
+        let text = |column: Option<Sym>| column.map(|sym| strings.text(sym).to_owned());
+        Event {
+            index: self.index,
+            time_ns: self.time_ns,
+            local_ns: self.local_ns(),
+            lock: text(self.lock),
+            key: text(self.key),
+            owner: text(self.owner),
+            token: self.token(),
+            write_id: text(self.write_id),
+            value: text(self.value),
+            ttl_ns: self.ttl_ns(),
+            holder: text(self.holder),
+            holder_token: self.holder_token(),
+            expires_ns: self.expires_ns(),
+            current_token: self.current_token(),
+            seq: self.seq(),
+            target: text(self.target),
+            duration_ns: self.duration_ns(),
+            jump_ns: self.jump_ns(),
+            drift_ppm: self.drift_ppm(),
+            delay_ns: self.delay_ns(),
+            error: text(self.error),
+            ..Event::new(strings.text(self.process), self.kind, self.f)
+        }
+    }
+}
+
+/// A history in checking form: its rows in order and the strings they point into.
+#[derive(Default)]
+pub struct PackedHistory {
+    /// The events, in history order.
+    pub rows: Vec<Row>,
+    /// The distinct strings of all rows.
+    pub strings: Strings,
+}
+
+impl PackedHistory {
+    /// Packs every event of `history`.
+    pub fn pack(history: &History) -> PackedHistory {
+        let mut strings = Strings::new();
+        let rows = history
+            .events
+            .iter()
+            .map(|event| Row::pack(event, &mut strings))
+            .collect();
+        PackedHistory { rows, strings }
+    }
+
+    /// Reads a JSONL history file straight into checking form, validating the same
+    /// invariants as [`History::read_jsonl_file`]; `path` appears in every error message.
+    pub fn read_jsonl_file(path: &Path) -> Result<PackedHistory, HistoryError> {
+        let origin = path.display().to_string();
+        let file = std::fs::File::open(path).map_err(|source| HistoryError::Io {
+            path: origin.clone(),
+            source,
+        })?;
+        parse_lines(file, &origin)
+    }
+
+    /// Reads JSONL from any reader, naming `origin` in errors.
+    pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<PackedHistory, HistoryError> {
+        parse_lines(reader, origin)
+    }
+
+    /// The event at `position`, as it was before packing.
+    pub fn event(&self, position: usize) -> Event {
+        self.rows[position].unpack(&self.strings)
+    }
+
+    /// The text of `sym`.
+    pub fn text(&self, sym: Sym) -> &str {
+        self.strings.text(sym)
+    }
+
+    /// Every event, as before packing.
+    pub fn unpack(&self) -> History {
+        History {
+            events: self
+                .rows
+                .iter()
+                .map(|row| row.unpack(&self.strings))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_small_and_packing_loses_nothing() {
+        assert!(
+            std::mem::size_of::<Row>() <= 144,
+            "{}",
+            std::mem::size_of::<Row>()
+        );
+        let event = Event {
+            index: 3,
+            time_ns: 9,
+            local_ns: Some(-5),
+            lock: Some("L".into()),
+            key: Some("k".into()),
+            owner: Some("o".into()),
+            token: Some(u64::MAX),
+            write_id: Some("w1-3".into()),
+            value: Some("ünïcode".into()),
+            ttl_ns: Some(10),
+            holder: Some("o".into()),
+            holder_token: Some(0),
+            expires_ns: Some(i64::MIN),
+            current_token: Some(4),
+            seq: Some(9),
+            target: Some("w1".into()),
+            duration_ns: Some(12),
+            jump_ns: Some(i64::MAX),
+            drift_ppm: Some(-100),
+            delay_ns: Some(7),
+            error: Some("".into()),
+            ..Event::new("w1:renew", EventType::Info, Op::HealAcquireReply)
+        };
+        let bare = Event::new("w1", EventType::Invoke, Op::Read);
+        let history = History {
+            events: vec![event, bare],
+        };
+        let packed = PackedHistory::pack(&history);
+        assert_eq!(packed.unpack(), history);
+        // "o" as owner and holder, "w1" as target and process, "" (held from the start) as an
+        // error: each stored once.
+        assert_eq!(packed.rows[0].owner, packed.rows[0].holder);
+        assert_eq!(packed.rows[0].target, Some(packed.rows[1].process));
+        assert_eq!(packed.rows[0].error, packed.strings.find(""));
+        assert_eq!(packed.strings.len(), 8);
+        assert_eq!(packed.rows[1].token(), None);
+    }
+
+    #[test]
+    fn strings_are_stored_once_and_found_by_text() {
+        let mut strings = Strings::new();
+        let a = strings.intern("owner-a");
+        let b = strings.intern("owner-b");
+        assert_ne!(a, b);
+        assert_eq!(strings.intern("owner-a"), a);
+        assert_eq!(strings.find("owner-b"), Some(b));
+        assert_eq!(strings.find("owner-c"), None);
+        assert_eq!(strings.text(b), "owner-b");
+        assert_eq!((a.slot(), b.slot(), strings.len()), (1, 2, 3));
+        for n in 0..10_000 {
+            strings.intern(&format!("{n:032x}"));
+        }
+        assert_eq!(
+            strings.text(strings.find(&format!("{:032x}", 4321)).unwrap()),
+            format!("{:032x}", 4321)
+        );
+        assert_eq!(strings.len(), 10_003);
+    }
+}
