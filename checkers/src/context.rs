@@ -2,10 +2,11 @@
 //! only when some checker found something to explain) indexes for finding the events around an
 //! anomaly.
 //!
-//! Internally everything refers to events by *position* in `History::events`, never by trusting
-//! `index` to equal position; anomalies report `index` values. Detection passes are single
-//! linear scans in the checker modules; the explanation index is one more linear pass, built at
-//! most once per `check`, so checking stays O(n log n) however many anomalies there are.
+//! Internally everything refers to events by *position* in `PackedHistory::rows`, never by
+//! trusting `index` to equal position; anomalies report `index` values. Detection passes are
+//! single linear scans over the rows in the checker modules; the explanation index is one more
+//! linear pass, built at most once per `check`, so checking stays O(n log n) however many
+//! anomalies there are.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
