@@ -9,6 +9,7 @@
 //! (its pooled connections are driven by tasks of that runtime), and a call from another
 //! runtime makes a new one.
 
+use std::convert::Infallible;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -21,7 +22,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
-use crate::url::{redact_url, scheme_of};
+use crate::per_runtime::PerRuntime;
+use crate::url::shown_if_scheme;
 
 /// How long opening a TCP connection may take before the call fails as not applied.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -43,24 +45,15 @@ pub struct EtcdConnection {
     /// `http://host:port`, what the requests go to.
     base_url: String,
     shown_url: String,
-    /// The client and the runtime whose tasks drive its pooled connections.
-    live: tokio::sync::Mutex<Option<(tokio::runtime::Id, HttpClient)>>,
+    /// The client, kept for the runtime whose tasks drive its pooled connections.
+    live: PerRuntime<HttpClient>,
 }
 
 impl EtcdConnection {
     /// Checks `url` (`etcd://host:port`) without connecting. etcd's own authentication is not
     /// supported, so a URL with a user is refused rather than silently sent without one.
     pub fn open(url: &str) -> Result<EtcdConnection, String> {
-        let shown_url = redact_url(url);
-        match scheme_of(url) {
-            Some("etcd") => {}
-            other => {
-                return Err(format!(
-                    "expected an etcd://host:port URL, found scheme `{}` in {shown_url}",
-                    other.unwrap_or("")
-                ));
-            }
-        }
+        let shown_url = shown_if_scheme(url, &["etcd"], "an etcd://host:port URL")?;
         let authority = url["etcd://".len()..].trim_end_matches('/');
         if authority.contains('@') {
             return Err(format!(
@@ -78,7 +71,7 @@ impl EtcdConnection {
         Ok(EtcdConnection {
             base_url: format!("http://{authority}"),
             shown_url,
-            live: tokio::sync::Mutex::new(None),
+            live: PerRuntime::default(),
         })
     }
 
@@ -88,18 +81,16 @@ impl EtcdConnection {
     }
 
     async fn client(&self) -> HttpClient {
-        let runtime = tokio::runtime::Handle::current().id();
-        let mut live = self.live.lock().await;
-        if let Some((made_on, client)) = live.as_ref()
-            && *made_on == runtime
-        {
-            return client.clone();
-        }
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        connector.set_nodelay(true);
-        let client = Client::builder(TokioExecutor::new()).build(connector);
-        *live = Some((runtime, client.clone()));
+        let made = self.live.get_or_open(
+            |_| true,
+            || async {
+                let mut connector = HttpConnector::new();
+                connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+                connector.set_nodelay(true);
+                Ok::<_, Infallible>(Client::builder(TokioExecutor::new()).build(connector))
+            },
+        );
+        let Ok(client) = made.await;
         client
     }
 

@@ -11,6 +11,10 @@ pub mod etcd_conn;
 pub mod etcd_lock;
 #[cfg(feature = "etcd")]
 pub mod etcd_store;
+#[cfg(any(feature = "redis", feature = "zookeeper"))]
+mod log_entry;
+#[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
+mod per_runtime;
 #[cfg(feature = "postgres")]
 pub mod postgres_conn;
 #[cfg(feature = "postgres")]

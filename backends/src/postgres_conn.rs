@@ -11,7 +11,7 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use tokio_postgres::{Client, NoTls, Statement};
 
-use crate::url::{redact_url, scheme_of};
+use crate::url::shown_if_scheme;
 
 /// How long opening a connection (and creating the schema) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
@@ -56,16 +56,11 @@ impl PostgresConnection {
     /// Checks `url` (`postgres://user[:password]@host:port/db`) and `schema` (letters, digits
     /// and `_`) without connecting.
     pub fn open(url: &str, schema: &str) -> Result<PostgresConnection, String> {
-        let shown_url = redact_url(url);
-        match scheme_of(url) {
-            Some("postgres" | "postgresql") => {}
-            other => {
-                return Err(format!(
-                    "expected a postgres://user@host:port/db URL, found scheme `{}` in {shown_url}",
-                    other.unwrap_or("")
-                ));
-            }
-        }
+        let shown_url = shown_if_scheme(
+            url,
+            &["postgres", "postgresql"],
+            "a postgres://user@host:port/db URL",
+        )?;
         url.parse::<tokio_postgres::Config>()
             .map_err(|error| format!("bad PostgreSQL URL {shown_url}: {error}"))?;
         if schema.is_empty()

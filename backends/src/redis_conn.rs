@@ -10,7 +10,8 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use redis::aio::MultiplexedConnection;
 
-use crate::url::{redact_url, scheme_of};
+use crate::per_runtime::PerRuntime;
+use crate::url::shown_if_scheme;
 
 /// How long opening a connection may take before the call fails as not applied.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -19,30 +20,20 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 pub struct RedisConnection {
     client: redis::Client,
     shown_url: String,
-    /// The open connection and the runtime whose task drives it: a connection opened on a
-    /// runtime that has since ended is dead, so a call from another runtime reconnects.
-    live: tokio::sync::Mutex<Option<(tokio::runtime::Id, MultiplexedConnection)>>,
+    /// The open connection, kept for the runtime whose task drives it.
+    live: PerRuntime<MultiplexedConnection>,
 }
 
 impl RedisConnection {
     /// Checks `url` (`redis://host:port[/db]`) without connecting.
     pub fn open(url: &str) -> Result<RedisConnection, String> {
-        let shown_url = redact_url(url);
-        match scheme_of(url) {
-            Some("redis") => {}
-            other => {
-                return Err(format!(
-                    "expected a redis://host:port URL, found scheme `{}` in {shown_url}",
-                    other.unwrap_or("")
-                ));
-            }
-        }
+        let shown_url = shown_if_scheme(url, &["redis"], "a redis://host:port URL")?;
         let client = redis::Client::open(url)
             .map_err(|error| format!("bad Redis URL {shown_url}: {error}"))?;
         Ok(RedisConnection {
             client,
             shown_url,
-            live: tokio::sync::Mutex::new(None),
+            live: PerRuntime::default(),
         })
     }
 
@@ -53,31 +44,22 @@ impl RedisConnection {
 
     /// The live connection, opening one if needed. Failing to open one means nothing was sent.
     pub async fn get(&self) -> Result<MultiplexedConnection, CallError> {
-        let runtime = tokio::runtime::Handle::current().id();
-        let mut live = self.live.lock().await;
-        if let Some((opened_on, connection)) = live.as_ref()
-            && *opened_on == runtime
-        {
-            return Ok(connection.clone());
-        }
+        self.live.get_or_open(|_| true, || self.connect()).await
+    }
+
+    async fn connect(&self) -> Result<MultiplexedConnection, CallError> {
         let connecting = self.client.get_multiplexed_async_connection();
-        let connection = match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => {
-                return Err(CallError::NotApplied(format!(
-                    "cannot connect to Redis at {}: {error}",
-                    self.shown_url
-                )));
-            }
-            Err(_elapsed) => {
-                return Err(CallError::NotApplied(format!(
-                    "cannot connect to Redis at {}: no answer within {CONNECT_TIMEOUT:?}",
-                    self.shown_url
-                )));
-            }
-        };
-        *live = Some((runtime, connection.clone()));
-        Ok(connection)
+        match tokio::time::timeout(CONNECT_TIMEOUT, connecting).await {
+            Ok(Ok(connection)) => Ok(connection),
+            Ok(Err(error)) => Err(CallError::NotApplied(format!(
+                "cannot connect to Redis at {}: {error}",
+                self.shown_url
+            ))),
+            Err(_elapsed) => Err(CallError::NotApplied(format!(
+                "cannot connect to Redis at {}: no answer within {CONNECT_TIMEOUT:?}",
+                self.shown_url
+            ))),
+        }
     }
 
     /// Classifies an error from a command that was sent: its effect is unknown (a Lua script
@@ -85,7 +67,7 @@ impl RedisConnection {
     /// next call reconnects.
     pub async fn sent_error(&self, error: redis::RedisError) -> CallError {
         if error.is_io_error() || error.is_connection_dropped() || error.is_unrecoverable_error() {
-            *self.live.lock().await = None;
+            self.live.forget().await;
         }
         CallError::Unknown(format!("redis: {error}"))
     }

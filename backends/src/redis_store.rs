@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 use redis::Script;
 
+use crate::log_entry;
 use crate::redis_conn::RedisConnection;
 use crate::written_keys::WrittenKeys;
 
@@ -129,13 +130,7 @@ impl FencedStore for RedisStore {
                 .await
                 .ok()?;
             for (position, entry) in entries.iter().enumerate() {
-                let (token, write_id) = entry.split_once(' ')?;
-                log.push(AppliedWrite {
-                    seq: position as u64 + 1,
-                    key: key.clone(),
-                    fencing_token: token.parse().ok()?,
-                    write_id: write_id.to_string(),
-                });
+                log.push(log_entry::parse(position as u64 + 1, &key, entry)?);
             }
         }
         Some(log)

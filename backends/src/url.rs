@@ -42,6 +42,20 @@ pub fn scheme_of(url: &str) -> Option<&str> {
     url.split_once("://").map(|(scheme, _)| scheme)
 }
 
+/// `url` as it may be shown ([`redact_url`]) if its scheme is one of `schemes`; otherwise an
+/// error naming the URL form a backend expects (`form`: `a redis://host:port URL`) and the
+/// scheme found, so every backend refuses a wrong URL in the same words.
+pub fn shown_if_scheme(url: &str, schemes: &[&str], form: &str) -> Result<String, String> {
+    let shown_url = redact_url(url);
+    match scheme_of(url) {
+        Some(scheme) if schemes.contains(&scheme) => Ok(shown_url),
+        other => Err(format!(
+            "expected {form}, found scheme `{}` in {shown_url}",
+            other.unwrap_or("")
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,6 +79,23 @@ mod tests {
             "redis://127.0.0.1:6379"
         );
         assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_wrong_scheme_is_refused_in_words_without_the_password() {
+        assert_eq!(
+            shown_if_scheme("zk://h:1", &["zk", "zookeeper"], "a zk://host:port URL"),
+            Ok("zk://h:1".to_string())
+        );
+        assert_eq!(
+            shown_if_scheme("redis://u:pw@h:1", &["zk"], "a zk://host:port URL"),
+            Err("expected a zk://host:port URL, found scheme `redis` in redis://u:***@h:1".into())
+        );
+        assert!(
+            shown_if_scheme("h:1", &["zk"], "x")
+                .unwrap_err()
+                .contains("scheme ``")
+        );
     }
 
     #[test]

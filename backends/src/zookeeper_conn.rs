@@ -16,7 +16,8 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use zookeeper_client::{Client, Connector, SessionInfo};
 
-use crate::url::{redact_url, scheme_of};
+use crate::per_runtime::PerRuntime;
+use crate::url::shown_if_scheme;
 
 /// How long one call (connect included) may take before it is given up as unknown.
 pub const CALL_DEADLINE: Duration = Duration::from_secs(2);
@@ -29,9 +30,8 @@ pub struct ZookeeperConnection {
     /// `host:port[,host:port…]` as the client library wants it.
     cluster: String,
     shown_url: String,
-    /// The store session and the runtime whose task drives it: a session opened on a runtime
-    /// that has since ended is dead, so a call from another runtime opens a new one.
-    live: tokio::sync::Mutex<Option<(tokio::runtime::Id, Client)>>,
+    /// The store session, kept for the runtime whose task drives it.
+    live: PerRuntime<Client>,
 }
 
 /// A lease session just opened: the client to work through and the timeout the server granted.
@@ -45,16 +45,7 @@ pub struct LeaseSession {
 impl ZookeeperConnection {
     /// Checks `url` (`zk://host:port[,host:port…]`) without connecting.
     pub fn open(url: &str) -> Result<ZookeeperConnection, String> {
-        let shown_url = redact_url(url);
-        match scheme_of(url) {
-            Some("zk" | "zookeeper") => {}
-            other => {
-                return Err(format!(
-                    "expected a zk://host:port URL, found scheme `{}` in {shown_url}",
-                    other.unwrap_or("")
-                ));
-            }
-        }
+        let shown_url = shown_if_scheme(url, &["zk", "zookeeper"], "a zk://host:port URL")?;
         let rest = url.split_once("://").map_or("", |(_, rest)| rest);
         let cluster = rest.split(['/', '?']).next().unwrap_or("");
         if cluster.is_empty() || cluster.contains('@') {
@@ -65,7 +56,7 @@ impl ZookeeperConnection {
         Ok(ZookeeperConnection {
             cluster: cluster.to_string(),
             shown_url,
-            live: tokio::sync::Mutex::new(None),
+            live: PerRuntime::default(),
         })
     }
 
@@ -76,25 +67,19 @@ impl ZookeeperConnection {
 
     /// The store session, opening one if needed. Failing to open one means nothing was sent.
     pub async fn store_client(&self) -> Result<Client, CallError> {
-        let runtime = tokio::runtime::Handle::current().id();
-        let mut live = self.live.lock().await;
-        if let Some((opened_on, client)) = live.as_ref()
-            && *opened_on == runtime
-            && !client.state().is_terminated()
-        {
-            return Ok(client.clone());
-        }
         let connector = || {
             Client::connector()
                 .with_session_timeout(STORE_SESSION_TIMEOUT)
                 .with_fail_eagerly()
         };
-        let client = self
-            .connect(connector)
+        let open = || async {
+            self.connect(connector)
+                .await
+                .map_err(|failure| CallError::NotApplied(failure.to_string()))
+        };
+        self.live
+            .get_or_open(|client| !client.state().is_terminated(), open)
             .await
-            .map_err(|failure| CallError::NotApplied(failure.to_string()))?;
-        *live = Some((runtime, client.clone()));
-        Ok(client)
     }
 
     /// Opens a new lease session asking for `timeout`. Detached: once the caller drops the
@@ -186,7 +171,7 @@ impl ZookeeperConnection {
             error,
             zookeeper_client::Error::SessionExpired | zookeeper_client::Error::ClientClosed
         ) {
-            *self.live.lock().await = None;
+            self.live.forget().await;
         }
         CallError::Unknown(format!("zookeeper: {error}"))
     }

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use fencer_harness::{AppliedWrite, CallError, FencedStore, FencingToken, ReadValue, Written};
 use zookeeper_client::{Acls, Client, CreateMode, MultiWriteError};
 
+use crate::log_entry;
 use crate::written_keys::WrittenKeys;
 use crate::zookeeper_conn::{ZookeeperConnection, node_name, within};
 
@@ -112,7 +113,7 @@ impl ZookeeperStore {
             }));
         }
         let register = format!("{fencing_token}\n{write_id}\n{value}");
-        let entry = format!("{fencing_token} {write_id}");
+        let entry = log_entry::format(fencing_token, write_id);
         let sequential = CreateMode::PersistentSequential.with_acls(Acls::anyone_all());
         let mut multi = client.new_multi_writer();
         let built = multi
@@ -191,13 +192,7 @@ impl FencedStore for ZookeeperStore {
                     .ok()?
                     .ok()?;
                 let entry = String::from_utf8(data).ok()?;
-                let (token, write_id) = entry.split_once(' ')?;
-                log.push(AppliedWrite {
-                    seq: position as u64 + 1,
-                    key: key.clone(),
-                    fencing_token: token.parse().ok()?,
-                    write_id: write_id.to_string(),
-                });
+                log.push(log_entry::parse(position as u64 + 1, &key, &entry)?);
             }
         }
         Some(log)

@@ -243,8 +243,11 @@ fn search(ctx: &Context<'_>) -> Outcome {
             EventType::Nemesis | EventType::Log => {}
         }
     }
-    // Calls never answered may still have taken effect (writes only).
-    for (_, (invoke, key)) in open {
+    // Calls never answered may still have taken effect (writes only). Taken in history order,
+    // not the map's, so the search numbers them the same way on every machine.
+    let mut unanswered: Vec<(usize, Option<Sym>)> = open.into_values().collect();
+    unanswered.sort_unstable_by_key(|&(invoke, _)| invoke);
+    for (invoke, key) in unanswered {
         let row = &ctx.rows[invoke];
         if let (Op::Write, Some(key), Some(name)) = (row.f, key, named(row))
             && let Some(calls) = keys.get_mut(&key)

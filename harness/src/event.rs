@@ -271,6 +271,36 @@ impl Event {
     }
 }
 
+/// An event with every column set, negative where a column may be: a fixture for the tests of
+/// every form an event takes (JSON line, packed row).
+#[cfg(test)]
+pub(crate) fn every_column() -> Event {
+    Event {
+        index: 7,
+        time_ns: 1_000_000_007,
+        local_ns: Some(-5),
+        lock: Some("L".into()),
+        key: Some("k".into()),
+        owner: Some("0123456789abcdef0123456789abcdef".into()),
+        token: Some(u64::MAX),
+        write_id: Some("w1-3".into()),
+        value: Some("ünïcode".into()),
+        ttl_ns: Some(10),
+        holder: Some("h".into()),
+        holder_token: Some(0),
+        expires_ns: Some(i64::MIN + 1),
+        current_token: Some(4),
+        seq: Some(9),
+        target: Some("w1".into()),
+        duration_ns: Some(12),
+        jump_ns: Some(i64::MAX),
+        drift_ppm: Some(-100),
+        delay_ns: Some(3),
+        error: Some("busy".into()),
+        ..Event::new("w1:renew", EventType::Info, Op::HealAcquireReply)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -419,29 +419,12 @@ mod tests {
             "{}",
             std::mem::size_of::<Row>()
         );
+        // The owner again as holder, "" as an error, the lowest i64 (whose bits are u64's top).
         let event = Event {
-            index: 3,
-            time_ns: 9,
-            local_ns: Some(-5),
-            lock: Some("L".into()),
-            key: Some("k".into()),
-            owner: Some("o".into()),
-            token: Some(u64::MAX),
-            write_id: Some("w1-3".into()),
-            value: Some("ünïcode".into()),
-            ttl_ns: Some(10),
-            holder: Some("o".into()),
-            holder_token: Some(0),
-            expires_ns: Some(i64::MIN),
-            current_token: Some(4),
-            seq: Some(9),
-            target: Some("w1".into()),
-            duration_ns: Some(12),
-            jump_ns: Some(i64::MAX),
-            drift_ppm: Some(-100),
-            delay_ns: Some(7),
+            holder: Some("0123456789abcdef0123456789abcdef".into()),
             error: Some("".into()),
-            ..Event::new("w1:renew", EventType::Info, Op::HealAcquireReply)
+            expires_ns: Some(i64::MIN),
+            ..crate::event::every_column()
         };
         let bare = Event::new("w1", EventType::Invoke, Op::Read);
         let history = History {
@@ -449,8 +432,8 @@ mod tests {
         };
         let packed = PackedHistory::pack(&history);
         assert_eq!(packed.unpack(), history);
-        // "o" as owner and holder, "w1" as target and process, "" (held from the start) as an
-        // error: each stored once.
+        // The owner token as owner and holder, "w1" as target and process, "" (held from the
+        // start) as an error: each stored once.
         assert_eq!(packed.rows[0].owner, packed.rows[0].holder);
         assert_eq!(packed.rows[0].target, Some(packed.rows[1].process));
         assert_eq!(packed.rows[0].error, packed.strings.find(""));

@@ -24,11 +24,11 @@ pub fn both_clocks(event: &Event) -> String {
 }
 
 /// A server's role in words: `the lock service`, `the store`.
-fn server_name(target: &str) -> String {
+fn server_name(target: &str) -> &str {
     match target {
-        "lock" => "the lock service".into(),
-        "store" => "the store".into(),
-        other => other.into(),
+        "lock" => "the lock service",
+        "store" => "the store",
+        other => other,
     }
 }
 
@@ -58,6 +58,8 @@ pub fn describe(event: &Event) -> String {
         .as_deref()
         .map_or(String::new(), |error| format!(" ({error})"));
     let target = opt(&event.target);
+    // A server fault's target as a reader knows it (`the lock service`, not `lock`).
+    let server = server_name(&target);
     let duration = event
         .duration_ns
         .map_or(String::new(), |d| format!(" for {}", secs(d)));
@@ -126,52 +128,36 @@ pub fn describe(event: &Event) -> String {
         }
         (EventType::Nemesis, Op::HealWrite) => format!("writes from {target} flow again"),
         (EventType::Nemesis, Op::Restart) => {
-            format!("the nemesis restarted {}{duration}", server_name(&target))
+            format!("the nemesis restarted {server}{duration}")
         }
-        (EventType::Nemesis, Op::Recover) => format!("{} answers again", server_name(&target)),
+        (EventType::Nemesis, Op::Recover) => format!("{server} answers again"),
         (EventType::Nemesis, Op::ServerPause) => {
-            format!(
-                "the nemesis froze {} (SIGSTOP){duration}",
-                server_name(&target)
-            )
+            format!("the nemesis froze {server} (SIGSTOP){duration}")
         }
         (EventType::Nemesis, Op::ServerResume) => {
-            format!("{} runs again (SIGCONT)", server_name(&target))
+            format!("{server} runs again (SIGCONT)")
         }
         (EventType::Nemesis, Op::Partition) => {
-            format!(
-                "the nemesis cut {} off the network{duration}",
-                server_name(&target)
-            )
+            format!("the nemesis cut {server} off the network{duration}")
         }
         (EventType::Nemesis, Op::HealPartition) => {
-            format!("{} is reachable again", server_name(&target))
+            format!("{server} is reachable again")
         }
         (EventType::Nemesis, Op::DelayReplies) => format!(
-            "the nemesis began holding replies from {} for {}{duration}",
-            server_name(&target),
+            "the nemesis began holding replies from {server} for {}{duration}",
             event.delay_ns.map_or("?".into(), secs)
         ),
         (EventType::Nemesis, Op::HealDelayReplies) => {
-            format!(
-                "replies from {} arrive promptly again",
-                server_name(&target)
-            )
+            format!("replies from {server} arrive promptly again")
         }
         (EventType::Nemesis, Op::DropReplies) => {
-            format!(
-                "the nemesis began losing replies from {}{duration}",
-                server_name(&target)
-            )
+            format!("the nemesis began losing replies from {server}{duration}")
         }
         (EventType::Nemesis, Op::HealDropReplies) => {
-            format!("replies from {} flow again", server_name(&target))
+            format!("replies from {server} flow again")
         }
         (EventType::Nemesis, Op::Cut) => {
-            format!(
-                "the nemesis closed every connection to {}",
-                server_name(&target)
-            )
+            format!("the nemesis closed every connection to {server}")
         }
         (kind, f) => format!("{who} {kind:?} {}", f.name()),
     }
