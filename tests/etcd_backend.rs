@@ -11,45 +11,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer::backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
-use fencer::drive::RunNames;
-use fencer::real::{run_real, unique_tag};
-use fencer::servers::ServerGuard;
-use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Written, check};
-use fencer_harness::{EventType, Op};
-use support::{reachable, stale_release_plan, stale_write_plan, stretched};
+use fencer::real::unique_tag;
+use fencer::servers::{PrivateBackend, ServerGuard};
+use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Written};
+use support::{FencedVerdict, stale_release_plan, stale_write_plan, stretched};
 
-/// A private etcd and a connection to it, or `None` (after the skip line) when `etcd` is not
-/// installed.
-fn private_etcd(test: &str) -> Option<(ServerGuard, Arc<EtcdConnection>)> {
-    let server =
-        support::started_or_skipped(test, "a private etcd", "etcd-server", ServerGuard::etcd())?;
-    let url = format!("etcd://127.0.0.1:{}", server.port());
-    let connection = Arc::new(EtcdConnection::open(&url).unwrap());
-    reachable(test, "a private etcd", "etcd-server", connection.ping())
-        .then_some((server, connection))
-}
-
-fn backends(
-    connection: &Arc<EtcdConnection>,
-    lock: EtcdLockRules,
-    store: EtcdStoreRules,
-) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
-    (
-        Arc::new(EtcdLock::new(Arc::clone(connection), lock)),
-        Arc::new(EtcdStore::new(Arc::clone(connection), store)),
-    )
+/// A private etcd and its URL, or `None` (after the skip line) when `etcd` is not installed.
+fn private_etcd(test: &str) -> Option<(ServerGuard, String)> {
+    let (server, url) = support::private_guard(test, PrivateBackend::Etcd, ServerGuard::etcd())?;
+    support::url_reachable(test, "a private etcd", "etcd-server", &url).then_some((server, url))
 }
 
 #[test]
 fn etcd_reference_lock_and_fenced_store_show_no_anomaly_under_faults() {
-    let Some((_server, connection)) = private_etcd("etcd_reference") else {
+    let Some((_server, url)) = private_etcd("etcd_reference") else {
         return;
     };
-    let (lock, store) = backends(
-        &connection,
-        EtcdLockRules::Reference,
-        EtcdStoreRules::Fenced,
-    );
+    let (lock, store) = support::adapters(&url, &url);
     support::assert_clean_under_faults_at(
         "etcd_reference_lock_and_fenced_store_show_no_anomaly_under_faults",
         lock,
@@ -60,63 +38,36 @@ fn etcd_reference_lock_and_fenced_store_show_no_anomaly_under_faults() {
 
 #[test]
 fn etcd_fenced_store_refuses_the_stale_write_the_unfenced_one_accepts() {
-    let Some((_server, connection)) = private_etcd("etcd_stale_write") else {
+    let Some((_server, url)) = private_etcd("etcd_stale_write") else {
         return;
     };
-    let plan = stretched(stale_write_plan(), 10, 3);
-    let run = |rules| {
-        let (lock, store) = backends(&connection, EtcdLockRules::Reference, rules);
-        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
-        (check(&history), history)
-    };
-    let (fenced, history) = run(EtcdStoreRules::Fenced);
     // w0's renewal (two round trips on etcd: owner check, keep-alive) may be cut off when its
-    // worker moves on, which leaves the checker honestly unsure; it must never prove an anomaly,
-    // and the stale write must have been refused.
-    support::assert_verdict_not_invalid(&fenced);
-    assert!(
-        history
-            .events
-            .iter()
-            .any(|e| e.process == "w0" && e.f == Op::Write && e.kind == EventType::Fail),
-        "the fence refused w0's stale write"
-    );
-    let (unfenced, _) = run(EtcdStoreRules::Unfenced);
-    assert!(
-        unfenced.anomaly_counts.contains_key("stale-write-accepted"),
-        "{}",
-        unfenced.summary_line()
+    // worker moves on, which leaves the checker honestly unsure: never invalid, not always valid.
+    let (fenced, unfenced) = support::fenced_and_unfenced(&url, &url);
+    support::assert_fence_refuses_the_stale_write(
+        &fenced,
+        &unfenced,
+        &stretched(stale_write_plan(), 10, 3),
+        FencedVerdict::NotInvalid,
     );
 }
 
 #[test]
 fn etcd_release_without_owner_compare_is_caught() {
-    let Some((_server, connection)) = private_etcd("etcd_unsafe_release") else {
+    let Some((_server, url)) = private_etcd("etcd_unsafe_release") else {
         return;
     };
+    let (reference, broken) = support::safe_and_unsafe_release(&url);
     let plan = stretched(stale_release_plan(), 10, 3);
-    let run = |rules| {
-        let (lock, store) = backends(&connection, rules, EtcdStoreRules::Fenced);
-        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
-        check(&history)
-    };
-    let reference = run(EtcdLockRules::Reference);
-    support::assert_verdict_not_invalid(&reference);
-    let unsafe_release = run(EtcdLockRules::UnsafeRelease);
-    assert!(
-        unsafe_release
-            .anomaly_counts
-            .contains_key("foreign-release"),
-        "{}",
-        unsafe_release.summary_line()
-    );
+    support::assert_unsafe_release_is_caught(&reference, &broken, &plan, 1);
 }
 
 #[test]
 fn etcd_lease_token_and_fence_follow_the_contract_call_by_call() {
-    let Some((_server, connection)) = private_etcd("etcd_contract") else {
+    let Some((_server, url)) = private_etcd("etcd_contract") else {
         return;
     };
+    let connection = Arc::new(EtcdConnection::open(&url).unwrap());
     let lock = EtcdLock::new(Arc::clone(&connection), EtcdLockRules::Reference);
     let store = EtcdStore::new(connection, EtcdStoreRules::Fenced);
     let name = format!("fencer/{}/lock", unique_tag(0));
@@ -205,18 +156,9 @@ fn etcd_lease_token_and_fence_follow_the_contract_call_by_call() {
 
 #[test]
 fn unreachable_etcd_answers_not_applied_at_once() {
-    // Port 1 on loopback: nothing listens, the connect is refused at once.
-    let connection = Arc::new(EtcdConnection::open("etcd://127.0.0.1:1").unwrap());
-    let (lock, store) = backends(
-        &connection,
-        EtcdLockRules::Reference,
-        EtcdStoreRules::Fenced,
+    support::assert_unreachable_answers_not_applied_at_once(
+        "etcd://127.0.0.1:1",
+        "cannot connect to etcd at etcd://127.0.0.1:1",
+        Duration::from_secs(1),
     );
-    let runtime = fencer_harness::runtime::real_runtime().unwrap();
-    let error = runtime.block_on(connection.ping()).unwrap_err();
-    assert!(
-        error.contains("cannot connect to etcd at etcd://127.0.0.1:1"),
-        "{error}"
-    );
-    support::assert_calls_not_applied(&*lock, &*store, Duration::from_secs(1));
 }

@@ -12,61 +12,34 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
 use fencer::drive::RunNames;
 use fencer::real::run_real;
-use fencer::servers::ServerGuard;
-use fencer::{Acquired, FencedStore, LockService, OwnerToken};
+use fencer::servers::{PrivateBackend, ServerGuard};
+use fencer::{Acquired, OwnerToken};
 use support::{stale_release_plan, stretched};
 
-/// A private etcd, or `None` (after the skip line) when `etcd` is not installed.
-fn private_etcd(test: &str) -> Option<ServerGuard> {
-    support::started_or_skipped(test, "a private etcd", "etcd-server", ServerGuard::etcd())
-}
-
-fn adapters(port: u16) -> (Arc<EtcdLock>, Arc<dyn FencedStore>) {
-    let connection = Arc::new(EtcdConnection::open(&format!("etcd://127.0.0.1:{port}")).unwrap());
-    (
-        Arc::new(EtcdLock::new(
-            Arc::clone(&connection),
-            EtcdLockRules::Reference,
-        )),
-        Arc::new(EtcdStore::new(connection, EtcdStoreRules::Fenced)),
-    )
+/// A private etcd and its URL, or `None` (after the skip line) when `etcd` is not installed.
+fn private_etcd(test: &str) -> Option<(ServerGuard, String)> {
+    support::private_guard(test, PrivateBackend::Etcd, ServerGuard::etcd())
 }
 
 #[test]
 fn etcd_frozen_longer_than_a_lease_gives_unknown_calls_not_anomalies() {
-    let Some(server) = private_etcd("etcd_sigstop") else {
+    let Some((server, url)) = private_etcd("etcd_sigstop") else {
         return;
     };
-    let (lock, store) = adapters(server.port());
     let plan = stretched(stale_release_plan(), 10, 3);
-    let started = Instant::now();
-    let history = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(700));
-            server.pause().unwrap();
-            // 2.5 s frozen: longer than the 1 s lease.
-            std::thread::sleep(Duration::from_millis(2_500));
-            server.resume().unwrap();
-        });
-        run_real(&plan, lock, store, RunNames::tagged("sigstop")).unwrap()
-    });
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "the run must not hang"
-    );
-    support::assert_not_invalid(&history);
-    support::assert_some_calls_unknown(&history, "calls sent to a frozen server must end as info");
+    // 2.5 s frozen: longer than the 1 s lease.
+    let freeze = (Duration::from_millis(700), Duration::from_millis(2_500));
+    support::run_while_frozen(&server, &url, &plan, freeze, Duration::from_secs(30));
 }
 
 #[test]
 fn etcd_killed_and_restarted_mid_run_keeps_fencing_tokens_monotonic() {
-    let Some(mut server) = private_etcd("etcd_restart") else {
+    let Some((mut server, url)) = private_etcd("etcd_restart") else {
         return;
     };
-    let (lock, store) = adapters(server.port());
+    let (lock, store) = support::adapters(&url, &url);
     let mut plan = stretched(stale_release_plan(), 10, 3);
     plan.faults.clear();
     let started = Instant::now();
@@ -77,13 +50,8 @@ fn etcd_killed_and_restarted_mid_run_keeps_fencing_tokens_monotonic() {
             std::thread::sleep(Duration::from_millis(500));
             server.restart().unwrap();
         });
-        let history = run_real(
-            &plan,
-            Arc::clone(&lock) as Arc<dyn LockService>,
-            store,
-            RunNames::tagged("restart"),
-        )
-        .unwrap();
+        let history =
+            run_real(&plan, Arc::clone(&lock), store, RunNames::tagged("restart")).unwrap();
         restarter.join().unwrap();
         history
     });
@@ -92,14 +60,11 @@ fn etcd_killed_and_restarted_mid_run_keeps_fencing_tokens_monotonic() {
         "the run must not hang"
     );
     support::assert_not_invalid(&history);
+    // w0 was granted the lease before the kill.
     let before: Vec<u64> = support::granted_tokens(&history)
         .into_iter()
         .map(|(_, token)| token)
         .collect();
-    assert!(
-        !before.is_empty(),
-        "w0 was granted the lease before the kill"
-    );
     // The revision counter came back from the data dir: a grant now outranks every earlier one.
     let runtime = fencer_harness::runtime::real_runtime().unwrap();
     let after = runtime
@@ -112,26 +77,13 @@ fn etcd_killed_and_restarted_mid_run_keeps_fencing_tokens_monotonic() {
     let Acquired::Granted { fencing_token } = after else {
         panic!("a fresh lock is free after the restart: {after:?}")
     };
-    let newest_before = before.iter().max().copied().unwrap_or(0);
-    assert!(
-        fencing_token > newest_before,
-        "first token after the restart {fencing_token} must exceed {newest_before}"
-    );
+    support::assert_token_after_restart_outranks(fencing_token, &before);
 }
 
 #[test]
 fn a_started_etcd_is_stopped_even_when_the_test_panics() {
-    let Some(server) = private_etcd("etcd_guard") else {
+    let Some((server, _)) = private_etcd("etcd_guard") else {
         return;
     };
-    let port = server.port();
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let _server = server;
-        panic!("a failing test");
-    }));
-    assert!(panicked.is_err());
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "the guard killed etcd while unwinding"
-    );
+    support::assert_guard_stops_the_server_on_panic(server);
 }

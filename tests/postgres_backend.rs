@@ -9,21 +9,20 @@ mod support;
 
 use std::sync::Arc;
 
-use fencer::backends::{PostgresConnection, PostgresLock, PostgresStore, PostgresStoreRules};
-use fencer::drive::RunNames;
-use fencer::real::{run_real, unique_tag};
-use fencer::{FencedStore, LockService, Validity, check};
-use fencer_harness::{EventType, Op};
-use support::{reachable, stale_write_plan};
+use fencer::backends::PostgresConnection;
+use fencer::real::unique_tag;
+use support::{FencedVerdict, stale_write_plan, with_query};
 
 fn postgres_url() -> String {
     std::env::var("FENCER_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
-/// A fresh schema on the test server, dropped when the test ends (even by a panic).
+/// A fresh schema on the test server, dropped when the test ends (even by a panic), and the
+/// URL (`?schema=`) that puts a run's lock and store in it.
 struct FreshSchema {
     connection: Arc<PostgresConnection>,
+    url: String,
 }
 
 impl Drop for FreshSchema {
@@ -38,18 +37,9 @@ fn connect(test: &str) -> Option<FreshSchema> {
     let schema = format!("fencer_{}", unique_tag(0).replace('-', "_"));
     let connection =
         Arc::new(PostgresConnection::open(&postgres_url(), &schema).expect("a valid URL"));
-    reachable(test, "PostgreSQL", "postgresql", connection.ping())
-        .then_some(FreshSchema { connection })
-}
-
-fn backends(
-    connection: &Arc<PostgresConnection>,
-    store: PostgresStoreRules,
-) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
-    (
-        Arc::new(PostgresLock::new(Arc::clone(connection))),
-        Arc::new(PostgresStore::new(Arc::clone(connection), store)),
-    )
+    let url = with_query(&postgres_url(), &format!("schema={schema}"));
+    support::reachable(test, "PostgreSQL", "postgresql", connection.ping())
+        .then_some(FreshSchema { connection, url })
 }
 
 #[test]
@@ -57,7 +47,7 @@ fn postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults() {
     let Some(fresh) = connect("postgres_reference") else {
         return;
     };
-    let (lock, store) = backends(&fresh.connection, PostgresStoreRules::Fenced);
+    let (lock, store) = support::adapters(&fresh.url, &fresh.url);
     support::assert_clean_under_faults(
         "postgres_lease_table_and_fenced_store_show_no_anomaly_under_faults",
         lock,
@@ -70,71 +60,34 @@ fn postgres_store_without_the_fence_condition_is_caught() {
     let Some(fresh) = connect("postgres_unfenced") else {
         return;
     };
-    let plan = stale_write_plan();
-    let run = |rules| {
-        let (lock, store) = backends(&fresh.connection, rules);
-        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
-        check(&history)
-    };
-    let fenced = run(PostgresStoreRules::Fenced);
-    assert_eq!(
-        fenced.validity,
-        Validity::Valid,
-        "{}",
-        fenced.summary_line()
-    );
-    let unfenced = run(PostgresStoreRules::Unfenced);
-    assert!(
-        unfenced.anomaly_counts.contains_key("stale-write-accepted"),
-        "{}",
-        unfenced.summary_line()
+    let (fenced, unfenced) = support::fenced_and_unfenced(&fresh.url, &fresh.url);
+    support::assert_fence_refuses_the_stale_write(
+        &fenced,
+        &unfenced,
+        &stale_write_plan(),
+        FencedVerdict::Valid,
     );
 }
 
+/// The stale write reaches PostgreSQL under a Redis lock and is refused there; without the fence
+/// condition it is accepted and caught.
 #[cfg(feature = "redis")]
 #[test]
 fn redis_lock_mixes_with_a_postgres_store() {
-    use fencer::backends::{RedisConnection, RedisLock, RedisLockRules};
-    let Some(fresh) = connect("redis_lock_postgres_store") else {
+    let test = "redis_lock_postgres_store";
+    let Some(fresh) = connect(test) else {
         return;
     };
-    let redis_url =
-        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let redis = Arc::new(RedisConnection::open(&redis_url).unwrap());
-    if !reachable(
-        "redis_lock_postgres_store",
-        "Redis",
-        "redis-server",
-        redis.ping(),
-    ) {
+    let redis_url = support::redis_url();
+    if !support::url_reachable(test, "Redis", "redis-server", &redis_url) {
         return;
     }
-    let lock: Arc<dyn LockService> = Arc::new(RedisLock::new(redis, RedisLockRules::Reference));
-    let store: Arc<dyn FencedStore> = Arc::new(PostgresStore::new(
-        Arc::clone(&fresh.connection),
-        PostgresStoreRules::Fenced,
-    ));
-    let history = run_real(
+    let (fenced, unfenced) = support::fenced_and_unfenced(&redis_url, &fresh.url);
+    support::assert_fence_refuses_the_stale_write(
+        &fenced,
+        &unfenced,
         &stale_write_plan(),
-        lock,
-        store,
-        RunNames::tagged(&unique_tag(0)),
-    )
-    .unwrap();
-    let verdict = check(&history);
-    assert_eq!(
-        verdict.validity,
-        Validity::Valid,
-        "{}",
-        verdict.summary_line()
-    );
-    // The stale write reached PostgreSQL and was refused there.
-    assert!(
-        history
-            .events
-            .iter()
-            .any(|e| e.is(EventType::Fail, Op::Write) && e.error.as_deref() == Some("rejected")),
-        "the stale write was not refused by the store"
+        FencedVerdict::Valid,
     );
 }
 

@@ -8,67 +8,36 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
-use fencer::connect::{lock_from_url, store_from_url};
 use fencer::drive::RunNames;
-use fencer::real::{run_real, run_real_with_servers};
-use fencer::servers::{PrivateServer, ServerGuard};
-use fencer::{FencedStore, LockService, Validity, check};
+use fencer::real::run_real;
+use fencer::servers::{PrivateBackend, ServerGuard};
 use fencer_harness::{EventType, Op};
-use support::{
-    assert_jump_let_a_second_worker_in_early, clock_jump_plan, server_targets, stale_release_plan,
-};
+use support::stale_release_plan;
 
-/// A private Redis, or `None` (after the skip line) when `redis-server` is not installed.
-fn private_redis(test: &str) -> Option<ServerGuard> {
-    support::started_or_skipped(
-        test,
-        "a private Redis",
-        "redis-server",
-        ServerGuard::redis(),
-    )
-}
-
-fn adapters(port: u16) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
-    let connection = Arc::new(RedisConnection::open(&format!("redis://127.0.0.1:{port}")).unwrap());
-    (
-        Arc::new(RedisLock::new(
-            Arc::clone(&connection),
-            RedisLockRules::Reference,
-        )),
-        Arc::new(RedisStore::new(connection, RedisStoreRules::Fenced)),
-    )
+/// A private Redis and its URL, or `None` (after the skip line) when `redis-server` is not
+/// installed.
+fn private_redis(test: &str) -> Option<(ServerGuard, String)> {
+    support::private_guard(test, PrivateBackend::Redis, ServerGuard::redis())
 }
 
 #[test]
 fn redis_frozen_mid_run_gives_unknown_calls_not_anomalies() {
-    let Some(server) = private_redis("redis_sigstop") else {
+    let Some((server, url)) = private_redis("redis_sigstop") else {
         return;
     };
-    let (lock, store) = adapters(server.port());
-    let plan = stale_release_plan();
-    let history = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
-            server.pause().unwrap();
-            std::thread::sleep(Duration::from_millis(700));
-            server.resume().unwrap();
-        });
-        run_real(&plan, lock, store, RunNames::tagged("sigstop")).unwrap()
-    });
-    support::assert_not_invalid(&history);
-    support::assert_some_calls_unknown(&history, "calls sent to a frozen server must end as info");
+    let freeze = (Duration::from_millis(200), Duration::from_millis(700));
+    let deadline = Duration::from_secs(20);
+    support::run_while_frozen(&server, &url, &stale_release_plan(), freeze, deadline);
 }
 
 #[test]
 fn redis_killed_mid_run_ends_on_time_with_honest_outcomes() {
-    let Some(mut server) = private_redis("redis_killed") else {
+    let Some((mut server, url)) = private_redis("redis_killed") else {
         return;
     };
-    let (lock, store) = adapters(server.port());
+    let (lock, store) = support::adapters(&url, &url);
     // One worker holding the lease when the server dies (a second would retry its acquire
     // against a dead server until its attempts run out).
     let mut plan = stale_release_plan();
@@ -104,70 +73,16 @@ fn redis_killed_mid_run_ends_on_time_with_honest_outcomes() {
 
 #[test]
 fn a_started_server_is_stopped_even_when_the_test_panics() {
-    let Some(server) = private_redis("redis_guard") else {
+    let Some((server, _)) = private_redis("redis_guard") else {
         return;
     };
-    let port = server.port();
-    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let _server = server;
-        panic!("a failing test");
-    }));
-    assert!(panicked.is_err());
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
-        "the guard killed the server while unwinding"
-    );
+    support::assert_guard_stops_the_server_on_panic(server);
 }
 
 #[test]
 fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stale_write() {
-    let server = match PrivateServer::start("private:redis") {
-        Ok(server) => Arc::new(server),
-        Err(error) => {
-            let probe = async move { Err(error) };
-            assert!(!support::reachable(
-                "redis_clock_jump",
-                "a private Redis",
-                "redis-server",
-                probe
-            ));
-            return;
-        }
+    let Some(server) = support::private_server("redis_clock_jump", "private:redis") else {
+        return;
     };
-    let plan = clock_jump_plan();
-    let run = |variant: &str, tag: &str| {
-        let lock = lock_from_url(&server.url()).unwrap();
-        let store = store_from_url(&format!("{}{variant}", server.url())).unwrap();
-        run_real_with_servers(
-            &plan,
-            lock.adapter,
-            store.adapter,
-            RunNames::tagged(tag),
-            server_targets(&server, &["lock"]),
-        )
-        .unwrap()
-    };
-    let fenced = run("", "jump-fenced");
-    let verdict = check(&fenced);
-    assert_eq!(
-        verdict.validity,
-        Validity::Valid,
-        "{}",
-        verdict.summary_line()
-    );
-    assert!(
-        fenced
-            .events
-            .iter()
-            .any(|e| e.kind == EventType::Nemesis && e.f == Op::ClockJump)
-    );
-    assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
-    let unfenced = run("?variant=unfenced", "jump-unfenced");
-    let verdict = check(&unfenced);
-    assert_eq!(
-        verdict.validity,
-        Validity::Invalid,
-        "{}",
-        verdict.summary_line()
-    );
+    support::assert_clock_jump_is_stopped_only_by_the_fence(&server, "jump");
 }

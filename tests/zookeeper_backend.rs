@@ -10,48 +10,43 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencer::backends::{
-    ZookeeperConnection, ZookeeperLock, ZookeeperLockRules, ZookeeperStore, ZookeeperStoreRules,
-};
-use fencer::drive::RunNames;
-use fencer::real::{run_real, unique_tag};
-use fencer::servers::ServerGuard;
-use fencer::{Acquired, CallError, FencedStore, LockService, Owned, OwnerToken, Validity, check};
-use fencer_harness::{EventType, Op};
-use support::{stale_release_plan, stale_write_plan};
-
-/// A private ZooKeeper, or `None` (after the skip line) when it is not installed.
-fn private_zookeeper(test: &str, faked_clock: bool) -> Option<ServerGuard> {
-    let started = ServerGuard::zookeeper(faked_clock);
-    support::started_or_skipped(test, "a private ZooKeeper", "zookeeper", started)
-}
-
-fn connection(port: u16) -> Arc<ZookeeperConnection> {
-    Arc::new(ZookeeperConnection::open(&format!("zk://127.0.0.1:{port}")).unwrap())
-}
-
-fn backends(
-    connection: &Arc<ZookeeperConnection>,
-    lock: ZookeeperLockRules,
-    store: ZookeeperStoreRules,
-) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
-    (
-        Arc::new(ZookeeperLock::new(Arc::clone(connection), lock)),
-        Arc::new(ZookeeperStore::new(Arc::clone(connection), store)),
-    )
-}
+use fencer::backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+use fencer::real::unique_tag;
+use fencer::servers::{PrivateBackend, ServerGuard};
+use fencer::{Acquired, CallError, LockService, Owned, OwnerToken};
+use support::{FencedVerdict, stale_release_plan, stale_write_plan};
 
 #[test]
 fn zookeeper_adapters_against_a_private_server() {
-    let Some(server) = private_zookeeper("zookeeper_backend", false) else {
+    let started = ServerGuard::zookeeper(false);
+    let test = "zookeeper_backend";
+    let Some((_server, url)) = support::private_guard(test, PrivateBackend::Zookeeper, started)
+    else {
         return;
     };
-    let connection = connection(server.port());
+    let connection = Arc::new(ZookeeperConnection::open(&url).unwrap());
     a_paused_holders_session_expires_and_the_next_owner_gets_a_newer_token(&connection);
     a_ttl_beyond_the_servers_clamp_is_refused(&connection);
-    reference_lock_and_fenced_store_show_no_anomaly_under_faults(&connection);
-    fenced_store_refuses_the_stale_write_the_unfenced_one_accepts(&connection);
-    release_without_owner_check_is_caught(&connection);
+    let (lock, store) = support::adapters(&url, &url);
+    support::assert_clean_under_faults(
+        "zookeeper_reference_lock_and_fenced_store_show_no_anomaly_under_faults",
+        lock,
+        store,
+    );
+    // The frozen holder's renewal, in flight when it moves on to release, may be cut off
+    // (`info`: a renew is a reconnect, slower than a Redis script), which leaves the checker
+    // honestly unsure about that release: never invalid, not always valid.
+    let (fenced, unfenced) = support::fenced_and_unfenced(&url, &url);
+    support::assert_fence_refuses_the_stale_write(
+        &fenced,
+        &unfenced,
+        &stale_write_plan(),
+        FencedVerdict::NotInvalid,
+    );
+    // The bug shows only when the frozen holder's release lands while the next holder's node
+    // is the lowest; on a loaded machine the timing can miss it, so up to three runs.
+    let (reference, broken) = support::safe_and_unsafe_release(&url);
+    support::assert_unsafe_release_is_caught(&reference, &broken, &stale_release_plan(), 3);
 }
 
 /// The lease lives only while its holder renews: renewing keeps a rival out for many TTLs; a
@@ -122,102 +117,13 @@ fn a_ttl_beyond_the_servers_clamp_is_refused(connection: &Arc<ZookeeperConnectio
     }
 }
 
-fn reference_lock_and_fenced_store_show_no_anomaly_under_faults(
-    connection: &Arc<ZookeeperConnection>,
-) {
-    let (lock, store) = backends(
-        connection,
-        ZookeeperLockRules::Reference,
-        ZookeeperStoreRules::Fenced,
-    );
-    support::assert_clean_under_faults(
-        "zookeeper_reference_lock_and_fenced_store_show_no_anomaly_under_faults",
-        lock,
-        store,
-    );
-}
-
-fn fenced_store_refuses_the_stale_write_the_unfenced_one_accepts(
-    connection: &Arc<ZookeeperConnection>,
-) {
-    let plan = stale_write_plan();
-    let run = |rules| {
-        let (lock, store) = backends(connection, ZookeeperLockRules::Reference, rules);
-        run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap()
-    };
-    let fenced = run(ZookeeperStoreRules::Fenced);
-    let verdict = check(&fenced);
-    // The frozen holder's renewal, in flight when it moves on to release, may be cut off
-    // (`info`: a renew is a reconnect, slower than a Redis script), which leaves the checker
-    // honestly unsure about that release; it must never prove an anomaly.
-    support::assert_verdict_not_invalid(&verdict);
-    assert!(
-        fenced
-            .events
-            .iter()
-            .any(|e| e.f == Op::Write && e.kind == EventType::Fail && e.current_token.is_some()),
-        "the stale write must be rejected with the newer token: {}",
-        verdict.summary_line()
-    );
-    let unfenced = check(&run(ZookeeperStoreRules::Unfenced));
-    assert!(
-        unfenced.anomaly_counts.contains_key("stale-write-accepted"),
-        "{}",
-        unfenced.summary_line()
-    );
-}
-
-fn release_without_owner_check_is_caught(connection: &Arc<ZookeeperConnection>) {
-    let plan = stale_release_plan();
-    let run = |rules| {
-        let (lock, store) = backends(connection, rules, ZookeeperStoreRules::Fenced);
-        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
-        check(&history)
-    };
-    let reference = run(ZookeeperLockRules::Reference);
-    support::assert_verdict_not_invalid(&reference);
-    // The bug shows only when the frozen holder's release lands while the next holder's node
-    // is the lowest; on a loaded machine the timing can miss it, so up to three runs.
-    let mut unsafe_release = run(ZookeeperLockRules::UnsafeRelease);
-    for _retry in 0..2 {
-        if unsafe_release.validity == Validity::Invalid {
-            break;
-        }
-        unsafe_release = run(ZookeeperLockRules::UnsafeRelease);
-    }
-    assert_eq!(
-        unsafe_release.validity,
-        Validity::Invalid,
-        "{}",
-        unsafe_release.summary_line()
-    );
-    assert!(
-        unsafe_release
-            .anomaly_counts
-            .contains_key("foreign-release"),
-        "{}",
-        unsafe_release.summary_line()
-    );
-}
-
 #[test]
 fn unreachable_zookeeper_answers_not_applied_at_once() {
-    // Port 1 on loopback: nothing listens, the connect is refused at once.
-    let connection = connection(1);
-    let (lock, store) = backends(
-        &connection,
-        ZookeeperLockRules::Reference,
-        ZookeeperStoreRules::Fenced,
+    support::assert_unreachable_answers_not_applied_at_once(
+        "zk://127.0.0.1:1",
+        "cannot connect to ZooKeeper at zk://127.0.0.1:1",
+        Duration::from_millis(300),
     );
-    let runtime = fencer_harness::runtime::real_runtime().unwrap();
-    let started = std::time::Instant::now();
-    let error = runtime.block_on(connection.ping()).unwrap_err();
-    assert!(
-        error.contains("cannot connect to ZooKeeper at zk://127.0.0.1:1"),
-        "{error}"
-    );
-    support::assert_calls_not_applied(&*lock, &*store, Duration::from_millis(300));
-    assert!(started.elapsed() < Duration::from_secs(7), "no hang");
 }
 
 #[test]

@@ -10,36 +10,33 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::backends::{
-    ZookeeperConnection, ZookeeperLock, ZookeeperLockRules, ZookeeperStore, ZookeeperStoreRules,
-};
-use fencer::drive::RunNames;
-use fencer::real::{run_real, unique_tag};
-use fencer::servers::{ServerGuard, ZOOKEEPER_TICK_MS};
-use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken};
+use fencer::backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+use fencer::real::unique_tag;
+use fencer::servers::{PrivateBackend, ServerGuard, ZOOKEEPER_TICK_MS};
+use fencer::{Acquired, LockService, Owned, OwnerToken};
 use support::stale_release_plan;
 
 const TTL: Duration = Duration::from_millis(300);
 
-fn connection(port: u16) -> Arc<ZookeeperConnection> {
-    Arc::new(ZookeeperConnection::open(&format!("zk://127.0.0.1:{port}")).unwrap())
-}
-
-/// A private ZooKeeper, or `None` (after the skip line) when it cannot start.
-fn private_zookeeper(test: &str, tick_ms: u64, faked_clock: bool) -> Option<ServerGuard> {
+/// A private ZooKeeper ticking every `tick_ms` (its clock under libfaketime if `faked_clock`)
+/// and its URL, or `None` (after the skip line) when it cannot start.
+fn private_zookeeper(test: &str, tick_ms: u64, faked_clock: bool) -> Option<(ServerGuard, String)> {
     let started = ServerGuard::zookeeper_ticking(tick_ms, faked_clock);
-    let package = "zookeeper (and libfaketime)";
-    support::started_or_skipped(test, "a private ZooKeeper", package, started)
+    support::private_guard(test, PrivateBackend::Zookeeper, started)
 }
 
 #[test]
 fn zookeeper_frozen_then_killed_and_restarted() {
-    let Some(mut server) = private_zookeeper("zookeeper_server_faults", ZOOKEEPER_TICK_MS, false)
-    else {
+    let test = "zookeeper_server_faults";
+    let Some((mut server, url)) = private_zookeeper(test, ZOOKEEPER_TICK_MS, false) else {
         return;
     };
-    let connection = connection(server.port());
-    frozen_mid_run_gives_unknown_calls_not_anomalies(&server, &connection);
+    // SIGSTOP for 700 ms mid-run: calls in flight end as `info`, the run ends on time, and no
+    // anomaly is proved against the correct adapters.
+    let freeze = (Duration::from_millis(200), Duration::from_millis(700));
+    let deadline = Duration::from_secs(20);
+    support::run_while_frozen(&server, &url, &stale_release_plan(), freeze, deadline);
+    let connection = Arc::new(ZookeeperConnection::open(&url).unwrap());
     tokens_after_a_restart_exceed_every_token_before(&mut server, &connection);
 }
 
@@ -49,10 +46,15 @@ fn zookeeper_frozen_then_killed_and_restarted() {
 /// ticks every 500 ms and the lease is 4 s, renewed every 500 ms.
 #[test]
 fn zookeeper_wall_clock_jump_does_not_expire_sessions() {
-    let Some(server) = private_zookeeper("zookeeper_clock_jump", 500, true) else {
+    let test = "zookeeper_clock_jump";
+    let faketime = fencer::servers::ServerClock::available();
+    if support::started_or_skipped(test, "libfaketime", "libfaketime", faketime).is_none() {
+        return;
+    }
+    let Some((server, url)) = private_zookeeper(test, 500, true) else {
         return;
     };
-    let connection = connection(server.port());
+    let connection = Arc::new(ZookeeperConnection::open(&url).unwrap());
     let ttl = Duration::from_secs(4);
     let clock = server.clock().expect("started under libfaketime");
     let lock = ZookeeperLock::new(Arc::clone(&connection), ZookeeperLockRules::Reference);
@@ -83,42 +85,6 @@ fn zookeeper_wall_clock_jump_does_not_expire_sessions() {
             Owned::NotOwner
         );
     });
-}
-
-fn adapters(connection: &Arc<ZookeeperConnection>) -> (Arc<dyn LockService>, Arc<dyn FencedStore>) {
-    (
-        Arc::new(ZookeeperLock::new(
-            Arc::clone(connection),
-            ZookeeperLockRules::Reference,
-        )),
-        Arc::new(ZookeeperStore::new(
-            Arc::clone(connection),
-            ZookeeperStoreRules::Fenced,
-        )),
-    )
-}
-
-/// SIGSTOP for 700 ms mid-run: calls in flight end as `info`, the run ends on time, and no
-/// anomaly is proved against the correct adapters.
-fn frozen_mid_run_gives_unknown_calls_not_anomalies(
-    server: &ServerGuard,
-    connection: &Arc<ZookeeperConnection>,
-) {
-    let (lock, store) = adapters(connection);
-    let plan = stale_release_plan();
-    let started = Instant::now();
-    let history = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
-            server.pause().unwrap();
-            std::thread::sleep(Duration::from_millis(700));
-            server.resume().unwrap();
-        });
-        run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap()
-    });
-    assert!(started.elapsed() < Duration::from_secs(20), "no hang");
-    support::assert_not_invalid(&history);
-    support::assert_some_calls_unknown(&history, "calls sent to a frozen server must end as info");
 }
 
 /// Killed while a lease is held, then restarted on the same data directory: calls meanwhile
@@ -166,11 +132,7 @@ fn tokens_after_a_restart_exceed_every_token_before(
                 }
             }
         };
-        let newest = *before.iter().max().unwrap();
-        assert!(
-            token > newest,
-            "{token} after the restart, {before:?} before"
-        );
+        support::assert_token_after_restart_outranks(token, &before);
         assert_eq!(
             lock.renew(&name, holder, TTL).await.unwrap(),
             Owned::NotOwner

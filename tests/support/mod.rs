@@ -6,10 +6,13 @@
 use std::io::Write as _;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use fencer::connect::{lock_from_url, store_from_url};
+use fencer::drive::RunNames;
 use fencer::plan::Plan;
-use fencer::real::real_plan;
+use fencer::real::{real_plan, run_real, run_real_with_servers, unique_tag};
+use fencer::servers::{PrivateBackend, PrivateServer, ServerGuard};
 use fencer::{FencedStore, Harness, LockService, Settings, Validity, Verdict};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
@@ -357,4 +360,334 @@ pub fn stretched(mut plan: Plan, times: u64, per: u64) -> Plan {
         }
     }
     plan
+}
+
+/// The shared Redis the real-backend tests use: `FENCER_REDIS_URL`, or the local default.
+pub fn redis_url() -> String {
+    std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+/// `url` with one more query parameter (`variant=unfenced`, `schema=s1`): `?` or `&` as the
+/// URL already has a query or not, so a variant can be added to any backend's URL.
+pub fn with_query(url: &str, param: &str) -> String {
+    let separator = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{separator}{param}")
+}
+
+/// Whether the server behind `url` answers ([`reachable`]'s rules: skips or fails when it does
+/// not), probed with the same adapter code a run uses, so one check serves every backend.
+pub fn url_reachable(test: &str, server: &str, package: &str, url: &str) -> bool {
+    let connected = lock_from_url(url).expect("a valid backend URL");
+    reachable(test, server, package, connected.ping())
+}
+
+/// The lock service for `lock_url` and the store for `store_url` (any backend, `?variant=` and
+/// all), built the way the CLI builds them: every test then drives the adapters it names by URL
+/// and no test file needs its own per-backend constructor.
+pub fn adapters(lock_url: &str, store_url: &str) -> Adapters {
+    let lock = lock_from_url(lock_url).expect("a valid lock URL");
+    let store = store_from_url(store_url).expect("a valid store URL");
+    (lock.adapter, store.adapter)
+}
+
+/// The reference adapters for `lock_url` and `store_url`, and the same with the store's
+/// `?variant=unfenced`: the two sides of [`assert_fence_refuses_the_stale_write`].
+pub fn fenced_and_unfenced(lock_url: &str, store_url: &str) -> (Adapters, Adapters) {
+    let unfenced = with_query(store_url, "variant=unfenced");
+    (adapters(lock_url, store_url), adapters(lock_url, &unfenced))
+}
+
+/// The reference adapters for `url`, and the same with the lock's `?variant=unsafe-release`:
+/// the two sides of [`assert_unsafe_release_is_caught`].
+pub fn safe_and_unsafe_release(url: &str) -> (Adapters, Adapters) {
+    let unsafe_release = with_query(url, "variant=unsafe-release");
+    (adapters(url, url), adapters(&unsafe_release, url))
+}
+
+/// A lock service and a fenced store to run a scenario on.
+pub type Adapters = (Arc<dyn LockService>, Arc<dyn FencedStore>);
+
+/// Runs `plan` in real time on `adapters` under a fresh run tag (so runs on one server do not
+/// see each other's keys, and the same adapters can serve several runs), and checks it.
+pub fn run_and_check((lock, store): &Adapters, plan: &Plan) -> (Verdict, History) {
+    let names = RunNames::tagged(&unique_tag(0));
+    let history = run_real(plan, Arc::clone(lock), Arc::clone(store), names).unwrap();
+    (fencer::check(&history), history)
+}
+
+/// An acquire and a write sent to `url` with nobody listening (port 1): the ping fails with
+/// `expected` in its message (which names the backend and the URL), both calls come back as
+/// definitely not applied ([`assert_calls_not_applied`], leases of `ttl`), and nothing hangs.
+/// The same for every backend, since adapters are built from the URL.
+pub fn assert_unreachable_answers_not_applied_at_once(url: &str, expected: &str, ttl: Duration) {
+    let started = Instant::now();
+    let lock = lock_from_url(url).expect("a valid lock URL");
+    let store = store_from_url(url).expect("a valid store URL");
+    let runtime = fencer_harness::runtime::real_runtime().expect("a tokio runtime");
+    let error = runtime.block_on(lock.ping()).unwrap_err();
+    assert!(error.contains(expected), "{error}");
+    assert_calls_not_applied(&*lock.adapter, &*store.adapter, ttl);
+    assert!(started.elapsed() < Duration::from_secs(7), "no hang");
+}
+
+/// What the correct (fenced) run of [`assert_fence_refuses_the_stale_write`] must give. It
+/// legitimately differs by backend: where a renewal takes several round trips (etcd: owner check
+/// then keep-alive; ZooKeeper: a reconnect), the frozen holder's renewal may be cut off when its
+/// worker moves on, and that `info` leaves the checker honestly unsure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FencedVerdict {
+    /// Exactly valid: every call's outcome is known (Redis, PostgreSQL).
+    Valid,
+    /// Valid or unknown, never invalid ([`assert_verdict_not_invalid`]).
+    NotInvalid,
+}
+
+/// The stale-write scenario (`plan`, e.g. [`stale_write_plan`]) on the reference lock with the
+/// fenced store (`reference`) and then the unfenced one (`unfenced`, e.g. built from a store URL
+/// with `?variant=unfenced`): the fenced store gives `fenced` and refuses w0's stale write with
+/// the newer token; the unfenced one accepts it and is caught (`stale-write-accepted`). One body
+/// for every backend, which differ only in adapters, plan stretch and [`FencedVerdict`].
+pub fn assert_fence_refuses_the_stale_write(
+    reference: &Adapters,
+    unfenced: &Adapters,
+    plan: &Plan,
+    fenced: FencedVerdict,
+) {
+    let (verdict, history) = run_and_check(reference, plan);
+    match fenced {
+        FencedVerdict::Valid => {
+            assert_eq!(
+                verdict.validity,
+                Validity::Valid,
+                "{}",
+                verdict.summary_line()
+            );
+        }
+        FencedVerdict::NotInvalid => assert_verdict_not_invalid(&verdict),
+    }
+    assert!(
+        history.events.iter().any(|e| e.process == "w0"
+            && e.is(EventType::Fail, Op::Write)
+            && e.error.as_deref() == Some("rejected")
+            && e.current_token.is_some()),
+        "the fence must refuse w0's stale write with the newer token: {}",
+        verdict.summary_line()
+    );
+    let (unfenced, _) = run_and_check(unfenced, plan);
+    assert!(
+        unfenced.anomaly_counts.contains_key("stale-write-accepted"),
+        "{}",
+        unfenced.summary_line()
+    );
+}
+
+/// The stale-release scenario (`plan`, e.g. [`stale_release_plan`]): the reference lock
+/// (`reference`) proves no anomaly (the stale owner's renewal may be cut off, leaving the checker
+/// honestly unsure), and the lock that releases without the owner compare (`unsafe_release`,
+/// e.g. built from a URL with `?variant=unsafe-release`) is proved invalid, as a
+/// `foreign-release`. The broken run is tried up to `attempts` times until it is invalid:
+/// 1 where the timing always exposes the bug; more where it depends on the server's timing
+/// (ZooKeeper: only while the next holder's node is the lowest).
+pub fn assert_unsafe_release_is_caught(
+    reference: &Adapters,
+    broken: &Adapters,
+    plan: &Plan,
+    attempts: usize,
+) {
+    let (reference, _) = run_and_check(reference, plan);
+    assert_verdict_not_invalid(&reference);
+    let mut unsafe_release = run_and_check(broken, plan).0;
+    for _retry in 1..attempts {
+        if unsafe_release.validity == Validity::Invalid {
+            break;
+        }
+        unsafe_release = run_and_check(broken, plan).0;
+    }
+    assert_eq!(
+        unsafe_release.validity,
+        Validity::Invalid,
+        "{}",
+        unsafe_release.summary_line()
+    );
+    assert!(
+        unsafe_release
+            .anomaly_counts
+            .contains_key("foreign-release"),
+        "{}",
+        unsafe_release.summary_line()
+    );
+}
+
+/// A private server of `backend` a test started itself (`started`: a [`ServerGuard`] or a
+/// [`PrivateServer`]), or `None` after the skip line ([`started_or_skipped`]), worded and
+/// pointed at the Debian package the same way in every file.
+pub fn private_or_skipped<S>(
+    test: &str,
+    backend: PrivateBackend,
+    started: Result<S, String>,
+) -> Option<S> {
+    let server = format!("a private {backend:?} server");
+    started_or_skipped(test, &server, backend.debian_package(), started)
+}
+
+/// A bare private server of `backend` (`started`: no proxy, the test pauses, kills and
+/// restarts it itself) and the URL its adapters use, or `None` after the skip line
+/// ([`private_or_skipped`]): one place that knows each backend's URL on a loopback port.
+pub fn private_guard(
+    test: &str,
+    backend: PrivateBackend,
+    started: Result<ServerGuard, String>,
+) -> Option<(ServerGuard, String)> {
+    let server = private_or_skipped(test, backend, started)?;
+    let port = server.port();
+    let url = match backend {
+        PrivateBackend::Redis => format!("redis://127.0.0.1:{port}"),
+        PrivateBackend::Postgres => {
+            let database = fencer::servers::POSTGRES_DATABASE;
+            format!("postgres://postgres@127.0.0.1:{port}/{database}")
+        }
+        PrivateBackend::Etcd => format!("etcd://127.0.0.1:{port}"),
+        PrivateBackend::Zookeeper => format!("zk://127.0.0.1:{port}"),
+    };
+    Some((server, url))
+}
+
+/// A private server (`private:redis`, `private:postgres`, …) behind fencer's fault proxy, as a
+/// nemesis target, or `None` after the skip line when it cannot start.
+pub fn private_server(test: &str, url: &str) -> Option<Arc<PrivateServer>> {
+    let (backend, _) = PrivateBackend::parse(url)
+        .expect("a private: URL")
+        .expect("a known private server");
+    private_or_skipped(test, backend, PrivateServer::start(url).map(Arc::new))
+}
+
+/// Runs `plan` with lock and store on the private `server` (the store's `?variant=` given, or
+/// ""), the server the target of the plan's `lock` faults (pauses, restarts, clock jumps).
+pub fn run_on_private(
+    server: &Arc<PrivateServer>,
+    plan: &Plan,
+    variant: &str,
+    tag: &str,
+) -> History {
+    let lock = lock_from_url(&server.url()).unwrap();
+    let store = store_from_url(&format!("{}{variant}", server.url())).unwrap();
+    run_real_with_servers(
+        plan,
+        lock.adapter,
+        store.adapter,
+        RunNames::tagged(tag),
+        server_targets(server, &["lock"]),
+    )
+    .unwrap()
+}
+
+/// The nemesis events of `history` in order: which server faults really happened.
+pub fn nemesis_ops(history: &History) -> Vec<Op> {
+    history
+        .events
+        .iter()
+        .filter(|e| e.kind == EventType::Nemesis)
+        .map(|e| e.f)
+        .collect()
+}
+
+/// The clock-jump scenario ([`clock_jump_plan`]) on a private `server` whose clock can be
+/// jumped (Redis by rewriting expiries, PostgreSQL under libfaketime): with the fenced store the
+/// run is valid, the jump happened and let w1 in while w0's lease was live; with the unfenced
+/// store the stale write lands and the run is invalid. Runs are tagged `{tag}-fenced` and
+/// `{tag}-unfenced`.
+pub fn assert_clock_jump_is_stopped_only_by_the_fence(server: &Arc<PrivateServer>, tag: &str) {
+    let plan = clock_jump_plan();
+    let fenced = run_on_private(server, &plan, "", &format!("{tag}-fenced"));
+    let verdict = fencer::check(&fenced);
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
+    assert!(nemesis_ops(&fenced).contains(&Op::ClockJump));
+    assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
+    let unfenced = run_on_private(
+        server,
+        &plan,
+        "?variant=unfenced",
+        &format!("{tag}-unfenced"),
+    );
+    let verdict = fencer::check(&unfenced);
+    assert_eq!(
+        verdict.validity,
+        Validity::Invalid,
+        "{}",
+        verdict.summary_line()
+    );
+}
+
+/// Runs `plan` on the reference adapters at `url` while `server` is frozen with SIGSTOP from
+/// `freeze_at` for `frozen_for`, and returns the history checked by
+/// [`assert_frozen_run_ended_honestly`].
+pub fn run_while_frozen(
+    server: &ServerGuard,
+    url: &str,
+    plan: &Plan,
+    (freeze_at, frozen_for): (Duration, Duration),
+    deadline: Duration,
+) -> History {
+    let (lock, store) = adapters(url, url);
+    assert_frozen_run_ended_honestly(deadline, || {
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(freeze_at);
+                server.pause().unwrap();
+                std::thread::sleep(frozen_for);
+                server.resume().unwrap();
+            });
+            run_real(plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap()
+        })
+    })
+}
+
+/// Runs `run` (a run during which the server is frozen with SIGSTOP) and asserts what any
+/// backend must give: it ended within `deadline`, proved no anomaly, and left the calls sent
+/// to the frozen server unknown (`info`) rather than guessing.
+pub fn assert_frozen_run_ended_honestly(
+    deadline: Duration,
+    run: impl FnOnce() -> History,
+) -> History {
+    let started = Instant::now();
+    let history = run();
+    assert!(started.elapsed() < deadline, "the run must not hang");
+    assert_not_invalid(&history);
+    assert_some_calls_unknown(&history, "calls sent to a frozen server must end as info");
+    history
+}
+
+/// The first fencing token granted after a server restart (`after`) outranks every token
+/// granted before it (`before`, which must not be empty): the server's counter (etcd's
+/// revision, ZooKeeper's zxid) came back from disk.
+pub fn assert_token_after_restart_outranks(after: u64, before: &[u64]) {
+    let newest = before
+        .iter()
+        .max()
+        .copied()
+        .expect("a lease was granted before the restart");
+    assert!(
+        after > newest,
+        "first token after the restart {after} must exceed every token before: {before:?}"
+    );
+}
+
+/// Asserts a private server's guard kills the server when a test panics while holding it: the
+/// port no longer answers once the panic has unwound.
+pub fn assert_guard_stops_the_server_on_panic(server: ServerGuard) {
+    let port = server.port();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let _server = server;
+        panic!("a failing test");
+    }));
+    assert!(panicked.is_err());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+        "the guard killed the server while unwinding"
+    );
 }
