@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use fencer::{CheckOptions, PackedHistory, Validity, Verdict, check_packed};
+use fencer::{CheckOptions, Validity, Verdict};
+use fencer_checkers::check_packed;
+use fencer_harness::PackedHistory;
 
 /// Runs `fencer run` with 50 workers doing `ops` cycles each into `dir`; returns the history.
 fn simulate_into(dir: &Path, ops: usize) -> PathBuf {

@@ -4,47 +4,37 @@
 //! clocks and drops renew replies; every call is recorded as a history, and checkers find the
 //! stale-generation writes a store accepted and every other lease anomaly.
 //!
-//! This crate is the CLI and a small facade: [`Settings`] → [`Plan`] → [`simulate`] →
-//! [`fencer_checkers::check`]. A user testing their own lock service and store implements
-//! [`LockService`] and [`FencedStore`] and runs them with [`Harness`] from `cargo test`
-//! (see `docs/adapters.md` and `examples/custom_backend.rs`).
+//! This crate is the `fencer` command line and the small face a user needs:
+//! - to test their own lock service and store from `cargo test`: implement [`LockService`] and
+//!   [`FencedStore`] (their replies: [`Acquired`], [`Owned`], [`Written`], [`ReadValue`],
+//!   errors: [`CallError`]) and run them with [`Harness`], which gives back a [`Report`];
+//! - to run and judge plans directly: [`Settings`] → [`Plan::generate`] → [`simulate`] →
+//!   [`check`] → [`Verdict`].
+//!
+//! Everything else lives in the crates below it, one job each: `fencer-harness` (vocabulary,
+//! traits, recorded clients), `fencer-workloads`, `fencer-nemesis`, `fencer-checkers`,
+//! `fencer-backends`, `fencer-servers`, `fencer-run` (plans and both tiers' drivers),
+//! `fencer-results` (run directories, reports, the viewer) and `fencer-gate` (the CI gate,
+//! shrinking, regressions, JUnit). See `docs/adapters.md` and `examples/custom_backend.rs`.
 
-pub mod bench_real;
-pub mod checking;
-pub mod connect;
-pub mod demo;
-pub mod drive;
-pub mod explain;
-pub mod gate;
-pub mod harness;
-pub mod mutants;
-pub mod plan;
-pub mod plan_locate;
-pub mod proxy;
-pub mod real;
-pub mod reports;
-pub mod save;
-pub mod serve;
-pub mod servers;
-pub mod settings;
-pub mod shrink;
-pub mod simulate;
-pub mod swarm;
-pub mod test_backends;
+mod cli;
 
 pub use async_trait::async_trait;
+/// fencer's own backends: the reference lease service and fenced SQLite store (useful as a
+/// stand-in for the half of a system a test does not cover), their mutants, real adapters.
 pub use fencer_backends as backends;
-pub use fencer_checkers::{
-    CheckOptions, Validity, Verdict, Workload, check, check_packed, check_with,
-};
+pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
+pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
 pub use fencer_harness::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,
-    ReadValue, Written,
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LockService, Owned,
+    OwnerToken, ReadValue, Written,
 };
-pub use fencer_harness::{History, PackedHistory};
 pub use fencer_nemesis::FaultKind;
+pub use fencer_run::settings::{LockBackend, StoreBackend};
+pub use fencer_run::{Plan, PlanError, RunError, Settings, simulate};
 pub use fencer_workloads::RenewFailurePolicy;
-pub use harness::{Harness, Report, SeedRun, TimeMode};
-pub use plan::{Plan, PlanError};
-pub use settings::{LockBackend, Settings, StoreBackend};
-pub use simulate::{SimError, simulate};
+
+/// Runs the `fencer` command line on this process's arguments and returns its exit code.
+pub fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,7 +1,5 @@
 //! The `fencer` command line.
 
-mod cli;
-
 fn main() -> std::process::ExitCode {
-    cli::main()
+    fencer::main()
 }

@@ -10,10 +10,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencer::backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
-use fencer::real::unique_tag;
-use fencer::servers::{PrivateBackend, ServerGuard};
 use fencer::{Acquired, FencedStore, LockService, Owned, OwnerToken, Written};
+use fencer_backends::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
+use fencer_run::real::unique_tag;
+use fencer_servers::{PrivateBackend, ServerGuard};
 use support::{FencedVerdict, stale_release_plan, stale_write_plan, stretched};
 
 /// A private etcd and its URL, or `None` (after the skip line) when `etcd` is not installed.

@@ -12,10 +12,10 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::drive::RunNames;
-use fencer::real::run_real;
-use fencer::servers::{PrivateBackend, ServerGuard};
 use fencer::{Acquired, OwnerToken};
+use fencer_run::drive::RunNames;
+use fencer_run::real::run_real;
+use fencer_servers::{PrivateBackend, ServerGuard};
 use support::{stale_release_plan, stretched};
 
 /// A private etcd and its URL, or `None` (after the skip line) when `etcd` is not installed.

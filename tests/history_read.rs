@@ -4,10 +4,12 @@
 //! of anomalies.
 
 use fencer::{
-    CheckOptions, History, LockBackend, PackedHistory, Plan, Settings, StoreBackend, Validity,
-    Workload, check_packed, check_with, simulate,
+    CheckOptions, History, LockBackend, Plan, Settings, StoreBackend, Validity, Workload,
+    check_with, simulate,
 };
+use fencer_checkers::check_packed;
 use fencer_harness::Event;
+use fencer_harness::PackedHistory;
 
 /// Settings for `seed` on reference backends and on mutants that make every checker speak.
 fn runs() -> Vec<Settings> {

@@ -9,8 +9,8 @@ mod support;
 
 use std::sync::Arc;
 
-use fencer::backends::PostgresConnection;
-use fencer::real::unique_tag;
+use fencer_backends::PostgresConnection;
+use fencer_run::real::unique_tag;
 use support::{FencedVerdict, stale_write_plan, with_query};
 
 fn postgres_url() -> String {

@@ -10,9 +10,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencer::servers::PrivateServer;
 use fencer_harness::{EventType, Op};
 use fencer_nemesis::Fault;
+use fencer_servers::PrivateServer;
 use support::{nemesis_ops, run_on_private as run, stale_release_plan};
 
 /// A private PostgreSQL behind a proxy, or `None` (after the skip line) when it cannot start.
@@ -77,7 +77,7 @@ fn postgres_restart_keeps_lease_generations_so_tokens_stay_monotonic() {
 #[test]
 fn a_faketime_jump_expires_a_live_lease_and_only_the_fence_stops_the_stale_write() {
     let test = "postgres_faketime";
-    let faketime = fencer::servers::ServerClock::available();
+    let faketime = fencer_servers::ServerClock::available();
     if support::started_or_skipped(test, "libfaketime", "libfaketime", faketime).is_none() {
         return;
     }

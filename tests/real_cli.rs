@@ -29,13 +29,13 @@ const QUICK: [&str; 12] = [
 fn real_run_redacts_the_password_everywhere() {
     let redis =
         std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let redis_probe = fencer::connect::lock_from_url(&redis).unwrap();
+    let redis_probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
     if !support::reachable("real_cli", "Redis", "redis-server", redis_probe.ping()) {
         return;
     }
     // Trust authentication accepts any password, so the URL can carry one that must never show.
     let postgres = format!("postgres://postgres:{SECRET}@127.0.0.1:5432/test");
-    let probe = fencer::connect::store_from_url(&postgres).unwrap();
+    let probe = fencer_backends::registry::store_from_url(&postgres).unwrap();
     if !support::reachable("real_cli", "PostgreSQL", "postgresql", probe.ping()) {
         return;
     }
@@ -77,7 +77,7 @@ fn real_run_redacts_the_password_everywhere() {
 fn a_redis_lock_protects_a_sqlite_file() {
     let redis =
         std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let probe = fencer::connect::lock_from_url(&redis).unwrap();
+    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
     if !support::reachable("real_cli_sqlite", "Redis", "redis-server", probe.ping()) {
         return;
     }

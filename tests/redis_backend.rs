@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer::LockService;
-use fencer::backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
-use fencer::real::unique_tag;
+use fencer_backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
+use fencer_run::real::unique_tag;
 use support::{Adapters, FencedVerdict, redis_url, stale_release_plan, stale_write_plan};
 
 /// The test server's URL, or `None` (after the skip line) when it does not answer.

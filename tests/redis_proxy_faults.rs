@@ -9,12 +9,12 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
-use fencer::drive::RunNames;
-use fencer::proxy::FaultProxy;
-use fencer::real::{run_real, unique_tag};
 use fencer::{FencedStore, LockService, Validity, check};
+use fencer_backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
 use fencer_harness::{EventType, Op};
+use fencer_run::drive::RunNames;
+use fencer_run::real::{run_real, unique_tag};
+use fencer_servers::proxy::FaultProxy;
 
 /// The proxy (alive as long as this is) and the adapters connected through it.
 type Proxied = (FaultProxy, Arc<dyn LockService>, Arc<dyn FencedStore>);

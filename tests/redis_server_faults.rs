@@ -10,10 +10,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use fencer::drive::RunNames;
-use fencer::real::run_real;
-use fencer::servers::{PrivateBackend, ServerGuard};
 use fencer_harness::{EventType, Op};
+use fencer_run::drive::RunNames;
+use fencer_run::real::run_real;
+use fencer_servers::{PrivateBackend, ServerGuard};
 use support::stale_release_plan;
 
 /// A private Redis and its URL, or `None` (after the skip line) when `redis-server` is not

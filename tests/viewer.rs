@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fencer::reports::report_files;
-use fencer::save::{FinishedRun, save_run};
-use fencer::settings::StoreBackend;
-use fencer::{Plan, Settings, Validity, check, demo, simulate};
+use fencer::{Plan, Settings, Validity, check, simulate};
 use fencer_nemesis::FaultKind;
+use fencer_results::report::report_files;
+use fencer_results::save::{FinishedRun, save_run};
+use fencer_run::demo;
+use fencer_run::settings::StoreBackend;
 use fencer_workloads::RenewFailurePolicy;
 
 const HOSTILE: &str = "<script>alert(1)</script>";

@@ -2,11 +2,11 @@
 //! same scenarios with the reference components stay clean, and the pieces the zoo relies on
 //! (lock-counter and mutex workloads, delay-write, restart) do what they claim.
 
-use fencer::mutants::{Mutant, ZOO, hunt, verdict_of};
-use fencer::plan::{PLAN_FORMAT, Plan};
 use fencer::{LockBackend, Settings, StoreBackend, Validity, check, simulate};
+use fencer_gate::mutants::{Mutant, ZOO, hunt, verdict_of};
 use fencer_harness::{Event, EventType, History, Op};
 use fencer_nemesis::Fault;
+use fencer_run::plan::{PLAN_FORMAT, Plan};
 use fencer_workloads::{CyclePlan, WorkerPlan, WorkloadKind};
 
 const SECOND_NS: u64 = 1_000_000_000;

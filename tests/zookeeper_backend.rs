@@ -10,10 +10,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencer::backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
-use fencer::real::unique_tag;
-use fencer::servers::{PrivateBackend, ServerGuard};
 use fencer::{Acquired, CallError, LockService, Owned, OwnerToken};
+use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+use fencer_run::real::unique_tag;
+use fencer_servers::{PrivateBackend, ServerGuard};
 use support::{FencedVerdict, stale_release_plan, stale_write_plan};
 
 #[test]
@@ -138,12 +138,13 @@ fn zookeeper_url_scheme_and_credentials_are_checked_and_hidden() {
         .unwrap();
     assert!(error.contains("no user"), "{error}");
     assert!(!error.contains("hunter2"), "{error}");
-    let lock = fencer::connect::lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release");
+    let lock =
+        fencer_backends::registry::lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release");
     assert_eq!(
         lock.ok().unwrap().shown_url,
         "zk://127.0.0.1:2181?variant=unsafe-release"
     );
-    let error = fencer::connect::store_from_url("zk://127.0.0.1:2181?variant=sloppy")
+    let error = fencer_backends::registry::store_from_url("zk://127.0.0.1:2181?variant=sloppy")
         .err()
         .unwrap();
     assert!(error.contains("unknown store variant `sloppy`"), "{error}");

@@ -10,10 +10,10 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
-use fencer::real::unique_tag;
-use fencer::servers::{PrivateBackend, ServerGuard, ZOOKEEPER_TICK_MS};
 use fencer::{Acquired, LockService, Owned, OwnerToken};
+use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+use fencer_run::real::unique_tag;
+use fencer_servers::{PrivateBackend, ServerGuard, ZOOKEEPER_TICK_MS};
 use support::stale_release_plan;
 
 const TTL: Duration = Duration::from_millis(300);
@@ -47,7 +47,7 @@ fn zookeeper_frozen_then_killed_and_restarted() {
 #[test]
 fn zookeeper_wall_clock_jump_does_not_expire_sessions() {
     let test = "zookeeper_clock_jump";
-    let faketime = fencer::servers::ServerClock::available();
+    let faketime = fencer_servers::ServerClock::available();
     if support::started_or_skipped(test, "libfaketime", "libfaketime", faketime).is_none() {
         return;
     }
@@ -118,7 +118,7 @@ fn tokens_after_a_restart_exceed_every_token_before(
         assert!(started.elapsed() < Duration::from_secs(3), "fails fast");
     });
     server.restart().unwrap();
-    fencer::servers::zookeeper_ready(server.port()).unwrap();
+    fencer_servers::zookeeper_ready(server.port()).unwrap();
     runtime.block_on(async {
         let renewed = lock.renew(&name, holder, TTL).await;
         eprintln!("zookeeper restart: the holder's renew right after the restart: {renewed:?}");

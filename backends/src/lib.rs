@@ -27,6 +27,7 @@ pub mod redis_conn;
 pub mod redis_lock;
 #[cfg(feature = "redis")]
 pub mod redis_store;
+pub mod registry;
 pub mod sim_lease;
 pub mod sqlite_store;
 pub mod url;

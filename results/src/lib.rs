@@ -1,13 +1,19 @@
-//! The on-disk run format: a run directory holds `run.json` (what was run), `plan.json` (the
-//! unit of replay), `history.jsonl` (the artifact) and `verdict.json` (what the checkers said).
+//! Everything a finished run leaves behind, and how a person reads it.
 //!
-//! Run directories are written whole or not at all: files go into a hidden sibling directory
-//! that is renamed into place last, so a crash or a full disk never leaves a half-written run
-//! that `replay` would misread.
+//! A run directory holds `run.json` (what was run), `plan.json` (the unit of replay),
+//! `history.jsonl` (the artifact), `verdict.json` (what the checkers said) and the reports
+//! (`timeline.html`, SVG plots). Run directories are written whole or not at all: files go into
+//! a hidden sibling directory that is renamed into place last, so a crash or a full disk never
+//! leaves a half-written run that `replay` would misread. Saved runs live in the run
+//! [`archive`]; [`serve`] lists and serves them; [`explain`] tells a verdict as a story.
 
+pub mod archive;
+pub mod explain;
 pub mod report;
 pub mod run_dir;
-pub mod store;
+pub mod save;
+pub mod serve;
 
+pub use archive::{Archive, utc_stamp};
 pub use run_dir::{RunDirError, RunRecord, parse_run_json, read_run_file, write_run_dir};
-pub use store::{StoreLayout, utc_stamp};
+pub use save::{FinishedRun, default_run_dir, save_run};

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use fencer::{Plan, Settings, simulate};
+use crate::{Plan, Settings, simulate};
 
 use super::{Failure, Outcome};
 
@@ -23,11 +23,12 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         let started = Instant::now();
         let history = simulate(&plan).map_err(|error| Failure::Internal(error.to_string()))?;
         let simulated = Instant::now();
-        let verdict = fencer::checking::judge(&plan.settings, &history);
+        let verdict = fencer_run::checking::judge(&plan.settings, &history);
         let checked = Instant::now();
         let bytes = history.to_jsonl();
         let serialised = Instant::now();
-        let reports = fencer::reports::report_files(&history, &serde_json::json!({}), &verdict);
+        let reports =
+            fencer_results::report::report_files(&history, &serde_json::json!({}), &verdict);
         report_s += serialised.elapsed().as_secs_f64();
         std::hint::black_box((verdict, bytes, reports));
         simulate_s += (simulated - started).as_secs_f64();

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use fencer::bench_real::{Echo, measure};
-use fencer::connect::{lock_from_url, store_from_url};
-use fencer::real::unique_tag;
+use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::runtime::real_runtime;
+use fencer_run::bench_real::{Echo, measure};
+use fencer_run::real::unique_tag;
 
 use super::{Failure, Outcome};
 

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
-use fencer::{CheckOptions, PackedHistory, Workload, check_packed};
+use fencer_checkers::check_packed;
+use fencer_harness::PackedHistory;
+
+use crate::{CheckOptions, Workload};
 
 use super::{Failure, Outcome, report};
 

@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use fencer::demo::{plan, report_lines};
-use fencer::save::{FinishedRun, default_run_dir, save_run};
-use fencer::{SimError, StoreBackend, check, simulate};
+use crate::{RunError, StoreBackend, check, simulate};
+use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_run::demo::{plan, report_lines};
 
 use super::{Failure, Outcome};
 
@@ -17,7 +17,7 @@ pub fn demo(store_dir: &Path) -> Outcome {
     ] {
         let plan = plan(store);
         let history = simulate(&plan).map_err(|error| match error {
-            SimError::Plan(message) | SimError::Internal(message) => Failure::Internal(message),
+            RunError::Plan(message) | RunError::Internal(message) => Failure::Internal(message),
         })?;
         let verdict = check(&history);
         let dir = default_run_dir(store_dir, "demo", label);

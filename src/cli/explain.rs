@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use fencer::{History, Verdict};
+use crate::{History, Verdict};
 use fencer_results::{RunRecord, parse_run_json};
 
 use super::{Failure, Outcome};
@@ -32,7 +32,7 @@ pub fn explain(dir: &Path, all: bool) -> Outcome {
     let limit = if all { usize::MAX } else { TOLD_ANOMALIES };
     print!(
         "{}",
-        fencer::explain::explain(&history, &verdict, policy, limit)
+        fencer_results::explain::explain(&history, &verdict, policy, limit)
     );
     Ok(verdict.validity.exit_code() as u8)
 }

@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::{Plan, Settings};
 use clap::Args;
-use fencer::gate::junit::junit_xml;
-use fencer::gate::regressions::{self, Regression, write_atomically};
-use fencer::gate::runner::{BatchEnd, Outcome as RunOutcome, PlanResult, RunnerConfig, run_batch};
-use fencer::gate::seeds::{SeedRange, Shard, ShardSeeds};
-use fencer::gate::summary::{FailureRecord, GateSummary};
-use fencer::save::{FinishedRun, save_run};
-use fencer::settings::{format_duration, parse_duration};
-use fencer::{Plan, Settings};
-use fencer_results::{StoreLayout, utc_stamp};
+use fencer_gate::junit::junit_xml;
+use fencer_gate::regressions::{self, Regression, write_atomically};
+use fencer_gate::runner::{BatchEnd, Outcome as RunOutcome, PlanResult, RunnerConfig, run_batch};
+use fencer_gate::seeds::{SeedRange, Shard, ShardSeeds};
+use fencer_gate::summary::{FailureRecord, GateSummary};
+use fencer_results::save::{FinishedRun, save_run};
+use fencer_results::{Archive, utc_stamp};
+use fencer_run::settings::{format_duration, parse_duration};
 
 use super::progress::Progress;
 use super::shrink::{ShrinkFlags, print_record, shrink_failure};
@@ -100,7 +100,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
     };
     let out = match &args.out {
         Some(dir) => dir.clone(),
-        None => StoreLayout::new(&args.store_dir).run_dir("gate", "gate", &utc_stamp(now_s())),
+        None => Archive::new(&args.store_dir).run_dir("gate", "gate", &utc_stamp(now_s())),
     };
     if std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Failure::BadInput(format!(

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use fencer::gate::junit::junit_xml;
-use fencer::gate::regressions::write_atomically;
-use fencer::gate::summary::{GateSummary, merge};
+use fencer_gate::junit::junit_xml;
+use fencer_gate::regressions::write_atomically;
+use fencer_gate::summary::{GateSummary, merge};
 use fencer_results::parse_run_json;
 
 use super::gate::print_summary;

@@ -19,13 +19,13 @@ mod shrink;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::CheckOptions;
 use clap::{Args, Parser, Subcommand};
-use fencer::CheckOptions;
-use fencer::settings::{
+use fencer_nemesis::FaultKind;
+use fencer_run::settings::{
     BackendChoice, LockBackend, Settings, StoreBackend, format_duration, parse_choice,
     parse_duration,
 };
-use fencer_nemesis::FaultKind;
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 
 /// How a command ended, as Jepsen's exit codes.
@@ -80,8 +80,8 @@ enum Command {
         history: PathBuf,
         /// The workload that produced it (default: from run.json beside it, else
         /// fenced-register): fenced-register, lock-counter, mutex.
-        #[arg(long, value_parser = |s: &str| s.parse::<fencer::Workload>())]
-        workload: Option<fencer::Workload>,
+        #[arg(long, value_parser = |s: &str| s.parse::<crate::Workload>())]
+        workload: Option<crate::Workload>,
         /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
         #[arg(long)]
         strict: bool,
@@ -313,7 +313,7 @@ fn settings_for_seed(base: &Settings, seed: u64, swarm: bool) -> Settings {
         ..base.clone()
     };
     if swarm {
-        fencer::swarm::swarm_settings(&settings)
+        fencer_run::swarm::swarm_settings(&settings)
     } else {
         settings
     }
@@ -339,8 +339,8 @@ fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
             nemesis.join(",")
         },
         format_duration(base.mean_fault_gap_ns),
-        fencer::settings::name_of(&base.store),
-        fencer::settings::name_of(&base.lock),
+        fencer_run::settings::name_of(&base.store),
+        fencer_run::settings::name_of(&base.lock),
         base.on_renew_failure.name(),
         format_duration(base.call_timeout_ns),
     );
@@ -493,11 +493,11 @@ fn describe(settings: &Settings) -> String {
         settings
             .lock_url
             .clone()
-            .unwrap_or_else(|| fencer::settings::name_of(&settings.lock)),
+            .unwrap_or_else(|| fencer_run::settings::name_of(&settings.lock)),
         settings
             .store_url
             .clone()
-            .unwrap_or_else(|| fencer::settings::name_of(&settings.store)),
+            .unwrap_or_else(|| fencer_run::settings::name_of(&settings.store)),
         settings.worker.name(),
         settings.on_renew_failure.name(),
     )

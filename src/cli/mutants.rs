@@ -1,6 +1,6 @@
 //! `fencer mutants`: hunt every mutant of the zoo and print how fast each was caught.
 
-use fencer::mutants::{ZOO, hunt};
+use fencer_gate::mutants::{ZOO, hunt};
 
 use super::{Failure, Outcome};
 

@@ -11,15 +11,15 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use fencer::connect::{lock_from_url, store_from_url};
-use fencer::drive::{RunNames, ServerTargets, drive_with_servers};
-use fencer::real::{check_servers_take_faults, real_plan, unique_tag};
-use fencer::save::{FinishedRun, default_run_dir, save_run};
-use fencer::servers::PrivateServer;
-use fencer::settings::PRIVATE_SCHEME;
-use fencer::{Plan, Settings, SimError, check};
+use crate::{Plan, RunError, Settings, check};
 use fencer_backends::redact_url;
+use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::runtime::real_runtime;
+use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_run::drive::{RunNames, ServerTargets, drive_with_servers};
+use fencer_run::real::{check_servers_take_faults, real_plan, unique_tag};
+use fencer_servers::PRIVATE_SCHEME;
+use fencer_servers::PrivateServer;
 
 use super::{Failure, Outcome, describe, report};
 
@@ -142,7 +142,7 @@ pub fn run(
         .block_on(async {
             tokio::select! {
                 biased;
-                _ = tokio::signal::ctrl_c() => Err(SimError::Internal(
+                _ = tokio::signal::ctrl_c() => Err(RunError::Internal(
                     "interrupted (Ctrl-C): the servers fencer started are stopped".into(),
                 )),
                 history = drive_with_servers(
@@ -155,8 +155,8 @@ pub fn run(
             }
         })
         .map_err(|error| match error {
-            SimError::Plan(message) => Failure::BadInput(message),
-            SimError::Internal(message) => Failure::Internal(message),
+            RunError::Plan(message) => Failure::BadInput(message),
+            RunError::Internal(message) => Failure::Internal(message),
         })?;
     drop(runtime);
     drop(started);

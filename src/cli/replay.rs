@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use fencer::checking::check_options;
-use fencer::{Plan, SimError, check_with, simulate};
+use crate::{Plan, RunError, check_with, simulate};
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
+use fencer_run::checking::check_options;
 
-use fencer::settings::PRIVATE_SCHEME;
+use fencer_servers::PRIVATE_SCHEME;
 
 use super::{Failure, Outcome, real_run, report};
 
@@ -64,8 +64,8 @@ pub fn replay(dir: &Path) -> Outcome {
         )));
     }
     let history = simulate(&plan).map_err(|error| match error {
-        SimError::Plan(message) => Failure::BadInput(message),
-        SimError::Internal(message) => Failure::Internal(message),
+        RunError::Plan(message) => Failure::BadInput(message),
+        RunError::Internal(message) => Failure::Internal(message),
     })?;
     let replayed = history.to_jsonl();
     let replayed_hash = sha256_hex(&replayed);

@@ -1,6 +1,6 @@
 //! Printing what a run found: counts, the verdict, the first anomalies in plain words.
 
-use fencer::{History, Verdict};
+use crate::{History, Verdict};
 use fencer_harness::{EventType, Op, PackedHistory};
 
 /// How many anomaly explanations a summary prints before pointing at verdict.json.

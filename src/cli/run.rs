@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use fencer::checking::check_options;
-use fencer::save::{FinishedRun, default_run_dir, save_run};
-use fencer::{Plan, Settings, SimError, check_with, simulate};
+use crate::{Plan, RunError, Settings, check_with, simulate};
+use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_run::checking::check_options;
 
 use super::{Failure, Outcome, describe, report};
 
@@ -41,8 +41,8 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
     println!("fencer run: {}", describe(settings));
     let started = std::time::Instant::now();
     let history = simulate(plan).map_err(|error| match error {
-        SimError::Plan(message) => Failure::BadInput(message),
-        SimError::Internal(message) => Failure::Internal(message),
+        RunError::Plan(message) => Failure::BadInput(message),
+        RunError::Internal(message) => Failure::Internal(message),
     })?;
     let options =
         check_options(settings, strict).map_err(|error| Failure::BadInput(error.to_string()))?;

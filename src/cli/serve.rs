@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use fencer::serve::Server;
+use fencer_results::serve::Server;
 
 use super::{Failure, Outcome};
 

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::{Plan, Verdict, simulate};
 use clap::Args;
-use fencer::gate::regressions::write_atomically;
-use fencer::gate::summary::ShrinkRecord;
-use fencer::settings::parse_duration;
-use fencer::shrink::{PlanSize, ShrinkLimits, fails_with, shrink};
-use fencer::{Plan, Verdict, simulate};
 use fencer_checkers::AnomalyClass;
+use fencer_gate::regressions::write_atomically;
+use fencer_gate::shrink::{PlanSize, ShrinkLimits, fails_with, shrink};
+use fencer_gate::summary::ShrinkRecord;
 use fencer_results::{parse_run_json, read_run_file};
+use fencer_run::settings::parse_duration;
 
 use super::{Failure, Outcome};
 
@@ -130,7 +130,7 @@ pub fn shrink_failure(
     let history = simulate(&shrunk.plan).map_err(|error| Failure::Internal(error.to_string()))?;
     // The predicate accepted this plan; a verdict without the class now would mean the
     // simulation is not deterministic.
-    if !fencer::checking::judge(&shrunk.plan.settings, &history)
+    if !fencer_run::checking::judge(&shrunk.plan.settings, &history)
         .anomaly_counts
         .contains_key(class.name())
     {

@@ -8,14 +8,14 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::connect::{lock_from_url, store_from_url};
-use fencer::drive::RunNames;
-use fencer::plan::Plan;
-use fencer::real::{real_plan, run_real, run_real_with_servers, unique_tag};
-use fencer::servers::{PrivateBackend, PrivateServer, ServerGuard};
 use fencer::{FencedStore, Harness, LockService, Settings, Validity, Verdict};
+use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
+use fencer_run::drive::RunNames;
+use fencer_run::plan::Plan;
+use fencer_run::real::{real_plan, run_real, run_real_with_servers, unique_tag};
+use fencer_servers::{PrivateBackend, PrivateServer, ServerGuard};
 use fencer_workloads::{CyclePlan, WorkerPlan};
 
 /// The marker CI greps for: a backend test that skipped instead of running.
@@ -250,9 +250,9 @@ pub fn assert_jump_let_a_second_worker_in_early(history: &History, ttl_ns: u64) 
 
 /// `roles` (`lock`, `store`) all served by `server`, as nemesis targets.
 pub fn server_targets(
-    server: &Arc<fencer::servers::PrivateServer>,
+    server: &Arc<fencer_servers::PrivateServer>,
     roles: &[&str],
-) -> fencer::drive::ServerTargets {
+) -> fencer_run::drive::ServerTargets {
     roles
         .iter()
         .map(|role| {
@@ -543,7 +543,7 @@ pub fn private_guard(
     let url = match backend {
         PrivateBackend::Redis => format!("redis://127.0.0.1:{port}"),
         PrivateBackend::Postgres => {
-            let database = fencer::servers::POSTGRES_DATABASE;
+            let database = fencer_servers::POSTGRES_DATABASE;
             format!("postgres://postgres@127.0.0.1:{port}/{database}")
         }
         PrivateBackend::Etcd => format!("etcd://127.0.0.1:{port}"),

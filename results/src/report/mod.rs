@@ -2,10 +2,10 @@
 //! leases, writes, faults and the anomalies' evidence) and SVG plots (latency, lease ownership,
 //! clock offsets).
 //!
-//! Reports are pure functions of a history and a verdict summary, so they are byte-for-byte
-//! deterministic and self-contained: inline CSS, JS and SVG, no network fetch. This crate holds
-//! the on-disk format and does not depend on the checkers; the verdict arrives as
-//! [`ReportInput`], plain data.
+//! Reports are pure functions of a history, the run's settings and its verdict, so they are
+//! byte-for-byte deterministic and self-contained: inline CSS, JS and SVG, no network fetch.
+//! [`report_files`] renders them all; the pages see the verdict through [`ReportInput`], the
+//! few plain facts they draw.
 
 pub mod escape;
 pub mod model;
@@ -13,6 +13,9 @@ pub mod plots;
 mod svg;
 pub mod timeline;
 pub mod words;
+
+use fencer_checkers::Verdict;
+use fencer_harness::History;
 
 pub use plots::{PLOT_FILES, render_plots};
 pub use timeline::{MAX_DRAWN_OPS, render_timeline};
@@ -41,4 +44,66 @@ pub struct ReportAnomaly {
     pub events: Vec<u64>,
     /// The checker's plain-words explanation.
     pub explanation: String,
+}
+
+/// The timeline page's file name in a run directory.
+pub const TIMELINE_FILE: &str = "timeline.html";
+
+/// The verdict and settings as a report shows them. `settings` is the run's settings as JSON
+/// (as `run.json` holds them), so reports need no knowledge of each setting's type.
+pub fn report_input(settings: &serde_json::Value, verdict: &Verdict) -> ReportInput {
+    let field = |name: &str| match settings.get(name) {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => "?".into(),
+    };
+    let described: Vec<String> = settings
+        .as_object()
+        .map(|fields| {
+            fields
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    ReportInput {
+        title: format!(
+            "{} seed {} — lock {}, store {}",
+            field("workload"),
+            field("seed"),
+            field("lock"),
+            field("store")
+        ),
+        validity: verdict.validity.name().to_string(),
+        summary: verdict.summary_line(),
+        settings: described.join(" · "),
+        anomalies: verdict
+            .anomalies
+            .iter()
+            .map(|anomaly| ReportAnomaly {
+                class: anomaly.class.name().to_string(),
+                events: anomaly.events.clone(),
+                explanation: anomaly.explanation.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// `timeline.html` and the plots, as (file name, bytes).
+pub fn report_files(
+    history: &History,
+    settings: &serde_json::Value,
+    verdict: &Verdict,
+) -> Vec<(&'static str, Vec<u8>)> {
+    let input = report_input(settings, verdict);
+    let mut files = vec![(
+        TIMELINE_FILE,
+        render_timeline(&history.events, &input).into_bytes(),
+    )];
+    files.extend(
+        render_plots(&history.events)
+            .into_iter()
+            .map(|(name, svg)| (name, svg.into_bytes())),
+    );
+    files
 }

@@ -15,9 +15,9 @@ use std::time::Instant;
 use fencer_checkers::{Validity, Verdict};
 use fencer_harness::History;
 
-use crate::gate::divergence::{Divergence, first_divergence};
-use crate::plan::Plan;
-use crate::simulate::{SimError, simulate};
+use crate::divergence::{Divergence, first_divergence};
+use fencer_run::plan::Plan;
+use fencer_run::{RunError, simulate};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
@@ -58,7 +58,7 @@ pub enum Outcome {
     /// Two runs of the same plan recorded different histories.
     Nondeterministic(Divergence),
     /// The simulation itself failed.
-    Error(SimError),
+    Error(RunError),
 }
 
 impl Outcome {
@@ -177,7 +177,7 @@ pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
             return Outcome::Nondeterministic(divergence);
         }
     }
-    let verdict = crate::checking::judge(&plan.settings, &history);
+    let verdict = fencer_run::checking::judge(&plan.settings, &history);
     let events = history.events.len();
     let history = (verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {
@@ -190,7 +190,7 @@ pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::{Settings, StoreBackend};
+    use fencer_run::settings::{Settings, StoreBackend};
     use fencer_workloads::RenewFailurePolicy;
 
     fn mutant(seed: u64) -> Plan {

@@ -13,9 +13,9 @@ use fencer_checkers::{Validity, Verdict};
 use fencer_nemesis::FaultKind;
 use fencer_workloads::{WorkerVariant, WorkloadKind};
 
-use crate::plan::Plan;
-use crate::settings::{LockBackend, Settings, StoreBackend};
-use crate::simulate::{SimError, simulate};
+use fencer_run::plan::Plan;
+use fencer_run::settings::{LockBackend, Settings, StoreBackend};
+use fencer_run::{RunError, simulate};
 
 /// A broken variant of the reference, and how to expose it.
 #[derive(Clone, Copy, Debug)]
@@ -197,9 +197,9 @@ impl Mutant {
 }
 
 /// Simulates and checks one run.
-pub fn verdict_of(settings: &Settings) -> Result<Verdict, SimError> {
+pub fn verdict_of(settings: &Settings) -> Result<Verdict, RunError> {
     let history = simulate(&Plan::generate(settings))?;
-    Ok(crate::checking::judge(settings, &history))
+    Ok(fencer_run::checking::judge(settings, &history))
 }
 
 /// The first seed that caught a mutant, and what it found.
@@ -236,7 +236,7 @@ impl Hunt {
 }
 
 /// Runs `mutant` on seeds `0..cap` until a verdict is invalid.
-pub fn hunt(mutant: &'static Mutant, cap: u64) -> Result<Hunt, SimError> {
+pub fn hunt(mutant: &'static Mutant, cap: u64) -> Result<Hunt, RunError> {
     let started = Instant::now();
     let mut caught = None;
     let mut runs = 0;

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::gate::summary::{CHUNK_SEEDS, GateSummary};
+use crate::summary::{CHUNK_SEEDS, GateSummary};
 
 /// The JUnit document for `summary`.
 pub fn junit_xml(summary: &GateSummary) -> String {

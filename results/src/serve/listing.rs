@@ -5,11 +5,11 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use fencer_results::RunRecord;
-use fencer_results::report::PLOT_FILES;
-use fencer_results::report::escape;
+use crate::RunRecord;
+use crate::report::PLOT_FILES;
+use crate::report::escape;
 
-use crate::reports::TIMELINE_FILE;
+use crate::report::TIMELINE_FILE;
 
 /// Directories deeper than this below the store root are not searched for runs.
 const MAX_DEPTH: usize = 3;

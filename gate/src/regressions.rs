@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use fencer_harness::history::sha256_hex;
 
-use crate::plan::{Plan, PlanError};
-use crate::settings::{Settings, name_of};
+use fencer_run::plan::{Plan, PlanError};
+use fencer_run::settings::{Settings, name_of};
 
 /// A saved plan and the file it came from.
 #[derive(Clone, Debug)]
@@ -119,7 +119,7 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::StoreBackend;
+    use fencer_run::settings::StoreBackend;
 
     #[test]
     fn saved_plans_load_back_once_and_only_for_the_same_system() {

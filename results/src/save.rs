@@ -3,12 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::{Archive, RunDirError, RunRecord, utc_stamp, write_run_dir};
 use fencer_checkers::Verdict;
 use fencer_harness::History;
 use fencer_harness::history::sha256_hex;
-use fencer_results::{RunDirError, RunRecord, StoreLayout, utc_stamp, write_run_dir};
 
-use crate::plan::Plan;
+use fencer_run::Plan;
 
 /// A run ready to be written.
 pub struct FinishedRun<'a> {
@@ -33,7 +33,7 @@ fn wall_clock_s() -> u64 {
 
 /// The default run directory: `<store>/<workload>/<label>-<UTC time>`.
 pub fn default_run_dir(store_root: &Path, workload: &str, label: &str) -> PathBuf {
-    StoreLayout::new(store_root).run_dir(workload, label, &utc_stamp(wall_clock_s()))
+    Archive::new(store_root).run_dir(workload, label, &utc_stamp(wall_clock_s()))
 }
 
 /// Writes `run` into `dir` atomically; when `store_root` is given, points its `latest` at it.
@@ -58,7 +58,7 @@ pub fn save_run(
         serde_json::to_vec_pretty(run.verdict).expect("verdicts always serialise");
     verdict_json.push(b'\n');
     let plan_json = run.plan.to_json();
-    let reports = crate::reports::report_files(run.history, &record.settings, run.verdict);
+    let reports = crate::report::report_files(run.history, &record.settings, run.verdict);
     let mut files: Vec<(&str, &[u8])> = vec![
         ("run.json", &record_json),
         ("plan.json", &plan_json),
@@ -72,7 +72,7 @@ pub fn save_run(
     );
     write_run_dir(dir, &files)?;
     if let Some(root) = store_root {
-        StoreLayout::new(root).point_latest_at(dir)?;
+        Archive::new(root).point_latest_at(dir)?;
     }
     Ok(())
 }

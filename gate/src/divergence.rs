@@ -62,7 +62,7 @@ impl Divergence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Plan, Settings, simulate};
+    use fencer_run::{Plan, Settings, simulate};
 
     #[test]
     fn identical_histories_do_not_diverge_and_a_changed_event_is_named() {

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::gate::divergence::Divergence;
-use crate::gate::seeds::{SeedRange, Shard};
-use crate::settings::Settings;
+use crate::divergence::Divergence;
+use crate::seeds::{SeedRange, Shard};
 use crate::shrink::PlanSize;
+use fencer_run::settings::Settings;
 
 /// Seeds per JUnit test case for passing seeds: one test case per chunk keeps a 100 000-seed
 /// report readable while still saying which ranges ran.

@@ -9,37 +9,25 @@ use std::sync::Arc;
 use fencer_backends::{SimLeaseService, SqliteStore};
 use fencer_harness::runtime::simulation_runtime;
 use fencer_harness::{
-    FencedStore, History, LocalClock, LockService, Network, NodeClock, Process, ProcessFaults,
-    Recorder, StoreClient, Stream, TrueClock, stream_rng,
+    FencedStore, History, LocalClock, Network, NodeClock, Process, ProcessFaults, Recorder,
+    StoreClient, Stream, TrueClock, stream_rng,
 };
 use fencer_nemesis::Fault;
 use fencer_workloads::WorkloadKind;
 use tokio::sync::oneshot;
 
+use crate::RunError;
 use crate::drive::spawn_workers;
 use crate::plan::Plan;
-use crate::settings::LockBackend;
-use crate::test_backends::NondeterministicLock;
-
-/// Why a simulation could not produce a history.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    /// The plan cannot run (bad settings or fault targets).
-    #[error("plan: {0}")]
-    Plan(String),
-    /// A component of fencer itself failed: a bug, reported with exit 255.
-    #[error("internal error: {0}")]
-    Internal(String),
-}
 
 /// Runs `plan` to completion and returns what was recorded.
-pub fn simulate(plan: &Plan) -> Result<History, SimError> {
-    plan.check().map_err(SimError::Plan)?;
+pub fn simulate(plan: &Plan) -> Result<History, RunError> {
+    plan.check().map_err(RunError::Plan)?;
     let plan = Arc::new(plan.clone());
     simulation_runtime().block_on(run(plan))
 }
 
-async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
+async fn run(plan: Arc<Plan>) -> Result<History, RunError> {
     let settings = &plan.settings;
     let truth = TrueClock::start();
     let recorder = Arc::new(Recorder::new(truth));
@@ -54,14 +42,10 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
         Arc::clone(&recorder),
         settings.lock.rules(),
     ));
-    let lock_service: Arc<dyn LockService> = Arc::clone(&sim_lock) as Arc<dyn LockService>;
-    let lock_service: Arc<dyn LockService> = match settings.lock {
-        LockBackend::TestNondeterministic => Arc::new(NondeterministicLock::new(lock_service)),
-        _ => lock_service,
-    };
+    let lock_service = settings.lock.serve(Arc::clone(&sim_lock));
     let store: Arc<dyn FencedStore> = Arc::new(
         SqliteStore::in_memory(settings.store.rules(), Some(Arc::clone(&recorder)))
-            .map_err(|error| SimError::Internal(error.to_string()))?,
+            .map_err(|error| RunError::Internal(error.to_string()))?,
     );
 
     let (workers, mut targets) = spawn_workers(
@@ -75,7 +59,7 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
     );
     targets.clocks.insert("lock".into(), lock_clock);
     targets.servers.insert("lock".into(), sim_lock);
-    fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
+    fencer_nemesis::validate(&plan.faults, &targets).map_err(RunError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
         plan.faults.clone(),
@@ -86,14 +70,14 @@ async fn run(plan: Arc<Plan>) -> Result<History, SimError> {
     for (index, worker) in workers.into_iter().enumerate() {
         worker
             .await
-            .map_err(|error| SimError::Internal(format!("worker w{index} failed: {error}")))?;
+            .map_err(|error| RunError::Internal(format!("worker w{index} failed: {error}")))?;
     }
     // The nemesis may already be done with its schedule; then nobody listens and that is fine.
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?
-        .map_err(SimError::Internal)?;
+        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))?
+        .map_err(RunError::Internal)?;
     settle(&plan).await;
     if settings.workload_kind() == Ok(WorkloadKind::LockCounter) {
         final_read(&plan, truth, &recorder, &network, &store).await;
@@ -138,4 +122,33 @@ async fn final_read(
     let client = StoreClient::new(process, Arc::clone(store));
     // Recorded whatever its outcome; a failed final read leaves the checker without a total.
     let _ = client.read(settings.register_config().key.as_str()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_backends::registry::LockBackend;
+
+    use crate::{Plan, Settings, simulate};
+
+    #[test]
+    fn the_nondeterministic_lock_really_is_and_the_reference_is_not() {
+        let settings = Settings {
+            ops_per_worker: 3,
+            lock: LockBackend::TestNondeterministic,
+            ..Settings::default()
+        };
+        let plan = Plan::generate(&settings);
+        assert_ne!(
+            simulate(&plan).unwrap().to_jsonl(),
+            simulate(&plan).unwrap().to_jsonl()
+        );
+        let reference = Plan::generate(&Settings {
+            lock: LockBackend::Sim,
+            ..settings
+        });
+        assert_eq!(
+            simulate(&reference).unwrap().to_jsonl(),
+            simulate(&reference).unwrap().to_jsonl()
+        );
+    }
 }

@@ -16,8 +16,8 @@ use fencer_checkers::AnomalyClass;
 use fencer_nemesis::Fault;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::Plan;
-use crate::simulate::simulate;
+use fencer_run::plan::Plan;
+use fencer_run::simulate;
 
 /// Bounds on one shrink.
 #[derive(Clone, Copy, Debug)]
@@ -84,7 +84,7 @@ pub struct Shrunk {
 pub fn fails_with(class: AnomalyClass) -> impl FnMut(&Plan) -> bool {
     move |plan| {
         simulate(plan).is_ok_and(|history| {
-            crate::checking::judge(&plan.settings, &history)
+            fencer_run::checking::judge(&plan.settings, &history)
                 .anomaly_counts
                 .contains_key(class.name())
         })
@@ -348,8 +348,8 @@ impl Shrinker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::Settings;
     use fencer_nemesis::FaultKind;
+    use fencer_run::settings::Settings;
 
     fn plan() -> Plan {
         Plan::generate(&Settings {

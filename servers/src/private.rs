@@ -12,7 +12,9 @@ use std::sync::{Arc, Mutex};
 
 use super::ServerGuard;
 use crate::proxy::FaultProxy;
-use crate::settings::PRIVATE_SCHEME;
+
+/// The URL scheme of a server fencer starts itself (`private:redis`, `private:postgres`).
+pub const PRIVATE_SCHEME: &str = "private:";
 
 /// The servers fencer can start itself. Adding one is an arm in [`PrivateBackend::parse`],
 /// [`PrivateBackend::start`] and [`PrivateBackend::client_url`].

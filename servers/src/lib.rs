@@ -12,12 +12,14 @@ mod clock;
 mod etcd;
 mod postgres;
 mod private;
+pub mod proxy;
 mod redis;
 mod zookeeper;
 
 pub use clock::ServerClock;
 pub use postgres::POSTGRES_DATABASE;
-pub use private::{PrivateBackend, PrivateServer};
+pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
+pub use proxy::FaultProxy;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;

@@ -79,11 +79,11 @@ use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 use fencer_nemesis::FaultKind;
 use fencer_workloads::RenewFailurePolicy;
 
-use crate::drive::{RunNames, drive};
-use crate::plan::Plan;
-use crate::real::{fit_to_servers, unique_tag};
-use crate::save::{FinishedRun, default_run_dir, save_run};
-use crate::settings::Settings;
+use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_run::drive::{RunNames, drive};
+use fencer_run::plan::Plan;
+use fencer_run::real::{fit_to_servers, unique_tag};
+use fencer_run::settings::Settings;
 
 /// Environment variable that overrides the seed range (`7` or `3..9`): the replay command a
 /// failing report prints.

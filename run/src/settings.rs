@@ -2,92 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use fencer_backends::{LeaseRules, StoreRules};
+pub use fencer_backends::registry::{LockBackend, StoreBackend};
 use fencer_harness::LatencyModel;
 use fencer_nemesis::FaultKind;
+use fencer_servers::PRIVATE_SCHEME;
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
 use serde::{Deserialize, Serialize};
-
-/// The lock services fencer can run against in the simulation tier.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LockBackend {
-    /// The reference lease service.
-    Sim,
-    /// Mutant: release without the owner compare.
-    SimUnsafeRelease,
-    /// Mutant: renew without the owner compare.
-    SimUncheckedRenew,
-    /// Mutant: renew revives an expired, re-granted lease.
-    SimResurrectingRenew,
-    /// Mutant: fencing token = lock server wall clock in ms.
-    SimClockTokens,
-    /// Test-only (`test-nondeterministic`): the reference service made non-deterministic on
-    /// purpose, to prove `gate --check-determinism` catches it; see
-    /// [`crate::test_backends`]. Deliberately left out of [`LockBackend::ALL`].
-    #[doc(hidden)]
-    TestNondeterministic,
-    /// Mutant: the token counter resets when the lock service restarts.
-    SimVolatileCounter,
-}
-
-impl LockBackend {
-    /// Every backend, reference first.
-    pub const ALL: [LockBackend; 6] = [
-        LockBackend::Sim,
-        LockBackend::SimUnsafeRelease,
-        LockBackend::SimUncheckedRenew,
-        LockBackend::SimResurrectingRenew,
-        LockBackend::SimClockTokens,
-        LockBackend::SimVolatileCounter,
-    ];
-
-    /// The rules the simulated service follows.
-    pub fn rules(self) -> LeaseRules {
-        match self {
-            LockBackend::Sim => LeaseRules::Reference,
-            LockBackend::SimUnsafeRelease => LeaseRules::UnsafeRelease,
-            LockBackend::SimUncheckedRenew => LeaseRules::UncheckedRenew,
-            LockBackend::SimResurrectingRenew => LeaseRules::ResurrectingRenew,
-            LockBackend::SimClockTokens => LeaseRules::ClockTokens,
-            LockBackend::TestNondeterministic => LeaseRules::Reference,
-            LockBackend::SimVolatileCounter => LeaseRules::VolatileCounter,
-        }
-    }
-}
-
-/// The stores fencer can protect in the simulation tier.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StoreBackend {
-    /// SQLite with the fenced conditional UPDATE.
-    Sqlite,
-    /// SQLite with a plain UPDATE (no fence check).
-    SqliteUnfenced,
-    /// SQLite, fence read and compared in the application, then written: a race.
-    SqliteCheckThenWrite,
-}
-
-impl StoreBackend {
-    /// Every backend, reference first.
-    pub const ALL: [StoreBackend; 3] = [
-        StoreBackend::Sqlite,
-        StoreBackend::SqliteUnfenced,
-        StoreBackend::SqliteCheckThenWrite,
-    ];
-
-    /// The rules the SQLite store follows.
-    pub fn rules(self) -> StoreRules {
-        match self {
-            StoreBackend::Sqlite => StoreRules::Fenced,
-            StoreBackend::SqliteUnfenced => StoreRules::Unfenced,
-            // An application round trip between SELECT and UPDATE on a loaded service.
-            StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
-                check_gap_ns: 50_000_000,
-            },
-        }
-    }
-}
 
 /// Parses a kebab-case name through the type's serde form, listing the valid names on error.
 pub fn parse_name<T: serde::de::DeserializeOwned + Serialize>(
@@ -136,7 +56,7 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
             .map_err(|error| {
                 format!(
                     "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {})",
-                    crate::servers::PrivateBackend::URLS
+                    fencer_servers::PrivateBackend::URLS
                 )
             })
     }
@@ -220,9 +140,6 @@ impl Default for Settings {
         }
     }
 }
-
-/// The URL scheme of a server fencer starts itself (`private:redis`, `private:postgres`).
-pub const PRIVATE_SCHEME: &str = "private:";
 
 impl Settings {
     /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL): the only

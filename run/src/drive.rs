@@ -18,8 +18,8 @@ use fencer_nemesis::{Fault, ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
 use tokio::sync::oneshot;
 
+use crate::RunError;
 use crate::plan::Plan;
-use crate::simulate::SimError;
 
 /// The lock and key a run uses. A real server outlives runs, so each run gets its own names
 /// and never sees another run's lease or fence.
@@ -54,7 +54,7 @@ pub async fn drive(
     lock: Arc<dyn LockService>,
     store: Arc<dyn FencedStore>,
     names: RunNames,
-) -> Result<History, SimError> {
+) -> Result<History, RunError> {
     drive_with_servers(plan, lock, store, names, ServerTargets::new()).await
 }
 
@@ -70,7 +70,7 @@ pub async fn drive_with_servers(
     store: Arc<dyn FencedStore>,
     names: RunNames,
     servers: ServerTargets,
-) -> Result<History, SimError> {
+) -> Result<History, RunError> {
     let settings = &plan.settings;
     let truth = TrueClock::start();
     let recorder = Arc::new(Recorder::new(truth));
@@ -87,7 +87,7 @@ pub async fn drive_with_servers(
     let (workers, mut targets) =
         spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
     targets.real_servers = servers;
-    fencer_nemesis::validate(&plan.faults, &targets).map_err(SimError::Plan)?;
+    fencer_nemesis::validate(&plan.faults, &targets).map_err(RunError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
         plan.faults.clone(),
@@ -100,7 +100,7 @@ pub async fn drive_with_servers(
     for (index, mut worker) in workers.into_iter().enumerate() {
         match tokio::time::timeout_at(deadline, &mut worker).await {
             Ok(joined) => joined
-                .map_err(|error| SimError::Internal(format!("worker w{index} failed: {error}")))?,
+                .map_err(|error| RunError::Internal(format!("worker w{index} failed: {error}")))?,
             Err(_elapsed) => unfinished.push(worker),
         }
     }
@@ -114,8 +114,8 @@ pub async fn drive_with_servers(
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| SimError::Internal(format!("nemesis failed: {error}")))?
-        .map_err(SimError::Internal)?;
+        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))?
+        .map_err(RunError::Internal)?;
     append_applied_log(&recorder, store.as_ref(), &names.key).await;
     Ok(recorder.take_history())
 }

@@ -1,20 +1,21 @@
-//! Where runs live: `store/<workload>/<seed>-<UTC time>/`, with `store/latest` pointing at the
-//! newest run, as Jepsen's `store/` does.
+//! The run archive: where saved runs live, `<archive>/<workload>/<seed>-<UTC time>/`, with
+//! `<archive>/latest` pointing at the newest run, as Jepsen's `store/` does. ("Store" in fencer
+//! means the system under test only; the saved runs are the archive.)
 
 use std::path::{Path, PathBuf};
 
 use crate::run_dir::RunDirError;
 
-/// The store root and its naming rules.
+/// The archive's root directory and its naming rules.
 #[derive(Clone, Debug)]
-pub struct StoreLayout {
+pub struct Archive {
     root: PathBuf,
 }
 
-impl StoreLayout {
-    /// A store rooted at `root` (default `store/`).
-    pub fn new(root: impl Into<PathBuf>) -> StoreLayout {
-        StoreLayout { root: root.into() }
+impl Archive {
+    /// An archive rooted at `root` (default `runs/`).
+    pub fn new(root: impl Into<PathBuf>) -> Archive {
+        Archive { root: root.into() }
     }
 
     /// A fresh run directory path for `workload` and `label` (usually the seed) at `stamp`.
@@ -30,7 +31,7 @@ impl StoreLayout {
         candidate
     }
 
-    /// Points `store/latest` at `dir` (a relative symlink, replaced atomically).
+    /// Points `<archive>/latest` at `dir` (a relative symlink, replaced atomically).
     pub fn point_latest_at(&self, dir: &Path) -> Result<(), RunDirError> {
         let target = dir.strip_prefix(&self.root).unwrap_or(dir).to_path_buf();
         let latest = self.root.join("latest");
@@ -97,7 +98,7 @@ mod tests {
     #[test]
     fn latest_points_at_the_newest_run_and_names_do_not_collide() {
         let root = tempfile::tempdir().unwrap();
-        let layout = StoreLayout::new(root.path());
+        let layout = Archive::new(root.path());
         let first = layout.run_dir("fenced-register", "7", "20260101T000000Z");
         std::fs::create_dir_all(&first).unwrap();
         let second = layout.run_dir("fenced-register", "7", "20260101T000000Z");

@@ -6,9 +6,9 @@
 
 use std::fmt::Write;
 
+use crate::report::words::{both_clocks, describe, secs};
 use fencer_checkers::{Anomaly, Verdict};
 use fencer_harness::{Event, EventType, History, Op};
-use fencer_results::report::words::{both_clocks, describe, secs};
 
 /// Which defence an anomaly class defeats, and what fixes it.
 struct Lesson {
@@ -187,8 +187,9 @@ pub fn explain(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::settings::StoreBackend;
-    use crate::{check, demo, simulate};
+    use fencer_checkers::check;
+    use fencer_run::settings::StoreBackend;
+    use fencer_run::{demo, simulate};
 
     #[test]
     fn the_demo_story_numbers_the_evidence_and_blames_fencing() {

@@ -17,11 +17,11 @@ use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 
 use fencer_nemesis::Fault;
 
+use crate::RunError;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
 use crate::plan::Plan;
-use crate::servers::PrivateBackend;
 use crate::settings::Settings;
-use crate::simulate::SimError;
+use fencer_servers::PrivateBackend;
 
 /// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
 /// and only the server faults its servers can take ([`fit_to_servers`]).
@@ -98,7 +98,7 @@ pub fn run_real(
     lock: Arc<dyn LockService>,
     store: Arc<dyn FencedStore>,
     names: RunNames,
-) -> Result<History, SimError> {
+) -> Result<History, RunError> {
     run_real_with_servers(plan, lock, store, names, ServerTargets::new())
 }
 
@@ -110,10 +110,10 @@ pub fn run_real_with_servers(
     store: Arc<dyn FencedStore>,
     names: RunNames,
     servers: ServerTargets,
-) -> Result<History, SimError> {
-    plan.check().map_err(SimError::Plan)?;
+) -> Result<History, RunError> {
+    plan.check().map_err(RunError::Plan)?;
     let runtime = real_runtime()
-        .map_err(|error| SimError::Internal(format!("cannot start a tokio runtime: {error}")))?;
+        .map_err(|error| RunError::Internal(format!("cannot start a tokio runtime: {error}")))?;
     runtime.block_on(drive_with_servers(
         Arc::new(plan.clone()),
         lock,

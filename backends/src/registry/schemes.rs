@@ -1,0 +1,436 @@
+//! From server URLs to adapters: one table of schemes ([`SCHEMES`]), each naming how to build
+//! its lock service and its store, in any mix, with an optional `?variant=` naming a
+//! deliberately broken variant.
+//!
+//! Variants: lock `?variant=unsafe-release` (Redis, etcd, ZooKeeper); store `?variant=unfenced`
+//! (Redis, PostgreSQL, etcd, ZooKeeper, SQLite). A store may be a SQLite file several processes
+//! share, `sqlite://PATH`. A PostgreSQL URL may name the schema to work in with `?schema=NAME`
+//! (default `fencer`). Both parameters are removed before the URL reaches the client library.
+//! Every message shows URLs with their password hidden.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use fencer_harness::{FencedStore, LockService};
+
+use crate::url::{redact_url, scheme_of};
+
+/// A lock service or store built from a URL, with what is needed to check it is reachable.
+pub struct Connected<T: ?Sized> {
+    /// The adapter.
+    pub adapter: Arc<T>,
+    /// The URL as shown (password hidden).
+    pub shown_url: String,
+    probe: Option<Arc<dyn Probe>>,
+}
+
+impl<T: ?Sized> Connected<T> {
+    /// Connects and round-trips one request, so an unreachable server or a refused login is a
+    /// clear error before the run starts, not a run full of failed calls.
+    pub async fn ping(&self) -> Result<(), String> {
+        match &self.probe {
+            Some(probe) => probe.ping().await,
+            None => Ok(()),
+        }
+    }
+}
+
+/// A connection that can be asked whether its server answers.
+#[async_trait]
+trait Probe: Send + Sync {
+    async fn ping(&self) -> Result<(), String>;
+}
+
+/// Implements [`Probe`] for connection types with an inherent `async fn ping`.
+#[cfg_attr(
+    not(any(
+        feature = "redis",
+        feature = "postgres",
+        feature = "etcd",
+        feature = "zookeeper"
+    )),
+    allow(unused_macros)
+)]
+macro_rules! probe_by_ping {
+    ($($connection:ty),* $(,)?) => {$(
+        #[async_trait]
+        impl Probe for $connection {
+            async fn ping(&self) -> Result<(), String> {
+                <$connection>::ping(self).await
+            }
+        }
+    )*};
+}
+
+#[cfg(feature = "redis")]
+probe_by_ping!(crate::RedisConnection);
+#[cfg(feature = "postgres")]
+probe_by_ping!(crate::PostgresConnection);
+#[cfg(feature = "etcd")]
+probe_by_ping!(crate::EtcdConnection);
+#[cfg(feature = "zookeeper")]
+probe_by_ping!(crate::ZookeeperConnection);
+
+/// A URL taken apart: what the client library sees, and fencer's own parameters.
+struct Target<'a> {
+    /// The URL as given (for messages; may carry a password).
+    url: &'a str,
+    /// The URL without fencer's parameters.
+    client_url: String,
+    /// `?variant=`.
+    variant: Option<String>,
+    /// `?schema=` (PostgreSQL only).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    schema: Option<String>,
+}
+
+impl Target<'_> {
+    fn parse(url: &str) -> Target<'_> {
+        let (client_url, variant, schema) = split_params(url);
+        Target {
+            url,
+            client_url,
+            variant,
+            schema,
+        }
+    }
+
+    /// The rules its `?variant=` names: `reference` without one, `broken` for the one variant
+    /// the backend ships (`unsafe-release`, `unfenced`), and a clear error for any other name.
+    fn rules<R>(&self, what: &str, reference: R, (name, broken): (&str, R)) -> Result<R, String> {
+        match self.variant.as_deref() {
+            None => Ok(reference),
+            Some(variant) if variant == name => Ok(broken),
+            Some(other) => Err(unknown_variant(what, other, name, self.url)),
+        }
+    }
+
+    fn connected<T: ?Sized>(&self, adapter: Arc<T>, probe: Option<Arc<dyn Probe>>) -> Connected<T> {
+        Connected {
+            adapter,
+            shown_url: redact_url(self.url),
+            probe,
+        }
+    }
+}
+
+type BuildLock = fn(&Target<'_>) -> Result<Connected<dyn LockService>, String>;
+type BuildStore = fn(&Target<'_>) -> Result<Connected<dyn FencedStore>, String>;
+
+/// One real backend: the schemes that name it and how to build each of its adapters.
+struct Scheme {
+    /// Scheme names; the first is the one listed in messages.
+    names: &'static [&'static str],
+    /// Its lock service, if it offers one.
+    lock: Option<BuildLock>,
+    /// Its fenced store, if it offers one.
+    store: Option<BuildStore>,
+}
+
+/// Every scheme this build knows, each behind the feature of its client crate.
+const SCHEMES: &[Scheme] = &[
+    #[cfg(feature = "redis")]
+    Scheme {
+        names: &["redis"],
+        lock: Some(redis::lock),
+        store: Some(redis::store),
+    },
+    #[cfg(feature = "postgres")]
+    Scheme {
+        names: &["postgres", "postgresql"],
+        lock: Some(postgres::lock),
+        store: Some(postgres::store),
+    },
+    #[cfg(feature = "etcd")]
+    Scheme {
+        names: &["etcd"],
+        lock: Some(etcd::lock),
+        store: Some(etcd::store),
+    },
+    #[cfg(feature = "zookeeper")]
+    Scheme {
+        names: &["zk", "zookeeper"],
+        lock: Some(zookeeper::lock),
+        store: Some(zookeeper::store),
+    },
+    Scheme {
+        names: &["sqlite"],
+        lock: None,
+        store: Some(sqlite_store),
+    },
+];
+
+fn scheme_for(url: &str) -> Option<&'static Scheme> {
+    let scheme = scheme_of(url)?;
+    SCHEMES.iter().find(|known| known.names.contains(&scheme))
+}
+
+/// A lock service for `url`.
+pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
+    let target = Target::parse(url);
+    match scheme_for(&target.client_url).and_then(|scheme| scheme.lock) {
+        Some(build) => build(&target),
+        None => Err(unsupported_scheme("lock", url, |scheme| {
+            scheme.lock.is_some()
+        })),
+    }
+}
+
+/// A fenced store for `url`.
+pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
+    let target = Target::parse(url);
+    match scheme_for(&target.client_url).and_then(|scheme| scheme.store) {
+        Some(build) => build(&target),
+        None => Err(unsupported_scheme("store", url, |scheme| {
+            scheme.store.is_some()
+        })),
+    }
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use super::*;
+    use crate::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
+
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+        let rules = target.rules(
+            "lock",
+            RedisLockRules::Reference,
+            ("unsafe-release", RedisLockRules::UnsafeRelease),
+        )?;
+        let connection = Arc::new(RedisConnection::open(&target.client_url)?);
+        let adapter = Arc::new(RedisLock::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+        let rules = target.rules(
+            "store",
+            RedisStoreRules::Fenced,
+            ("unfenced", RedisStoreRules::Unfenced),
+        )?;
+        let connection = Arc::new(RedisConnection::open(&target.client_url)?);
+        let adapter = Arc::new(RedisStore::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    use super::*;
+    use crate::{PostgresConnection, PostgresLock, PostgresStore, PostgresStoreRules};
+
+    fn open(target: &Target<'_>) -> Result<Arc<PostgresConnection>, String> {
+        let schema = target.schema.as_deref().unwrap_or("fencer");
+        Ok(Arc::new(PostgresConnection::open(
+            &target.client_url,
+            schema,
+        )?))
+    }
+
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+        if let Some(other) = target.variant.as_deref() {
+            return Err(unknown_variant("lock", other, "none", target.url));
+        }
+        let connection = open(target)?;
+        let adapter = Arc::new(PostgresLock::new(Arc::clone(&connection)));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+        let rules = target.rules(
+            "store",
+            PostgresStoreRules::Fenced,
+            ("unfenced", PostgresStoreRules::Unfenced),
+        )?;
+        let connection = open(target)?;
+        let adapter = Arc::new(PostgresStore::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+}
+
+#[cfg(feature = "etcd")]
+mod etcd {
+    use super::*;
+    use crate::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
+
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+        let rules = target.rules(
+            "lock",
+            EtcdLockRules::Reference,
+            ("unsafe-release", EtcdLockRules::UnsafeRelease),
+        )?;
+        let connection = Arc::new(EtcdConnection::open(&target.client_url)?);
+        let adapter = Arc::new(EtcdLock::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+        let rules = target.rules(
+            "store",
+            EtcdStoreRules::Fenced,
+            ("unfenced", EtcdStoreRules::Unfenced),
+        )?;
+        let connection = Arc::new(EtcdConnection::open(&target.client_url)?);
+        let adapter = Arc::new(EtcdStore::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+}
+
+#[cfg(feature = "zookeeper")]
+mod zookeeper {
+    use super::*;
+    use crate::{
+        ZookeeperConnection, ZookeeperLock, ZookeeperLockRules, ZookeeperStore, ZookeeperStoreRules,
+    };
+
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+        let rules = target.rules(
+            "lock",
+            ZookeeperLockRules::Reference,
+            ("unsafe-release", ZookeeperLockRules::UnsafeRelease),
+        )?;
+        let connection = Arc::new(ZookeeperConnection::open(&target.client_url)?);
+        let adapter = Arc::new(ZookeeperLock::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+        let rules = target.rules(
+            "store",
+            ZookeeperStoreRules::Fenced,
+            ("unfenced", ZookeeperStoreRules::Unfenced),
+        )?;
+        let connection = Arc::new(ZookeeperConnection::open(&target.client_url)?);
+        let adapter = Arc::new(ZookeeperStore::new(Arc::clone(&connection), rules));
+        Ok(target.connected(adapter, Some(connection)))
+    }
+}
+
+fn sqlite_store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+    use crate::{SqliteStore, StoreRules};
+    let rules = target.rules(
+        "store",
+        StoreRules::Fenced,
+        ("unfenced", StoreRules::Unfenced),
+    )?;
+    let path = target.client_url.trim_start_matches("sqlite://");
+    if path.is_empty() {
+        return Err(format!(
+            "expected sqlite://PATH (e.g. sqlite:///tmp/register.db), found {}",
+            redact_url(target.url)
+        ));
+    }
+    let store = SqliteStore::open(std::path::Path::new(path), rules, None)
+        .map_err(|error| error.to_string())?;
+    Ok(target.connected(Arc::new(store), None))
+}
+
+/// Splits `url` into the URL the client sees and the `variant` and `schema` parameters.
+fn split_params(url: &str) -> (String, Option<String>, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None, None);
+    };
+    let (mut variant, mut schema, mut kept) = (None, None, Vec::new());
+    for pair in query.split('&') {
+        match pair.split_once('=') {
+            Some(("variant", value)) => variant = Some(value.to_string()),
+            Some(("schema", value)) => schema = Some(value.to_string()),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    (url, variant, schema)
+}
+
+fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> String {
+    format!(
+        "unknown {what} variant `{variant}` in {}: expected {known}",
+        redact_url(url)
+    )
+}
+
+/// The error for a URL no scheme of this build serves as a `what`, listing those that do.
+fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -> String {
+    let built: Vec<String> = SCHEMES
+        .iter()
+        .filter(|scheme| offers(scheme))
+        .map(|scheme| format!("{}://", scheme.names[0]))
+        .collect();
+    format!(
+        "unsupported {what} URL {}: expected one of {} (this build's backends)",
+        redact_url(url),
+        built.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variant_and_schema_are_taken_out_of_the_url() {
+        assert_eq!(
+            split_params("postgres://u@h/db?variant=unfenced&sslmode=disable&schema=s1"),
+            (
+                "postgres://u@h/db?sslmode=disable".to_string(),
+                Some("unfenced".to_string()),
+                Some("s1".to_string())
+            )
+        );
+        assert_eq!(
+            split_params("redis://h:1"),
+            ("redis://h:1".to_string(), None, None)
+        );
+    }
+
+    #[cfg(all(feature = "zookeeper", feature = "redis"))]
+    #[test]
+    fn zookeeper_urls_build_both_adapters_and_mix_with_others() {
+        let lock = lock_from_url("zk://127.0.0.1:2181?variant=unsafe-release").unwrap();
+        assert_eq!(lock.shown_url, "zk://127.0.0.1:2181?variant=unsafe-release");
+        assert!(store_from_url("zk://127.0.0.1:2181?variant=unfenced").is_ok());
+        assert!(store_from_url("redis://127.0.0.1:6379").is_ok());
+        let error = lock_from_url("zk://127.0.0.1:2181?variant=unfenced")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
+        let error = lock_from_url("zk://u:pw@127.0.0.1:2181").err().unwrap();
+        assert!(!error.contains("pw@"), "{error}");
+    }
+
+    #[test]
+    fn bad_schemes_and_variants_are_refused_without_the_password() {
+        let error = lock_from_url("mysql://root:pw@h/db").err().unwrap();
+        assert!(
+            error.starts_with("unsupported lock URL mysql://root:***@h/db"),
+            "{error}"
+        );
+        let error = store_from_url("redis://:pw@h:1?variant=sloppy")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown store variant `sloppy`"), "{error}");
+        assert!(!error.contains("pw@"), "{error}");
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_urls_build_both_adapters_and_are_listed_when_the_scheme_is_wrong() {
+        assert!(lock_from_url("etcd://127.0.0.1:2379?variant=unsafe-release").is_ok());
+        assert!(store_from_url("etcd://127.0.0.1:2379?variant=unfenced").is_ok());
+        let error = lock_from_url("etcd://127.0.0.1:2379?variant=unfenced")
+            .err()
+            .unwrap();
+        assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
+        let error = store_from_url("etcd://root:pw@127.0.0.1:2379")
+            .err()
+            .unwrap();
+        assert!(!error.contains("pw@"), "{error}");
+        let error = lock_from_url("mysql://h:3306").err().unwrap();
+        assert!(error.contains("etcd://"), "{error}");
+    }
+}

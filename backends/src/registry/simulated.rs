@@ -1,0 +1,104 @@
+//! The simulated backends, by name: the reference lease service and fenced SQLite store, and
+//! the mutants of each.
+
+use std::sync::Arc;
+
+use fencer_harness::LockService;
+use serde::{Deserialize, Serialize};
+
+use crate::{LeaseRules, SimLeaseService, StoreRules};
+
+/// The lock services fencer can run against in the simulation tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockBackend {
+    /// The reference lease service.
+    Sim,
+    /// Mutant: release without the owner compare.
+    SimUnsafeRelease,
+    /// Mutant: renew without the owner compare.
+    SimUncheckedRenew,
+    /// Mutant: renew revives an expired, re-granted lease.
+    SimResurrectingRenew,
+    /// Mutant: fencing token = lock server wall clock in ms.
+    SimClockTokens,
+    /// Test-only (`test-nondeterministic`): the reference service made non-deterministic on
+    /// purpose, to prove `gate --check-determinism` catches it; see
+    /// [`crate::registry::NondeterministicLock`]. Deliberately left out of [`LockBackend::ALL`].
+    #[cfg(feature = "test-backends")]
+    #[doc(hidden)]
+    TestNondeterministic,
+    /// Mutant: the token counter resets when the lock service restarts.
+    SimVolatileCounter,
+}
+
+impl LockBackend {
+    /// Every backend, reference first.
+    pub const ALL: [LockBackend; 6] = [
+        LockBackend::Sim,
+        LockBackend::SimUnsafeRelease,
+        LockBackend::SimUncheckedRenew,
+        LockBackend::SimResurrectingRenew,
+        LockBackend::SimClockTokens,
+        LockBackend::SimVolatileCounter,
+    ];
+
+    /// The rules the simulated service follows.
+    pub fn rules(self) -> LeaseRules {
+        match self {
+            LockBackend::Sim => LeaseRules::Reference,
+            LockBackend::SimUnsafeRelease => LeaseRules::UnsafeRelease,
+            LockBackend::SimUncheckedRenew => LeaseRules::UncheckedRenew,
+            LockBackend::SimResurrectingRenew => LeaseRules::ResurrectingRenew,
+            LockBackend::SimClockTokens => LeaseRules::ClockTokens,
+            #[cfg(feature = "test-backends")]
+            LockBackend::TestNondeterministic => LeaseRules::Reference,
+            LockBackend::SimVolatileCounter => LeaseRules::VolatileCounter,
+        }
+    }
+
+    /// The service workers call: `service` itself, or for the test-only backend, `service`
+    /// wrapped so that it is not deterministic.
+    pub fn serve(self, service: Arc<SimLeaseService>) -> Arc<dyn LockService> {
+        match self {
+            #[cfg(feature = "test-backends")]
+            LockBackend::TestNondeterministic => {
+                Arc::new(super::NondeterministicLock::new(service))
+            }
+            _ => service,
+        }
+    }
+}
+
+/// The stores fencer can protect in the simulation tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreBackend {
+    /// SQLite with the fenced conditional UPDATE.
+    Sqlite,
+    /// SQLite with a plain UPDATE (no fence check).
+    SqliteUnfenced,
+    /// SQLite, fence read and compared in the application, then written: a race.
+    SqliteCheckThenWrite,
+}
+
+impl StoreBackend {
+    /// Every backend, reference first.
+    pub const ALL: [StoreBackend; 3] = [
+        StoreBackend::Sqlite,
+        StoreBackend::SqliteUnfenced,
+        StoreBackend::SqliteCheckThenWrite,
+    ];
+
+    /// The rules the SQLite store follows.
+    pub fn rules(self) -> StoreRules {
+        match self {
+            StoreBackend::Sqlite => StoreRules::Fenced,
+            StoreBackend::SqliteUnfenced => StoreRules::Unfenced,
+            // An application round trip between SELECT and UPDATE on a loaded service.
+            StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
+                check_gap_ns: 50_000_000,
+            },
+        }
+    }
+}

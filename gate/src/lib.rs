@@ -1,0 +1,18 @@
+//! The CI gate and everything it needs, as a library: which seeds to run ([`seeds`]), running
+//! them on every core with job-count-independent results ([`runner`]), pinning
+//! non-determinism ([`divergence`]), shrinking a failing plan to a minimal one ([`shrink`]),
+//! the machine-readable summary shards are merged from ([`summary`]), JUnit ([`junit`]), the
+//! committed regressions folder ([`regressions`]), the hunt for the mutant zoo
+//! ([`mutants`]), and [`Harness`], the same gate driven from a user's `cargo test`.
+
+pub mod divergence;
+pub mod harness;
+pub mod junit;
+pub mod mutants;
+pub mod regressions;
+pub mod runner;
+pub mod seeds;
+pub mod shrink;
+pub mod summary;
+
+pub use harness::{Harness, Report, SeedRun, TimeMode};

@@ -1,0 +1,24 @@
+//! A plan and how it runs.
+//!
+//! [`Settings`] are every knob of a run, validated once; [`Plan::generate`] expands a seed into
+//! each worker's script and the fault schedule; [`simulate`] runs a plan in the simulation tier
+//! (one paused current-thread runtime: the history is a pure function of the plan), and
+//! [`real`] runs it in real time against real servers. Both tiers drive the same workers and
+//! the same nemesis ([`drive`]); [`checking`] picks the checkers a run's settings call for.
+
+pub mod bench_real;
+pub mod checking;
+pub mod demo;
+pub mod drive;
+mod error;
+pub mod plan;
+mod plan_locate;
+pub mod real;
+pub mod settings;
+pub mod simulate;
+pub mod swarm;
+
+pub use error::RunError;
+pub use plan::{PLAN_FORMAT, Plan, PlanError};
+pub use settings::Settings;
+pub use simulate::simulate;
