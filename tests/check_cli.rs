@@ -129,7 +129,7 @@ fn the_workload_comes_from_the_flag_else_run_json() {
     let bad_record = fencer(&["check", "history.jsonl"], dir.path());
     assert_eq!(bad_record.status.code(), Some(254), "{}", text(&bad_record));
     assert!(
-        text(&bad_record).contains("run.json: settings.workload: expected a workload"),
+        text(&bad_record).contains("run.json: settings.workload: unknown workload"),
         "{}",
         text(&bad_record)
     );

@@ -30,7 +30,7 @@ fn runs() -> Vec<Settings> {
             ..base.clone()
         });
         runs.push(Settings {
-            workload: "lock-counter".into(),
+            workload: Workload::LockCounter,
             lock: LockBackend::SimVolatileCounter,
             ..base
         });
@@ -57,7 +57,7 @@ fn a_stored_history_reads_back_as_recorded_and_checks_the_same() {
         assert_eq!(read.events, read_with_serde(&jsonl), "{settings:?}");
         assert_eq!(read, recorded, "{settings:?}");
         let options = CheckOptions {
-            workload: settings.workload.parse::<Workload>().unwrap(),
+            workload: settings.workload,
             ..CheckOptions::default()
         };
         let verdict = serde_json::to_string(&check_with(&read, &options)).unwrap();

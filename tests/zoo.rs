@@ -4,10 +4,11 @@
 
 use fencer::{LockBackend, Settings, StoreBackend, Validity, check, simulate};
 use fencer_gate::mutants::{Mutant, ZOO, hunt, verdict_of};
+use fencer_harness::Workload;
 use fencer_harness::{Event, EventType, History, Op};
 use fencer_nemesis::Fault;
 use fencer_run::plan::{PLAN_FORMAT, Plan};
-use fencer_workloads::{CyclePlan, WorkerPlan, WorkloadKind};
+use fencer_workloads::{CyclePlan, WorkerPlan};
 
 const SECOND_NS: u64 = 1_000_000_000;
 
@@ -85,10 +86,10 @@ fn the_scenarios_that_expose_mutants_are_clean_with_the_reference() {
     }
 }
 
-fn small(workload: WorkloadKind, seed: u64) -> Settings {
+fn small(workload: Workload, seed: u64) -> Settings {
     Settings {
         seed,
-        workload: workload.name().into(),
+        workload,
         ops_per_worker: 10,
         ..Settings::default()
     }
@@ -96,7 +97,7 @@ fn small(workload: WorkloadKind, seed: u64) -> Settings {
 
 #[test]
 fn lock_counter_and_mutex_are_deterministic_and_seeded() {
-    for workload in [WorkloadKind::LockCounter, WorkloadKind::Mutex] {
+    for workload in [Workload::LockCounter, Workload::Mutex] {
         let run = |seed| {
             simulate(&Plan::generate(&small(workload, seed)))
                 .unwrap()
@@ -114,7 +115,7 @@ fn lock_counter_and_mutex_are_deterministic_and_seeded() {
 fn lock_counter_increments_one_counter_and_ends_with_a_final_read() {
     let history = simulate(&Plan::generate(&Settings {
         nemesis: Default::default(),
-        ..small(WorkloadKind::LockCounter, 1)
+        ..small(Workload::LockCounter, 1)
     }))
     .unwrap();
     let applied: Vec<&Event> = history
@@ -137,7 +138,7 @@ fn lock_counter_increments_one_counter_and_ends_with_a_final_read() {
 
 #[test]
 fn mutex_makes_no_store_calls() {
-    let history = simulate(&Plan::generate(&small(WorkloadKind::Mutex, 2))).unwrap();
+    let history = simulate(&Plan::generate(&small(Workload::Mutex, 2))).unwrap();
     assert!(
         history
             .events
@@ -249,7 +250,7 @@ fn restart_run(lock: LockBackend) -> ((u64, u64, u64), History) {
     let history = scripted(
         Settings {
             lock,
-            workload: WorkloadKind::Mutex.name().into(),
+            workload: Workload::Mutex,
             ..Settings::default()
         },
         cycle(0.0, 8.0, 0.0, "A"),
@@ -301,7 +302,7 @@ fn restart_loses_leases_and_only_the_volatile_counter_regresses_tokens() {
 #[ignore = "long: run with cargo test --release -- --ignored"]
 fn reference_shows_zero_anomalies_over_10000_seeds_of_every_workload() {
     const SEEDS: u64 = 10_000;
-    for workload in WorkloadKind::ALL {
+    for workload in Workload::ALL {
         let (unknown, invalid): (Vec<u64>, Vec<String>) = std::thread::scope(|scope| {
             let halves: Vec<_> = (0..2u64)
                 .map(|half| {

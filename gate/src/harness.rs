@@ -73,10 +73,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fencer_checkers::{Validity, Verdict, check};
+use fencer_checkers::{Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 use fencer_nemesis::FaultKind;
+use fencer_run::checking::judge;
 use fencer_workloads::RenewFailurePolicy;
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
@@ -306,7 +307,7 @@ impl Harness {
             };
             let run = match outcome {
                 Ok(history) => {
-                    let verdict = check(&history);
+                    let verdict = judge(&plan.settings, &history, false);
                     let saved = self.save_if_failed(&plan, &history, &verdict);
                     SeedRun {
                         seed,
@@ -332,7 +333,7 @@ impl Harness {
         let root = self.save_failures_to.as_ref()?;
         let dir = default_run_dir(root, &self.name, &plan.settings.seed.to_string());
         let finished = FinishedRun {
-            command: "harness",
+            command: "cargo-test",
             plan,
             history,
             verdict,

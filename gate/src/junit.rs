@@ -35,7 +35,7 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         let _ = writeln!(
             xml,
             "    <testcase classname=\"{class}\" name=\"seeds {first}..{last}\">",
-            class = escape(&summary.settings.workload),
+            class = escape(summary.settings.workload.name()),
             first = chunk.first_seed,
         );
         let _ = writeln!(
@@ -52,7 +52,7 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         let _ = writeln!(
             xml,
             "    <testcase classname=\"{class}\" name=\"{name}\">",
-            class = escape(&summary.settings.workload),
+            class = escape(summary.settings.workload.name()),
             name = escape(&failure.label),
         );
         let message = match &failure.class {

@@ -10,8 +10,9 @@
 use std::time::Instant;
 
 use fencer_checkers::{Validity, Verdict};
+use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
-use fencer_workloads::{WorkerVariant, WorkloadKind};
+use fencer_workloads::WorkerVariant;
 
 use fencer_run::plan::Plan;
 use fencer_run::settings::{LockBackend, Settings, StoreBackend};
@@ -26,7 +27,7 @@ pub struct Mutant {
     pub models: &'static str,
     /// The anomaly class fencer must report for it.
     pub expected_class: &'static str,
-    workload: WorkloadKind,
+    workload: Workload,
     nemesis: &'static [FaultKind],
     /// Mean gap between faults: restarts keep the lock down for 0.5–2 TTLs, so they are
     /// spaced out further than the default or the lock is down most of the run.
@@ -47,7 +48,7 @@ pub const ZOO: [Mutant; 10] = [
                  the compare-and-delete script): a paused holder's late release frees its \
                  successor's lease",
         expected_class: "foreign-release",
-        workload: WorkloadKind::FencedRegister,
+        workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimUnsafeRelease,
@@ -59,7 +60,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "renew extends whatever lease is live without comparing the owner (PEXPIRE \
                  without GET == owner): a stale holder keeps its successor's lease alive",
         expected_class: "foreign-release",
-        workload: WorkloadKind::FencedRegister,
+        workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimUncheckedRenew,
@@ -71,7 +72,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "renew finds the caller's lease even after it expired and was granted to \
                  someone else, and revives it: two live leases at once",
         expected_class: "overlapping-leases",
-        workload: WorkloadKind::FencedRegister,
+        workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimResurrectingRenew,
@@ -83,7 +84,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "the fencing token is the lock server's wall clock in ms: a backward clock \
                  step hands out a token below an earlier grant's",
         expected_class: "token-regression",
-        workload: WorkloadKind::Mutex,
+        workload: Workload::Mutex,
         nemesis: &[FaultKind::Skew],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::SimClockTokens,
@@ -95,7 +96,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "the token counter lives in memory only (INCR without persistence) and \
                  restarts from zero with the server",
         expected_class: "token-regression",
-        workload: WorkloadKind::Mutex,
+        workload: Workload::Mutex,
         nemesis: &[FaultKind::Restart],
         mean_fault_gap_ns: RESTART_GAP_NS,
         lock: LockBackend::SimVolatileCounter,
@@ -107,7 +108,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "the store reads the fence, compares in the application, then writes \
                  unconditionally: a newer write can land between the check and the write",
         expected_class: "stale-write-accepted",
-        workload: WorkloadKind::FencedRegister,
+        workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause, FaultKind::DelayWrite],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
@@ -119,7 +120,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "a plain UPDATE that stores the token but never compares it: what most code \
                  does",
         expected_class: "stale-write-accepted",
-        workload: WorkloadKind::FencedRegister,
+        workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
@@ -132,7 +133,7 @@ pub const ZOO: [Mutant; 10] = [
                  against an unfenced store, where only the worker's own policy protects the \
                  data, so a pause past the TTL lets its late write land after its successor's",
         expected_class: "stale-write-accepted",
-        workload: WorkloadKind::LockCounter,
+        workload: Workload::LockCounter,
         nemesis: &[FaultKind::Pause],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
@@ -144,7 +145,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "release does not cancel the renewal task, which keeps renewing with the \
                  released owner token (a watchdog timer nobody cancels on unlock)",
         expected_class: "zombie-renewal",
-        workload: WorkloadKind::Mutex,
+        workload: Workload::Mutex,
         nemesis: &FaultKind::ALL,
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
@@ -156,7 +157,7 @@ pub const ZOO: [Mutant; 10] = [
         models: "a generic retry wrapper resends a rejected or timed-out write with the same \
                  write id, value and stale token: a delayed original and its retry both apply",
         expected_class: "duplicate-effect",
-        workload: WorkloadKind::LockCounter,
+        workload: Workload::LockCounter,
         nemesis: &[FaultKind::DelayWrite],
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
@@ -175,7 +176,7 @@ impl Mutant {
     pub fn settings(&self, seed: u64) -> Settings {
         Settings {
             seed,
-            workload: self.workload.name().to_string(),
+            workload: self.workload,
             nemesis: self.nemesis.iter().copied().collect(),
             mean_fault_gap_ns: self.mean_fault_gap_ns,
             lock: self.lock,
@@ -199,7 +200,7 @@ impl Mutant {
 /// Simulates and checks one run.
 pub fn verdict_of(settings: &Settings) -> Result<Verdict, RunError> {
     let history = simulate(&Plan::generate(settings))?;
-    Ok(fencer_run::checking::judge(settings, &history))
+    Ok(fencer_run::checking::judge(settings, &history, false))
 }
 
 /// The first seed that caught a mutant, and what it found.

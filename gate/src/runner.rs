@@ -177,7 +177,7 @@ pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
             return Outcome::Nondeterministic(divergence);
         }
     }
-    let verdict = fencer_run::checking::judge(&plan.settings, &history);
+    let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
     let events = history.events.len();
     let history = (verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {

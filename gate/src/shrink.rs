@@ -84,7 +84,7 @@ pub struct Shrunk {
 pub fn fails_with(class: AnomalyClass) -> impl FnMut(&Plan) -> bool {
     move |plan| {
         simulate(plan).is_ok_and(|history| {
-            fencer_run::checking::judge(&plan.settings, &history)
+            fencer_run::checking::judge(&plan.settings, &history, false)
                 .anomaly_counts
                 .contains_key(class.name())
         })

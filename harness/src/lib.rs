@@ -18,6 +18,7 @@ pub mod restart;
 pub mod rng;
 pub mod runtime;
 pub mod words;
+pub mod workload;
 
 pub use adapter::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken,
@@ -32,3 +33,4 @@ pub use packed::{PackedHistory, Row, Strings, Sym};
 pub use recorder::Recorder;
 pub use restart::Restartable;
 pub use rng::{Stream, stream_rng};
+pub use workload::{UnknownWorkload, Workload};

@@ -31,9 +31,10 @@ fn wall_clock_s() -> u64 {
         .unwrap_or(0)
 }
 
-/// The default run directory: `<store>/<workload>/<label>-<UTC time>`.
-pub fn default_run_dir(store_root: &Path, workload: &str, label: &str) -> PathBuf {
-    Archive::new(store_root).run_dir(workload, label, &utc_stamp(wall_clock_s()))
+/// The default run directory: `<archive>/<group>/<label>-<UTC time>`, where `group` is the
+/// workload (or `demo`, or a `cargo test` harness's name) and `label` usually the seed.
+pub fn default_run_dir(archive_root: &Path, group: &str, label: &str) -> PathBuf {
+    Archive::new(archive_root).run_dir(group, label, &utc_stamp(wall_clock_s()))
 }
 
 /// Writes `run` into `dir` atomically; when `store_root` is given, points its `latest` at it.

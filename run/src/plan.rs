@@ -164,8 +164,7 @@ impl Plan {
 /// The settings field a validation message is about, from the message's first word (the CLI
 /// flag it names), so the error points at that line; the `settings` object otherwise.
 fn settings_path(message: &str) -> Vec<Step> {
-    const FIELDS: [(&str, &str); 7] = [
-        ("unknown workload", "workload"),
+    const FIELDS: [(&str, &str); 6] = [
         ("workers", "workers"),
         ("ops", "ops_per_worker"),
         ("ttl", "ttl_ns"),
@@ -184,8 +183,7 @@ fn settings_path(message: &str) -> Vec<Step> {
 }
 
 impl Settings {
-    /// The workload's view of the settings (call on validated settings: an unknown workload
-    /// name falls back to the default workload).
+    /// The workload's view of the settings.
     pub fn register_config(&self) -> RegisterConfig {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
@@ -196,7 +194,7 @@ impl Settings {
                 self.renew_every_ns,
             )
         }
-        .for_workload(self.workload_kind().unwrap_or_default(), self.worker)
+        .for_workload(self.workload, self.worker)
     }
 }
 

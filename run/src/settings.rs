@@ -4,9 +4,10 @@ use std::collections::BTreeSet;
 
 pub use fencer_backends::registry::{LockBackend, StoreBackend};
 use fencer_harness::LatencyModel;
+use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
 use fencer_servers::PRIVATE_SCHEME;
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
 /// Parses a kebab-case name through the type's serde form, listing the valid names on error.
@@ -68,8 +69,8 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
 pub struct Settings {
     /// The seed every random choice derives from.
     pub seed: u64,
-    /// Workload name (`fenced-register`, `lock-counter`, `mutex`).
-    pub workload: String,
+    /// What workers do under the lock.
+    pub workload: Workload,
     /// Number of workers.
     pub workers: usize,
     /// Cycles per worker.
@@ -104,9 +105,6 @@ pub struct Settings {
     pub store_url: Option<String>,
 }
 
-/// The default workload.
-pub const FENCED_REGISTER: &str = "fenced-register";
-
 const SECOND_NS: u64 = 1_000_000_000;
 const MS_NS: u64 = 1_000_000;
 
@@ -119,7 +117,7 @@ impl Default for Settings {
     fn default() -> Self {
         Settings {
             seed: 0,
-            workload: FENCED_REGISTER.into(),
+            workload: Workload::FencedRegister,
             workers: 5,
             ops_per_worker: 100,
             ttl_ns: 10 * SECOND_NS,
@@ -167,7 +165,6 @@ impl Settings {
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
     pub fn validate(&self) -> Result<Vec<String>, String> {
         let mut warnings = Vec::new();
-        self.workload_kind()?;
         if let Some(kind) = self.nemesis.iter().find(|kind| kind.needs_private_server())
             && self.private_servers().is_empty()
         {
@@ -227,13 +224,6 @@ impl Settings {
             ));
         }
         Ok(warnings)
-    }
-}
-
-impl Settings {
-    /// The workload, parsed from its name.
-    pub fn workload_kind(&self) -> Result<WorkloadKind, String> {
-        self.workload.parse()
     }
 }
 

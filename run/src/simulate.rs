@@ -10,10 +10,9 @@ use fencer_backends::{SimLeaseService, SqliteStore};
 use fencer_harness::runtime::simulation_runtime;
 use fencer_harness::{
     FencedStore, History, LocalClock, Network, NodeClock, Process, ProcessFaults, Recorder,
-    StoreClient, Stream, TrueClock, stream_rng,
+    StoreClient, Stream, TrueClock, Workload, stream_rng,
 };
 use fencer_nemesis::Fault;
-use fencer_workloads::WorkloadKind;
 use tokio::sync::oneshot;
 
 use crate::RunError;
@@ -79,7 +78,7 @@ async fn run(plan: Arc<Plan>) -> Result<History, RunError> {
         .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))?
         .map_err(RunError::Internal)?;
     settle(&plan).await;
-    if settings.workload_kind() == Ok(WorkloadKind::LockCounter) {
+    if settings.workload == Workload::LockCounter {
         final_read(&plan, truth, &recorder, &network, &store).await;
     }
     Ok(recorder.take_history())

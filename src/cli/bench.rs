@@ -23,7 +23,7 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         let started = Instant::now();
         let history = simulate(&plan).map_err(|error| Failure::Internal(error.to_string()))?;
         let simulated = Instant::now();
-        let verdict = fencer_run::checking::judge(&plan.settings, &history);
+        let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
         let checked = Instant::now();
         let bytes = history.to_jsonl();
         let serialised = Instant::now();

@@ -21,12 +21,13 @@ use std::process::ExitCode;
 
 use crate::CheckOptions;
 use clap::{Args, Parser, Subcommand};
+use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
 use fencer_run::settings::{
     BackendChoice, LockBackend, Settings, StoreBackend, format_duration, parse_choice,
     parse_duration,
 };
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant, WorkloadKind};
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
 
 /// How a command ended, as Jepsen's exit codes.
 #[derive(Debug)]
@@ -121,8 +122,8 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         ops: usize,
         /// Workload to simulate: fenced-register, lock-counter, mutex.
-        #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
-        workload: WorkloadKind,
+        #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<Workload>())]
+        workload: Workload,
     },
     /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
     /// fencer catches it; exit 1 if any escapes.
@@ -196,8 +197,8 @@ const SETTINGS_FLAGS: [&str; 12] = [
 #[derive(Args, Debug)]
 struct SettingsArgs {
     /// What workers do under the lock: fenced-register, lock-counter, mutex.
-    #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<WorkloadKind>())]
-    workload: WorkloadKind,
+    #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<Workload>())]
+    workload: Workload,
     /// The workers' code: reference, or a worker mutant (ignore-renew-failure,
     /// zombie-renewal, blind-retry).
     #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
@@ -282,7 +283,7 @@ impl SettingsArgs {
     fn base(&self) -> Settings {
         Settings {
             seed: 0,
-            workload: self.workload.name().to_string(),
+            workload: self.workload,
             worker: self.worker,
             workers: self.workers,
             ops_per_worker: self.ops,
@@ -443,7 +444,7 @@ pub fn main() -> ExitCode {
             &Settings {
                 workers,
                 ops_per_worker: ops,
-                workload: workload.name().to_string(),
+                workload,
                 ..Settings::default()
             },
             seeds,

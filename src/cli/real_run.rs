@@ -11,11 +11,12 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::{Plan, RunError, Settings, check};
+use crate::{Plan, RunError, Settings};
 use fencer_backends::redact_url;
 use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::runtime::real_runtime;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_run::checking::judge;
 use fencer_run::drive::{RunNames, ServerTargets, drive_with_servers};
 use fencer_run::real::{check_servers_take_faults, real_plan, unique_tag};
 use fencer_servers::PRIVATE_SCHEME;
@@ -160,7 +161,7 @@ pub fn run(
         })?;
     drop(runtime);
     drop(started);
-    let verdict = check(&history);
+    let verdict = judge(&plan.settings, &history, false);
     report::print_summary(
         &report::Shape::of_history(&history),
         &verdict,
@@ -170,7 +171,7 @@ pub fn run(
         Some(dir) => dir.to_path_buf(),
         None => default_run_dir(
             store_dir,
-            &plan.settings.workload,
+            plan.settings.workload.name(),
             &format!("real-{}", plan.settings.seed),
         ),
     };

@@ -2,10 +2,10 @@
 
 use std::path::Path;
 
-use crate::{Plan, RunError, check_with, simulate};
+use crate::{Plan, RunError, simulate};
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
-use fencer_run::checking::check_options;
+use fencer_run::checking::judge;
 
 use fencer_servers::PRIVATE_SCHEME;
 
@@ -79,9 +79,7 @@ pub fn replay(dir: &Path) -> Outcome {
         )));
     }
     println!("identical: {} events", history.events.len());
-    let options = check_options(&plan.settings, false)
-        .map_err(|error| Failure::BadInput(error.to_string()))?;
-    let verdict = check_with(&history, &options);
+    let verdict = judge(&plan.settings, &history, false);
     report::print_summary(&report::Shape::of_history(&history), &verdict, 0.0);
     Ok(verdict.validity.exit_code() as u8)
 }

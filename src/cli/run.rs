@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use crate::{Plan, RunError, Settings, check_with, simulate};
+use crate::{Plan, RunError, Settings, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
-use fencer_run::checking::check_options;
+use fencer_run::checking::judge;
 
 use super::{Failure, Outcome, describe, report};
 
@@ -36,7 +36,11 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
     let settings = &plan.settings;
     let dir = match out {
         Some(dir) => dir.to_path_buf(),
-        None => default_run_dir(store_dir, &settings.workload, &settings.seed.to_string()),
+        None => default_run_dir(
+            store_dir,
+            settings.workload.name(),
+            &settings.seed.to_string(),
+        ),
     };
     println!("fencer run: {}", describe(settings));
     let started = std::time::Instant::now();
@@ -44,9 +48,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
         RunError::Plan(message) => Failure::BadInput(message),
         RunError::Internal(message) => Failure::Internal(message),
     })?;
-    let options =
-        check_options(settings, strict).map_err(|error| Failure::BadInput(error.to_string()))?;
-    let verdict = check_with(&history, &options);
+    let verdict = judge(settings, &history, strict);
     let wall_s = started.elapsed().as_secs_f64();
     report::print_summary(&report::Shape::of_history(&history), &verdict, wall_s);
     let finished = FinishedRun {

@@ -130,7 +130,7 @@ pub fn shrink_failure(
     let history = simulate(&shrunk.plan).map_err(|error| Failure::Internal(error.to_string()))?;
     // The predicate accepted this plan; a verdict without the class now would mean the
     // simulation is not deterministic.
-    if !fencer_run::checking::judge(&shrunk.plan.settings, &history)
+    if !fencer_run::checking::judge(&shrunk.plan.settings, &history, false)
         .anomaly_counts
         .contains_key(class.name())
     {

@@ -6,6 +6,6 @@ pub mod lease;
 pub mod register;
 mod work;
 
-pub use kind::{WorkerVariant, WorkloadKind};
+pub use kind::WorkerVariant;
 pub use lease::{LeaseStatus, RenewFailurePolicy};
 pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};

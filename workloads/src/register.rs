@@ -16,7 +16,9 @@ use rand::{Rng, RngExt};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::kind::{WorkerVariant, WorkloadKind};
+use fencer_harness::Workload;
+
+use crate::kind::WorkerVariant;
 use crate::lease::{RenewFailurePolicy, Renewal};
 use crate::work::sleep_ns;
 
@@ -43,7 +45,7 @@ pub struct RegisterConfig {
     /// Acquire attempts per cycle before the worker gives the cycle up.
     pub max_acquire_attempts: u32,
     /// What the worker does under the lock.
-    pub workload: WorkloadKind,
+    pub workload: Workload,
     /// The worker's code: reference or a worker mutant.
     pub variant: WorkerVariant,
 }
@@ -62,13 +64,13 @@ impl RegisterConfig {
             key: "register-1".into(),
             retry_every_ns: ttl_ns / 20,
             max_acquire_attempts: 1_000,
-            workload: WorkloadKind::FencedRegister,
+            workload: Workload::FencedRegister,
             variant: WorkerVariant::Reference,
         }
     }
 
     /// As [`RegisterConfig::new`], for `workload` (its key) run by `variant` workers.
-    pub fn for_workload(self, workload: WorkloadKind, variant: WorkerVariant) -> Self {
+    pub fn for_workload(self, workload: Workload, variant: WorkerVariant) -> Self {
         RegisterConfig {
             key: workload.key().into(),
             workload,

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use fencer_harness::{CallError, FencingToken, Written};
 
-use crate::kind::{WorkerVariant, WorkloadKind};
+use fencer_harness::Workload;
+
+use crate::kind::WorkerVariant;
 use crate::register::{CyclePlan, RegisterConfig, Worker};
 
 /// What the worker writes, decided before it thinks.
@@ -40,14 +42,14 @@ impl Worker {
             return;
         }
         let intent = match config.workload {
-            WorkloadKind::Mutex => Intent::Nothing,
-            WorkloadKind::FencedRegister => {
+            Workload::Mutex => Intent::Nothing,
+            Workload::FencedRegister => {
                 // The register is overwritten, not merged; the read is recorded so checkers
                 // can see what each holder saw.
                 let _ = self.store.read(&config.key).await;
                 Intent::Overwrite(cycle.value.clone().unwrap_or_else(|| write_id.into()))
             }
-            WorkloadKind::LockCounter => match self.store.read(&config.key).await {
+            Workload::LockCounter => match self.store.read(&config.key).await {
                 Ok(read) => match read.value.as_deref().map(str::parse::<u64>) {
                     None => Intent::Increment(1),
                     Some(Ok(counter)) => Intent::Increment(counter.saturating_add(1)),
