@@ -25,24 +25,3 @@ impl Default for CheckOptions {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn workload_names_agree_across_display_fromstr_and_serde() {
-        for workload in Workload::ALL {
-            assert_eq!(workload.name().parse::<Workload>(), Ok(workload));
-            assert_eq!(
-                serde_json::to_string(&workload).unwrap(),
-                format!("\"{workload}\"")
-            );
-        }
-        let err = "counter".parse::<Workload>().unwrap_err().to_string();
-        assert!(
-            err.contains("lock-counter") && err.contains("\"counter\""),
-            "{err}"
-        );
-    }
-}

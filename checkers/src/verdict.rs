@@ -48,7 +48,7 @@ impl Validity {
     }
 
     /// Jepsen's exit code for this result: 0 valid, 1 invalid, 2 unknown.
-    pub fn exit_code(self) -> i32 {
+    pub fn exit_code(self) -> u8 {
         match self {
             Validity::Valid => 0,
             Validity::Invalid => 1,

@@ -12,60 +12,7 @@
 //!   scaled down (default 300 ms) so a seed takes about a second; replay is "the same plan
 //!   again", and the saved history is the artifact.
 //!
-//! ```
-//! use std::sync::Mutex;
-//! use std::time::Duration;
-//! use fencer::backends::{SqliteStore, StoreRules};
-//! use fencer::{Acquired, CallError, Harness, LockService, Owned, OwnerToken};
-//! use tokio::time::Instant;
-//!
-//! /// One lock's lease (owner, expiry) and last token; correct, so fencer finds nothing.
-//! #[derive(Default)]
-//! struct OneLock(Mutex<(Option<(OwnerToken, Instant)>, u64)>);
-//!
-//! #[fencer::async_trait]
-//! impl LockService for OneLock {
-//!     async fn acquire(&self, _: &str, owner: OwnerToken, ttl: Duration) -> Result<Acquired, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         if state.0.is_some_and(|(_, expires)| expires > Instant::now()) {
-//!             return Ok(Acquired::Busy);
-//!         }
-//!         state.1 += 1;
-//!         state.0 = Some((owner, Instant::now() + ttl));
-//!         Ok(Acquired::Granted { fencing_token: state.1 })
-//!     }
-//!     async fn renew(&self, _: &str, owner: OwnerToken, ttl: Duration) -> Result<Owned, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         match &mut state.0 {
-//!             Some((holder, expires)) if *holder == owner && *expires > Instant::now() => {
-//!                 *expires = Instant::now() + ttl;
-//!                 Ok(Owned::Done)
-//!             }
-//!             _ => Ok(Owned::NotOwner),
-//!         }
-//!     }
-//!     async fn release(&self, _: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         match state.0 {
-//!             Some((holder, expires)) if holder == owner && expires > Instant::now() => {
-//!                 state.0 = None;
-//!                 Ok(Owned::Done)
-//!             }
-//!             _ => Ok(Owned::NotOwner),
-//!         }
-//!     }
-//! }
-//!
-//! // fencer's own fenced SQLite store stands in for the user's store.
-//! let store = SqliteStore::in_memory(StoreRules::Fenced, None).unwrap();
-//! let report = Harness::new(OneLock::default(), store)
-//!     .name("one_lock_is_safe")
-//!     .workers(3)
-//!     .ops(10)
-//!     .seeds(0..3)
-//!     .run();
-//! report.assert_valid();
-//! ```
+//! The example in the `fencer` crate's documentation runs a user's lock service this way.
 
 use std::fmt::Write as _;
 use std::ops::Range;
@@ -137,7 +84,7 @@ impl Harness {
             renew_every: None,
             call_timeout: None,
             fault_gap: None,
-            nemesis: FaultKind::ALL.to_vec(),
+            nemesis: FaultKind::DEFAULT.to_vec(),
             on_renew_failure: RenewFailurePolicy::Stop,
             seeds: 0..10,
             time: TimeMode::Simulated,

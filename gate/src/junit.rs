@@ -4,6 +4,8 @@
 
 use std::fmt::Write;
 
+use fencer_checkers::AnomalyClass;
+
 use crate::summary::{CHUNK_SEEDS, GateSummary};
 
 /// The JUnit document for `summary`.
@@ -57,7 +59,7 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         );
         let message = match &failure.class {
             Some(class) => format!("{class}: {}", failure.explanation),
-            None => format!("{}: {}", failure.kind, failure.explanation),
+            None => format!("{}: {}", failure.kind.name(), failure.explanation),
         };
         let mut body = format!("{message}\n\nreproduce with:\n");
         for command in &failure.replay {
@@ -70,7 +72,12 @@ pub fn junit_xml(summary: &GateSummary) -> String {
             xml,
             "      <failure message=\"{}\" type=\"{}\">{}</failure>",
             escape(&message),
-            escape(failure.class.as_deref().unwrap_or(&failure.kind)),
+            escape(
+                failure
+                    .class
+                    .as_ref()
+                    .map_or(failure.kind.name(), AnomalyClass::name)
+            ),
             escape(&body)
         );
         xml.push_str("    </testcase>\n");

@@ -146,7 +146,7 @@ pub const ZOO: [Mutant; 10] = [
                  released owner token (a watchdog timer nobody cancels on unlock)",
         expected_class: "zombie-renewal",
         workload: Workload::Mutex,
-        nemesis: &FaultKind::ALL,
+        nemesis: &FaultKind::DEFAULT,
         mean_fault_gap_ns: DEFAULT_GAP_NS,
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,

@@ -355,7 +355,7 @@ mod tests {
         Plan::generate(&Settings {
             seed: 3,
             ops_per_worker: 6,
-            nemesis: FaultKind::ALL.into_iter().collect(),
+            nemesis: FaultKind::DEFAULT.into_iter().collect(),
             mean_fault_gap_ns: 2_000_000_000,
             ..Settings::default()
         })

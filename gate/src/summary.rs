@@ -8,11 +8,101 @@ use serde::{Deserialize, Serialize};
 use crate::divergence::Divergence;
 use crate::seeds::{SeedRange, Shard};
 use crate::shrink::PlanSize;
+use fencer_checkers::{AnomalyClass, Validity};
 use fencer_run::settings::Settings;
 
 /// Seeds per JUnit test case for passing seeds: one test case per chunk keeps a 100 000-seed
 /// report readable while still saying which ranges ran.
 pub const CHUNK_SEEDS: u64 = 100;
+
+/// How one run of a gate ended, as counted in [`GateSummary::validity`]: its verdict, or why
+/// it has none. Declared in name order, so counts list the same way in every `gate.json`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tally {
+    /// The run failed to produce a history.
+    Error,
+    /// The verdict proved an anomaly.
+    Invalid,
+    /// The same plan recorded two different histories.
+    Nondeterministic,
+    /// No anomaly proven, but unknown outcomes could hide one.
+    Unknown,
+    /// No anomaly, and the evidence was enough to say so.
+    Valid,
+}
+
+impl Tally {
+    /// The kebab-case name, as in `gate.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tally::Error => "error",
+            Tally::Invalid => "invalid",
+            Tally::Nondeterministic => "nondeterministic",
+            Tally::Unknown => "unknown",
+            Tally::Valid => "valid",
+        }
+    }
+}
+
+impl From<Validity> for Tally {
+    fn from(validity: Validity) -> Tally {
+        match validity {
+            Validity::Valid => Tally::Valid,
+            Validity::Invalid => Tally::Invalid,
+            Validity::Unknown => Tally::Unknown,
+        }
+    }
+}
+
+/// Why a failing run failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// Its verdict proved an anomaly.
+    Invalid,
+    /// It recorded two different histories from one plan.
+    Nondeterministic,
+    /// It could not run.
+    Error,
+}
+
+impl FailureKind {
+    /// The kebab-case name, as in `gate.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::Invalid => "invalid",
+            FailureKind::Nondeterministic => "nondeterministic",
+            FailureKind::Error => "error",
+        }
+    }
+}
+
+/// Why a gate stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateEnd {
+    /// Every seed of its range ran.
+    Finished,
+    /// It stopped at the first failing seed (every lower seed still ran).
+    FirstFailure,
+    /// `--time` ran out before the range was done.
+    OutOfTime,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+impl GateEnd {
+    /// The kebab-case name, as in `gate.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            GateEnd::Finished => "finished",
+            GateEnd::FirstFailure => "first-failure",
+            GateEnd::OutOfTime => "out-of-time",
+            GateEnd::Interrupted => "interrupted",
+        }
+    }
+}
 
 /// Version of the `gate.json` format.
 pub const SUMMARY_FORMAT: u32 = 1;
@@ -34,16 +124,16 @@ pub struct GateSummary {
     pub shards: Vec<Shard>,
     /// False when the gate was interrupted or ran out of time before its range was done.
     pub complete: bool,
-    /// Why the gate stopped: `finished`, `first-failure`, `out-of-time` or `interrupted`.
-    pub ended: String,
+    /// Why the gate stopped.
+    pub ended: GateEnd,
     /// Saved regression plans replayed before the seeds.
     pub regressions_run: u64,
     /// New seeds simulated.
     pub seeds_run: u64,
     /// Events over all runs.
     pub events: u64,
-    /// Runs by verdict (`valid`, `invalid`, `unknown`).
-    pub validity: BTreeMap<String, u64>,
+    /// Runs by how they ended.
+    pub validity: BTreeMap<Tally, u64>,
     /// Anomalies over all runs, by class.
     pub anomalies: BTreeMap<String, u64>,
     /// Passing seeds per [`CHUNK_SEEDS`]-wide range of seed values, for JUnit.
@@ -70,7 +160,7 @@ impl GateSummary {
             seeds,
             shards,
             complete: true,
-            ended: "finished".into(),
+            ended: GateEnd::Finished,
             regressions_run: 0,
             seeds_run: 0,
             events: 0,
@@ -104,10 +194,10 @@ pub struct FailureRecord {
     pub seed: Option<u64>,
     /// `seed 17`, or the regression file's name.
     pub label: String,
-    /// `invalid`, `nondeterministic` or `error`.
-    pub kind: String,
+    /// Why it failed.
+    pub kind: FailureKind,
     /// The first anomaly class (what shrinking preserves), for invalid runs.
-    pub class: Option<String>,
+    pub class: Option<AnomalyClass>,
     /// Anomaly counts of the run.
     pub anomaly_counts: BTreeMap<String, usize>,
     /// The first anomaly's explanation, the divergence, or the error.
@@ -153,14 +243,14 @@ impl GateSummary {
     /// (the harness cannot be trusted), 1 for an anomaly, 2 for an unknown verdict or an
     /// incomplete gate, else 0.
     pub fn exit_code(&self) -> u8 {
-        if self.failures.iter().any(|f| f.kind != "invalid") {
+        if self.failures.iter().any(|f| f.kind != FailureKind::Invalid) {
             255
         } else if self.failed() {
-            1
-        } else if !self.complete || self.validity.get("unknown").is_some_and(|&n| n > 0) {
-            2
+            Validity::Invalid.exit_code()
+        } else if !self.complete || self.validity.get(&Tally::Unknown).is_some_and(|&n| n > 0) {
+            Validity::Unknown.exit_code()
         } else {
-            0
+            Validity::Valid.exit_code()
         }
     }
 
@@ -181,8 +271,8 @@ impl GateSummary {
     }
 
     /// Records one run of seed `seed` (None for a regression plan) into the counts.
-    pub fn count_run(&mut self, seed: Option<u64>, validity: &str, events: usize) {
-        *self.validity.entry(validity.to_string()).or_default() += 1;
+    pub fn count_run(&mut self, seed: Option<u64>, tally: Tally, events: usize) {
+        *self.validity.entry(tally).or_default() += 1;
         self.events += events as u64;
         let Some(seed) = seed else {
             self.regressions_run += 1;
@@ -203,10 +293,10 @@ impl GateSummary {
             }
         };
         chunk.seeds_run += 1;
-        match validity {
-            "valid" => {}
-            "unknown" => chunk.unknown += 1,
-            _ => chunk.failed += 1,
+        match tally {
+            Tally::Valid => {}
+            Tally::Unknown => chunk.unknown += 1,
+            Tally::Invalid | Tally::Nondeterministic | Tally::Error => chunk.failed += 1,
         }
     }
 }
@@ -248,14 +338,14 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
         }
         merged.shards.extend(part.shards.iter().copied());
         merged.complete &= part.complete;
-        if part.ended != "finished" && merged.ended == "finished" {
-            merged.ended = part.ended.clone();
+        if part.ended != GateEnd::Finished && merged.ended == GateEnd::Finished {
+            merged.ended = part.ended;
         }
         merged.regressions_run += part.regressions_run;
         merged.seeds_run += part.seeds_run;
         merged.events += part.events;
-        for (name, count) in &part.validity {
-            *merged.validity.entry(name.clone()).or_default() += count;
+        for (tally, count) in &part.validity {
+            *merged.validity.entry(*tally).or_default() += count;
         }
         for (name, count) in &part.anomalies {
             *merged.anomalies.entry(name.clone()).or_default() += count;
@@ -287,7 +377,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
 mod tests {
     use super::*;
 
-    fn summary(shard: Shard, seeds: &[(u64, &str)]) -> GateSummary {
+    fn summary(shard: Shard, seeds: &[(u64, Tally)]) -> GateSummary {
         let mut summary = GateSummary {
             format: SUMMARY_FORMAT,
             fencer_version: "test".into(),
@@ -296,7 +386,7 @@ mod tests {
             seeds: "0..300".parse().unwrap(),
             shards: vec![shard],
             complete: true,
-            ended: "finished".into(),
+            ended: GateEnd::Finished,
             regressions_run: 0,
             seeds_run: 0,
             events: 0,
@@ -315,15 +405,21 @@ mod tests {
 
     #[test]
     fn merging_shards_adds_counts_and_chunks() {
-        let one = summary("1/2".parse().unwrap(), &[(0, "valid"), (150, "invalid")]);
-        let mut two = summary("2/2".parse().unwrap(), &[(1, "unknown"), (151, "valid")]);
+        let one = summary(
+            "1/2".parse().unwrap(),
+            &[(0, Tally::Valid), (150, Tally::Invalid)],
+        );
+        let mut two = summary(
+            "2/2".parse().unwrap(),
+            &[(1, Tally::Unknown), (151, Tally::Valid)],
+        );
         two.complete = false;
-        two.ended = "interrupted".into();
+        two.ended = GateEnd::Interrupted;
         let merged = merge(&[("a".into(), one.clone()), ("b".into(), two)]).unwrap();
         assert_eq!(merged.seeds_run, 4);
         assert_eq!(merged.events, 40);
         assert!(!merged.complete);
-        assert_eq!(merged.ended, "interrupted");
+        assert_eq!(merged.ended, GateEnd::Interrupted);
         assert_eq!(
             merged.chunks,
             [

@@ -185,13 +185,10 @@ impl Process {
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
-        // A delayed write is held on the wire, not by its sender: the sender's deadline still
-        // runs, so it records `info` while the write is still on its way.
-        let held = if f == Op::Write {
-            Duration::from_nanos(self.faults.write_delay_at(self.clock.truth().now_ns()))
-        } else {
-            Duration::ZERO
-        };
+        // A delayed request is held on the wire, not by its sender: the sender's deadline still
+        // runs, so it records `info` while the request is still on its way.
+        let held =
+            Duration::from_nanos(self.faults.request_delay_at(f, self.clock.truth().now_ns()));
         let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);

@@ -13,22 +13,78 @@ use std::task::{Context, Poll};
 use tokio::time::{Sleep, sleep_until};
 
 use crate::clock::TrueClock;
+use crate::event::Op;
+
+/// One fault the nemesis can put on a process, for as long as the fault lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerFault {
+    /// The process (and its renewal task) makes no progress at all.
+    Freeze,
+    /// Replies to the process's calls of this op are lost after the backend applied them.
+    LoseReplies(Op),
+    /// Requests of this op the process sends are held in flight for `delay_ns` before they
+    /// reach the backend; the caller's deadline still runs.
+    DelayRequests {
+        /// The call whose requests are held.
+        op: Op,
+        /// How long each request is held.
+        delay_ns: u64,
+    },
+}
+
+/// The calls a fault can single out, each with its own windows.
+const CALLS: [Op; 5] = [Op::Acquire, Op::Renew, Op::Release, Op::Write, Op::Read];
+
+fn call_slot(op: Op) -> Option<usize> {
+    CALLS.iter().position(|call| *call == op)
+}
 
 /// Faults the nemesis applies to one process, read by its futures and its client calls.
+///
+/// Every window is an end time on the true clock: a fault is on while `now < until`. Windows
+/// only ever grow while a fault is on (a longer one set meanwhile wins), so overlapping faults
+/// never shorten one another.
 #[derive(Debug, Default)]
 pub struct ProcessFaults {
     frozen_until_ns: AtomicU64,
-    drop_renew_replies_until_ns: AtomicU64,
-    delay_writes_until_ns: AtomicU64,
-    write_delay_ns: AtomicU64,
-    drop_acquire_replies_until_ns: AtomicU64,
-    drop_write_replies_until_ns: AtomicU64,
+    replies_lost_until_ns: [AtomicU64; CALLS.len()],
+    requests_delayed_until_ns: [AtomicU64; CALLS.len()],
+    request_delay_ns: [AtomicU64; CALLS.len()],
 }
 
 impl ProcessFaults {
-    /// Freezes the process until true time `until_ns` (never shortens an ongoing pause).
-    pub fn freeze_until(&self, until_ns: u64) {
-        self.frozen_until_ns.fetch_max(until_ns, Ordering::Relaxed);
+    /// Puts `fault` on the process until true time `until_ns`.
+    pub fn start(&self, fault: WorkerFault, until_ns: u64) {
+        match fault {
+            WorkerFault::Freeze => {
+                self.frozen_until_ns.fetch_max(until_ns, Ordering::Relaxed);
+            }
+            WorkerFault::LoseReplies(op) => {
+                if let Some(slot) = call_slot(op) {
+                    self.replies_lost_until_ns[slot].fetch_max(until_ns, Ordering::Relaxed);
+                }
+            }
+            WorkerFault::DelayRequests { op, delay_ns } => {
+                if let Some(slot) = call_slot(op) {
+                    self.requests_delayed_until_ns[slot].fetch_max(until_ns, Ordering::Relaxed);
+                    self.request_delay_ns[slot].fetch_max(delay_ns, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Ends `fault` that was set to last until `until_ns`, unless a later one of the same kind
+    /// was set meanwhile. Pauses and lost replies end by themselves when their window passes;
+    /// a request delay also forgets its length, so the next window starts afresh.
+    pub fn heal(&self, fault: WorkerFault, until_ns: u64) {
+        if let WorkerFault::DelayRequests { op, .. } = fault
+            && let Some(slot) = call_slot(op)
+            && self.requests_delayed_until_ns[slot]
+                .compare_exchange(until_ns, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.request_delay_ns[slot].store(0, Ordering::Relaxed);
+        }
     }
 
     /// Forgets a pause that ended at `until_ns`, unless a longer one was set meanwhile.
@@ -48,77 +104,20 @@ impl ProcessFaults {
         self.frozen_until_ns.load(Ordering::Relaxed)
     }
 
-    /// Loses every renew reply addressed to this process until true time `until_ns`.
-    pub fn drop_renew_replies_until(&self, until_ns: u64) {
-        self.drop_renew_replies_until_ns
-            .fetch_max(until_ns, Ordering::Relaxed);
-    }
-
-    /// True if a renew reply sent at true time `now_ns` is lost.
-    pub fn renew_reply_lost_at(&self, now_ns: u64) -> bool {
-        now_ns < self.drop_renew_replies_until_ns.load(Ordering::Relaxed)
-    }
-
-    /// Holds every write this process sends before true time `until_ns` in flight for
-    /// `delay_ns` more: the late UPDATE of the articles, independent of any pause. A longer
-    /// delay set meanwhile wins, so overlapping windows never shorten one another.
-    pub fn delay_writes_until(&self, until_ns: u64, delay_ns: u64) {
-        self.delay_writes_until_ns
-            .fetch_max(until_ns, Ordering::Relaxed);
-        self.write_delay_ns.fetch_max(delay_ns, Ordering::Relaxed);
-    }
-
-    /// Ends a write-delay window that was set to end at `until_ns`, unless a later one was set.
-    pub fn heal_writes(&self, until_ns: u64) {
-        if self
-            .delay_writes_until_ns
-            .compare_exchange(until_ns, 0, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            self.write_delay_ns.store(0, Ordering::Relaxed);
-        }
-    }
-
-    /// How long a write sent at true time `now_ns` is held in flight (0: delivered promptly).
-    pub fn write_delay_at(&self, now_ns: u64) -> u64 {
-        if now_ns < self.delay_writes_until_ns.load(Ordering::Relaxed) {
-            self.write_delay_ns.load(Ordering::Relaxed)
-        } else {
-            0
-        }
-    }
-
-    /// Loses every acquire reply addressed to this process until true time `until_ns`: the
-    /// service may have granted a lease the worker never hears of.
-    pub fn drop_acquire_replies_until(&self, until_ns: u64) {
-        self.drop_acquire_replies_until_ns
-            .fetch_max(until_ns, Ordering::Relaxed);
-    }
-
-    /// True if an acquire reply sent at true time `now_ns` is lost.
-    pub fn acquire_reply_lost_at(&self, now_ns: u64) -> bool {
-        now_ns < self.drop_acquire_replies_until_ns.load(Ordering::Relaxed)
-    }
-
-    /// Loses every write reply addressed to this process until true time `until_ns`: the store
-    /// may have applied a write the worker must record as unknown.
-    pub fn drop_write_replies_until(&self, until_ns: u64) {
-        self.drop_write_replies_until_ns
-            .fetch_max(until_ns, Ordering::Relaxed);
-    }
-
-    /// True if a write reply sent at true time `now_ns` is lost.
-    pub fn write_reply_lost_at(&self, now_ns: u64) -> bool {
-        now_ns < self.drop_write_replies_until_ns.load(Ordering::Relaxed)
-    }
-
     /// True if the reply to a call of `f` sent at true time `now_ns` is lost.
-    pub fn reply_lost_at(&self, f: crate::event::Op, now_ns: u64) -> bool {
-        match f {
-            crate::event::Op::Renew => self.renew_reply_lost_at(now_ns),
-            crate::event::Op::Acquire => self.acquire_reply_lost_at(now_ns),
-            crate::event::Op::Write => self.write_reply_lost_at(now_ns),
-            _ => false,
+    pub fn reply_lost_at(&self, f: Op, now_ns: u64) -> bool {
+        call_slot(f)
+            .is_some_and(|slot| now_ns < self.replies_lost_until_ns[slot].load(Ordering::Relaxed))
+    }
+
+    /// How long a request of `f` sent at true time `now_ns` is held in flight (0: delivered
+    /// promptly).
+    pub fn request_delay_at(&self, f: Op, now_ns: u64) -> u64 {
+        match call_slot(f) {
+            Some(slot) if now_ns < self.requests_delayed_until_ns[slot].load(Ordering::Relaxed) => {
+                self.request_delay_ns[slot].load(Ordering::Relaxed)
+            }
+            _ => 0,
         }
     }
 }
@@ -186,7 +185,7 @@ mod tests {
             let nemesis_faults = Arc::clone(&faults);
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                nemesis_faults.freeze_until(5_000_000_000);
+                nemesis_faults.start(WorkerFault::Freeze, 5_000_000_000);
             });
             let finished_at = Freezable::new(
                 async move {
@@ -205,36 +204,36 @@ mod tests {
     #[test]
     fn writes_are_delayed_only_inside_the_window_and_heal_keeps_a_later_one() {
         let faults = ProcessFaults::default();
-        faults.delay_writes_until(10, 7);
-        assert_eq!(faults.write_delay_at(9), 7);
-        assert_eq!(faults.write_delay_at(10), 0);
-        faults.delay_writes_until(20, 3);
+        let delay = |delay_ns| WorkerFault::DelayRequests {
+            op: Op::Write,
+            delay_ns,
+        };
+        faults.start(delay(7), 10);
+        assert_eq!(faults.request_delay_at(Op::Write, 9), 7);
+        assert_eq!(faults.request_delay_at(Op::Acquire, 9), 0);
+        assert_eq!(faults.request_delay_at(Op::Write, 10), 0);
+        faults.start(delay(3), 20);
         // Healing the first window must not end the second, longer one.
-        faults.heal_writes(10);
-        assert_eq!(faults.write_delay_at(15), 7);
-        faults.heal_writes(20);
-        assert_eq!(faults.write_delay_at(15), 0);
+        faults.heal(delay(7), 10);
+        assert_eq!(faults.request_delay_at(Op::Write, 15), 7);
+        faults.heal(delay(3), 20);
+        assert_eq!(faults.request_delay_at(Op::Write, 15), 0);
     }
 
     #[test]
-    fn renew_replies_are_lost_only_inside_the_window() {
+    fn replies_are_lost_only_inside_the_window_and_only_for_their_own_op() {
         let faults = ProcessFaults::default();
-        faults.drop_renew_replies_until(10);
-        assert!(faults.renew_reply_lost_at(9));
-        assert!(!faults.renew_reply_lost_at(10));
-    }
-
-    #[test]
-    fn acquire_and_write_replies_are_lost_only_for_their_own_op() {
-        use crate::event::Op;
-        let faults = ProcessFaults::default();
-        faults.drop_acquire_replies_until(10);
+        faults.start(WorkerFault::LoseReplies(Op::Renew), 10);
+        assert!(faults.reply_lost_at(Op::Renew, 9));
+        assert!(!faults.reply_lost_at(Op::Renew, 10));
+        faults.start(WorkerFault::LoseReplies(Op::Acquire), 10);
         assert!(faults.reply_lost_at(Op::Acquire, 9));
         assert!(!faults.reply_lost_at(Op::Write, 9));
-        assert!(!faults.reply_lost_at(Op::Acquire, 10));
-        faults.drop_write_replies_until(20);
+        faults.start(WorkerFault::LoseReplies(Op::Write), 20);
         assert!(faults.reply_lost_at(Op::Write, 19));
-        assert!(!faults.reply_lost_at(Op::Renew, 19));
         assert!(!faults.reply_lost_at(Op::Release, 19));
+        // Ops that are not calls have no window at all.
+        faults.start(WorkerFault::LoseReplies(Op::Pause), 20);
+        assert!(!faults.reply_lost_at(Op::Pause, 1));
     }
 }

@@ -27,7 +27,7 @@ pub use adapter::{
 pub use client::{LatencyModel, LockClient, Network, Process, StoreClient};
 pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, Op};
-pub use freeze::{Freezable, ProcessFaults};
+pub use freeze::{Freezable, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
 pub use packed::{PackedHistory, Row, Strings, Sym};
 pub use recorder::Recorder;

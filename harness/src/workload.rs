@@ -85,6 +85,7 @@ mod tests {
     fn names_parse_back_and_match_the_serde_form() {
         for workload in Workload::ALL {
             assert_eq!(workload.name().parse::<Workload>(), Ok(workload));
+            assert_eq!(workload.to_string(), workload.name());
             assert_eq!(
                 serde_json::to_value(workload).unwrap(),
                 serde_json::Value::String(workload.name().into())

@@ -1,6 +1,15 @@
-//! The faults the nemesis knows, as data.
+//! The faults the nemesis knows: each family's name and how its faults are drawn
+//! ([`FaultKind`]), and each fault as data ([`Fault`]) that knows what it does to its target
+//! ([`Effect`]) and which events record its start and its end. Adding a fault is a variant
+//! here and its ops in the history's vocabulary; injection and validation are generic.
 
+use fencer_harness::{Event, EventType, Op, WorkerFault};
+use rand::RngExt;
+use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
+
+use crate::schedule::ScheduleConfig;
+use crate::server::ServerAction;
 
 /// A family of faults, as named on the command line (`--nemesis pause,skew,drop-renew`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -37,9 +46,9 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// Every family, in CLI order; also the default `--nemesis`, so a plain run meets every
-    /// fault fencer knows.
-    pub const ALL: [FaultKind; 5] = [
+    /// The default families (`--nemesis default`): every fault that reaches any backend, in
+    /// the simulation and against any server, so a plain run meets them all.
+    pub const DEFAULT: [FaultKind; 5] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
@@ -81,9 +90,132 @@ impl FaultKind {
         }
     }
 
+    /// Every family fencer knows: [`FaultKind::DEFAULT`], then [`FaultKind::OPT_IN`], then
+    /// [`FaultKind::SERVER`].
+    pub const ALL: [FaultKind; 12] = [
+        FaultKind::Pause,
+        FaultKind::Skew,
+        FaultKind::DropRenew,
+        FaultKind::DelayWrite,
+        FaultKind::Restart,
+        FaultKind::DropAcquire,
+        FaultKind::DropWrite,
+        FaultKind::ServerPause,
+        FaultKind::Partition,
+        FaultKind::DelayReplies,
+        FaultKind::DropReplies,
+        FaultKind::Cut,
+    ];
+
     /// True for the [`FaultKind::SERVER`] families.
     pub fn needs_private_server(self) -> bool {
         FaultKind::SERVER.contains(&self)
+    }
+
+    /// Draws one fault of this family starting at `at_ns`, aimed at `worker` when it aims at
+    /// a worker. Sizes are relative to the TTL, the scale at which leases break.
+    pub(crate) fn draw(
+        self,
+        at_ns: u64,
+        worker: String,
+        config: &ScheduleConfig,
+        rng: &mut ChaCha8Rng,
+    ) -> Fault {
+        let ttl = config.ttl_ns;
+        match self {
+            FaultKind::Pause => Fault::Pause {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            FaultKind::DropRenew => Fault::DropRenew {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 4..=ttl * 2),
+            },
+            FaultKind::DelayWrite => Fault::DelayWrite {
+                at_ns,
+                target: worker,
+                // From well under a call timeout (the write is acknowledged late) to beyond a
+                // TTL (it lands after the lease moved on).
+                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+            },
+            FaultKind::Restart => Fault::Restart {
+                at_ns,
+                target: "lock".to_string(),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            // One lost reply or a few: longer windows only starve the worker.
+            FaultKind::DropAcquire => Fault::DropAcquire {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 10..=ttl / 2),
+            },
+            FaultKind::DropWrite => Fault::DropWrite {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 10..=ttl / 2),
+            },
+            FaultKind::ServerPause => Fault::ServerPause {
+                at_ns,
+                target: config.pick_server(rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            FaultKind::Partition => Fault::Partition {
+                at_ns,
+                target: config.pick_server(rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+            },
+            // Replies late by a fraction of a TTL up to a whole one: renewals land late,
+            // acquires are granted before the worker hears of it.
+            FaultKind::DelayReplies => Fault::DelayReplies {
+                at_ns,
+                target: config.pick_server(rng),
+                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                delay_ns: rng.random_range(ttl / 10..=ttl),
+            },
+            FaultKind::DropReplies => Fault::DropReplies {
+                at_ns,
+                target: config.pick_server(rng),
+                duration_ns: rng.random_range(ttl / 4..=ttl),
+            },
+            FaultKind::Cut => Fault::Cut {
+                at_ns,
+                target: config.pick_server(rng),
+            },
+            FaultKind::Skew => {
+                // The lock server's clock decides expiry, so it is skewed as often as all
+                // workers together.
+                let target = if rng.random_bool(0.5) {
+                    "lock".to_string()
+                } else {
+                    worker
+                };
+                if rng.random_bool(0.5) {
+                    // One lock-server step in four is big: every lease expires at once
+                    // (forward) or outlives its TTL several times over (backward).
+                    let big = target == "lock" && rng.random_bool(0.25);
+                    let size = if big {
+                        rng.random_range(ttl * 2..=ttl * crate::schedule::MAX_BIG_JUMP_TTLS)
+                    } else {
+                        rng.random_range(ttl / 10..=ttl * 3 / 2)
+                    } as i64;
+                    Fault::ClockJump {
+                        at_ns,
+                        target,
+                        jump_ns: if rng.random_bool(0.5) { size } else { -size },
+                    }
+                } else {
+                    Fault::ClockDrift {
+                        at_ns,
+                        target,
+                        drift_ppm: rng.random_range(
+                            -crate::schedule::MAX_DRIFT_PPM..=crate::schedule::MAX_DRIFT_PPM,
+                        ),
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -93,14 +225,11 @@ impl std::str::FromStr for FaultKind {
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
-            .chain(FaultKind::OPT_IN)
-            .chain(FaultKind::SERVER)
             .find(|kind| kind.name() == text)
             .ok_or_else(|| {
                 format!(
-                    "unknown nemesis `{text}`: expected one of pause, skew, drop-renew, \
-                     delay-write, restart, drop-acquire, drop-write, server-pause, partition, \
-                     delay-replies, drop-replies, cut, all, or none"
+                    "unknown nemesis `{text}`: expected one of {}, default, all, or none",
+                    FaultKind::ALL.map(FaultKind::name).join(", ")
                 )
             })
     }
@@ -235,6 +364,43 @@ pub enum Fault {
     },
 }
 
+/// What a fault does to its target in a run where fencer owns the target (a worker, a node
+/// clock, the simulation's lock service).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    /// A fault on a worker process, on until the fault heals.
+    Worker(WorkerFault),
+    /// The target's clock steps by this many nanoseconds (instant).
+    ClockJump(i64),
+    /// The target's clock drifts at this rate, in ppm, from now on (instant).
+    ClockDrift(i64),
+    /// The target service restarts: down for the fault's duration, its volatile state lost.
+    Restart,
+    /// Only a real server fencer started can take it ([`Fault::server_action`]).
+    ServerOnly,
+}
+
+/// What may take a fault: the names of the targets a plan may aim it at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aims {
+    /// A worker (`w0`, `w1`, ...).
+    pub worker: bool,
+    /// These servers' roles.
+    pub servers: &'static [&'static str],
+}
+
+impl Aims {
+    /// `a worker (w0..)`, `a server (lock, store)`, ...: for "expected ... found" messages.
+    pub fn describe(&self) -> String {
+        match (self.worker, self.servers) {
+            (true, []) => "a worker (w0..)".into(),
+            (true, ["lock"]) => "a worker (w0..) or lock".into(),
+            (true, _) => "a worker (w0..) or a server".into(),
+            (false, servers) => format!("a server ({})", servers.join(", ")),
+        }
+    }
+}
+
 impl Fault {
     /// True time the fault starts.
     pub fn at_ns(&self) -> u64 {
@@ -292,6 +458,148 @@ impl Fault {
         }
     }
 
+    /// What the fault does where fencer owns its target.
+    pub fn effect(&self) -> Effect {
+        match self {
+            Fault::Pause { .. } => Effect::Worker(WorkerFault::Freeze),
+            Fault::DropRenew { .. } => Effect::Worker(WorkerFault::LoseReplies(Op::Renew)),
+            Fault::DropAcquire { .. } => Effect::Worker(WorkerFault::LoseReplies(Op::Acquire)),
+            Fault::DropWrite { .. } => Effect::Worker(WorkerFault::LoseReplies(Op::Write)),
+            Fault::DelayWrite { duration_ns, .. } => Effect::Worker(WorkerFault::DelayRequests {
+                op: Op::Write,
+                delay_ns: *duration_ns,
+            }),
+            Fault::ClockJump { jump_ns, .. } => Effect::ClockJump(*jump_ns),
+            Fault::ClockDrift { drift_ppm, .. } => Effect::ClockDrift(*drift_ppm),
+            Fault::Restart { .. } => Effect::Restart,
+            Fault::ServerPause { .. }
+            | Fault::Partition { .. }
+            | Fault::DelayReplies { .. }
+            | Fault::DropReplies { .. }
+            | Fault::Cut { .. } => Effect::ServerOnly,
+        }
+    }
+
+    /// What a real server fencer started does when it takes the fault, and what undoes it
+    /// when the fault ends; `None` for faults no server takes.
+    pub fn server_action(&self) -> Option<(ServerAction, Option<ServerAction>)> {
+        Some(match self {
+            Fault::Restart { .. } => (ServerAction::Kill, Some(ServerAction::Start)),
+            Fault::ClockJump { jump_ns, .. } => (ServerAction::JumpClock(*jump_ns), None),
+            Fault::ServerPause { .. } => (ServerAction::Pause, Some(ServerAction::Resume)),
+            Fault::Partition { duration_ns, .. } => (
+                ServerAction::Partition(std::time::Duration::from_nanos(*duration_ns)),
+                None,
+            ),
+            Fault::DelayReplies { delay_ns, .. } => (
+                ServerAction::DelayReplies(std::time::Duration::from_nanos(*delay_ns)),
+                Some(ServerAction::DelayReplies(std::time::Duration::ZERO)),
+            ),
+            Fault::DropReplies { .. } => {
+                (ServerAction::DropReplies, Some(ServerAction::HealReplies))
+            }
+            Fault::Cut { .. } => (ServerAction::Cut, None),
+            Fault::Pause { .. }
+            | Fault::ClockDrift { .. }
+            | Fault::DropRenew { .. }
+            | Fault::DelayWrite { .. }
+            | Fault::DropAcquire { .. }
+            | Fault::DropWrite { .. } => return None,
+        })
+    }
+
+    /// Which targets a plan may aim the fault at: workers for worker faults and clocks, the
+    /// simulation's lock for its clock drift, servers for what servers take.
+    pub fn aims(&self) -> Aims {
+        match self.effect() {
+            Effect::Worker(_) => Aims {
+                worker: true,
+                servers: &[],
+            },
+            Effect::ClockJump(_) => Aims {
+                worker: true,
+                servers: &["lock", "store"],
+            },
+            Effect::ClockDrift(_) => Aims {
+                worker: true,
+                servers: &["lock"],
+            },
+            Effect::Restart | Effect::ServerOnly => Aims {
+                worker: false,
+                servers: &["lock", "store"],
+            },
+        }
+    }
+
+    /// The ops of the nemesis events that record the fault's start and, for faults that
+    /// last, its end.
+    pub fn ops(&self) -> (Op, Option<Op>) {
+        match self {
+            Fault::Pause { .. } => (Op::Pause, Some(Op::Resume)),
+            Fault::ClockJump { .. } => (Op::ClockJump, None),
+            Fault::ClockDrift { .. } => (Op::ClockDrift, None),
+            Fault::DropRenew { .. } => (Op::DropRenew, Some(Op::HealRenew)),
+            Fault::DelayWrite { .. } => (Op::DelayWrite, Some(Op::HealWrite)),
+            Fault::Restart { .. } => (Op::Restart, Some(Op::Recover)),
+            Fault::DropAcquire { .. } => (Op::DropAcquireReply, Some(Op::HealAcquireReply)),
+            Fault::DropWrite { .. } => (Op::DropWriteReply, Some(Op::HealWriteReply)),
+            Fault::ServerPause { .. } => (Op::ServerPause, Some(Op::ServerResume)),
+            Fault::Partition { .. } => (Op::Partition, Some(Op::HealPartition)),
+            Fault::DelayReplies { .. } => (Op::DelayReplies, Some(Op::HealDelayReplies)),
+            Fault::DropReplies { .. } => (Op::DropReplies, Some(Op::HealDropReplies)),
+            Fault::Cut { .. } => (Op::Cut, None),
+        }
+    }
+
+    /// The nemesis event that records the fault's start: its op, target and parameters.
+    pub fn start_event(&self) -> Event {
+        let (f, heal) = self.ops();
+        let mut event = Event {
+            target: Some(self.target().to_string()),
+            ..Event::new("nemesis", EventType::Nemesis, f)
+        };
+        if heal.is_some() {
+            event.duration_ns = Some(self.duration_ns());
+        }
+        match self {
+            Fault::ClockJump { jump_ns, .. } => event.jump_ns = Some(*jump_ns),
+            Fault::ClockDrift { drift_ppm, .. } => event.drift_ppm = Some(*drift_ppm),
+            Fault::DelayReplies { delay_ns, .. } => event.delay_ns = Some(*delay_ns),
+            _ => {}
+        }
+        event
+    }
+
+    /// The nemesis event that records the fault's end, when it lasts.
+    pub fn end_event(&self) -> Option<Event> {
+        let (_, heal) = self.ops();
+        heal.map(|f| Event {
+            target: Some(self.target().to_string()),
+            ..Event::new("nemesis", EventType::Nemesis, f)
+        })
+    }
+
+    /// True when workers can make no progress while the fault lasts (their process, or the
+    /// server they need, is stopped or cut off): a run's time budget must allow for it.
+    pub fn stalls_workers(&self) -> bool {
+        matches!(
+            self,
+            Fault::Pause { .. }
+                | Fault::ServerPause { .. }
+                | Fault::Restart { .. }
+                | Fault::Partition { .. }
+        )
+    }
+
+    /// How long a request may be held in flight by the fault (zero for faults that hold none):
+    /// a run ends only once such requests have landed.
+    pub fn holds_requests_ns(&self) -> u64 {
+        match self.effect() {
+            Effect::Worker(WorkerFault::DelayRequests { delay_ns, .. }) => delay_ns,
+            _ => 0,
+        }
+    }
+
     /// True for a fault aimed at a server's process, clock or connections (target `lock` or
     /// `store`) rather than at a worker. In the real tier with servers fencer started, these
     /// go to the server nemesis; everywhere else only the simulation's lock service can take
@@ -341,13 +649,15 @@ mod tests {
 
     #[test]
     fn names_parse_back() {
-        for kind in FaultKind::ALL
+        for kind in FaultKind::ALL {
+            assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
+        }
+        let listed: Vec<FaultKind> = FaultKind::DEFAULT
             .into_iter()
             .chain(FaultKind::OPT_IN)
             .chain(FaultKind::SERVER)
-        {
-            assert_eq!(kind.name().parse::<FaultKind>(), Ok(kind));
-        }
+            .collect();
+        assert_eq!(listed, FaultKind::ALL, "ALL is the three sets, each once");
         assert!(
             "gc".parse::<FaultKind>()
                 .unwrap_err()

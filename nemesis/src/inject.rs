@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fencer_harness::{Event, EventType, LocalClock, Op, ProcessFaults, Recorder, Restartable};
+use fencer_harness::{Event, LocalClock, ProcessFaults, Recorder, Restartable, WorkerFault};
 use tokio::sync::oneshot;
 
-use crate::fault::Fault;
+use crate::fault::{Effect, Fault};
 use crate::server::{ServerAction, ServerFaults};
 
 /// What faults can reach: processes by name, clocks by owner name.
@@ -42,25 +42,15 @@ fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> String 
 /// is refused up front rather than silently doing nothing.
 pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
     for fault in faults {
-        let found = match fault {
-            Fault::Pause { target, .. }
-            | Fault::DropRenew { target, .. }
-            | Fault::DelayWrite { target, .. }
-            | Fault::DropAcquire { target, .. }
-            | Fault::DropWrite { target, .. } => targets.processes.contains_key(target),
-            Fault::Restart { target, .. } => {
-                targets.servers.contains_key(target) || targets.real_servers.contains_key(target)
-            }
-            Fault::ClockJump { target, .. } => {
-                targets.clocks.contains_key(target) || targets.real_servers.contains_key(target)
-            }
-            Fault::ClockDrift { target, .. } => targets.clocks.contains_key(target),
-            Fault::ServerPause { target, .. }
-            | Fault::Partition { target, .. }
-            | Fault::DelayReplies { target, .. }
-            | Fault::DropReplies { target, .. }
-            | Fault::Cut { target, .. } => {
-                if targets.real_servers.is_empty() {
+        let target = fault.target();
+        let on_real_server =
+            fault.server_action().is_some() && targets.real_servers.contains_key(target);
+        let found = on_real_server
+            || match fault.effect() {
+                Effect::Worker(_) => targets.processes.contains_key(target),
+                Effect::ClockJump(_) | Effect::ClockDrift(_) => targets.clocks.contains_key(target),
+                Effect::Restart => targets.servers.contains_key(target),
+                Effect::ServerOnly if targets.real_servers.is_empty() => {
                     return Err(format!(
                         "fault at {} ns: `{}` needs a real server fencer started itself \
                          (fencer run --lock private:redis --store private:postgres); this run \
@@ -69,9 +59,8 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
                         fault.kind().name()
                     ));
                 }
-                targets.real_servers.contains_key(target)
-            }
-        };
+                Effect::ServerOnly => false,
+            };
         if !found {
             let names = targets
                 .processes
@@ -87,15 +76,22 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
     Ok(())
 }
 
+/// What ends a timed fault besides recording its end.
+#[derive(Debug)]
+enum Heal {
+    /// Nothing to undo: the fault's window simply passes.
+    Nothing,
+    /// A worker's fault switch to turn off.
+    Worker(Arc<ProcessFaults>, WorkerFault, u64),
+    /// What to do to a real server (resume it, start it again, ...).
+    Server(Arc<dyn ServerFaults>, ServerAction),
+}
+
 /// The end of a timed fault, waiting in the queue.
 #[derive(Debug)]
 struct PendingEnd {
-    f: Op,
-    target: String,
-    /// The switch to turn off when the fault ends, for faults that need an explicit heal.
-    heal: Option<(Arc<ProcessFaults>, u64)>,
-    /// What to do to a real server when the fault ends (resume it, start it again, ...).
-    server_heal: Option<(Arc<dyn ServerFaults>, ServerAction)>,
+    event: Event,
+    heal: Heal,
 }
 
 /// Injects `faults` (sorted by `at_ns`, targets validated) until `stop` fires, then ends every
@@ -132,164 +128,11 @@ pub async fn inject(
             continue;
         }
         let fault = next.next().expect("peeked above");
-        let now_ns = truth.now_ns();
-        let start = Event {
-            target: Some(fault.target().to_string()),
-            ..Event::new("nemesis", EventType::Nemesis, Op::Pause)
-        };
-        if let Some(server) = real_server(&fault, &targets) {
-            act_on_server(&fault, server, &recorder, start, &mut ends, &mut end_seq).await?;
-            continue;
-        }
-        let (event, end) = match &fault {
-            Fault::Pause {
-                target,
-                duration_ns,
-                ..
-            } => {
-                targets.processes[target].freeze_until(now_ns + duration_ns);
-                (
-                    Event {
-                        duration_ns: Some(*duration_ns),
-                        ..start
-                    },
-                    Some((now_ns + duration_ns, Op::Resume)),
-                )
-            }
-            Fault::DropRenew {
-                target,
-                duration_ns,
-                ..
-            } => {
-                targets.processes[target].drop_renew_replies_until(now_ns + duration_ns);
-                (
-                    Event {
-                        f: Op::DropRenew,
-                        duration_ns: Some(*duration_ns),
-                        ..start
-                    },
-                    Some((now_ns + duration_ns, Op::HealRenew)),
-                )
-            }
-            Fault::DelayWrite {
-                target,
-                duration_ns,
-                ..
-            } => {
-                targets.processes[target].delay_writes_until(now_ns + duration_ns, *duration_ns);
-                (
-                    Event {
-                        f: Op::DelayWrite,
-                        duration_ns: Some(*duration_ns),
-                        ..start
-                    },
-                    Some((now_ns + duration_ns, Op::HealWrite)),
-                )
-            }
-            Fault::Restart {
-                target,
-                duration_ns,
-                ..
-            } => {
-                // Recorded before the server acts, so the leases it logs as lost follow the
-                // restart that lost them.
-                recorder.record(Event {
-                    f: Op::Restart,
-                    duration_ns: Some(*duration_ns),
-                    ..start
-                });
-                targets.servers[target].restart(*duration_ns);
-                end_seq += 1;
-                ends.insert(
-                    (now_ns + duration_ns, end_seq),
-                    PendingEnd {
-                        f: Op::Recover,
-                        target: target.clone(),
-                        heal: None,
-                        server_heal: None,
-                    },
-                );
-                continue;
-            }
-            Fault::DropAcquire {
-                target,
-                duration_ns,
-                ..
-            } => {
-                targets.processes[target].drop_acquire_replies_until(now_ns + duration_ns);
-                (
-                    Event {
-                        f: Op::DropAcquireReply,
-                        duration_ns: Some(*duration_ns),
-                        ..start
-                    },
-                    Some((now_ns + duration_ns, Op::HealAcquireReply)),
-                )
-            }
-            Fault::DropWrite {
-                target,
-                duration_ns,
-                ..
-            } => {
-                targets.processes[target].drop_write_replies_until(now_ns + duration_ns);
-                (
-                    Event {
-                        f: Op::DropWriteReply,
-                        duration_ns: Some(*duration_ns),
-                        ..start
-                    },
-                    Some((now_ns + duration_ns, Op::HealWriteReply)),
-                )
-            }
-            Fault::ClockJump {
-                target, jump_ns, ..
-            } => {
-                targets.clocks[target].jump(*jump_ns);
-                (
-                    Event {
-                        f: Op::ClockJump,
-                        jump_ns: Some(*jump_ns),
-                        local_ns: Some(targets.clocks[target].now_ns()),
-                        ..start
-                    },
-                    None,
-                )
-            }
-            Fault::ClockDrift {
-                target, drift_ppm, ..
-            } => {
-                targets.clocks[target].set_drift(*drift_ppm);
-                (
-                    Event {
-                        f: Op::ClockDrift,
-                        drift_ppm: Some(*drift_ppm),
-                        ..start
-                    },
-                    None,
-                )
-            }
-            Fault::ServerPause { .. }
-            | Fault::Partition { .. }
-            | Fault::DelayReplies { .. }
-            | Fault::DropReplies { .. }
-            | Fault::Cut { .. } => {
-                unreachable!("validate refuses server faults without a real server")
-            }
-        };
-        recorder.record(event);
-        if let Some((end_ns, f)) = end {
+        let end_ns = truth.now_ns() + fault.duration_ns();
+        let heal = start(&fault, &targets, &recorder, end_ns).await?;
+        if let Some(event) = fault.end_event() {
             end_seq += 1;
-            let heal = (f == Op::HealWrite)
-                .then(|| (Arc::clone(&targets.processes[fault.target()]), end_ns));
-            ends.insert(
-                (end_ns, end_seq),
-                PendingEnd {
-                    f,
-                    target: fault.target().to_string(),
-                    heal,
-                    server_heal: None,
-                },
-            );
+            ends.insert((end_ns, end_seq), PendingEnd { event, heal });
         }
     }
     // Stopped: heal what is still active (a frozen worker cannot have finished, so this only
@@ -300,12 +143,65 @@ pub async fn inject(
     Ok(())
 }
 
+/// Starts `fault` (to last until `end_ns`) on its target and records its start; returns what
+/// its end must undo. A fault is recorded before its target acts on it when acting records
+/// events of its own (a restarting service logs the leases it lost, after the restart), and
+/// after a clock step, whose event carries the stepped clock's new reading.
+async fn start(
+    fault: &Fault,
+    targets: &Targets,
+    recorder: &Recorder,
+    end_ns: u64,
+) -> Result<Heal, String> {
+    let target = fault.target();
+    let mut event = fault.start_event();
+    if let Some(server) = real_server(fault, targets) {
+        let (action, heal) = fault
+            .server_action()
+            .expect("validate lets only what servers take reach a real server");
+        recorder.record(event);
+        server
+            .apply(action)
+            .await
+            .map_err(|error| format!("{} on {target}: {error}", fault.kind().name()))?;
+        return Ok(heal.map_or(Heal::Nothing, |action| {
+            Heal::Server(Arc::clone(server), action)
+        }));
+    }
+    Ok(match fault.effect() {
+        Effect::Worker(worker_fault) => {
+            let process = &targets.processes[target];
+            process.start(worker_fault, end_ns);
+            recorder.record(event);
+            Heal::Worker(Arc::clone(process), worker_fault, end_ns)
+        }
+        Effect::ClockJump(jump_ns) => {
+            let clock = &targets.clocks[target];
+            clock.jump(jump_ns);
+            event.local_ns = Some(clock.now_ns());
+            recorder.record(event);
+            Heal::Nothing
+        }
+        Effect::ClockDrift(drift_ppm) => {
+            targets.clocks[target].set_drift(drift_ppm);
+            recorder.record(event);
+            Heal::Nothing
+        }
+        Effect::Restart => {
+            recorder.record(event);
+            targets.servers[target].restart(fault.duration_ns());
+            Heal::Nothing
+        }
+        Effect::ServerOnly => unreachable!("validate refuses server faults without a real server"),
+    })
+}
+
 /// The real server `fault` acts on, when the run has one for its target (the simulation's
 /// lock service keeps its own restarts and clock).
 fn real_server<'a>(fault: &Fault, targets: &'a Targets) -> Option<&'a Arc<dyn ServerFaults>> {
-    let sim_owns = match fault {
-        Fault::Restart { target, .. } => targets.servers.contains_key(target),
-        Fault::ClockJump { target, .. } => targets.clocks.contains_key(target),
+    let sim_owns = match fault.effect() {
+        Effect::Restart => targets.servers.contains_key(fault.target()),
+        Effect::ClockJump(_) => targets.clocks.contains_key(fault.target()),
         _ => false,
     };
     if sim_owns {
@@ -314,121 +210,25 @@ fn real_server<'a>(fault: &Fault, targets: &'a Targets) -> Option<&'a Arc<dyn Se
     targets.real_servers.get(fault.target())
 }
 
-/// Applies `fault` to a real server, records it (`start` is its nemesis event so far) and
-/// queues its end. Recorded before the server acts, so what the fault causes follows it.
-async fn act_on_server(
-    fault: &Fault,
-    server: &Arc<dyn ServerFaults>,
-    recorder: &Recorder,
-    start: Event,
-    ends: &mut BTreeMap<(u64, u64), PendingEnd>,
-    end_seq: &mut u64,
-) -> Result<(), String> {
-    let duration_ns = fault.duration_ns();
-    let timed = |f: Op| Event {
-        f,
-        duration_ns: Some(duration_ns),
-        ..start.clone()
-    };
-    let (event, action, end) = match fault {
-        Fault::Restart { .. } => (
-            timed(Op::Restart),
-            ServerAction::Kill,
-            Some((Op::Recover, Some(ServerAction::Start))),
-        ),
-        Fault::ClockJump { jump_ns, .. } => (
-            Event {
-                f: Op::ClockJump,
-                jump_ns: Some(*jump_ns),
-                ..start.clone()
-            },
-            ServerAction::JumpClock(*jump_ns),
-            None,
-        ),
-        Fault::ServerPause { .. } => (
-            timed(Op::ServerPause),
-            ServerAction::Pause,
-            Some((Op::ServerResume, Some(ServerAction::Resume))),
-        ),
-        Fault::Partition { .. } => (
-            timed(Op::Partition),
-            ServerAction::Partition(std::time::Duration::from_nanos(duration_ns)),
-            Some((Op::HealPartition, None)),
-        ),
-        Fault::DelayReplies { delay_ns, .. } => (
-            Event {
-                delay_ns: Some(*delay_ns),
-                ..timed(Op::DelayReplies)
-            },
-            ServerAction::DelayReplies(std::time::Duration::from_nanos(*delay_ns)),
-            Some((
-                Op::HealDelayReplies,
-                Some(ServerAction::DelayReplies(std::time::Duration::ZERO)),
-            )),
-        ),
-        Fault::DropReplies { .. } => (
-            timed(Op::DropReplies),
-            ServerAction::DropReplies,
-            Some((Op::HealDropReplies, Some(ServerAction::HealReplies))),
-        ),
-        Fault::Cut { .. } => (
-            Event {
-                f: Op::Cut,
-                ..start.clone()
-            },
-            ServerAction::Cut,
-            None,
-        ),
-        Fault::Pause { .. }
-        | Fault::ClockDrift { .. }
-        | Fault::DropRenew { .. }
-        | Fault::DelayWrite { .. }
-        | Fault::DropAcquire { .. }
-        | Fault::DropWrite { .. } => {
-            unreachable!("validate lets only server faults reach a real server")
-        }
-    };
-    let now_ns = recorder.truth().now_ns();
-    recorder.record(event);
-    server
-        .apply(action)
-        .await
-        .map_err(|error| format!("{} on {}: {error}", fault.kind().name(), fault.target()))?;
-    if let Some((f, heal)) = end {
-        *end_seq += 1;
-        ends.insert(
-            (now_ns + duration_ns, *end_seq),
-            PendingEnd {
-                f,
-                target: fault.target().to_string(),
-                heal: None,
-                server_heal: heal.map(|action| (Arc::clone(server), action)),
-            },
-        );
-    }
-    Ok(())
-}
-
 async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), String> {
-    if let Some((faults, until_ns)) = &end.heal {
-        faults.heal_writes(*until_ns);
+    match &end.heal {
+        Heal::Nothing => {}
+        Heal::Worker(process, fault, until_ns) => process.heal(*fault, *until_ns),
+        Heal::Server(server, action) => {
+            server.apply(*action).await.map_err(|error| {
+                let target = end.event.target.as_deref().unwrap_or("?");
+                format!("{action:?} on {target}: {error}")
+            })?;
+        }
     }
-    if let Some((server, action)) = &end.server_heal {
-        server
-            .apply(*action)
-            .await
-            .map_err(|error| format!("{action:?} on {}: {error}", end.target))?;
-    }
-    recorder.record(Event {
-        target: Some(end.target),
-        ..Event::new("nemesis", EventType::Nemesis, end.f)
-    });
+    recorder.record(end.event);
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::Op;
     use fencer_harness::{NodeClock, TrueClock, runtime::simulation_runtime};
 
     /// Tokio's timers tick in milliseconds, so schedules in tests use millisecond steps.
@@ -534,9 +334,9 @@ mod tests {
             let (stop_tx, stop_rx) = oneshot::channel();
             let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            let delay_inside = worker.write_delay_at(truth.now_ns());
+            let delay_inside = worker.request_delay_at(Op::Write, truth.now_ns());
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            let delay_after = worker.write_delay_at(truth.now_ns());
+            let delay_after = worker.request_delay_at(Op::Write, truth.now_ns());
             // Every fault has ended by now, so the injector may be gone already.
             let _ = stop_tx.send(());
             injector.await.unwrap().unwrap();

@@ -186,13 +186,8 @@ fn run_budget(plan: &Plan) -> Duration {
     let paused_ns: u64 = plan
         .faults
         .iter()
-        .map(|fault| match fault {
-            Fault::Pause { .. }
-            | Fault::ServerPause { .. }
-            | Fault::Restart { .. }
-            | Fault::Partition { .. } => fault.duration_ns(),
-            _ => 0,
-        })
+        .filter(|fault| fault.stalls_workers())
+        .map(Fault::duration_ns)
         .sum();
     Duration::from_nanos(
         cycles

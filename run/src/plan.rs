@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use fencer_harness::{Stream, stream_rng};
-use fencer_nemesis::{Fault, FaultKind, ScheduleConfig};
+use fencer_nemesis::{Fault, ScheduleConfig};
 use fencer_workloads::{RegisterConfig, WorkerPlan, plan_workers};
 use serde::{Deserialize, Serialize};
 
@@ -130,21 +130,12 @@ impl Plan {
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
-            // Which servers the fault may aim at, and whether a worker may take it instead.
-            let (servers, worker_ok, what): (&[&str], bool, &str) = match fault {
-                Fault::ClockJump { .. } => {
-                    (&["lock", "store"], true, "a worker (w0..) or a server")
-                }
-                Fault::ClockDrift { .. } => (&["lock"], true, "a worker (w0..) or lock"),
-                _ if fault.kind() == FaultKind::Restart || fault.kind().needs_private_server() => {
-                    (&["lock", "store"], false, "a server (lock, store)")
-                }
-                _ => (&[], true, "a worker (w0..)"),
-            };
-            if !((worker_ok && workers.contains(target)) || servers.contains(&target)) {
+            let aims = fault.aims();
+            if !((aims.worker && workers.contains(target)) || aims.servers.contains(&target)) {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
-                    "expected fault target to be {what}, found `{target}` (a {} fault; \
+                    "expected fault target to be {}, found `{target}` (a {} fault; \
                      workers w0..w{})",
+                    aims.describe(),
                     fault.kind().name(),
                     self.workers.len() - 1,
                 )));

@@ -43,6 +43,16 @@ pub enum BackendChoice<T> {
     Url(String),
 }
 
+impl<T> BackendChoice<T> {
+    /// The server URL, for a real server.
+    pub fn url(&self) -> Option<&str> {
+        match self {
+            BackendChoice::Sim(_) => None,
+            BackendChoice::Url(url) => Some(url),
+        }
+    }
+}
+
 /// Parses a `--lock`/`--store` value: a URL, or one of `all`'s names.
 pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
     what: &str,
@@ -122,7 +132,7 @@ impl Default for Settings {
             ops_per_worker: 100,
             ttl_ns: 10 * SECOND_NS,
             renew_every_ns: 3 * SECOND_NS,
-            nemesis: FaultKind::ALL.into_iter().collect(),
+            nemesis: FaultKind::DEFAULT.into_iter().collect(),
             mean_fault_gap_ns: 10 * SECOND_NS,
             lock: LockBackend::Sim,
             store: StoreBackend::Sqlite,

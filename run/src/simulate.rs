@@ -84,17 +84,14 @@ async fn run(plan: Arc<Plan>) -> Result<History, RunError> {
     Ok(recorder.take_history())
 }
 
-/// Waits until every write still held in flight by a `delay-write` fault has landed, so the
+/// Waits until every request still held in flight by a delay fault has landed, so the
 /// store's log is complete before the run ends (simulated time: this costs nothing).
 async fn settle(plan: &Plan) {
     let settings = &plan.settings;
     let longest_delay_ns = plan
         .faults
         .iter()
-        .filter_map(|fault| match fault {
-            Fault::DelayWrite { duration_ns, .. } => Some(*duration_ns),
-            _ => None,
-        })
+        .map(Fault::holds_requests_ns)
         .max()
         .unwrap_or(0);
     let settle_ns = longest_delay_ns + 2 * settings.latency.max_ns + settings.call_timeout_ns;

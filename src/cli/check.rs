@@ -32,7 +32,7 @@ pub fn check(path: &Path, workload: Option<Workload>, options: CheckOptions) -> 
     );
     let verdict = check_packed(&history, &options);
     report::print_summary(&report::Shape::of_packed(&history), &verdict, 0.0);
-    Ok(verdict.validity.exit_code() as u8)
+    Ok(verdict.validity.exit_code())
 }
 
 /// The workload recorded in the `run.json` next to `history`, if there is one; a `run.json`

@@ -34,5 +34,5 @@ pub fn explain(dir: &Path, all: bool) -> Outcome {
         "{}",
         fencer_results::explain::explain(&history, &verdict, policy, limit)
     );
-    Ok(verdict.validity.exit_code() as u8)
+    Ok(verdict.validity.exit_code())
 }

@@ -13,7 +13,7 @@ use fencer_gate::junit::junit_xml;
 use fencer_gate::regressions::{self, Regression, write_atomically};
 use fencer_gate::runner::{BatchEnd, Outcome as RunOutcome, PlanResult, RunnerConfig, run_batch};
 use fencer_gate::seeds::{SeedRange, Shard, ShardSeeds};
-use fencer_gate::summary::{FailureRecord, GateSummary};
+use fencer_gate::summary::{FailureKind, FailureRecord, GateEnd, GateSummary, Tally};
 use fencer_results::save::{FinishedRun, save_run};
 use fencer_results::{Archive, utc_stamp};
 use fencer_run::settings::{format_duration, parse_duration};
@@ -162,11 +162,11 @@ pub fn gate(args: &GateArgs) -> Outcome {
     match end {
         BatchEnd::Interrupted => {
             gate.summary.complete = false;
-            gate.summary.ended = "interrupted".into();
+            gate.summary.ended = GateEnd::Interrupted;
         }
-        BatchEnd::OutOfTime => gate.summary.ended = "out-of-time".into(),
+        BatchEnd::OutOfTime => gate.summary.ended = GateEnd::OutOfTime,
         BatchEnd::Finished if gate.summary.failed() && !args.keep_going => {
-            gate.summary.ended = "first-failure".into();
+            gate.summary.ended = GateEnd::FirstFailure;
         }
         BatchEnd::Finished => {}
     }
@@ -185,7 +185,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
             .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
     }
     print_summary(&gate.summary, Some(&summary_path));
-    if gate.summary.ended == "interrupted" {
+    if gate.summary.ended == GateEnd::Interrupted {
         // However much failed before the interrupt, the gate did not finish: unknown.
         return Ok(2);
     }
@@ -302,7 +302,7 @@ impl Gate<'_> {
                 history,
             } => {
                 self.summary
-                    .count_run(seed, verdict.validity.name(), events);
+                    .count_run(seed, verdict.validity.into(), events);
                 for (class, count) in &verdict.anomaly_counts {
                     *self.summary.anomalies.entry(class.clone()).or_default() += *count as u64;
                 }
@@ -328,7 +328,7 @@ impl Gate<'_> {
                 };
                 let first = verdict.anomalies.first();
                 (
-                    "invalid",
+                    FailureKind::Invalid,
                     first.map_or_else(|| verdict.summary_line(), |a| a.explanation.clone()),
                     verdict.anomaly_counts.clone(),
                     first.map(|a| a.class),
@@ -337,9 +337,9 @@ impl Gate<'_> {
                 )
             }
             RunOutcome::Nondeterministic(divergence) => {
-                self.summary.count_run(seed, "nondeterministic", 0);
+                self.summary.count_run(seed, Tally::Nondeterministic, 0);
                 (
-                    "nondeterministic",
+                    FailureKind::Nondeterministic,
                     divergence.describe(),
                     BTreeMap::new(),
                     None,
@@ -348,9 +348,9 @@ impl Gate<'_> {
                 )
             }
             RunOutcome::Error(error) => {
-                self.summary.count_run(seed, "error", 0);
+                self.summary.count_run(seed, Tally::Error, 0);
                 (
-                    "error",
+                    FailureKind::Error,
                     error.to_string(),
                     BTreeMap::new(),
                     None,
@@ -363,7 +363,7 @@ impl Gate<'_> {
             "FAIL {label}: {}",
             match class {
                 Some(class) => format!("{class}: {explanation}"),
-                None => format!("{kind}: {explanation}"),
+                None => format!("{}: {explanation}", kind.name()),
             }
         )];
         for command in &replay {
@@ -377,8 +377,8 @@ impl Gate<'_> {
         self.summary.failures.push(FailureRecord {
             seed,
             label: label.to_string(),
-            kind: kind.to_string(),
-            class: class.map(|class| class.name().to_string()),
+            kind,
+            class,
             anomaly_counts: counts,
             explanation,
             run_dir,
@@ -466,9 +466,9 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
         summary.seeds,
         shards.join(", "),
         if summary.complete {
-            summary.ended.clone()
+            summary.ended.name().to_string()
         } else {
-            format!("INCOMPLETE ({})", summary.ended)
+            format!("INCOMPLETE ({})", summary.ended.name())
         }
     );
     let row = |name: &str, value: String| println!("  {name:<16} {value}");
@@ -488,7 +488,7 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
     let verdicts: Vec<String> = summary
         .validity
         .iter()
-        .map(|(name, count)| format!("{count} {name}"))
+        .map(|(tally, count)| format!("{count} {}", tally.name()))
         .collect();
     row("verdicts", verdicts.join(", "));
     let anomalies: Vec<String> = summary

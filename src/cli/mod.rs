@@ -215,10 +215,11 @@ struct SettingsArgs {
     /// Renewal period while a lease is held; must be shorter than the TTL.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
-    /// Faults to inject: a comma list of pause, skew, drop-renew, delay-write, restart; all
-    /// (every one, the default); or none. Opt-in: drop-acquire, drop-write; and, on servers
-    /// fencer starts (private:…), server-pause, partition, delay-replies, drop-replies, cut.
-    #[arg(long, default_value = "all", value_parser = parse_nemesis)]
+    /// Faults to inject: a comma list of fault families; default (pause, skew, drop-renew,
+    /// delay-write, restart); all (also drop-acquire and drop-write, and on servers fencer
+    /// starts, private:…, also server-pause, partition, delay-replies, drop-replies, cut); or
+    /// none.
+    #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
@@ -248,21 +249,40 @@ struct SettingsArgs {
     swarm: bool,
 }
 
-/// A parsed `--nemesis` list (a newtype so clap does not treat it as repeated values).
+/// A parsed `--nemesis` value (a newtype so clap does not treat it as repeated values).
 #[derive(Clone, Debug)]
-struct NemesisList(Vec<FaultKind>);
+enum NemesisList {
+    /// `all`: every family the run's backends can take.
+    All,
+    /// Named families (`default` and `none` included).
+    Named(Vec<FaultKind>),
+}
 
 fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
-    if text == "none" {
-        return Ok(NemesisList(Vec::new()));
+    match text {
+        "none" => Ok(NemesisList::Named(Vec::new())),
+        "default" => Ok(NemesisList::Named(FaultKind::DEFAULT.to_vec())),
+        "all" => Ok(NemesisList::All),
+        _ => text
+            .split(',')
+            .map(|name| name.trim().parse::<FaultKind>())
+            .collect::<Result<Vec<_>, _>>()
+            .map(NemesisList::Named),
     }
-    if text == "all" {
-        return Ok(NemesisList(FaultKind::ALL.to_vec()));
+}
+
+impl NemesisList {
+    /// The families it names, when the run does (`private`) or does not start its own servers:
+    /// `all` leaves out the server families a run without them could not take.
+    fn kinds(&self, private: bool) -> Vec<FaultKind> {
+        match self {
+            NemesisList::All => FaultKind::ALL
+                .into_iter()
+                .filter(|kind| private || !kind.needs_private_server())
+                .collect(),
+            NemesisList::Named(kinds) => kinds.clone(),
+        }
     }
-    text.split(',')
-        .map(|name| name.trim().parse::<FaultKind>())
-        .collect::<Result<Vec<_>, _>>()
-        .map(NemesisList)
 }
 
 impl SettingsArgs {
@@ -279,6 +299,18 @@ impl SettingsArgs {
         Ok(())
     }
 
+    /// True when the lock or the store is a server fencer starts itself.
+    fn private(&self) -> bool {
+        [
+            self.lock.as_ref().map(BackendChoice::url),
+            self.store.as_ref().map(BackendChoice::url),
+        ]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|url| url.starts_with(fencer_servers::PRIVATE_SCHEME))
+    }
+
     /// The settings before any seed is applied (`seed` 0, no swarm draw).
     fn base(&self) -> Settings {
         Settings {
@@ -289,7 +321,7 @@ impl SettingsArgs {
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
             renew_every_ns: self.renew_every,
-            nemesis: self.nemesis.0.iter().copied().collect(),
+            nemesis: self.nemesis.kinds(self.private()).into_iter().collect(),
             mean_fault_gap_ns: self.fault_gap,
             lock: match self.lock {
                 Some(BackendChoice::Sim(lock)) => lock,

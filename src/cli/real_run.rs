@@ -190,5 +190,5 @@ pub fn run(
         redact_url(targets.lock_url),
         redact_url(targets.store_url)
     );
-    Ok(verdict.validity.exit_code() as u8)
+    Ok(verdict.validity.exit_code())
 }

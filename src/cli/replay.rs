@@ -81,7 +81,7 @@ pub fn replay(dir: &Path) -> Outcome {
     println!("identical: {} events", history.events.len());
     let verdict = judge(&plan.settings, &history, false);
     report::print_summary(&report::Shape::of_history(&history), &verdict, 0.0);
-    Ok(verdict.validity.exit_code() as u8)
+    Ok(verdict.validity.exit_code())
 }
 
 /// 1-based line of the first difference between two JSONL texts.

@@ -62,5 +62,5 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
     save_run(&finished, &dir, store_root)
         .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
     println!("run directory: {}", dir.display());
-    Ok(verdict.validity.exit_code() as u8)
+    Ok(verdict.validity.exit_code())
 }

@@ -364,7 +364,11 @@ fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -
     format!(
         "unsupported {what} URL {}: expected one of {} (this build's backends)",
         redact_url(url),
-        built.join(", ")
+        if built.is_empty() {
+            "none".to_string()
+        } else {
+            built.join(", ")
+        }
     )
 }
 
@@ -410,6 +414,23 @@ mod tests {
             error.starts_with("unsupported lock URL mysql://root:***@h/db"),
             "{error}"
         );
+        let error = store_from_url("sqlite:///tmp/r.db?variant=sloppy")
+            .err()
+            .unwrap();
+        assert_eq!(
+            error,
+            "unknown store variant `sloppy` in sqlite:///tmp/r.db?variant=sloppy: expected unfenced"
+        );
+        let error = lock_from_url("sqlite:///tmp/r.db").err().unwrap();
+        assert!(
+            error.starts_with("unsupported lock URL sqlite:///tmp/r.db"),
+            "{error}"
+        );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_variant_error_hides_the_password() {
         let error = store_from_url("redis://:pw@h:1?variant=sloppy")
             .err()
             .unwrap();
