@@ -81,11 +81,11 @@ fn run_then_replay_is_byte_identical_and_keeps_the_verdict() {
         stdout(&run),
         stderr(&run)
     );
-    let latest = dir.path().join("store/latest");
+    let latest = dir.path().join("runs/latest");
     for file in ["run.json", "plan.json", "history.jsonl", "verdict.json"] {
         assert!(latest.join(file).is_file(), "{file} missing");
     }
-    let replay = fencer(&["replay", "store/latest"], dir.path());
+    let replay = fencer(&["replay", "runs/latest"], dir.path());
     let out = stdout(&replay);
     assert_eq!(replay.status.code(), Some(0), "{out}{}", stderr(&replay));
     let hashes: Vec<&str> = out
@@ -221,11 +221,11 @@ fn demo_prints_the_articles_three_lines_and_points_at_both_runs() {
         ]
     );
     assert!(
-        lines[3].starts_with("unfenced run: store/demo/unfenced-"),
+        lines[3].starts_with("unfenced run: runs/demo/unfenced-"),
         "{out}"
     );
     assert!(
-        lines[4].starts_with("fenced run: store/demo/fenced-"),
+        lines[4].starts_with("fenced run: runs/demo/fenced-"),
         "{out}"
     );
     assert!(lines[3].contains("invalid"), "{out}");

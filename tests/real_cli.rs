@@ -57,7 +57,7 @@ fn real_run_redacts_the_password_everywhere() {
     );
     assert!(!printed.contains(SECRET), "{printed}");
     let mut files = 0;
-    for entry in std::fs::read_dir(dir.path().join("store/fenced-register")).unwrap() {
+    for entry in std::fs::read_dir(dir.path().join("runs/fenced-register")).unwrap() {
         for file in std::fs::read_dir(entry.unwrap().path()).unwrap() {
             let bytes = std::fs::read(file.unwrap().path()).unwrap();
             assert!(!String::from_utf8_lossy(&bytes).contains(SECRET));
@@ -66,7 +66,7 @@ fn real_run_redacts_the_password_everywhere() {
     }
     assert!(files >= 4, "a run directory was saved");
     // `replay` is for the simulation; a real run says how to run its plan again instead.
-    let output = fencer(&["replay", "store/latest"], dir.path());
+    let output = fencer(&["replay", "runs/latest"], dir.path());
     let err = String::from_utf8_lossy(&output.stderr).into_owned();
     assert_eq!(output.status.code(), Some(254), "{err}");
     assert!(err.contains("fencer run --plan"), "{err}");
@@ -89,7 +89,7 @@ fn a_redis_lock_protects_a_sqlite_file() {
     let output = fencer(&args, dir.path());
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert!(file.is_file());
-    let history = std::fs::read_to_string(dir.path().join("store/latest/history.jsonl")).unwrap();
+    let history = std::fs::read_to_string(dir.path().join("runs/latest/history.jsonl")).unwrap();
     assert!(
         history.contains(r#""process":"store","type":"log","f":"write""#),
         "the SQLite file's applied log is in the history"

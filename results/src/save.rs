@@ -1,5 +1,6 @@
 //! Saving a finished run as a run directory (`run.json`, `plan.json`, `history.jsonl`,
-//! `verdict.json`, and the reports: `timeline.html` and SVG plots), atomically, and pointing `store/latest` at it.
+//! `verdict.json`, and the reports: `timeline.html` and SVG plots), atomically, and
+//! pointing the archive's `latest` at it.
 
 use std::path::{Path, PathBuf};
 
@@ -37,11 +38,12 @@ pub fn default_run_dir(archive_root: &Path, group: &str, label: &str) -> PathBuf
     Archive::new(archive_root).run_dir(group, label, &utc_stamp(wall_clock_s()))
 }
 
-/// Writes `run` into `dir` atomically; when `store_root` is given, points its `latest` at it.
+/// Writes `run` into `dir` atomically; when `archive_root` is given, points its `latest` at
+/// it.
 pub fn save_run(
     run: &FinishedRun<'_>,
     dir: &Path,
-    store_root: Option<&Path>,
+    archive_root: Option<&Path>,
 ) -> Result<(), RunDirError> {
     let history = run.history.to_jsonl();
     let record = RunRecord {
@@ -72,7 +74,7 @@ pub fn save_run(
             .map(|(name, bytes)| (*name, bytes.as_slice())),
     );
     write_run_dir(dir, &files)?;
-    if let Some(root) = store_root {
+    if let Some(root) = archive_root {
         Archive::new(root).point_latest_at(dir)?;
     }
     Ok(())

@@ -9,7 +9,7 @@ use fencer_run::demo::{plan, report_lines};
 use super::{Failure, Outcome};
 
 /// Runs the scripted scenario against the unfenced and the fenced store and prints the report.
-pub fn demo(store_dir: &Path) -> Outcome {
+pub fn demo(archive: &Path) -> Outcome {
     let mut runs = Vec::new();
     for (label, store) in [
         ("unfenced", StoreBackend::SqliteUnfenced),
@@ -20,14 +20,14 @@ pub fn demo(store_dir: &Path) -> Outcome {
             RunError::Plan(message) | RunError::Internal(message) => Failure::Internal(message),
         })?;
         let verdict = check(&history);
-        let dir = default_run_dir(store_dir, "demo", label);
+        let dir = default_run_dir(archive, "demo", label);
         let finished = FinishedRun {
             command: "demo",
             plan: &plan,
             history: &history,
             verdict: &verdict,
         };
-        save_run(&finished, &dir, Some(store_dir))
+        save_run(&finished, &dir, Some(archive))
             .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
         runs.push((history, verdict, dir));
     }

@@ -53,12 +53,12 @@ pub struct GateArgs {
     /// Write a JUnit XML report here.
     #[arg(long)]
     junit: Option<PathBuf>,
-    /// Directory for gate.json and failing runs (default: <store-dir>/gate/<UTC time>).
+    /// Directory for gate.json and failing runs (default: <archive>/gate/<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Root of the run store.
-    #[arg(long, default_value = "store")]
-    store_dir: PathBuf,
+    /// Root of the run archive, where saved runs live (`--store-dir` is its old name).
+    #[arg(long, default_value = super::DEFAULT_ARCHIVE, visible_alias = "store-dir")]
+    archive: PathBuf,
     /// Folder of saved failing plans, replayed before the seeds; commit it.
     #[arg(long, default_value = "fencer-regressions")]
     regressions: PathBuf,
@@ -100,7 +100,7 @@ pub fn gate(args: &GateArgs) -> Outcome {
     };
     let out = match &args.out {
         Some(dir) => dir.clone(),
-        None => Archive::new(&args.store_dir).run_dir("gate", "gate", &utc_stamp(now_s())),
+        None => Archive::new(&args.archive).run_dir("gate", "gate", &utc_stamp(now_s())),
     };
     if std::fs::read_dir(&out).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(Failure::BadInput(format!(

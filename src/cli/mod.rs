@@ -41,6 +41,9 @@ pub enum Failure {
 /// What a command returns: the verdict's exit code, or a failure.
 pub type Outcome = Result<u8, Failure>;
 
+/// Where saved runs go unless `--archive` says otherwise.
+pub const DEFAULT_ARCHIVE: &str = "runs";
+
 /// Exit code for bad arguments or input.
 pub const EXIT_BAD_INPUT: u8 = 254;
 /// Exit code for fencer's own failures.
@@ -65,15 +68,15 @@ enum Command {
     Run(RunArgs),
     /// Re-run a saved run from its plan and check the history is byte-identical.
     Replay {
-        /// The run directory (e.g. store/latest).
+        /// The run directory (e.g. runs/latest).
         dir: PathBuf,
     },
     /// Reproduce the articles' experiment: a paused lease holder against unfenced and fenced
     /// SQLite.
     Demo {
-        /// Root of the run store.
-        #[arg(long, default_value = "store")]
-        store_dir: PathBuf,
+        /// Root of the run archive, where saved runs live.
+        #[arg(long, default_value = DEFAULT_ARCHIVE, visible_alias = "store-dir")]
+        archive: PathBuf,
     },
     /// Check a stored history (JSONL) again, e.g. after improving a checker.
     Check {
@@ -135,7 +138,7 @@ enum Command {
     /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
     /// failed, the remedy.
     Explain {
-        /// The run directory (e.g. store/latest).
+        /// The run directory (e.g. runs/latest).
         dir: PathBuf,
         /// Tell every anomaly, not only the first five.
         #[arg(long)]
@@ -143,9 +146,9 @@ enum Command {
     },
     /// Serve a local web UI listing the runs in a store, with their timelines and plots.
     Serve {
-        /// Root of the run store.
-        #[arg(default_value = "store")]
-        store_dir: PathBuf,
+        /// Root of the run archive, where saved runs live.
+        #[arg(default_value = DEFAULT_ARCHIVE)]
+        archive: PathBuf,
         /// Address to listen on (loopback by default; port 0 picks a free port).
         #[arg(long, default_value = serve::DEFAULT_LISTEN)]
         listen: String,
@@ -164,12 +167,12 @@ struct RunArgs {
     plan: Option<PathBuf>,
     #[command(flatten)]
     settings: SettingsArgs,
-    /// Run directory to create (default: <store-dir>/fenced-register/<seed>-<UTC time>).
+    /// Run directory to create (default: <archive>/fenced-register/<seed>-<UTC time>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Root of the run store.
-    #[arg(long, default_value = "store")]
-    store_dir: PathBuf,
+    /// Root of the run archive, where saved runs live (`--store-dir` is its old name).
+    #[arg(long, default_value = DEFAULT_ARCHIVE, visible_alias = "store-dir")]
+    archive: PathBuf,
     /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
     #[arg(long)]
     strict: bool,
@@ -396,7 +399,7 @@ fn run_dispatch(args: &RunArgs) -> Outcome {
             },
             args.plan.as_deref(),
             args.out.as_deref(),
-            &args.store_dir,
+            &args.archive,
         ),
         (None | Some(BackendChoice::Sim(_)), None | Some(BackendChoice::Sim(_))) => {
             match &args.plan {
@@ -408,14 +411,9 @@ fn run_dispatch(args: &RunArgs) -> Outcome {
                     ))
                 }
                 Some(path) => {
-                    run::run_plan_file(path, args.out.as_deref(), &args.store_dir, args.strict)
+                    run::run_plan_file(path, args.out.as_deref(), &args.archive, args.strict)
                 }
-                None => run::run(
-                    &settings(),
-                    args.out.as_deref(),
-                    &args.store_dir,
-                    args.strict,
-                ),
+                None => run::run(&settings(), args.out.as_deref(), &args.archive, args.strict),
             }
         }
         _ => Err(Failure::BadInput(
@@ -446,7 +444,7 @@ pub fn main() -> ExitCode {
         Command::Shrink(args) => shrink::shrink_command(&args),
         Command::Merge(args) => merge::merge_command(&args),
         Command::Replay { dir } => replay::replay(&dir),
-        Command::Demo { store_dir } => demo::demo(&store_dir),
+        Command::Demo { archive } => demo::demo(&archive),
         Command::Check {
             history,
             workload,
@@ -482,7 +480,7 @@ pub fn main() -> ExitCode {
             seeds,
         ),
         Command::Explain { dir, all } => explain::explain(&dir, all),
-        Command::Serve { store_dir, listen } => serve::serve(&store_dir, &listen),
+        Command::Serve { archive, listen } => serve::serve(&archive, &listen),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

@@ -87,7 +87,7 @@ pub fn run(
     targets: &RealTargets<'_>,
     plan_path: Option<&Path>,
     out: Option<&Path>,
-    store_dir: &Path,
+    archive: &Path,
 ) -> Outcome {
     let plan = match plan_path {
         Some(path) => {
@@ -170,7 +170,7 @@ pub fn run(
     let dir = match out {
         Some(dir) => dir.to_path_buf(),
         None => default_run_dir(
-            store_dir,
+            archive,
             plan.settings.workload.name(),
             &format!("real-{}", plan.settings.seed),
         ),
@@ -181,7 +181,7 @@ pub fn run(
         history: &history,
         verdict: &verdict,
     };
-    save_run(&finished, &dir, out.is_none().then_some(store_dir))
+    save_run(&finished, &dir, out.is_none().then_some(archive))
         .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
     println!("run directory: {}", dir.display());
     println!(

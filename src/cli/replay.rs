@@ -34,7 +34,7 @@ pub fn replay(dir: &Path) -> Outcome {
                 dir.display()
             );
             let plan_path = dir.join("plan.json");
-            // Saved like a `fencer run` with the default --store-dir.
+            // Saved like a `fencer run` with the default --archive.
             return real_run::run(
                 &plan.settings,
                 &real_run::RealTargets {

@@ -8,20 +8,20 @@ use fencer_run::checking::judge;
 
 use super::{Failure, Outcome, describe, report};
 
-/// Runs `settings`, writes the run directory (`out`, or a fresh one under `store_dir`);
+/// Runs `settings`, writes the run directory (`out`, or a fresh one under `archive`);
 /// `strict` makes warnings fail the verdict.
-pub fn run(settings: &Settings, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
+pub fn run(settings: &Settings, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
     let warnings = settings.validate().map_err(Failure::BadInput)?;
     for warning in warnings {
         eprintln!("warning: {warning}");
     }
-    run_plan(&Plan::generate(settings), out, store_dir, strict)
+    run_plan(&Plan::generate(settings), out, archive, strict)
 }
 
 /// Runs the plan in `path` (`--plan`): a saved, shrunk or hand-written plan. A plan that does
 /// not parse or cannot run is refused with `file:line: what was expected`; `strict` makes
 /// warnings fail the verdict.
-pub fn run_plan_file(path: &Path, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
+pub fn run_plan_file(path: &Path, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
     let bytes = std::fs::read(path)
         .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
     let plan = Plan::from_json(&bytes, &path.display().to_string())
@@ -29,15 +29,15 @@ pub fn run_plan_file(path: &Path, out: Option<&Path>, store_dir: &Path, strict: 
     for warning in plan.settings.validate().map_err(Failure::BadInput)? {
         eprintln!("warning: {warning}");
     }
-    run_plan(&plan, out, store_dir, strict)
+    run_plan(&plan, out, archive, strict)
 }
 
-fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> Outcome {
+fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
     let settings = &plan.settings;
     let dir = match out {
         Some(dir) => dir.to_path_buf(),
         None => default_run_dir(
-            store_dir,
+            archive,
             settings.workload.name(),
             &settings.seed.to_string(),
         ),
@@ -58,8 +58,8 @@ fn run_plan(plan: &Plan, out: Option<&Path>, store_dir: &Path, strict: bool) -> 
         verdict: &verdict,
     };
     // `latest` only tracks runs inside the store.
-    let store_root = out.is_none().then_some(store_dir);
-    save_run(&finished, &dir, store_root)
+    let archive_root = out.is_none().then_some(archive);
+    save_run(&finished, &dir, archive_root)
         .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
     println!("run directory: {}", dir.display());
     Ok(verdict.validity.exit_code())

@@ -1,4 +1,4 @@
-//! `fencer serve`: the local web viewer over a run store.
+//! `fencer serve`: the local web viewer over the run archive.
 
 use std::io::Write;
 use std::path::Path;
@@ -7,16 +7,16 @@ use fencer_results::serve::Server;
 
 use super::{Failure, Outcome};
 
-/// Loopback only by default: the store can hold anything a run recorded.
+/// Loopback only by default: the archive can hold anything a run recorded.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8484";
 
-/// Serves `store_dir` on `listen` until interrupted.
-pub fn serve(store_dir: &Path, listen: &str) -> Outcome {
-    let server = Server::bind(store_dir, listen).map_err(Failure::BadInput)?;
+/// Serves `archive` on `listen` until interrupted.
+pub fn serve(archive: &Path, listen: &str) -> Outcome {
+    let server = Server::bind(archive, listen).map_err(Failure::BadInput)?;
     println!(
-        "fencer serve: {} (store {})",
+        "fencer serve: {} (archive {})",
         server.url(),
-        store_dir.display()
+        archive.display()
     );
     let _ = std::io::stdout().flush();
     server.run();

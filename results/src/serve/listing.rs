@@ -1,4 +1,4 @@
-//! The store's index page: every run (a directory holding `run.json`), newest first, with its
+//! The archive's index page: every run (a directory holding `run.json`), newest first, with its
 //! seed, workload, backends, verdict and date, filterable by verdict; and a plain listing of
 //! one directory's files.
 
@@ -11,16 +11,16 @@ use crate::report::escape;
 
 use crate::report::TIMELINE_FILE;
 
-/// Directories deeper than this below the store root are not searched for runs.
+/// Directories deeper than this below the archive root are not searched for runs.
 const MAX_DEPTH: usize = 3;
 
-/// At most this many runs are listed; a store bigger than that is listed newest first up to it.
+/// At most this many runs are listed; an archive bigger than that is listed newest first up to it.
 const MAX_RUNS: usize = 5_000;
 
-/// One run found in the store.
+/// One run found in the archive.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunEntry {
-    /// Path relative to the store root, with `/` separators.
+    /// Path relative to the archive root, with `/` separators.
     pub path: String,
     /// What `run.json` says.
     pub record: RunRecord,
@@ -94,7 +94,7 @@ fn setting(record: &RunRecord, name: &str) -> String {
     }
 }
 
-/// Percent-encodes a store-relative path for an `href`, keeping `/`.
+/// Percent-encodes an archive-relative path for an `href`, keeping `/`.
 fn href(path: &str) -> String {
     let mut out = String::new();
     for byte in path.bytes() {

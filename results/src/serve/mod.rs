@@ -1,5 +1,5 @@
-//! `fencer serve`: a small local web viewer over a run store. It lists runs and serves their
-//! files (timelines, plots, histories, verdicts), read-only, and never a file outside the store.
+//! `fencer serve`: a small local web viewer over the run archive. It lists runs and serves their
+//! files (timelines, plots, histories, verdicts), read-only, and never a file outside the archive.
 //!
 //! Plain `std::net` with one short-lived thread per connection (at most [`MAX_CONNECTIONS`] at
 //! once): a local viewer for one person needs no async runtime or HTTP framework, and this keeps
@@ -26,13 +26,16 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `listen` (e.g. `127.0.0.1:8484`, port 0 for any free port) over the store `root`.
+    /// Binds `listen` (e.g. `127.0.0.1:8484`, port 0 for any free port) over the archive `root`.
     pub fn bind(root: &Path, listen: &str) -> Result<Server, String> {
         let root = root
             .canonicalize()
-            .map_err(|error| format!("{}: cannot serve this store: {error}", root.display()))?;
+            .map_err(|error| format!("{}: cannot serve this archive: {error}", root.display()))?;
         if !root.is_dir() {
-            return Err(format!("{}: expected a store directory", root.display()));
+            return Err(format!(
+                "{}: expected a run archive directory",
+                root.display()
+            ));
         }
         let listener = TcpListener::bind(listen)
             .map_err(|error| format!("cannot listen on {listen}: {error}"))?;

@@ -1,9 +1,9 @@
-//! Which file a URL path names, if any: only files inside the store, never outside it.
+//! Which file a URL path names, if any: only files inside the archive, never outside it.
 //!
 //! A path is percent-decoded once, split into segments, and refused if any segment is `.` or
 //! `..`, holds a backslash or a NUL, or is not UTF-8. The joined path is then canonicalised
-//! (following symlinks) and must still lie inside the canonical store root, so neither an
-//! encoded `%2e%2e` nor a symlink pointing out of the store escapes it.
+//! (following symlinks) and must still lie inside the canonical archive root, so neither an
+//! encoded `%2e%2e` nor a symlink pointing out of the archive escapes it.
 
 use std::path::{Path, PathBuf};
 
@@ -83,7 +83,7 @@ mod tests {
         ] {
             assert_eq!(resolve(&root, attack), None, "{attack}");
         }
-        // Absolute paths are taken inside the store, where they do not exist.
+        // Absolute paths are taken inside the archive, where they do not exist.
         assert_eq!(resolve(&root, "/etc/passwd"), None);
         assert_eq!(resolve(&root, "//etc/passwd"), None);
     }
