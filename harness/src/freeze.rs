@@ -60,8 +60,9 @@ impl ProcessFaults {
     }
 
     /// Holds every write this process sends before true time `until_ns` in flight for
-    /// `delay_ns` more: the late UPDATE of the articles, independent of any pause. A longer
-    /// delay set meanwhile wins, so overlapping windows never shorten one another.
+    /// `delay_ns` more: a write that reaches the store after its lease may have passed to
+    /// another holder, with no pause of the sender needed. A longer delay set meanwhile wins,
+    /// so overlapping windows never shorten one another.
     pub fn delay_writes_until(&self, until_ns: u64, delay_ns: u64) {
         self.delay_writes_until_ns
             .fetch_max(until_ns, Ordering::Relaxed);

@@ -1,6 +1,6 @@
 //! A worker's belief about its lease, and the renewal task that keeps it fresh.
 //!
-//! The belief is what the articles' policy acts on: a lease is usable only while the last
+//! The belief is what the renew-failure policy acts on: a lease is usable only while the last
 //! confirmation (grant or renew, timed from when its *request was sent*) plus the TTL lies ahead
 //! on the worker's own clock, and only while no renewal failed or went unanswered. A renew that
 //! timed out may well have been applied; the worker still cannot *confirm* it holds the lease.
@@ -17,7 +17,8 @@ use tokio::task::JoinHandle;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RenewFailurePolicy {
-    /// Start no more protected work until the lease is re-acquired (the articles' policy).
+    /// Start no more protected work until the lease is re-acquired: a worker that cannot
+    /// confirm its lease acts as if it had lost it.
     #[default]
     Stop,
     /// Keep writing regardless — shows why the policy matters (and what fencing still saves).

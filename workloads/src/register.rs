@@ -1,11 +1,11 @@
 //! The worker's cycle, shared by every workload: workers race for one lease and do the
 //! workload's protected work (see [`crate::work`]) while they hold it.
 //!
-//! Each cycle is the articles' loop: acquire → read → think → check → prepare → write(token)
-//! → hold → release, with a renewal task alive exactly as long as the lease is held. The
-//! *prepare* step sits between the last lease check and the write being sent — the gap the
-//! articles point at ("A may stop again after checking ownership and before its UPDATE
-//! arrives"), which no client-side check can close and only the store's fence can.
+//! Each cycle is the lease-protected loop: acquire → read → think → check → prepare →
+//! write(token) → hold → release, with a renewal task alive exactly as long as the lease is
+//! held. The *prepare* step sits between the last lease check and the write being sent: a
+//! holder paused there has checked that it owns the lease, and sends its UPDATE after losing
+//! it. No client-side check can close that gap; only the store's fence can.
 
 use std::time::Duration;
 
