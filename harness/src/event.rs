@@ -31,6 +31,18 @@ pub enum EventType {
 }
 
 impl EventType {
+    /// Every event type, in declaration order: what tests of every table keyed by the type's
+    /// name iterate over, so a new type cannot be missed by one (a test checks the list
+    /// against the enum's JSON names).
+    pub const ALL: [EventType; 6] = [
+        EventType::Invoke,
+        EventType::Ok,
+        EventType::Fail,
+        EventType::Info,
+        EventType::Nemesis,
+        EventType::Log,
+    ];
+
     /// True for the three completion types that close an `invoke`.
     pub fn is_completion(self) -> bool {
         matches!(self, EventType::Ok | EventType::Fail | EventType::Info)
@@ -108,6 +120,41 @@ pub enum Op {
 }
 
 impl Op {
+    /// Every operation, in declaration order: what tests of every table keyed by an op's name
+    /// iterate over (the fast history reader's above all, which would otherwise send a new
+    /// op's every line to the slow path unnoticed). A test checks the list against the enum's
+    /// JSON names, so a variant added but not listed fails it.
+    pub const ALL: [Op; 28] = [
+        Op::Acquire,
+        Op::Renew,
+        Op::Release,
+        Op::Write,
+        Op::Read,
+        Op::Pause,
+        Op::Resume,
+        Op::ClockJump,
+        Op::ClockDrift,
+        Op::DropRenew,
+        Op::HealRenew,
+        Op::DelayWrite,
+        Op::HealWrite,
+        Op::Restart,
+        Op::Recover,
+        Op::DropAcquireReply,
+        Op::HealAcquireReply,
+        Op::DropWriteReply,
+        Op::HealWriteReply,
+        Op::ServerPause,
+        Op::ServerResume,
+        Op::Partition,
+        Op::HealPartition,
+        Op::DelayReplies,
+        Op::HealDelayReplies,
+        Op::DropReplies,
+        Op::HealDropReplies,
+        Op::Cut,
+    ];
+
     /// The kebab-case name, as in the JSONL form.
     pub fn name(self) -> &'static str {
         match self {
@@ -321,14 +368,69 @@ mod tests {
         assert_eq!(back, event);
     }
 
+    /// The names serde's derived `Deserialize` accepts for enum `T`, in declaration order:
+    /// the derive lists every variant, however the enum grows, and hands the list to
+    /// `deserialize_enum`, where this deserializer keeps it.
+    fn variant_names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+        use serde::de::{Error, Visitor, value};
+
+        struct Variants(Option<&'static [&'static str]>);
+
+        impl<'de> serde::Deserializer<'de> for &mut Variants {
+            type Error = value::Error;
+
+            fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+                Err(value::Error::custom("not an enum"))
+            }
+
+            fn deserialize_enum<V: Visitor<'de>>(
+                self,
+                _name: &'static str,
+                variants: &'static [&'static str],
+                _: V,
+            ) -> Result<V::Value, value::Error> {
+                self.0 = Some(variants);
+                Err(value::Error::custom("variants taken"))
+            }
+
+            serde::forward_to_deserialize_any! {
+                bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+                byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map
+                struct identifier ignored_any
+            }
+        }
+
+        let mut variants = Variants(None);
+        let _ = T::deserialize(&mut variants);
+        variants
+            .0
+            .expect("a derived enum Deserialize calls deserialize_enum")
+    }
+
     #[test]
-    fn op_names_match_the_json_form() {
-        for f in [Op::Acquire, Op::ClockJump, Op::DelayWrite, Op::Recover] {
+    fn op_all_lists_every_op_in_declaration_order_under_its_json_name() {
+        let names: Vec<&str> = Op::ALL.iter().map(|f| f.name()).collect();
+        assert_eq!(names, variant_names::<Op>());
+        for f in Op::ALL {
             assert_eq!(
                 serde_json::to_string(&f).unwrap(),
                 format!("\"{}\"", f.name())
             );
         }
+    }
+
+    #[test]
+    fn event_type_all_lists_every_type_in_declaration_order() {
+        let names: Vec<String> = EventType::ALL
+            .iter()
+            .map(|kind| {
+                serde_json::to_string(kind)
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names, variant_names::<EventType>());
     }
 
     #[test]

@@ -99,7 +99,7 @@ pub(crate) fn parse_lines(reader: impl Read, origin: &str) -> Result<PackedHisto
         if line.trim_ascii().is_empty() {
             return Ok(());
         }
-        // Filled where it lies: a row is 144 bytes, and copying it in twice per line showed.
+        // Filled where it lies, so the 144-byte row is not built elsewhere and copied in.
         packed.rows.push(Row::blank(empty));
         let row = packed.rows.last_mut().expect("just pushed");
         if !event_line::parse_plain(line, row, &mut packed.strings) {
@@ -188,8 +188,8 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// invoke of the same process and operation.
 ///
 /// Only the first broken rule is kept, and reported after the whole file has parsed, so a line
-/// that is not an event at all is reported first wherever it is, as before rules were checked
-/// while reading.
+/// that is not an event at all is reported first wherever it is, as if every line were parsed
+/// before any rule was checked.
 #[derive(Default)]
 struct Rules {
     /// Events checked so far: the index the next one must carry.

@@ -2,12 +2,11 @@
 //! are numbers into one table of distinct strings ([`Strings`]).
 //!
 //! An [`Event`] is about 400 bytes plus a heap allocation per string (about 540 bytes per
-//! event in all), which put checking a million-event history over its budget (issue 3: 1 s,
-//! 1 GB) in allocation and page faults alone. A row is 144 bytes and allocates nothing: process
-//! names, locks, keys, errors repeat on almost every line and are stored once, owner tokens
-//! and write ids once per acquisition or write. Checkers compare [`Sym`]s (one `u32`
-//! comparison) instead of strings, and turn a row back into an [`Event`] only to explain an
-//! anomaly.
+//! event in all), so a big history read as events spends its time allocating and faulting in
+//! pages. A row is 144 bytes and allocates nothing: process names, locks, keys, errors repeat
+//! on almost every line and are stored once, owner tokens and write ids once per acquisition
+//! or write. Checkers compare [`Sym`]s (one `u32` comparison) instead of strings, and turn a
+//! row back into an [`Event`] only to explain an anomaly.
 //!
 //! Packing is lossless: [`PackedHistory::event`] gives back exactly the event that was packed,
 //! so the JSONL form, replay hashes and explanations never see the difference.
@@ -45,7 +44,7 @@ pub struct Strings {
     /// Where each string ends in `text`; sym `n` is `ends[n - 1]`, starting where `n - 1` ends.
     ends: Vec<usize>,
     /// Syms by the hash of their text, each with that hash, so growing the table never reads
-    /// the texts again (re-hashing them was 8 % of checking a million events).
+    /// or hashes the texts again.
     table: HashTable<(u64, Sym)>,
 }
 

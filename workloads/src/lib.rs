@@ -4,6 +4,8 @@
 pub mod kind;
 pub mod lease;
 pub mod register;
+#[cfg(test)]
+mod testkit;
 mod work;
 
 pub use kind::WorkerVariant;

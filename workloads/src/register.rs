@@ -1,11 +1,11 @@
 //! The worker's cycle, shared by every workload: workers race for one lease and do the
 //! workload's protected work (see [`crate::work`]) while they hold it.
 //!
-//! Each cycle is the articles' loop: acquire → read → think → check → prepare → write(token)
-//! → hold → release, with a renewal task alive exactly as long as the lease is held. The
-//! *prepare* step sits between the last lease check and the write being sent — the gap the
-//! articles point at ("A may stop again after checking ownership and before its UPDATE
-//! arrives"), which no client-side check can close and only the store's fence can.
+//! Each cycle is the lease-protected loop: acquire → read → think → check → prepare →
+//! write(token) → hold → release, with a renewal task alive exactly as long as the lease is
+//! held. The *prepare* step sits between the last lease check and the write being sent: a
+//! holder paused there has checked that it owns the lease, and sends its UPDATE after losing
+//! it. No client-side check can close that gap; only the store's fence can.
 
 use std::time::Duration;
 
@@ -223,5 +223,480 @@ impl Worker {
             sleep_ns(config.retry_every_ns).await;
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::{Acquired, CallError, EventType, Op, Owned, WorkerFault};
+
+    use super::*;
+    use crate::testkit::{
+        FakeLock, FakeStore, MS, Rig, S, config, cycle, events, run_worker, run_worker_over,
+        simulate, sleep_ns, steps, times,
+    };
+
+    const CYCLE_SHAPE: [&str; 8] = [
+        "invoke acquire",
+        "ok acquire",
+        "invoke read",
+        "ok read",
+        "invoke write",
+        "ok write",
+        "invoke release",
+        "ok release",
+    ];
+
+    #[test]
+    fn a_cycle_acquires_reads_writes_then_releases() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(S, 100 * MS, 500 * MS)],
+            FakeLock::granting(42),
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(steps(&history, "w0"), CYCLE_SHAPE);
+    }
+
+    #[test]
+    fn the_write_carries_the_granted_fencing_token_and_the_cycle_s_write_id() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(S, 100 * MS, 500 * MS)],
+            FakeLock::granting(42),
+            FakeStore::default(),
+            |_| {},
+        );
+        let granted = events(&history, "w0", EventType::Ok, Op::Acquire);
+        assert_eq!(granted[0].token, Some(42));
+        let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
+        assert_eq!(write.token, Some(42));
+        assert_eq!(write.key.as_deref(), Some("register-1"));
+        assert_eq!(write.write_id.as_deref(), Some("w0-0"));
+        assert_eq!(write.value.as_deref(), Some("w0-0"));
+    }
+
+    #[test]
+    fn the_write_is_sent_after_think_and_prepare_and_the_release_after_hold() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(S, 100 * MS, 500 * MS)],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |_| {},
+        );
+        let write = events(&history, "w0", EventType::Invoke, Op::Write);
+        assert_eq!(times(&write), [1_100 * MS]);
+        let release = events(&history, "w0", EventType::Invoke, Op::Release);
+        assert_eq!(times(&release), [1_600 * MS]);
+        let acquire = events(&history, "w0", EventType::Invoke, Op::Acquire)[0];
+        assert_eq!(release[0].owner, acquire.owner, "released what it acquired");
+    }
+
+    #[test]
+    fn busy_and_refused_acquires_are_retried_every_retry_every_with_fresh_owner_tokens() {
+        let lock = FakeLock::granting(7).acquires_answer([
+            Ok(Acquired::Busy),
+            Err(CallError::NotApplied("refused".into())),
+        ]);
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(0, 0, 0)],
+            lock,
+            FakeStore::default(),
+            |_| {},
+        );
+        let acquires = events(&history, "w0", EventType::Invoke, Op::Acquire);
+        assert_eq!(times(&acquires), [0, 500 * MS, 1_000 * MS]);
+        let owners: std::collections::BTreeSet<_> =
+            acquires.iter().map(|event| event.owner.clone()).collect();
+        assert_eq!(owners.len(), 3, "a fresh owner token per attempt");
+        // Nothing was granted before the third attempt, so nothing is released in between.
+        assert_eq!(
+            steps(&history, "w0")[..6],
+            [
+                "invoke acquire",
+                "fail acquire",
+                "invoke acquire",
+                "fail acquire",
+                "invoke acquire",
+                "ok acquire"
+            ]
+        );
+        let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
+        assert_eq!(write.token, Some(7));
+    }
+
+    #[test]
+    fn an_unanswered_acquire_is_released_before_the_retry() {
+        let lock =
+            FakeLock::granting(1).acquires_answer([Err(CallError::Unknown("timeout".into()))]);
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(0, 0, 0)],
+            lock,
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(
+            steps(&history, "w0")[..6],
+            [
+                "invoke acquire",
+                "info acquire",
+                "invoke release",
+                "fail release",
+                "invoke acquire",
+                "ok acquire"
+            ]
+        );
+        let acquires = events(&history, "w0", EventType::Invoke, Op::Acquire);
+        let releases = events(&history, "w0", EventType::Invoke, Op::Release);
+        assert_eq!(releases[0].owner, acquires[0].owner);
+        assert_ne!(acquires[1].owner, acquires[0].owner);
+    }
+
+    #[test]
+    fn a_cycle_is_given_up_after_max_acquire_attempts_and_the_next_one_runs() {
+        let config = RegisterConfig {
+            max_acquire_attempts: 3,
+            ..config(10 * S, 3 * S)
+        };
+        let lock =
+            FakeLock::granting(1).acquires_answer(std::iter::repeat_n(Ok(Acquired::Busy), 3));
+        let history = run_worker(
+            &config,
+            vec![cycle(0, 0, 0), cycle(0, 0, 0)],
+            lock,
+            FakeStore::default(),
+            |_| {},
+        );
+        let steps = steps(&history, "w0");
+        assert_eq!(steps[..6], ["invoke acquire", "fail acquire"].repeat(3));
+        assert_eq!(steps[6..], CYCLE_SHAPE);
+        let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
+        assert_eq!(write.write_id.as_deref(), Some("w0-1"));
+    }
+
+    /// A second cycle 10 s after the first gives a renewal task left running time to show.
+    fn and_another_cycle_10_s_later(first: CyclePlan) -> Vec<CyclePlan> {
+        let second = CyclePlan {
+            delay_ns: 10 * S,
+            ..cycle(0, 0, 0)
+        };
+        vec![first, second]
+    }
+
+    /// The events of `w0`'s renewal task about the first cycle's lease.
+    fn first_lease_renewals(history: &fencer_harness::History) -> Vec<&fencer_harness::Event> {
+        let first_owner = &events(history, "w0", EventType::Invoke, Op::Acquire)[0].owner;
+        history
+            .events
+            .iter()
+            .filter(|event| event.process == "w0:renew" && &event.owner == first_owner)
+            .collect()
+    }
+
+    #[test]
+    fn the_lease_is_renewed_every_renew_every_while_held_and_never_after_the_release() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            and_another_cycle_10_s_later(cycle(0, 0, 7 * S)),
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |_| {},
+        );
+        let release = events(&history, "w0", EventType::Invoke, Op::Release)[0];
+        assert_eq!(release.time_ns, 7 * S);
+        let renewals: Vec<_> = first_lease_renewals(&history)
+            .iter()
+            .map(|event| (event.kind, event.time_ns))
+            .collect();
+        assert_eq!(
+            renewals,
+            [
+                (EventType::Invoke, 3 * S),
+                (EventType::Ok, 3 * S),
+                (EventType::Invoke, 6 * S),
+                (EventType::Ok, 6 * S)
+            ]
+        );
+    }
+
+    #[test]
+    fn the_renewal_is_stopped_before_the_release_is_sent() {
+        // Each message takes 0.1 s: the lease is granted at 0.2 s, the write answered at
+        // 0.6 s, and the hold ends at 6.5 s with the second renew (sent at 6.4 s) in flight.
+        let history = run_worker_over(
+            100 * MS,
+            &config(10 * S, 3 * S),
+            and_another_cycle_10_s_later(cycle(0, 0, 5_900 * MS)),
+            FakeLock::granting(1),
+            FakeStore::default(),
+        );
+        let release = events(&history, "w0", EventType::Invoke, Op::Release)[0];
+        assert_eq!(release.time_ns, 6_500 * MS);
+        let renewals = first_lease_renewals(&history);
+        let shown: Vec<_> = renewals
+            .iter()
+            .map(|event| (event.kind, event.time_ns, event.error.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (EventType::Invoke, 3_200 * MS, None),
+                (EventType::Ok, 3_400 * MS, None),
+                (EventType::Invoke, 6_400 * MS, None),
+                (EventType::Info, 6_500 * MS, Some("cancelled"))
+            ]
+        );
+        assert!(renewals.iter().all(|event| event.index < release.index));
+    }
+
+    #[test]
+    fn aborting_the_worker_s_task_ends_its_renewal_task() {
+        let history = simulate(async {
+            let rig = Rig::new(0);
+            let worker = rig.worker(FakeLock::granting(1), FakeStore::default());
+            let plan = WorkerPlan {
+                cycles: vec![cycle(0, 0, 20 * S)],
+            };
+            let task = tokio::spawn(async move {
+                worker.run(&plan, &config(10 * S, 3 * S), 0).await;
+            });
+            sleep_ns(7 * S).await;
+            task.abort();
+            assert!(task.await.unwrap_err().is_cancelled());
+            sleep_ns(60 * S).await;
+            rig.history()
+        });
+        let renews = events(&history, "w0:renew", EventType::Invoke, Op::Renew);
+        assert_eq!(times(&renews), [3 * S, 6 * S]);
+    }
+
+    #[test]
+    fn a_zombie_renewal_worker_renews_its_released_lease_until_refused() {
+        let config = config(10 * S, 3 * S).for_workload(
+            fencer_harness::Workload::FencedRegister,
+            WorkerVariant::ZombieRenewal,
+        );
+        let second = CyclePlan {
+            delay_ns: 5 * S,
+            ..cycle(0, 0, 0)
+        };
+        let history = run_worker(
+            &config,
+            vec![cycle(S, 0, 0), second],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |_| {},
+        );
+        let first_owner = events(&history, "w0", EventType::Invoke, Op::Acquire)[0]
+            .owner
+            .clone();
+        let release = events(&history, "w0", EventType::Invoke, Op::Release)[0];
+        assert_eq!(release.time_ns, S);
+        let zombie: Vec<_> = history
+            .events
+            .iter()
+            .filter(|event| event.process == "w0:renew" && event.owner == first_owner)
+            .collect();
+        assert_eq!(zombie.len(), 2, "one renew, then refused: {zombie:?}");
+        assert_eq!(
+            (zombie[0].kind, zombie[0].time_ns),
+            (EventType::Invoke, 3 * S)
+        );
+        assert_eq!(zombie[1].kind, EventType::Fail);
+        assert_eq!(zombie[1].error.as_deref(), Some("not-owner"));
+    }
+
+    #[test]
+    fn a_zombie_renewal_dies_when_its_worker_ends() {
+        let config = config(10 * S, 3 * S).for_workload(
+            fencer_harness::Workload::FencedRegister,
+            WorkerVariant::ZombieRenewal,
+        );
+        // The renew replies are lost, so nothing ever refuses the zombie.
+        let second = CyclePlan {
+            delay_ns: 10_500 * MS,
+            ..cycle(0, 0, 0)
+        };
+        let history = run_worker(
+            &config,
+            vec![cycle(S, 0, 0), second],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
+        );
+        let first_owner = events(&history, "w0", EventType::Invoke, Op::Acquire)[0]
+            .owner
+            .clone();
+        let zombie_renews: Vec<_> = events(&history, "w0:renew", EventType::Invoke, Op::Renew)
+            .into_iter()
+            .filter(|event| event.owner == first_owner)
+            .collect();
+        // Renewing 3 s after each 1 s timeout: at 3 s, 7 s and 11 s, that one still unanswered
+        // when the worker ends at 11.5 s.
+        assert_eq!(times(&zombie_renews), [3 * S, 7 * S, 11 * S]);
+        let end = events(&history, "w0", EventType::Ok, Op::Release)[1].time_ns;
+        assert_eq!(end, 11_500 * MS);
+        let last = history.events.last().expect("recorded");
+        assert_eq!(
+            (last.process.as_str(), last.kind),
+            ("w0:renew", EventType::Info)
+        );
+        assert_eq!(last.error.as_deref(), Some("cancelled"));
+        assert_eq!(last.time_ns, end, "cancelled when the worker ended");
+    }
+
+    #[test]
+    fn stop_policy_writes_nothing_after_a_refused_renew() {
+        let lock = FakeLock::granting(1).renews_answer([Ok(Owned::NotOwner)]);
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(5 * S, 0, 0)],
+            lock,
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(
+            steps(&history, "w0"),
+            [
+                "invoke acquire",
+                "ok acquire",
+                "invoke read",
+                "ok read",
+                "invoke release",
+                "ok release"
+            ]
+        );
+    }
+
+    #[test]
+    fn stop_policy_writes_nothing_after_an_unanswered_renew() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(5 * S, 0, 0)],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
+        );
+        let unanswered = events(&history, "w0:renew", EventType::Info, Op::Renew);
+        assert_eq!(times(&unanswered), [4 * S]);
+        assert!(events(&history, "w0", EventType::Invoke, Op::Write).is_empty());
+        assert_eq!(
+            events(&history, "w0", EventType::Invoke, Op::Release)[0].time_ns,
+            5 * S
+        );
+    }
+
+    #[test]
+    fn stop_policy_writes_nothing_once_an_unrenewed_lease_ran_out_on_the_worker_s_clock() {
+        let history = run_worker(
+            &config(10 * S, 20 * S),
+            vec![cycle(10 * S, 0, 0)],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |_| {},
+        );
+        assert!(events(&history, "w0:renew", EventType::Invoke, Op::Renew).is_empty());
+        assert!(events(&history, "w0", EventType::Invoke, Op::Write).is_empty());
+    }
+
+    #[test]
+    fn stop_policy_writes_after_thinking_past_the_ttl_while_renewals_succeed() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(11 * S, 0, 0)],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |_| {},
+        );
+        let renewed = events(&history, "w0:renew", EventType::Ok, Op::Renew);
+        assert_eq!(times(&renewed), [3 * S, 6 * S, 9 * S]);
+        let write = events(&history, "w0", EventType::Invoke, Op::Write);
+        assert_eq!(times(&write), [11 * S]);
+    }
+
+    #[test]
+    fn a_renew_refused_during_prepare_does_not_stop_the_write_already_checked() {
+        let lock = FakeLock::granting(1).renews_answer([Ok(Owned::NotOwner)]);
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(2 * S, 2 * S, 0)],
+            lock,
+            FakeStore::default(),
+            |_| {},
+        );
+        let refused = events(&history, "w0:renew", EventType::Fail, Op::Renew);
+        assert_eq!(times(&refused), [3 * S]);
+        let write = events(&history, "w0", EventType::Invoke, Op::Write);
+        assert_eq!(times(&write), [4 * S]);
+    }
+
+    /// Under `continue` (set, or forced by the `ignore-renew-failure` worker), a refused or
+    /// unanswered renew does not stop the write.
+    #[test]
+    fn continue_policy_and_ignore_renew_failure_worker_write_after_a_failed_renew() {
+        let continuing = RegisterConfig {
+            on_renew_failure: RenewFailurePolicy::Continue,
+            ..config(10 * S, 3 * S)
+        };
+        let ignoring = config(10 * S, 3 * S).for_workload(
+            fencer_harness::Workload::FencedRegister,
+            WorkerVariant::IgnoreRenewFailure,
+        );
+        for config in [continuing, ignoring] {
+            let refusing = FakeLock::granting(5).renews_answer([Ok(Owned::NotOwner)]);
+            let refused = run_worker(
+                &config,
+                vec![cycle(5 * S, 0, 0)],
+                refusing,
+                FakeStore::default(),
+                |_| {},
+            );
+            let unanswered = run_worker(
+                &config,
+                vec![cycle(5 * S, 0, 0)],
+                FakeLock::granting(5),
+                FakeStore::default(),
+                |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
+            );
+            for history in [refused, unanswered] {
+                assert_eq!(steps(&history, "w0"), CYCLE_SHAPE, "{config:?}");
+                let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
+                assert_eq!((write.time_ns, write.token), (5 * S, Some(5)));
+            }
+        }
+    }
+
+    #[test]
+    fn each_worker_s_script_comes_from_its_own_stream_within_the_ttl_s_bounds() {
+        let ttl = 10 * S;
+        let three = plan_workers(&RegisterConfig::new(3, 50, ttl, 3 * S), 9);
+        let four = plan_workers(&RegisterConfig::new(4, 50, ttl, 3 * S), 9);
+        assert_eq!(
+            three[..],
+            four[..3],
+            "adding a worker leaves the others alone"
+        );
+        let longer = plan_workers(&RegisterConfig::new(3, 60, ttl, 3 * S), 9);
+        for (short, long) in three.iter().zip(&longer) {
+            assert_eq!(
+                short.cycles[..],
+                long.cycles[..50],
+                "more cycles only append"
+            );
+        }
+        assert_ne!(three[0], three[1]);
+        assert_ne!(
+            three,
+            plan_workers(&RegisterConfig::new(3, 50, ttl, 3 * S), 10)
+        );
+        for cycle in four.iter().flat_map(|worker| &worker.cycles) {
+            assert!(cycle.delay_ns <= ttl / 2 && cycle.think_ns <= ttl / 2);
+            assert!(cycle.prepare_ns <= ttl / 50 && cycle.hold_ns <= ttl / 5);
+            assert_eq!(cycle.value, None);
+        }
     }
 }

@@ -102,3 +102,195 @@ pub(crate) async fn sleep_ns(duration_ns: u64) {
         tokio::time::sleep(Duration::from_nanos(duration_ns)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::{EventType, Op, WorkerFault, Workload};
+
+    use super::*;
+    use crate::testkit::{FakeLock, FakeStore, MS, S, config, cycle, events, run_worker, steps};
+
+    fn run_as(
+        workload: Workload,
+        variant: WorkerVariant,
+        cycle: CyclePlan,
+        store: FakeStore,
+        faults: impl FnOnce(&fencer_harness::ProcessFaults),
+    ) -> fencer_harness::History {
+        let config = config(10 * S, 3 * S).for_workload(workload, variant);
+        run_worker(&config, vec![cycle], FakeLock::granting(4), store, faults)
+    }
+
+    fn written_values(history: &fencer_harness::History) -> Vec<Option<String>> {
+        events(history, "w0", EventType::Invoke, Op::Write)
+            .iter()
+            .map(|write| write.value.clone())
+            .collect()
+    }
+
+    #[test]
+    fn lock_counter_writes_the_counter_it_read_plus_one_under_its_token() {
+        let history = run_as(
+            Workload::LockCounter,
+            WorkerVariant::Reference,
+            cycle(S, 0, 0),
+            FakeStore::holding(3, "41"),
+            |_| {},
+        );
+        assert_eq!(written_values(&history), [Some("42".to_string())]);
+        let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
+        assert_eq!(
+            (write.key.as_deref(), write.token),
+            (Some("counter-1"), Some(4))
+        );
+    }
+
+    #[test]
+    fn lock_counter_starts_a_counter_never_written_at_one() {
+        let history = run_as(
+            Workload::LockCounter,
+            WorkerVariant::Reference,
+            cycle(S, 0, 0),
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(written_values(&history), [Some("1".to_string())]);
+    }
+
+    #[test]
+    fn lock_counter_writes_nothing_over_a_value_that_is_no_counter_and_still_holds() {
+        let history = run_as(
+            Workload::LockCounter,
+            WorkerVariant::Reference,
+            cycle(S, 100 * MS, 500 * MS),
+            FakeStore::holding(3, "forty-one"),
+            |_| {},
+        );
+        assert_eq!(
+            steps(&history, "w0"),
+            [
+                "invoke acquire",
+                "ok acquire",
+                "invoke read",
+                "ok read",
+                "invoke release",
+                "ok release"
+            ]
+        );
+        let release = events(&history, "w0", EventType::Invoke, Op::Release)[0];
+        assert_eq!(release.time_ns, 1_600 * MS);
+    }
+
+    #[test]
+    fn mutex_calls_no_store_and_holds_the_lock_through_think_prepare_and_hold() {
+        let history = run_as(
+            Workload::Mutex,
+            WorkerVariant::Reference,
+            cycle(S, 100 * MS, 500 * MS),
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(
+            steps(&history, "w0"),
+            [
+                "invoke acquire",
+                "ok acquire",
+                "invoke release",
+                "ok release"
+            ]
+        );
+        let release = events(&history, "w0", EventType::Invoke, Op::Release)[0];
+        assert_eq!(release.time_ns, 1_600 * MS);
+    }
+
+    #[test]
+    fn fenced_register_writes_the_plan_s_value_when_it_names_one() {
+        let planned = CyclePlan {
+            value: Some("planned".into()),
+            ..cycle(0, 0, 0)
+        };
+        let history = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::Reference,
+            planned,
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(written_values(&history), [Some("planned".to_string())]);
+    }
+
+    #[test]
+    fn a_reference_worker_never_resends_a_rejected_or_unanswered_write() {
+        let rejected = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::Reference,
+            cycle(0, 0, 0),
+            FakeStore::holding(100, "newer"),
+            |_| {},
+        );
+        assert_eq!(
+            events(&rejected, "w0", EventType::Fail, Op::Write)[0]
+                .error
+                .as_deref(),
+            Some("rejected")
+        );
+        let unanswered = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::Reference,
+            cycle(0, 0, 0),
+            FakeStore::default(),
+            |faults| faults.start(WorkerFault::LoseReplies(Op::Write), u64::MAX),
+        );
+        assert_eq!(
+            events(&unanswered, "w0", EventType::Info, Op::Write).len(),
+            1
+        );
+        for history in [rejected, unanswered] {
+            assert_eq!(written_values(&history).len(), 1);
+        }
+    }
+
+    #[test]
+    fn a_blind_retry_worker_resends_a_rejected_or_unanswered_write_once_unchanged() {
+        let rejected = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::BlindRetry,
+            cycle(0, 0, 0),
+            FakeStore::holding(100, "newer"),
+            |_| {},
+        );
+        let unanswered = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::BlindRetry,
+            cycle(0, 0, 0),
+            FakeStore::default(),
+            |faults| faults.start(WorkerFault::LoseReplies(Op::Write), u64::MAX),
+        );
+        for history in [rejected, unanswered] {
+            let writes = events(&history, "w0", EventType::Invoke, Op::Write);
+            assert_eq!(writes.len(), 2, "{writes:?}");
+            let sent = |i: usize| {
+                let write = writes[i];
+                (
+                    write.token,
+                    write.write_id.clone(),
+                    write.value.clone(),
+                    write.key.clone(),
+                )
+            };
+            assert_eq!(sent(1), sent(0));
+        }
+        let applied = run_as(
+            Workload::FencedRegister,
+            WorkerVariant::BlindRetry,
+            cycle(0, 0, 0),
+            FakeStore::default(),
+            |_| {},
+        );
+        assert_eq!(
+            written_values(&applied).len(),
+            1,
+            "an applied write is final"
+        );
+    }
+}

@@ -73,7 +73,14 @@ fn head(page: &mut String, input: &ReportInput) {
         page,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<link rel=\"icon\" href=\"data:,\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>fencer timeline: {title}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <title>fencer timeline: {title}</title>\n<style>"
+    );
+    for line in STYLE.lines() {
+        page.push_str(line);
+    }
+    let _ = write!(
+        page,
+        "</style>\n</head>\n<body>\n\
          <header><h1>{title}</h1>\n<p class=\"verdict v-{}\" id=\"verdict\">{}</p>\n\
          <p class=\"settings\">{}</p></header>\n",
         escape::text(&input.validity),
@@ -661,159 +668,14 @@ const LEGEND: &str = "<section id=\"legend\"><h2>Legend</h2><ul>\
 <li><span class=\"sw ev-sw\"></span> evidence of an anomaly (click an anomaly to focus it)</li>\
 </ul><p>Times are on the true clock; tooltips give each event's own clock too.</p></section>\n";
 
-const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:12px 18px;color:#222}\
-h1{font-size:20px;margin:4px 0}h2{font-size:16px;margin:14px 0 6px}\
-.verdict{font-weight:600;font-size:16px}.v-invalid{color:#b00020}.v-valid{color:#1b7f3b}.v-unknown{color:#a66b00}\
-.settings{color:#555}.notice{background:#fff4ce;border:1px solid #e0c060;padding:6px 10px}\
-#controls{position:sticky;top:0;background:#fff;padding:4px 0;z-index:2}\
-#controls button{font-size:14px;min-width:32px;margin-right:4px}.hint{color:#777;font-size:12px}\
-#timeline-wrap{border:1px solid #ccc;overflow:hidden;cursor:grab;user-select:none}\
-#timeline{width:100%;height:auto;display:block}\
-.lane{fill:#fff}.lane.even{fill:#f4f6f8}.lane-name{font-size:12px;font-family:monospace;fill:#333}\
-.axis-line{stroke:#ddd;stroke-width:1}.axis-text{font-size:10px;fill:#666}\
-.fault{fill:#7a7a7a;fill-opacity:.22}.f-pause{fill:#555}.f-drop-renew{fill:#c0392b}.f-delay-write{fill:#d68910}\
-.f-restart{fill:#000}.f-clock-jump,.f-clock-drift{fill:#2471a3;fill-opacity:.8}\
-.flabel{font-size:10px;fill:#333}.lease{fill-opacity:.32;stroke-opacity:.6}.lock-lease{fill-opacity:.75}\
-.llabel{font-size:10px;fill:#222;font-weight:600}.small{font-size:9px}\
-.out-fail.done{fill:#c0392b}.out-ok.done{fill:#1e8449}.out-info.done{fill:#f39c12}\
-.call.out-info{fill-opacity:.45}.wlabel{font-size:10px;font-weight:600}\
-text.out-ok{fill:#1e8449}text.out-fail{fill:#c0392b}text.out-info{fill:#b9770e}\
-.slabel{font-size:9px;fill:#333}.heal{fill:#2e86c1}.log{fill:#444}\
-.ev{fill:none;stroke:#e0001b;stroke-width:2.5}.ev.focus{stroke-width:4;stroke:#ff00aa}\
-#anomalies li{margin-bottom:8px}#anomalies li.none{list-style:none}#anomalies li.active{background:#fde7ef}\
-.goto{font-weight:600;cursor:pointer}.cited{color:#666;font-size:12px;margin:2px 0}\
-#legend ul{list-style:none;padding:0}.sw{display:inline-block;width:14px;height:10px;border:1px solid #999}\
-.fault-sw{background:rgba(85,85,85,.3)}.ev-sw{border:2px solid #e0001b;border-radius:50%}";
+/// The page's stylesheet, one rule group per line in the file. The page carries it on one
+/// line: the lines are joined with nothing between them, so a rule split across lines must
+/// not rely on the line break for a space.
+const STYLE: &str = include_str!("timeline.css");
 
-const SCRIPT: &str = r##"(function () {
-  "use strict";
-  var svg = document.getElementById("timeline");
-  var L = +svg.dataset.left, W = +svg.dataset.width, END = +svg.dataset.end;
-  var v0 = +svg.dataset.v0, v1 = +svg.dataset.v1;
-  var items = Array.prototype.slice.call(svg.querySelectorAll(".t"));
-  var axis = document.getElementById("axis");
-  var H = svg.viewBox.baseVal.height;
-  var NS = "http://www.w3.org/2000/svg";
-  function X(t) { return L + (t - v0) / (v1 - v0) * W; }
-  // Point labels (no end time) per row, in time order: shown only where they do not overlap.
-  var rows = {};
-  items.forEach(function (el) {
-    if (el.tagName === "text" && el.dataset.b === undefined) {
-      var row = el.getAttribute("y");
-      (rows[row] = rows[row] || []).push(el);
-    }
-  });
-  Object.keys(rows).forEach(function (row) {
-    rows[row].sort(function (p, q) { return p.dataset.a - q.dataset.a; });
-  });
-  function declutter() {
-    Object.keys(rows).forEach(function (row) {
-      var free = -Infinity;
-      rows[row].forEach(function (el) {
-        var x = X(+el.dataset.a) + 2;
-        var fits = x >= free;
-        el.style.display = fits ? "" : "none";
-        if (fits) free = x + el.textContent.length * 6.5 + 4;
-      });
-    });
-  }
-  function fmt(t) { return (t / 1000).toFixed(3) + "s"; }
-  function ticks() {
-    while (axis.firstChild) axis.removeChild(axis.firstChild);
-    var span = v1 - v0, raw = span / 10, p = Math.pow(10, Math.floor(Math.log10(raw)));
-    var r = raw / p, step = r <= 1 ? p : r <= 2 ? 2 * p : r <= 5 ? 5 * p : 10 * p;
-    for (var t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
-      var x = X(t), line = document.createElementNS(NS, "line");
-      line.setAttribute("class", "axis-line");
-      line.setAttribute("x1", x); line.setAttribute("x2", x);
-      line.setAttribute("y1", 18); line.setAttribute("y2", H);
-      axis.appendChild(line);
-      var text = document.createElementNS(NS, "text");
-      text.setAttribute("class", "axis-text");
-      text.setAttribute("x", x + 2); text.setAttribute("y", 14);
-      text.textContent = fmt(t);
-      axis.appendChild(text);
-    }
-  }
-  function layout() {
-    for (var i = 0; i < items.length; i++) {
-      var el = items[i], d = el.dataset, xa = X(+d.a);
-      switch (el.tagName) {
-        case "rect":
-          if (d.b !== undefined) {
-            el.setAttribute("x", xa);
-            el.setAttribute("width", Math.max(1, X(+d.b) - xa));
-          } else {
-            el.setAttribute("x", xa - (+d.w) / 2);
-          }
-          break;
-        case "text":
-          el.setAttribute("x", xa + 2);
-          if (d.b !== undefined) {
-            el.style.display = X(+d.b) - xa > el.textContent.length * 6.5 + 4 ? "" : "none";
-          }
-          break;
-        case "circle":
-          el.setAttribute("cx", xa);
-          break;
-      }
-    }
-    declutter();
-    ticks();
-    document.getElementById("range").textContent = fmt(v0) + " – " + fmt(v1);
-  }
-  var pending = false;
-  function setView(a, b) {
-    var pad = Math.max(1, END * 0.05);
-    var span = Math.max(1, Math.min(b - a, END + 2 * pad));
-    a = Math.max(-pad, Math.min(a, END + pad - span));
-    v0 = a; v1 = a + span;
-    if (!pending) { pending = true; requestAnimationFrame(function () { pending = false; layout(); }); }
-  }
-  function zoom(factor, at) {
-    if (at === undefined) at = (v0 + v1) / 2;
-    setView(at - (at - v0) * factor, at + (v1 - at) * factor);
-  }
-  function timeAt(clientX) {
-    var r = svg.getBoundingClientRect();
-    var vx = (clientX - r.left) * svg.viewBox.baseVal.width / r.width;
-    return v0 + (vx - L) / W * (v1 - v0);
-  }
-  svg.addEventListener("wheel", function (e) {
-    e.preventDefault();
-    zoom(e.deltaY > 0 ? 1.25 : 0.8, timeAt(e.clientX));
-  }, { passive: false });
-  var drag = null;
-  svg.addEventListener("mousedown", function (e) { drag = { x: e.clientX, v0: v0, v1: v1 }; });
-  window.addEventListener("mouseup", function () { drag = null; });
-  window.addEventListener("mousemove", function (e) {
-    if (!drag) return;
-    var r = svg.getBoundingClientRect();
-    var dt = (e.clientX - drag.x) * svg.viewBox.baseVal.width / r.width / W * (drag.v1 - drag.v0);
-    setView(drag.v0 - dt, drag.v1 - dt);
-  });
-  document.getElementById("zoom-in").addEventListener("click", function () { zoom(0.5); });
-  document.getElementById("zoom-out").addEventListener("click", function () { zoom(2); });
-  document.getElementById("reset").addEventListener("click", function () { setView(0, Math.max(END, 1)); });
-  var buttons = document.querySelectorAll("button.goto");
-  Array.prototype.forEach.call(buttons, function (button) {
-    button.addEventListener("click", function () {
-      var a = +button.dataset.a, b = +button.dataset.b, k = button.dataset.k;
-      var pad = Math.max(500, (b - a) * 0.15);
-      setView(a - pad, b + pad);
-      Array.prototype.forEach.call(svg.querySelectorAll(".ev"), function (ev) {
-        var mine = (" " + ev.dataset.anomalies + " ").indexOf(" " + k + " ") >= 0;
-        ev.classList.toggle("focus", mine);
-      });
-      Array.prototype.forEach.call(document.querySelectorAll("#anomalies li"), function (li) {
-        li.classList.toggle("active", li.id === "anomaly-" + k);
-      });
-      svg.scrollIntoView({ block: "nearest" });
-    });
-  });
-  layout();
-})();
-"##;
+/// The page's script: re-positions every element from its `data-a`/`data-b` times when the
+/// reader zooms or pans, and focuses an anomaly when it is clicked.
+const SCRIPT: &str = include_str!("timeline.js");
 
 #[cfg(test)]
 mod tests {
