@@ -95,11 +95,13 @@ fn redis_lock_mixes_with_a_postgres_store() {
 fn postgres_auth_failure_and_wrong_scheme_are_clear_errors() {
     let error = PostgresConnection::open("redis://127.0.0.1:6379", "s")
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(error.contains("expected a postgres://"), "{error}");
     let error = PostgresConnection::open(&postgres_url(), "bad-name;")
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(error.contains("expected a schema name"), "{error}");
     // A role that does not exist: the server refuses the login, and the password never shows.
     let connection = PostgresConnection::open(
@@ -108,7 +110,7 @@ fn postgres_auth_failure_and_wrong_scheme_are_clear_errors() {
     )
     .unwrap();
     let runtime = fencer_harness::runtime::real_runtime().unwrap();
-    let error = runtime.block_on(connection.ping()).unwrap_err();
+    let error = runtime.block_on(connection.ping()).unwrap_err().to_string();
     assert!(error.contains("cannot connect to PostgreSQL at"), "{error}");
     assert!(!error.contains("s3cret"), "{error}");
 }

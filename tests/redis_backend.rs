@@ -83,7 +83,8 @@ fn unreachable_redis_answers_not_applied_at_once() {
 fn redis_url_scheme_and_password_are_checked_and_hidden() {
     let error = RedisConnection::open("postgres://u:hunter2@127.0.0.1/x")
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(
         error.contains("expected a redis://host:port URL"),
         "{error}"

@@ -22,6 +22,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::Value;
 
+use crate::error::BackendError;
 use crate::per_runtime::PerRuntime;
 use crate::url::shown_if_scheme;
 
@@ -52,21 +53,21 @@ pub struct EtcdConnection {
 impl EtcdConnection {
     /// Checks `url` (`etcd://host:port`) without connecting. etcd's own authentication is not
     /// supported, so a URL with a user is refused rather than silently sent without one.
-    pub fn open(url: &str) -> Result<EtcdConnection, String> {
+    pub fn open(url: &str) -> Result<EtcdConnection, BackendError> {
         let shown_url = shown_if_scheme(url, &["etcd"], "an etcd://host:port URL")?;
         let authority = url["etcd://".len()..].trim_end_matches('/');
         if authority.contains('@') {
-            return Err(format!(
+            return Err(BackendError::BadUrl(format!(
                 "etcd authentication is not supported: drop the user from {shown_url}"
-            ));
+            )));
         }
         let port_ok = authority
             .rsplit_once(':')
             .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
         if !port_ok || authority.contains(['/', '?', '#']) {
-            return Err(format!(
+            return Err(BackendError::BadUrl(format!(
                 "expected an etcd://host:port URL (e.g. etcd://127.0.0.1:2379), found {shown_url}"
-            ));
+            )));
         }
         Ok(EtcdConnection {
             base_url: format!("http://{authority}"),
@@ -156,13 +157,13 @@ impl EtcdConnection {
     }
 
     /// Reads the server's status: a clear error up front beats a run full of failed calls.
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), BackendError> {
         match self
             .post("/v3/maintenance/status", &serde_json::json!({}))
             .await
         {
             Ok(_) => Ok(()),
-            Err(CallError::NotApplied(why) | CallError::Unknown(why)) => Err(why),
+            Err(error) => Err(error.into()),
         }
     }
 }
@@ -216,14 +217,16 @@ mod tests {
         assert_eq!(connection.shown_url(), "etcd://127.0.0.1:2379");
         let error = EtcdConnection::open("redis://127.0.0.1:2379")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(
             error.contains("expected an etcd://host:port URL"),
             "{error}"
         );
         let error = EtcdConnection::open("etcd://root:hunter2@h:2379")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(error.contains("not supported"), "{error}");
         assert!(!error.contains("hunter2"), "{error}");
         for bad in [

@@ -5,6 +5,7 @@
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
 
+mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd_conn;
 #[cfg(feature = "etcd")]
@@ -45,6 +46,7 @@ pub mod zookeeper_lock;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper_store;
 
+pub use error::BackendError;
 #[cfg(feature = "etcd")]
 pub use etcd_conn::EtcdConnection;
 #[cfg(feature = "etcd")]

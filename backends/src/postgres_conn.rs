@@ -11,6 +11,7 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use tokio_postgres::{Client, NoTls, Statement};
 
+use crate::error::BackendError;
 use crate::url::shown_if_scheme;
 
 /// How long opening a connection (and creating the schema) may take.
@@ -55,22 +56,23 @@ struct Live {
 impl PostgresConnection {
     /// Checks `url` (`postgres://user[:password]@host:port/db`) and `schema` (letters, digits
     /// and `_`) without connecting.
-    pub fn open(url: &str, schema: &str) -> Result<PostgresConnection, String> {
+    pub fn open(url: &str, schema: &str) -> Result<PostgresConnection, BackendError> {
         let shown_url = shown_if_scheme(
             url,
             &["postgres", "postgresql"],
             "a postgres://user@host:port/db URL",
         )?;
-        url.parse::<tokio_postgres::Config>()
-            .map_err(|error| format!("bad PostgreSQL URL {shown_url}: {error}"))?;
+        url.parse::<tokio_postgres::Config>().map_err(|error| {
+            BackendError::BadUrl(format!("bad PostgreSQL URL {shown_url}: {error}"))
+        })?;
         if schema.is_empty()
             || !schema
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
-            return Err(format!(
+            return Err(BackendError::BadUrl(format!(
                 "expected a schema name of letters, digits and _, found `{schema}`"
-            ));
+            )));
         }
         Ok(PostgresConnection {
             url: url.to_string(),
@@ -175,24 +177,28 @@ impl PostgresConnection {
     }
 
     /// Connects and runs `SELECT 1`: a clear error up front beats a run full of failed calls.
-    pub async fn ping(&self) -> Result<(), String> {
-        let client = self.get().await.map_err(|error| match error {
-            CallError::NotApplied(why) | CallError::Unknown(why) => why,
-        })?;
+    pub async fn ping(&self) -> Result<(), BackendError> {
+        let client = self.get().await?;
         client
             .simple_query("SELECT 1")
             .await
             .map(|_| ())
-            .map_err(|error| format!("PostgreSQL at {}: {}", self.shown_url, describe(&error)))
+            .map_err(|error| {
+                BackendError::Unreachable(format!(
+                    "PostgreSQL at {}: {}",
+                    self.shown_url,
+                    describe(&error)
+                ))
+            })
     }
 
     /// Drops the schema and everything in it (for tests that made a fresh one).
-    pub async fn drop_schema(&self) -> Result<(), String> {
-        let client = self.get().await.map_err(|error| error.to_string())?;
+    pub async fn drop_schema(&self) -> Result<(), BackendError> {
+        let client = self.get().await?;
         client
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
             .await
-            .map_err(|error| describe(&error))
+            .map_err(|error| BackendError::Unreachable(describe(&error)))
     }
 }
 

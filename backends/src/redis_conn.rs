@@ -10,6 +10,7 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use redis::aio::MultiplexedConnection;
 
+use crate::error::BackendError;
 use crate::per_runtime::PerRuntime;
 use crate::url::shown_if_scheme;
 
@@ -26,10 +27,10 @@ pub struct RedisConnection {
 
 impl RedisConnection {
     /// Checks `url` (`redis://host:port[/db]`) without connecting.
-    pub fn open(url: &str) -> Result<RedisConnection, String> {
+    pub fn open(url: &str) -> Result<RedisConnection, BackendError> {
         let shown_url = shown_if_scheme(url, &["redis"], "a redis://host:port URL")?;
         let client = redis::Client::open(url)
-            .map_err(|error| format!("bad Redis URL {shown_url}: {error}"))?;
+            .map_err(|error| BackendError::BadUrl(format!("bad Redis URL {shown_url}: {error}")))?;
         Ok(RedisConnection {
             client,
             shown_url,
@@ -78,11 +79,8 @@ impl RedisConnection {
     /// time shrinks by the jump (grows for a backward one) and a key with less left than a
     /// forward jump expires now. Meant for a private server (it touches every key). Returns
     /// how many keys had an expiry.
-    pub async fn shift_expiries(&self, jump_ms: i64) -> Result<usize, String> {
-        let failed = |error: CallError| match error {
-            CallError::NotApplied(why) | CallError::Unknown(why) => why,
-        };
-        let mut connection = self.get().await.map_err(failed)?;
+    pub async fn shift_expiries(&self, jump_ms: i64) -> Result<usize, BackendError> {
+        let mut connection = self.get().await?;
         let script = redis::Script::new(crate::redis_lock::JUMP_EXPIRY);
         let (mut cursor, mut moved) = (0u64, 0usize);
         loop {
@@ -91,17 +89,24 @@ impl RedisConnection {
             let page = scan.query_async::<(u64, Vec<String>)>(&mut connection);
             let (next, keys) = tokio::time::timeout(CONNECT_TIMEOUT, page)
                 .await
-                .map_err(|_elapsed| format!("SCAN on {} timed out", self.shown_url))?
-                .map_err(|error| format!("SCAN on {}: {error}", self.shown_url))?;
+                .map_err(|_elapsed| {
+                    BackendError::Unreachable(format!("SCAN on {} timed out", self.shown_url))
+                })?
+                .map_err(|error| {
+                    BackendError::Unreachable(format!("SCAN on {}: {error}", self.shown_url))
+                })?;
             for key in keys {
                 let mut call = script.key(&key);
                 call.arg(jump_ms);
                 let shifted = call.invoke_async::<i64>(&mut connection);
                 moved += tokio::time::timeout(CONNECT_TIMEOUT, shifted)
                     .await
-                    .map_err(|_elapsed| format!("shifting {key}'s expiry timed out"))?
-                    .map_err(|error| format!("shifting {key}'s expiry: {error}"))?
-                    as usize;
+                    .map_err(|_elapsed| {
+                        BackendError::Unreachable(format!("shifting {key}'s expiry timed out"))
+                    })?
+                    .map_err(|error| {
+                        BackendError::Unreachable(format!("shifting {key}'s expiry: {error}"))
+                    })? as usize;
             }
             if next == 0 {
                 return Ok(moved);
@@ -111,19 +116,20 @@ impl RedisConnection {
     }
 
     /// Round-trips a PING: a clear error up front beats a run full of failed calls.
-    pub async fn ping(&self) -> Result<(), String> {
-        let mut connection = self.get().await.map_err(|error| match error {
-            CallError::NotApplied(why) | CallError::Unknown(why) => why,
-        })?;
+    pub async fn ping(&self) -> Result<(), BackendError> {
+        let mut connection = self.get().await?;
         let command = redis::cmd("PING");
         let ping = command.query_async::<String>(&mut connection);
         match tokio::time::timeout(CONNECT_TIMEOUT, ping).await {
             Ok(Ok(_pong)) => Ok(()),
-            Ok(Err(error)) => Err(format!("Redis at {} refused PING: {error}", self.shown_url)),
-            Err(_elapsed) => Err(format!(
+            Ok(Err(error)) => Err(BackendError::Unreachable(format!(
+                "Redis at {} refused PING: {error}",
+                self.shown_url
+            ))),
+            Err(_elapsed) => Err(BackendError::Unreachable(format!(
                 "Redis at {} did not answer PING within {CONNECT_TIMEOUT:?}",
                 self.shown_url
-            )),
+            ))),
         }
     }
 }

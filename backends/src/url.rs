@@ -4,6 +4,8 @@
 //! A URL may carry a password (`postgres://user:secret@host/db`); fencer prints URLs in
 //! summaries, errors and saved settings, so every one of those goes through [`redact_url`].
 
+use crate::error::BackendError;
+
 /// `scheme://user:secret@host/…` → `scheme://user:***@host/…`; a URL without a password is
 /// returned unchanged. Also hides `password=` query parameters.
 pub fn redact_url(url: &str) -> String {
@@ -45,14 +47,14 @@ pub fn scheme_of(url: &str) -> Option<&str> {
 /// `url` as it may be shown ([`redact_url`]) if its scheme is one of `schemes`; otherwise an
 /// error naming the URL form a backend expects (`form`: `a redis://host:port URL`) and the
 /// scheme found, so every backend refuses a wrong URL in the same words.
-pub fn shown_if_scheme(url: &str, schemes: &[&str], form: &str) -> Result<String, String> {
+pub fn shown_if_scheme(url: &str, schemes: &[&str], form: &str) -> Result<String, BackendError> {
     let shown_url = redact_url(url);
     match scheme_of(url) {
         Some(scheme) if schemes.contains(&scheme) => Ok(shown_url),
-        other => Err(format!(
+        other => Err(BackendError::BadUrl(format!(
             "expected {form}, found scheme `{}` in {shown_url}",
             other.unwrap_or("")
-        )),
+        ))),
     }
 }
 
@@ -89,11 +91,14 @@ mod tests {
         );
         assert_eq!(
             shown_if_scheme("redis://u:pw@h:1", &["zk"], "a zk://host:port URL"),
-            Err("expected a zk://host:port URL, found scheme `redis` in redis://u:***@h:1".into())
+            Err(BackendError::BadUrl(
+                "expected a zk://host:port URL, found scheme `redis` in redis://u:***@h:1".into()
+            ))
         );
         assert!(
             shown_if_scheme("h:1", &["zk"], "x")
                 .unwrap_err()
+                .to_string()
                 .contains("scheme ``")
         );
     }

@@ -16,6 +16,7 @@ use std::time::Duration;
 use fencer_harness::CallError;
 use zookeeper_client::{Client, Connector, SessionInfo};
 
+use crate::error::BackendError;
 use crate::per_runtime::PerRuntime;
 use crate::url::shown_if_scheme;
 
@@ -44,14 +45,14 @@ pub struct LeaseSession {
 
 impl ZookeeperConnection {
     /// Checks `url` (`zk://host:port[,host:port…]`) without connecting.
-    pub fn open(url: &str) -> Result<ZookeeperConnection, String> {
+    pub fn open(url: &str) -> Result<ZookeeperConnection, BackendError> {
         let shown_url = shown_if_scheme(url, &["zk", "zookeeper"], "a zk://host:port URL")?;
         let rest = url.split_once("://").map_or("", |(_, rest)| rest);
         let cluster = rest.split(['/', '?']).next().unwrap_or("");
         if cluster.is_empty() || cluster.contains('@') {
-            return Err(format!(
+            return Err(BackendError::BadUrl(format!(
                 "expected zk://host:port[,host:port…] (no user, no path), found {shown_url}"
-            ));
+            )));
         }
         Ok(ZookeeperConnection {
             cluster: cluster.to_string(),
@@ -84,7 +85,7 @@ impl ZookeeperConnection {
 
     /// Opens a new lease session asking for `timeout`. Detached: once the caller drops the
     /// client, nothing keeps the session alive but the next [`Self::touch_lease`].
-    pub async fn open_lease(&self, timeout: Duration) -> Result<LeaseSession, String> {
+    pub async fn open_lease(&self, timeout: Duration) -> Result<LeaseSession, BackendError> {
         let connector = || {
             Client::connector()
                 .with_session_timeout(timeout)
@@ -94,7 +95,7 @@ impl ZookeeperConnection {
         let client = self
             .connect(connector)
             .await
-            .map_err(|failure| failure.to_string())?;
+            .map_err(|failure| BackendError::Unreachable(failure.to_string()))?;
         let negotiated = client.session_timeout();
         Ok(LeaseSession { client, negotiated })
     }
@@ -178,20 +179,18 @@ impl ZookeeperConnection {
 
     /// Opens the store session and reads the root node: a clear error up front beats a run
     /// full of failed calls.
-    pub async fn ping(&self) -> Result<(), String> {
-        let client = self.store_client().await.map_err(|error| match error {
-            CallError::NotApplied(why) | CallError::Unknown(why) => why,
-        })?;
+    pub async fn ping(&self) -> Result<(), BackendError> {
+        let client = self.store_client().await?;
         match tokio::time::timeout(CALL_DEADLINE, client.check_stat("/")).await {
             Ok(Ok(_stat)) => Ok(()),
-            Ok(Err(error)) => Err(format!(
+            Ok(Err(error)) => Err(BackendError::Unreachable(format!(
                 "ZooKeeper at {} refused a read: {error}",
                 self.shown_url
-            )),
-            Err(_elapsed) => Err(format!(
+            ))),
+            Err(_elapsed) => Err(BackendError::Unreachable(format!(
                 "ZooKeeper at {} did not answer within {CALL_DEADLINE:?}",
                 self.shown_url
-            )),
+            ))),
         }
     }
 }
@@ -241,7 +240,10 @@ mod tests {
     fn urls_are_checked_and_names_flattened() {
         let connection = ZookeeperConnection::open("zk://127.0.0.1:2181,127.0.0.1:2182").unwrap();
         assert_eq!(connection.cluster, "127.0.0.1:2181,127.0.0.1:2182");
-        let error = ZookeeperConnection::open("redis://u:pw@h:1").err().unwrap();
+        let error = ZookeeperConnection::open("redis://u:pw@h:1")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(error.contains("expected a zk://host:port URL"), "{error}");
         assert!(!error.contains("pw"), "{error}");
         assert!(ZookeeperConnection::open("zk://").is_err());

@@ -195,7 +195,7 @@ impl LockService for ZookeeperLock {
             .connection
             .open_lease(ttl)
             .await
-            .map_err(CallError::NotApplied)?;
+            .map_err(|error| CallError::NotApplied(error.to_string()))?;
         if lease.negotiated < ttl {
             return Err(CallError::NotApplied(format!(
                 "zookeeper: the server clamps session timeouts to at most {} ms, shorter than the \

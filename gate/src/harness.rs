@@ -230,7 +230,7 @@ impl Harness {
         for seed in seeds {
             let plan = self.plan(seed);
             let outcome = match plan.check() {
-                Err(message) => Err(message),
+                Err(invalid) => Err(invalid.to_string()),
                 Ok(()) => {
                     let names = match self.time {
                         TimeMode::Simulated => RunNames::tagged(&format!("s{seed}")),

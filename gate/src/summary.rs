@@ -301,11 +301,21 @@ impl GateSummary {
     }
 }
 
+/// Why shard summaries cannot be combined.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MergeError {
+    /// They are not the shards of one gate (or one shard is given twice, or none at all).
+    #[error("{0}")]
+    Mismatch(String),
+}
+
 /// Combines shard summaries into one: counts added, chunks and failures merged in seed order,
 /// complete only if every shard was. Refuses summaries of different gates.
-pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
+pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError> {
     let Some((_, first)) = parts.first() else {
-        return Err("expected at least one gate directory".into());
+        return Err(MergeError::Mismatch(
+            "expected at least one gate directory".into(),
+        ));
     };
     let mut merged = GateSummary {
         format: first.format,
@@ -323,18 +333,20 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, String> {
         } && part.swarm == first.swarm
             && part.seeds == first.seeds;
         if !same_gate {
-            return Err(format!(
+            return Err(MergeError::Mismatch(format!(
                 "{origin}: expected a shard of the same gate as {} (same settings, --swarm and \
                  --seeds)",
                 parts[0].0
-            ));
+            )));
         }
         if let Some(shard) = part
             .shards
             .iter()
             .find(|shard| merged.shards.contains(shard))
         {
-            return Err(format!("{origin}: shard {shard} appears twice"));
+            return Err(MergeError::Mismatch(format!(
+                "{origin}: shard {shard} appears twice"
+            )));
         }
         merged.shards.extend(part.shards.iter().copied());
         merged.complete &= part.complete;
@@ -438,7 +450,9 @@ mod tests {
             ]
         );
         assert_eq!(merged.exit_code(), 2);
-        let error = merge(&[("a".into(), one.clone()), ("a2".into(), one)]).unwrap_err();
+        let error = merge(&[("a".into(), one.clone()), ("a2".into(), one)])
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("appears twice"), "{error}");
     }
 
@@ -447,7 +461,9 @@ mod tests {
         let one = summary("1/2".parse().unwrap(), &[]);
         let mut other = summary("2/2".parse().unwrap(), &[]);
         other.settings.workers = 3;
-        let error = merge(&[("a".into(), one), ("b".into(), other)]).unwrap_err();
+        let error = merge(&[("a".into(), one), ("b".into(), other)])
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("b: expected a shard of the same gate"),
             "{error}"

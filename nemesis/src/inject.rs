@@ -11,7 +11,7 @@ use fencer_harness::{Event, LocalClock, ProcessFaults, Recorder, Restartable, Wo
 use tokio::sync::oneshot;
 
 use crate::fault::{Effect, Fault};
-use crate::server::{ServerAction, ServerFaults};
+use crate::server::{FaultFailed, ServerAction, ServerFaults};
 
 /// What faults can reach: processes by name, clocks by owner name.
 #[derive(Clone, Debug, Default)]
@@ -27,20 +27,26 @@ pub struct Targets {
     pub real_servers: BTreeMap<String, Arc<dyn ServerFaults>>,
 }
 
+/// A fault aimed at something the run does not have: the message names the fault and what
+/// the run has.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TargetError(pub String);
+
 /// Error for a schedule naming something the run does not have.
-fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> String {
+fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> TargetError {
     let known: Vec<String> = known.collect();
-    format!(
+    TargetError(format!(
         "fault at {} ns targets `{}`, which this run does not have (known: {})",
         fault.at_ns(),
         fault.target(),
         known.join(", ")
-    )
+    ))
 }
 
 /// Checks every fault's target exists before a run starts, so a hand-written plan with a typo
 /// is refused up front rather than silently doing nothing.
-pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
+pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), TargetError> {
     for fault in faults {
         let target = fault.target();
         let on_real_server =
@@ -51,13 +57,13 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), String> {
                 Effect::ClockJump(_) | Effect::ClockDrift(_) => targets.clocks.contains_key(target),
                 Effect::Restart => targets.servers.contains_key(target),
                 Effect::ServerOnly if targets.real_servers.is_empty() => {
-                    return Err(format!(
+                    return Err(TargetError(format!(
                         "fault at {} ns: `{}` needs a real server fencer started itself \
                          (fencer run --lock private:redis --store private:postgres); this run \
                          has none",
                         fault.at_ns(),
                         fault.kind().name()
-                    ));
+                    )));
                 }
                 Effect::ServerOnly => false,
             };
@@ -103,7 +109,7 @@ pub async fn inject(
     targets: Targets,
     recorder: Arc<Recorder>,
     mut stop: oneshot::Receiver<()>,
-) -> Result<(), String> {
+) -> Result<(), FaultFailed> {
     let truth = recorder.truth();
     let mut ends: BTreeMap<(u64, u64), PendingEnd> = BTreeMap::new();
     let mut end_seq = 0u64;
@@ -152,7 +158,7 @@ async fn start(
     targets: &Targets,
     recorder: &Recorder,
     end_ns: u64,
-) -> Result<Heal, String> {
+) -> Result<Heal, FaultFailed> {
     let target = fault.target();
     let mut event = fault.start_event();
     if let Some(server) = real_server(fault, targets) {
@@ -160,10 +166,9 @@ async fn start(
             .server_action()
             .expect("validate lets only what servers take reach a real server");
         recorder.record(event);
-        server
-            .apply(action)
-            .await
-            .map_err(|error| format!("{} on {target}: {error}", fault.kind().name()))?;
+        server.apply(action).await.map_err(|error| {
+            FaultFailed(format!("{} on {target}: {error}", fault.kind().name()))
+        })?;
         return Ok(heal.map_or(Heal::Nothing, |action| {
             Heal::Server(Arc::clone(server), action)
         }));
@@ -210,14 +215,14 @@ fn real_server<'a>(fault: &Fault, targets: &'a Targets) -> Option<&'a Arc<dyn Se
     targets.real_servers.get(fault.target())
 }
 
-async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), String> {
+async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), FaultFailed> {
     match &end.heal {
         Heal::Nothing => {}
         Heal::Worker(process, fault, until_ns) => process.heal(*fault, *until_ns),
         Heal::Server(server, action) => {
             server.apply(*action).await.map_err(|error| {
                 let target = end.event.target.as_deref().unwrap_or("?");
-                format!("{action:?} on {target}: {error}")
+                FaultFailed(format!("{action:?} on {target}: {error}"))
             })?;
         }
     }
@@ -367,7 +372,7 @@ mod tests {
             processes: [("w0".to_string(), Arc::new(ProcessFaults::default()))].into(),
             ..Targets::default()
         };
-        let error = validate(&faults, &targets).unwrap_err();
+        let error = validate(&faults, &targets).unwrap_err().to_string();
         assert!(
             error.contains("targets `w9`") && error.contains("known: w0"),
             "{error}"
@@ -383,7 +388,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl ServerFaults for Actions {
-        async fn apply(&self, action: ServerAction) -> Result<(), String> {
+        async fn apply(&self, action: ServerAction) -> Result<(), FaultFailed> {
             let now_ns = self.truth.get().map_or(0, TrueClock::now_ns);
             self.done.lock().unwrap().push((now_ns, action));
             Ok(())
@@ -460,7 +465,9 @@ mod tests {
             target: "lock".into(),
             duration_ns: 1,
         }];
-        let error = validate(&faults, &Targets::default()).unwrap_err();
+        let error = validate(&faults, &Targets::default())
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("`partition` needs a real server fencer started itself"),
             "{error}"

@@ -11,6 +11,6 @@ pub mod schedule;
 pub mod server;
 
 pub use fault::{Fault, FaultKind};
-pub use inject::{Targets, inject, validate};
+pub use inject::{TargetError, Targets, inject, validate};
 pub use schedule::{ScheduleConfig, schedule};
-pub use server::{ServerAction, ServerFaults};
+pub use server::{FaultFailed, ServerAction, ServerFaults};

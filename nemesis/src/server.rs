@@ -31,10 +31,15 @@ pub enum ServerAction {
     Cut,
 }
 
+/// Why a server could not take a fault: the run then fails, since a fault that did not
+/// happen must not be recorded as one that did.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FaultFailed(pub String);
+
 /// A server the real-tier nemesis can act on.
 #[async_trait::async_trait]
 pub trait ServerFaults: Send + Sync + std::fmt::Debug {
-    /// Does `action` now; an error says why it could not (the run then fails: a fault that
-    /// did not happen must not be recorded as one that did).
-    async fn apply(&self, action: ServerAction) -> Result<(), String>;
+    /// Does `action` now, or says why it could not.
+    async fn apply(&self, action: ServerAction) -> Result<(), FaultFailed>;
 }

@@ -87,7 +87,7 @@ pub async fn drive_with_servers(
     let (workers, mut targets) =
         spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
     targets.real_servers = servers;
-    fencer_nemesis::validate(&plan.faults, &targets).map_err(RunError::Plan)?;
+    fencer_nemesis::validate(&plan.faults, &targets)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
         plan.faults.clone(),
@@ -114,8 +114,7 @@ pub async fn drive_with_servers(
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))?
-        .map_err(RunError::Internal)?;
+        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
     append_applied_log(&recorder, store.as_ref(), &names.key).await;
     Ok(recorder.take_history())
 }

@@ -1,13 +1,32 @@
 //! Why a run could not produce a history, in either tier.
 
+use fencer_nemesis::{FaultFailed, TargetError};
+
+use crate::plan::InvalidPlan;
+
 /// Why a plan could not be run to a history. Bad input is the caller's to fix (exit 254);
-/// anything else is fencer's own failure (exit 255).
+/// anything else is fencer's own failure or a server's (exit 255).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// The plan cannot run (bad settings or fault targets): the message says what was expected.
+    /// The plan cannot run (bad settings or fault schedule): the message says what was
+    /// expected.
     #[error("plan: {0}")]
-    Plan(String),
+    Plan(#[from] InvalidPlan),
+    /// A fault aims at something this run does not have.
+    #[error("plan: {0}")]
+    Target(#[from] TargetError),
+    /// A server fencer started could not take a fault: the history would claim a fault that
+    /// did not happen, so the run stops.
+    #[error("{0}")]
+    Fault(#[from] FaultFailed),
     /// A component of fencer itself failed: a bug.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl RunError {
+    /// True when the caller's input is at fault (a plan or settings to edit), not fencer.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(self, RunError::Plan(_) | RunError::Target(_))
+    }
 }

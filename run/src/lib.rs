@@ -19,6 +19,6 @@ pub mod simulate;
 pub mod swarm;
 
 pub use error::RunError;
-pub use plan::{PLAN_FORMAT, Plan, PlanError};
-pub use settings::Settings;
+pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};
+pub use settings::{DurationError, Settings, SettingsError};
 pub use simulate::simulate;

@@ -43,6 +43,26 @@ pub struct PlanError {
     pub message: String,
 }
 
+/// Why a plan cannot run: what was expected, and where in the plan (so a plan file's error can
+/// point at the line to edit).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct InvalidPlan {
+    path: Vec<Step>,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl InvalidPlan {
+    /// A problem with the fault at `index` of the schedule.
+    pub(crate) fn at_fault(index: usize, message: String) -> InvalidPlan {
+        InvalidPlan {
+            path: vec![Step::Key("faults"), Step::Index(index)],
+            message,
+        }
+    }
+}
+
 impl Plan {
     /// Expands `settings.seed` into worker scripts and a fault schedule.
     pub fn generate(settings: &Settings) -> Plan {
@@ -80,32 +100,28 @@ impl Plan {
             line: error.line().max(1),
             message: format!("expected a fencer plan: {error}"),
         })?;
-        plan.check_located().map_err(|(path, message)| PlanError {
+        plan.check().map_err(|invalid| PlanError {
             origin: origin.to_string(),
-            line: line_of(bytes, &path).unwrap_or(1),
-            message,
+            line: line_of(bytes, &invalid.path).unwrap_or(1),
+            message: invalid.message,
         })?;
         Ok(plan)
     }
 
-    /// Checks the plan is runnable; the message says what was expected.
-    pub fn check(&self) -> Result<(), String> {
-        self.check_located().map_err(|(_, message)| message)
-    }
-
-    /// As [`Plan::check`], also naming the JSON path of the offending value so a plan file's
-    /// error can point at the line to edit.
-    pub fn check_located(&self) -> Result<(), (Vec<Step>, String)> {
-        let at = |path: Vec<Step>| move |message: String| (path, message);
+    /// Checks the plan is runnable: settings valid, one script per worker, faults sorted and
+    /// aimed at targets that can take them.
+    pub fn check(&self) -> Result<(), InvalidPlan> {
+        let at = |path: Vec<Step>| move |message: String| InvalidPlan { path, message };
         if self.format != PLAN_FORMAT {
             return Err(at(vec![Step::Key("format")])(format!(
                 "expected plan format {PLAN_FORMAT}, found {} (written by another fencer version)",
                 self.format
             )));
         }
-        self.settings
-            .validate()
-            .map_err(|message| (settings_path(&message), message))?;
+        self.settings.validate().map_err(|error| InvalidPlan {
+            path: vec![Step::Key("settings"), Step::Key(error.field)],
+            message: error.message,
+        })?;
         if self.workers.len() != self.settings.workers {
             return Err(at(vec![Step::Key("workers")])(format!(
                 "expected {} worker scripts (settings.workers), found {}",
@@ -150,27 +166,6 @@ impl Plan {
         bytes.push(b'\n');
         bytes
     }
-}
-
-/// The settings field a validation message is about, from the message's first word (the CLI
-/// flag it names), so the error points at that line; the `settings` object otherwise.
-fn settings_path(message: &str) -> Vec<Step> {
-    const FIELDS: [(&str, &str); 6] = [
-        ("workers", "workers"),
-        ("ops", "ops_per_worker"),
-        ("ttl", "ttl_ns"),
-        ("renew-every", "renew_every_ns"),
-        ("latency", "latency"),
-        ("call timeout", "call_timeout_ns"),
-    ];
-    let mut path = vec![Step::Key("settings")];
-    if let Some((_, field)) = FIELDS
-        .iter()
-        .find(|(prefix, _)| message.starts_with(prefix))
-    {
-        path.push(Step::Key(field));
-    }
-    path
 }
 
 impl Settings {

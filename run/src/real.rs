@@ -19,7 +19,7 @@ use fencer_nemesis::Fault;
 
 use crate::RunError;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
-use crate::plan::Plan;
+use crate::plan::{InvalidPlan, Plan};
 use crate::settings::Settings;
 use fencer_servers::PrivateBackend;
 
@@ -47,9 +47,10 @@ pub fn fit_to_servers(mut plan: Plan) -> Plan {
 
 /// Why the servers of `plan` cannot take one of its faults (a hand-written or simulation plan
 /// run against servers): the message names the fault and what would run it.
-pub fn check_servers_take_faults(plan: &Plan) -> Result<(), String> {
+pub fn check_servers_take_faults(plan: &Plan) -> Result<(), InvalidPlan> {
     for (index, fault) in plan.faults.iter().enumerate() {
-        takes(&plan.settings, fault).map_err(|why| format!("faults[{index}]: {why}"))?;
+        takes(&plan.settings, fault)
+            .map_err(|why| InvalidPlan::at_fault(index, format!("faults[{index}]: {why}")))?;
     }
     Ok(())
 }
@@ -111,7 +112,7 @@ pub fn run_real_with_servers(
     names: RunNames,
     servers: ServerTargets,
 ) -> Result<History, RunError> {
-    plan.check().map_err(RunError::Plan)?;
+    plan.check()?;
     let runtime = real_runtime()
         .map_err(|error| RunError::Internal(format!("cannot start a tokio runtime: {error}")))?;
     runtime.block_on(drive_with_servers(

@@ -73,6 +73,31 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
     }
 }
 
+/// A setting that cannot run, with the field it is about (so a plan file's error points at the
+/// line to edit) and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct SettingsError {
+    /// The `Settings` field at fault (`ttl_ns`, `workers`, ...).
+    pub field: &'static str,
+    /// What was expected and what was found.
+    pub message: String,
+}
+
+impl SettingsError {
+    fn at(field: &'static str, message: impl Into<String>) -> SettingsError {
+        SettingsError {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// Why a duration was refused: what was given and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DurationError(String);
+
 /// Every setting of a run. Serialised into `plan.json` and `run.json`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -173,42 +198,57 @@ impl Settings {
     }
 
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
-    pub fn validate(&self) -> Result<Vec<String>, String> {
+    pub fn validate(&self) -> Result<Vec<String>, SettingsError> {
         let mut warnings = Vec::new();
         if let Some(kind) = self.nemesis.iter().find(|kind| kind.needs_private_server())
             && self.private_servers().is_empty()
         {
-            return Err(format!(
-                "nemesis `{}` needs a server fencer starts itself: fencer run --lock \
+            return Err(SettingsError::at(
+                "nemesis",
+                format!(
+                    "nemesis `{}` needs a server fencer starts itself: fencer run --lock \
                  private:redis --store private:postgres (the simulation has no server process, \
                  and a server behind a URL is not fencer's to freeze or cut off)",
-                kind.name()
+                    kind.name()
+                ),
             ));
         }
         if !(1..=1_000).contains(&self.workers) {
-            return Err(format!("workers must be 1 to 1000, got {}", self.workers));
+            return Err(SettingsError::at(
+                "workers",
+                format!("workers must be 1 to 1000, got {}", self.workers),
+            ));
         }
         if !(1..=1_000_000).contains(&self.ops_per_worker) {
-            return Err(format!(
-                "ops must be 1 to 1000000, got {}",
-                self.ops_per_worker
+            return Err(SettingsError::at(
+                "ops_per_worker",
+                format!("ops must be 1 to 1000000, got {}", self.ops_per_worker),
             ));
         }
         if self.ttl_ns < MIN_TTL_NS {
-            return Err(format!(
-                "ttl must be at least 10ms (got {}): simulated timers tick in milliseconds",
-                format_duration(self.ttl_ns)
+            return Err(SettingsError::at(
+                "ttl_ns",
+                format!(
+                    "ttl must be at least 10ms (got {}): simulated timers tick in milliseconds",
+                    format_duration(self.ttl_ns)
+                ),
             ));
         }
         if self.renew_every_ns == 0 {
-            return Err("renew-every must be positive".into());
+            return Err(SettingsError::at(
+                "renew_every_ns",
+                "renew-every must be positive".to_string(),
+            ));
         }
         if self.renew_every_ns >= self.ttl_ns {
-            return Err(format!(
-                "renew-every ({}) must be shorter than ttl ({}): the lease would expire before \
+            return Err(SettingsError::at(
+                "renew_every_ns",
+                format!(
+                    "renew-every ({}) must be shorter than ttl ({}): the lease would expire before \
                  its first renewal",
-                format_duration(self.renew_every_ns),
-                format_duration(self.ttl_ns)
+                    format_duration(self.renew_every_ns),
+                    format_duration(self.ttl_ns)
+                ),
             ));
         }
         if self.renew_every_ns * 2 > self.ttl_ns {
@@ -220,10 +260,16 @@ impl Settings {
             ));
         }
         if self.latency.min_ns > self.latency.max_ns {
-            return Err("latency min must not exceed max".into());
+            return Err(SettingsError::at(
+                "latency",
+                "latency min must not exceed max".to_string(),
+            ));
         }
         if self.call_timeout_ns == 0 {
-            return Err("call timeout must be positive".into());
+            return Err(SettingsError::at(
+                "call_timeout_ns",
+                "call timeout must be positive".to_string(),
+            ));
         }
         if self.call_timeout_ns >= self.ttl_ns {
             warnings.push(format!(
@@ -238,11 +284,11 @@ impl Settings {
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1.5s`, `250us`, `100ns`; refuses zero, negatives and junk.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
+pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
     let trimmed = text.trim();
     let split = trimmed
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .ok_or_else(|| format!("`{text}` has no unit: write e.g. 10s, 500ms, 2m"))?;
+        .ok_or_else(|| DurationError(format!("`{text}` has no unit: write e.g. 10s, 500ms, 2m")))?;
     let (number, unit) = trimmed.split_at(split);
     let scale: f64 = match unit {
         "ns" => 1.0,
@@ -252,20 +298,22 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
         "m" => 60e9,
         "h" => 3600e9,
         _ => {
-            return Err(format!(
+            return Err(DurationError(format!(
                 "`{text}`: unknown unit `{unit}` (expected ns, us, ms, s, m or h)"
-            ));
+            )));
         }
     };
     let value: f64 = number
         .parse()
-        .map_err(|_| format!("`{text}`: `{number}` is not a number"))?;
+        .map_err(|_| DurationError(format!("`{text}`: `{number}` is not a number")))?;
     if !value.is_finite() || value <= 0.0 {
-        return Err(format!("`{text}`: a duration must be positive"));
+        return Err(DurationError(format!(
+            "`{text}`: a duration must be positive"
+        )));
     }
     let nanos = value * scale;
     if nanos > u64::MAX as f64 / 2.0 {
-        return Err(format!("`{text}` is too long"));
+        return Err(DurationError(format!("`{text}` is too long")));
     }
     Ok(nanos.round() as u64)
 }
@@ -303,6 +351,7 @@ mod tests {
         assert!(
             parse_duration("-1s")
                 .unwrap_err()
+                .to_string()
                 .contains("must be positive")
         );
     }
@@ -321,7 +370,11 @@ mod tests {
             ..Settings::default()
         };
         let error = settings.validate().unwrap_err();
-        assert!(error.contains("must be shorter than ttl"), "{error}");
+        assert_eq!(error.field, "renew_every_ns");
+        assert!(
+            error.message.contains("must be shorter than ttl"),
+            "{error}"
+        );
         let settings = Settings {
             renew_every_ns: 6 * SECOND_NS,
             ..Settings::default()
@@ -338,8 +391,11 @@ mod tests {
             ..Settings::default()
         };
         let error = settings.validate().unwrap_err();
+        assert_eq!(error.field, "nemesis");
         assert!(
-            error.contains("`cut` needs a server fencer starts itself"),
+            error
+                .message
+                .contains("`cut` needs a server fencer starts itself"),
             "{error}"
         );
         let settings = Settings {

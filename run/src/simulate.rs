@@ -21,7 +21,7 @@ use crate::plan::Plan;
 
 /// Runs `plan` to completion and returns what was recorded.
 pub fn simulate(plan: &Plan) -> Result<History, RunError> {
-    plan.check().map_err(RunError::Plan)?;
+    plan.check()?;
     let plan = Arc::new(plan.clone());
     simulation_runtime().block_on(run(plan))
 }
@@ -58,7 +58,7 @@ async fn run(plan: Arc<Plan>) -> Result<History, RunError> {
     );
     targets.clocks.insert("lock".into(), lock_clock);
     targets.servers.insert("lock".into(), sim_lock);
-    fencer_nemesis::validate(&plan.faults, &targets).map_err(RunError::Plan)?;
+    fencer_nemesis::validate(&plan.faults, &targets)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
         plan.faults.clone(),
@@ -75,8 +75,7 @@ async fn run(plan: Arc<Plan>) -> Result<History, RunError> {
     let _ = stop_nemesis.send(());
     nemesis
         .await
-        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))?
-        .map_err(RunError::Internal)?;
+        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
     settle(&plan).await;
     if settings.workload == Workload::LockCounter {
         final_read(&plan, truth, &recorder, &network, &store).await;

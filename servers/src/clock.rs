@@ -8,6 +8,7 @@
 //! honours it; ZooKeeper's session expiry runs on the monotonic clock and does not; Go's etcd
 //! bypasses libc and ignores it; Debian's Redis hangs at start under it.
 
+use crate::ServerError;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -28,7 +29,7 @@ pub struct ServerClock {
 impl ServerClock {
     /// A clock at offset zero whose offset file lives in `dir`. Fails with the package to
     /// install when libfaketime is missing.
-    pub fn new(dir: &Path) -> Result<ServerClock, String> {
+    pub fn new(dir: &Path) -> Result<ServerClock, ServerError> {
         ServerClock::available()?;
         let clock = ServerClock {
             offset_file: dir.join("faketime.offset"),
@@ -39,13 +40,13 @@ impl ServerClock {
     }
 
     /// Whether libfaketime is installed; the error names the package to install.
-    pub fn available() -> Result<(), String> {
+    pub fn available() -> Result<(), ServerError> {
         if Path::new(LIBFAKETIME_MT).exists() {
             Ok(())
         } else {
-            Err(format!(
+            Err(ServerError::NotInstalled(format!(
                 "libfaketime is not installed ({LIBFAKETIME_MT} missing): apt-get install libfaketime"
-            ))
+            )))
         }
     }
 
@@ -63,7 +64,7 @@ impl ServerClock {
     }
 
     /// Steps the server's wall clock by `jump_ms` (negative: backwards) from where it is now.
-    pub fn jump(&self, jump_ms: i64) -> Result<(), String> {
+    pub fn jump(&self, jump_ms: i64) -> Result<(), ServerError> {
         let mut offset_ms = self
             .offset_ms
             .lock()
@@ -84,13 +85,18 @@ impl ServerClock {
 
     /// Writes the offset file atomically (temp file + rename): the server never reads half a
     /// line.
-    fn write(&self, offset_ms: i64) -> Result<(), String> {
+    pub fn write(&self, offset_ms: i64) -> Result<(), ServerError> {
         let seconds = offset_ms as f64 / 1000.0;
         let text = format!("{seconds:+.3}s\n");
         let temp = self.offset_file.with_extension("tmp");
         std::fs::write(&temp, text)
             .and_then(|()| std::fs::rename(&temp, &self.offset_file))
-            .map_err(|error| format!("cannot write {}: {error}", self.offset_file.display()))
+            .map_err(|error| {
+                ServerError::Failed(format!(
+                    "cannot write {}: {error}",
+                    self.offset_file.display()
+                ))
+            })
     }
 }
 

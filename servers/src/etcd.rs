@@ -2,6 +2,7 @@
 //! a free peer port, its data dir inside the guard's directory.
 
 use super::{Launch, ServerGuard, free_port};
+use crate::ServerError;
 
 impl ServerGuard {
     /// Starts a private single-member etcd. Its data dir is in the guard's directory, so a
@@ -12,11 +13,14 @@ impl ServerGuard {
     /// minimum lease TTL (`ceil(1.5 × election timeout)`) from 2 s to 1 s, so leases of one
     /// second are really one second. etcd is written in Go, which reads the clock without libc:
     /// libfaketime does not move its clock, so no [`ServerClock`](super::ServerClock) is offered.
-    pub fn etcd() -> Result<ServerGuard, String> {
-        let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
-        let client_port = free_port().map_err(|error| format!("free port: {error}"))?;
+    pub fn etcd() -> Result<ServerGuard, ServerError> {
+        let dir = tempfile::tempdir()
+            .map_err(|error| ServerError::Failed(format!("temp dir: {error}")))?;
+        let client_port =
+            free_port().map_err(|error| ServerError::Failed(format!("free port: {error}")))?;
         let peer_port = loop {
-            let port = free_port().map_err(|error| format!("free port: {error}"))?;
+            let port =
+                free_port().map_err(|error| ServerError::Failed(format!("free port: {error}")))?;
             if port != client_port {
                 break port;
             }

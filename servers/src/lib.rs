@@ -9,6 +9,7 @@
 //! fault must expose.
 
 mod clock;
+mod error;
 mod etcd;
 mod postgres;
 mod private;
@@ -17,6 +18,7 @@ mod redis;
 mod zookeeper;
 
 pub use clock::ServerClock;
+pub use error::ServerError;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
@@ -86,7 +88,7 @@ impl Launch {
         self
     }
 
-    fn spawn(&self) -> Result<Child, String> {
+    fn spawn(&self) -> Result<Child, ServerError> {
         use std::os::unix::process::CommandExt;
         let mut command = Command::new(&self.program);
         // In fencer's process group on purpose: a Ctrl-C at the terminal reaches the server
@@ -104,19 +106,21 @@ impl Launch {
                     .create(true)
                     .append(true)
                     .open(log)
-                    .map_err(|error| format!("cannot open {}: {error}", log.display()))?;
-                let copy = file
-                    .try_clone()
-                    .map_err(|error| format!("cannot open {}: {error}", log.display()))?;
+                    .map_err(|error| {
+                        ServerError::Failed(format!("cannot open {}: {error}", log.display()))
+                    })?;
+                let copy = file.try_clone().map_err(|error| {
+                    ServerError::Failed(format!("cannot open {}: {error}", log.display()))
+                })?;
                 command.stdout(file).stderr(copy);
             }
             None => {
                 command.stdout(Stdio::null()).stderr(Stdio::null());
             }
         }
-        command
-            .spawn()
-            .map_err(|error| format!("cannot start {}: {error}", self.program.display()))
+        command.spawn().map_err(|error| {
+            ServerError::Failed(format!("cannot start {}: {error}", self.program.display()))
+        })
     }
 }
 
@@ -141,7 +145,7 @@ impl ServerGuard {
         port: u16,
         dir: tempfile::TempDir,
         clock: Option<ServerClock>,
-    ) -> Result<ServerGuard, String> {
+    ) -> Result<ServerGuard, ServerError> {
         let child = launch.spawn()?;
         let mut guard = ServerGuard {
             name,
@@ -175,7 +179,7 @@ impl ServerGuard {
         self.clock.as_ref()
     }
 
-    fn wait_until_listening(&mut self) -> Result<(), String> {
+    fn wait_until_listening(&mut self) -> Result<(), ServerError> {
         let started = Instant::now();
         while started.elapsed() < START_TIMEOUT {
             if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
@@ -184,20 +188,20 @@ impl ServerGuard {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                return Err(format!(
+                return Err(ServerError::Failed(format!(
                     "{} exited before accepting connections ({status}){}",
                     self.name,
                     self.log_tail()
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Err(format!(
+        Err(ServerError::Failed(format!(
             "{} on port {} did not accept connections within {START_TIMEOUT:?}{}",
             self.name,
             self.port,
             self.log_tail()
-        ))
+        )))
     }
 
     /// The last lines of the server's log, for an error message.
@@ -215,20 +219,26 @@ impl ServerGuard {
     /// connection from a child of the postmaster, each in a session of its own, so neither the
     /// pid nor the process group reaches them all). The server first, so it forks no new
     /// child that the signal would miss while it is stopped.
-    fn signal(&self, signal: &str) -> Result<(), String> {
-        let child = self.child.as_ref().ok_or("server is not running")?;
-        let send = |pids: &[u32]| -> Result<(), String> {
+    fn signal(&self, signal: &str) -> Result<(), ServerError> {
+        let child = self
+            .child
+            .as_ref()
+            .ok_or_else(|| ServerError::Failed("server is not running".into()))?;
+        let send = |pids: &[u32]| -> Result<(), ServerError> {
             let status = Command::new("kill")
                 .arg(signal)
                 .args(pids.iter().map(u32::to_string))
                 .stderr(Stdio::null())
                 .status()
-                .map_err(|error| format!("kill {signal}: {error}"))?;
+                .map_err(|error| ServerError::Failed(format!("kill {signal}: {error}")))?;
             // A child may exit between listing and signalling; only the server itself counts.
             if status.success() || pids[0] != child.id() {
                 Ok(())
             } else {
-                Err(format!("kill {signal} {} failed: {status}", child.id()))
+                Err(ServerError::Failed(format!(
+                    "kill {signal} {} failed: {status}",
+                    child.id()
+                )))
             }
         };
         send(&[child.id()])?;
@@ -241,12 +251,12 @@ impl ServerGuard {
 
     /// Freezes the server, every process of it (SIGSTOP): connections stay open, nothing is
     /// answered.
-    pub fn pause(&self) -> Result<(), String> {
+    pub fn pause(&self) -> Result<(), ServerError> {
         self.signal("-STOP")
     }
 
     /// Thaws a paused server (SIGCONT).
-    pub fn resume(&self) -> Result<(), String> {
+    pub fn resume(&self) -> Result<(), ServerError> {
         self.signal("-CONT")
     }
 
@@ -267,7 +277,7 @@ impl ServerGuard {
     /// connections. What it kept on disk decides what survives the restart.
     ///
     /// [`kill`]: ServerGuard::kill
-    pub fn restart(&mut self) -> Result<(), String> {
+    pub fn restart(&mut self) -> Result<(), ServerError> {
         self.kill();
         // The old process's listening socket may linger for a moment after it is reaped.
         let started = Instant::now();

@@ -6,6 +6,7 @@
 //! and a restart reopens the same data directory: committed rows (lease generations, the
 //! register's fence) survive it, as they would in production.
 
+use crate::ServerError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -29,8 +30,8 @@ impl ServerGuard {
     /// A free port is only free until someone takes it: a server started at the same moment
     /// (tests run in parallel) can win it, and PostgreSQL then exits while the other answers
     /// the readiness check. Such a start fails at `createdb`, and is tried again on a new port.
-    pub fn postgres(faketime: bool) -> Result<ServerGuard, String> {
-        let mut failure = String::new();
+    pub fn postgres(faketime: bool) -> Result<ServerGuard, ServerError> {
+        let mut failure = ServerError::Failed("no start attempted".into());
         for _ in 0..START_ATTEMPTS {
             match ServerGuard::postgres_once(faketime) {
                 Ok(guard) => return Ok(guard),
@@ -40,15 +41,18 @@ impl ServerGuard {
         Err(failure)
     }
 
-    fn postgres_once(faketime: bool) -> Result<ServerGuard, String> {
+    fn postgres_once(faketime: bool) -> Result<ServerGuard, ServerError> {
         let bin = postgres_bin_dir()?;
-        let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
-        let port = free_port().map_err(|error| format!("free port: {error}"))?;
+        let dir = tempfile::tempdir()
+            .map_err(|error| ServerError::Failed(format!("temp dir: {error}")))?;
+        let port =
+            free_port().map_err(|error| ServerError::Failed(format!("free port: {error}")))?;
         let run_as = postgres_user()?;
         let data = dir.path().join("data");
         if let Some((uid, gid)) = run_as {
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))
-                .map_err(|error| format!("chown {}: {error}", dir.path().display()))?;
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).map_err(|error| {
+                ServerError::Failed(format!("chown {}: {error}", dir.path().display()))
+            })?;
         }
         let mut initdb = Launch::new(bin.join("initdb"))
             .args(["-A", "trust", "-U", "postgres", "--no-sync", "-D"])
@@ -99,9 +103,11 @@ impl ServerGuard {
 }
 
 /// The newest `/usr/lib/postgresql/<version>/bin` holding `postgres` and `initdb`.
-fn postgres_bin_dir() -> Result<PathBuf, String> {
+fn postgres_bin_dir() -> Result<PathBuf, ServerError> {
     let entries = std::fs::read_dir(POSTGRES_LIB).map_err(|error| {
-        format!("PostgreSQL is not installed ({POSTGRES_LIB}: {error}): apt-get install postgresql")
+        ServerError::NotInstalled(format!(
+            "PostgreSQL is not installed ({POSTGRES_LIB}: {error}): apt-get install postgresql"
+        ))
     })?;
     let mut versions: Vec<(u32, PathBuf)> = entries
         .filter_map(Result::ok)
@@ -113,13 +119,15 @@ fn postgres_bin_dir() -> Result<PathBuf, String> {
         .collect();
     versions.sort();
     versions.pop().map(|(_, bin)| bin).ok_or_else(|| {
-        format!("no PostgreSQL server under {POSTGRES_LIB}/*/bin: apt-get install postgresql")
+        ServerError::NotInstalled(format!(
+            "no PostgreSQL server under {POSTGRES_LIB}/*/bin: apt-get install postgresql"
+        ))
     })
 }
 
 /// The `postgres` user's ids when we run as root (PostgreSQL refuses root); `None` otherwise
 /// (the server then runs as us).
-fn postgres_user() -> Result<Option<(u32, u32)>, String> {
+fn postgres_user() -> Result<Option<(u32, u32)>, ServerError> {
     // /proc/self belongs to our effective user.
     let root = std::fs::metadata("/proc/self")
         .map(|meta| std::os::unix::fs::MetadataExt::uid(&meta) == 0)
@@ -128,11 +136,13 @@ fn postgres_user() -> Result<Option<(u32, u32)>, String> {
         return Ok(None);
     }
     let passwd = std::fs::read_to_string("/etc/passwd")
-        .map_err(|error| format!("cannot read /etc/passwd: {error}"))?;
+        .map_err(|error| ServerError::Failed(format!("cannot read /etc/passwd: {error}")))?;
     passwd_ids(&passwd, "postgres").map(Some).ok_or_else(|| {
-        "running as root and there is no `postgres` user to run PostgreSQL as: \
-         apt-get install postgresql"
-            .to_string()
+        ServerError::NotInstalled(
+            "running as root and there is no `postgres` user to run PostgreSQL as: \
+             apt-get install postgresql"
+                .to_string(),
+        )
     })
 }
 
@@ -147,7 +157,7 @@ fn passwd_ids(passwd: &str, user: &str) -> Option<(u32, u32)> {
 }
 
 /// Runs a setup command (initdb, createdb) to its end, with its output in the error.
-fn run_to_end(launch: &Launch, what: &str) -> Result<(), String> {
+fn run_to_end(launch: &Launch, what: &str) -> Result<(), ServerError> {
     use std::os::unix::process::CommandExt;
     let mut command = Command::new(&launch.program);
     command.args(&launch.args).stdin(Stdio::null());
@@ -156,17 +166,17 @@ fn run_to_end(launch: &Launch, what: &str) -> Result<(), String> {
     }
     // The server's files are private to it; the setup tools must not inherit our cwd (root's).
     command.current_dir(Path::new("/"));
-    let output = command
-        .output()
-        .map_err(|error| format!("cannot run {}: {error}", launch.program.display()))?;
+    let output = command.output().map_err(|error| {
+        ServerError::Failed(format!("cannot run {}: {error}", launch.program.display()))
+    })?;
     if output.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(ServerError::Failed(format!(
             "{what} failed ({}): {}",
             output.status,
             String::from_utf8_lossy(&output.stderr).trim()
-        ))
+        )))
     }
 }
 

@@ -7,10 +7,11 @@
 //! (libfaketime for PostgreSQL; Redis, which hangs under libfaketime, gets every key's expiry
 //! rewritten by the jump instead).
 
-use fencer_nemesis::{ServerAction, ServerFaults};
+use fencer_nemesis::{FaultFailed, ServerAction, ServerFaults};
 use std::sync::{Arc, Mutex};
 
 use super::ServerGuard;
+use crate::error::ServerError;
 use crate::proxy::FaultProxy;
 
 /// The URL scheme of a server fencer starts itself (`private:redis`, `private:postgres`).
@@ -40,7 +41,7 @@ impl PrivateBackend {
 
     /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
     /// query that follows it; `None` when `url` is not a `private:` URL.
-    pub fn parse(url: &str) -> Option<Result<(PrivateBackend, String), String>> {
+    pub fn parse(url: &str) -> Option<Result<(PrivateBackend, String), ServerError>> {
         let rest = url.strip_prefix(PRIVATE_SCHEME)?;
         let (name, query) = rest.split_once('?').unwrap_or((rest, ""));
         let backend = match name {
@@ -49,17 +50,17 @@ impl PrivateBackend {
             "etcd" => PrivateBackend::Etcd,
             "zookeeper" | "zk" => PrivateBackend::Zookeeper,
             other => {
-                return Some(Err(format!(
+                return Some(Err(ServerError::BadUrl(format!(
                     "unknown private server `{other}` in {url}: expected {}",
                     PrivateBackend::URLS
-                )));
+                ))));
             }
         };
         Some(Ok((backend, query.to_string())))
     }
 
     /// Starts one in a fresh temporary directory on a free port.
-    fn start(self) -> Result<ServerGuard, String> {
+    fn start(self) -> Result<ServerGuard, ServerError> {
         match self {
             PrivateBackend::Redis => ServerGuard::redis(),
             PrivateBackend::Postgres => {
@@ -128,7 +129,7 @@ impl std::fmt::Debug for PrivateServer {
 
 impl PrivateServer {
     /// Starts the server a `private:` URL names, and a proxy in front of it.
-    pub fn start(url: &str) -> Result<PrivateServer, String> {
+    pub fn start(url: &str) -> Result<PrivateServer, ServerError> {
         let (backend, query) = PrivateBackend::parse(url)
             .ok_or_else(|| format!("expected {} URL, found {url}", PrivateBackend::URLS))??;
         let guard = backend.start().map_err(|error| {
@@ -138,8 +139,9 @@ impl PrivateServer {
             )
         })?;
         let server_port = guard.port();
-        let proxy = FaultProxy::start(([127, 0, 0, 1], server_port).into())
-            .map_err(|error| format!("cannot start the fault proxy: {error}"))?;
+        let proxy = FaultProxy::start(([127, 0, 0, 1], server_port).into()).map_err(|error| {
+            ServerError::Failed(format!("cannot start the fault proxy: {error}"))
+        })?;
         Ok(PrivateServer {
             backend,
             query,
@@ -196,9 +198,9 @@ impl PrivateServer {
 
     /// Runs `work` on the guard on tokio's blocking pool (killing and restarting wait on the
     /// process), so the run's other tasks go on meanwhile.
-    async fn on_guard<F>(&self, work: F) -> Result<(), String>
+    async fn on_guard<F>(&self, work: F) -> Result<(), ServerError>
     where
-        F: FnOnce(&mut ServerGuard) -> Result<(), String> + Send + 'static,
+        F: FnOnce(&mut ServerGuard) -> Result<(), ServerError> + Send + 'static,
     {
         let guard = Arc::clone(&self.guard);
         tokio::task::spawn_blocking(move || {
@@ -206,10 +208,10 @@ impl PrivateServer {
             work(&mut guard)
         })
         .await
-        .map_err(|error| format!("server task failed: {error}"))?
+        .map_err(|error| ServerError::Failed(format!("server task failed: {error}")))?
     }
 
-    async fn jump_clock(&self, jump_ns: i64) -> Result<(), String> {
+    async fn jump_clock(&self, jump_ns: i64) -> Result<(), ServerError> {
         let jump_ms = jump_ns / 1_000_000;
         match self.backend {
             PrivateBackend::Redis => {
@@ -219,36 +221,45 @@ impl PrivateServer {
                         "redis://127.0.0.1:{}",
                         self.server_port
                     ))?;
-                    direct.shift_expiries(jump_ms).await.map(drop)
+                    Ok(direct.shift_expiries(jump_ms).await.map(drop)?)
                 }
                 #[cfg(not(feature = "redis"))]
                 {
-                    Err(format!(
+                    Err(ServerError::Failed(format!(
                         "this build has no Redis client to shift expiries by {jump_ms} ms"
-                    ))
+                    )))
                 }
             }
             PrivateBackend::Postgres => {
                 self.on_guard(move |guard| match guard.clock() {
                     Some(clock) => clock.jump(jump_ms),
-                    None => Err("the server runs without libfaketime: apt-get install \
-                                 libfaketime"
-                        .into()),
+                    None => Err(ServerError::NotInstalled(
+                        "the server runs without libfaketime: apt-get install libfaketime".into(),
+                    )),
                 })
                 .await
             }
-            PrivateBackend::Etcd | PrivateBackend::Zookeeper => Err(format!(
+            PrivateBackend::Etcd | PrivateBackend::Zookeeper => Err(ServerError::Failed(format!(
                 "a private {:?} takes no clock jump ({jump_ms} ms): see \
                  PrivateBackend::takes_clock_jumps",
                 self.backend
-            )),
+            ))),
         }
     }
 }
 
 #[async_trait::async_trait]
 impl ServerFaults for PrivateServer {
-    async fn apply(&self, action: ServerAction) -> Result<(), String> {
+    async fn apply(&self, action: ServerAction) -> Result<(), FaultFailed> {
+        self.take(action)
+            .await
+            .map_err(|error| FaultFailed(error.to_string()))
+    }
+}
+
+impl PrivateServer {
+    /// Does `action` now.
+    async fn take(&self, action: ServerAction) -> Result<(), ServerError> {
         match action {
             // Faults on one server may overlap: a pause or resume that finds the server down
             // (a restart is under way) has nothing to freeze or thaw, and the restart brings

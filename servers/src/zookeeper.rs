@@ -1,5 +1,6 @@
 //! A private ZooKeeper (Debian package `zookeeper`, run on the JVM).
 
+use crate::ServerError;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -27,33 +28,37 @@ impl ServerGuard {
     /// cut would. With
     /// `faked_clock`, the JVM runs under libfaketime (see [`ServerClock`]); a jump takes effect
     /// within a second.
-    pub fn zookeeper(faked_clock: bool) -> Result<ServerGuard, String> {
+    pub fn zookeeper(faked_clock: bool) -> Result<ServerGuard, ServerError> {
         ServerGuard::zookeeper_ticking(ZOOKEEPER_TICK_MS, faked_clock)
     }
 
     /// [`ServerGuard::zookeeper`] with a tick of `tick_ms` (sessions of 2 to 20 ticks). Under
     /// libfaketime the JVM answers slowly enough that sub-second sessions expire even while
     /// renewed, so clock tests use a longer tick.
-    pub fn zookeeper_ticking(tick_ms: u64, faked_clock: bool) -> Result<ServerGuard, String> {
+    pub fn zookeeper_ticking(tick_ms: u64, faked_clock: bool) -> Result<ServerGuard, ServerError> {
         if !std::path::Path::new("/usr/share/java/zookeeper.jar").exists() {
-            return Err(
+            return Err(ServerError::NotInstalled(
                 "ZooKeeper is not installed (/usr/share/java/zookeeper.jar missing): \
                         apt-get install zookeeper"
                     .to_string(),
-            );
+            ));
         }
-        let dir = tempfile::tempdir().map_err(|error| format!("temp dir: {error}"))?;
-        let port = free_port().map_err(|error| format!("free port: {error}"))?;
+        let dir = tempfile::tempdir()
+            .map_err(|error| ServerError::Failed(format!("temp dir: {error}")))?;
+        let port =
+            free_port().map_err(|error| ServerError::Failed(format!("free port: {error}")))?;
         let config = dir.path().join("zoo.cfg");
         let data = dir.path().join("data");
-        std::fs::create_dir_all(&data).map_err(|error| format!("data dir: {error}"))?;
+        std::fs::create_dir_all(&data)
+            .map_err(|error| ServerError::Failed(format!("data dir: {error}")))?;
         let text = format!(
             "tickTime={tick_ms}\ndataDir={}\nclientPort={port}\n\
              clientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
              4lw.commands.whitelist=*\nmaxClientCnxns=0\nforceSync=no\n",
             data.display()
         );
-        std::fs::write(&config, text).map_err(|error| format!("zoo.cfg: {error}"))?;
+        std::fs::write(&config, text)
+            .map_err(|error| ServerError::Failed(format!("zoo.cfg: {error}")))?;
         let launch = Launch::new("java")
             .args(["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
             .args(["-cp", CLASSPATH])
@@ -84,7 +89,7 @@ impl ServerGuard {
 /// Waits until the server on `port` serves requests: the `srvr` four-letter word reports its
 /// mode. (`ruok` is no use: it answers `imok` while the server is still loading its data and
 /// closes client sessions with "ZooKeeperServer not running".)
-pub fn wait_until_ok(port: u16) -> Result<(), String> {
+pub fn wait_until_ok(port: u16) -> Result<(), ServerError> {
     let started = Instant::now();
     while started.elapsed() < READY_TIMEOUT {
         if four_letter_word(port, b"srvr").is_ok_and(|answer| answer.contains("Mode: ")) {
@@ -92,9 +97,9 @@ pub fn wait_until_ok(port: u16) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    Err(format!(
+    Err(ServerError::Failed(format!(
         "zookeeper on port {port} did not serve requests within {READY_TIMEOUT:?}"
-    ))
+    )))
 }
 
 fn four_letter_word(port: u16, word: &[u8]) -> std::io::Result<String> {

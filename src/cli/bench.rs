@@ -11,7 +11,7 @@ use super::{Failure, Outcome};
 /// second, time compression, and how wall time splits between simulating, checking and
 /// serialising.
 pub fn bench(base: &Settings, seeds: u64) -> Outcome {
-    base.validate().map_err(Failure::BadInput)?;
+    base.validate().map_err(Failure::bad_input)?;
     let (mut events, mut simulated_s) = (0usize, 0.0f64);
     let (mut simulate_s, mut check_s, mut serialise_s) = (0.0f64, 0.0f64, 0.0f64);
     let mut report_s = 0.0f64;

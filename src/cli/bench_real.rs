@@ -15,8 +15,8 @@ pub fn bench_real(lock_url: &str, store_url: &str, cycles: u64) -> Outcome {
     if cycles == 0 {
         return Err(Failure::BadInput("cycles must be at least 1".into()));
     }
-    let lock = lock_from_url(lock_url).map_err(Failure::BadInput)?;
-    let store = store_from_url(store_url).map_err(Failure::BadInput)?;
+    let lock = lock_from_url(lock_url).map_err(Failure::bad_input)?;
+    let store = store_from_url(store_url).map_err(Failure::bad_input)?;
     let runtime = real_runtime()
         .map_err(|error| Failure::Internal(format!("cannot start a tokio runtime: {error}")))?;
     runtime
@@ -24,7 +24,7 @@ pub fn bench_real(lock_url: &str, store_url: &str, cycles: u64) -> Outcome {
             lock.ping().await?;
             store.ping().await
         })
-        .map_err(Failure::BadInput)?;
+        .map_err(Failure::bad_input)?;
     let tag = unique_tag(0);
     let real = runtime
         .block_on(measure(lock.adapter, store.adapter, cycles, &tag))

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::{RunError, StoreBackend, check, simulate};
+use crate::{StoreBackend, check, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::demo::{plan, report_lines};
 
@@ -16,9 +16,8 @@ pub fn demo(archive: &Path) -> Outcome {
         ("fenced", StoreBackend::Sqlite),
     ] {
         let plan = plan(store);
-        let history = simulate(&plan).map_err(|error| match error {
-            RunError::Plan(message) | RunError::Internal(message) => Failure::Internal(message),
-        })?;
+        // The scripted plan is fencer's own: any failure to run it is fencer's.
+        let history = simulate(&plan).map_err(Failure::internal)?;
         let verdict = check(&history);
         let dir = default_run_dir(archive, "demo", label);
         let finished = FinishedRun {
@@ -27,8 +26,7 @@ pub fn demo(archive: &Path) -> Outcome {
             history: &history,
             verdict: &verdict,
         };
-        save_run(&finished, &dir, Some(archive))
-            .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
+        save_run(&finished, &dir, Some(archive)).map_err(Failure::from)?;
         runs.push((history, verdict, dir));
     }
     for line in report_lines(&runs[0].0, &runs[1].0) {

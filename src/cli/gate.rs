@@ -78,7 +78,7 @@ pub struct GateArgs {
 pub fn gate(args: &GateArgs) -> Outcome {
     args.settings.simulated_only("gate")?;
     let base = args.settings.base();
-    for warning in base.validate().map_err(Failure::BadInput)? {
+    for warning in base.validate().map_err(Failure::bad_input)? {
         eprintln!("warning: {warning}");
     }
     let range = match (args.seeds, args.time) {

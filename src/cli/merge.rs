@@ -33,7 +33,7 @@ pub fn merge_command(args: &MergeArgs) -> Outcome {
             .map_err(|error| Failure::BadInput(error.to_string()))?;
         parts.push((dir.join("gate.json").display().to_string(), summary));
     }
-    let merged = merge(&parts).map_err(Failure::BadInput)?;
+    let merged = merge(&parts).map_err(Failure::bad_input)?;
     let write = |path: &PathBuf, bytes: &[u8]| {
         write_atomically(path, bytes)
             .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))

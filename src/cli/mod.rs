@@ -38,6 +38,40 @@ pub enum Failure {
     Internal(String),
 }
 
+impl Failure {
+    /// Bad input, with the error's message.
+    fn bad_input(error: impl std::fmt::Display) -> Failure {
+        Failure::BadInput(error.to_string())
+    }
+
+    /// fencer's own failure, with the error's message.
+    fn internal(error: impl std::fmt::Display) -> Failure {
+        Failure::Internal(error.to_string())
+    }
+}
+
+impl From<fencer_results::RunDirError> for Failure {
+    /// A run directory that exists already is the caller's to change (`--out`); any other
+    /// failure to save a finished run is fencer's or the machine's.
+    fn from(error: fencer_results::RunDirError) -> Failure {
+        let message = format!("cannot save the run: {error}");
+        match error {
+            fencer_results::RunDirError::Exists(_) => Failure::BadInput(message),
+            _ => Failure::Internal(message),
+        }
+    }
+}
+
+impl From<crate::RunError> for Failure {
+    fn from(error: crate::RunError) -> Failure {
+        if error.is_bad_input() {
+            Failure::bad_input(error)
+        } else {
+            Failure::internal(error)
+        }
+    }
+}
+
 /// What a command returns: the verdict's exit code, or a failure.
 pub type Outcome = Result<u8, Failure>;
 

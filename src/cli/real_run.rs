@@ -48,7 +48,7 @@ impl Started {
         let mut client_urls = [String::new(), String::new()];
         for (slot, (role, url)) in urls.into_iter().enumerate() {
             client_urls[slot] = if url.starts_with(PRIVATE_SCHEME) {
-                let server = PrivateServer::start(url).map_err(Failure::BadInput)?;
+                let server = PrivateServer::start(url).map_err(Failure::bad_input)?;
                 println!("started the {role} server: {}", server.describe());
                 let client_url = server.url();
                 started.servers.push((role, Arc::new(server)));
@@ -109,7 +109,7 @@ pub fn run(
                 store_url: Some(redact_url(targets.store_url)),
                 ..settings.clone()
             };
-            for warning in settings.validate().map_err(Failure::BadInput)? {
+            for warning in settings.validate().map_err(Failure::bad_input)? {
                 eprintln!("warning: {warning}");
             }
             let plan = real_plan(&settings);
@@ -126,8 +126,8 @@ pub fn run(
     };
     let (started, [lock_url, store_url]) =
         Started::start([("lock", targets.lock_url), ("store", targets.store_url)])?;
-    let lock = lock_from_url(&lock_url).map_err(Failure::BadInput)?;
-    let store = store_from_url(&store_url).map_err(Failure::BadInput)?;
+    let lock = lock_from_url(&lock_url).map_err(Failure::bad_input)?;
+    let store = store_from_url(&store_url).map_err(Failure::bad_input)?;
     println!("fencer run (real time): {}", describe(&plan.settings));
     let runtime = real_runtime()
         .map_err(|error| Failure::Internal(format!("cannot start a tokio runtime: {error}")))?;
@@ -136,7 +136,7 @@ pub fn run(
             lock.ping().await?;
             store.ping().await
         })
-        .map_err(Failure::BadInput)?;
+        .map_err(Failure::bad_input)?;
     let started_at = std::time::Instant::now();
     let names = RunNames::tagged(&unique_tag(plan.settings.seed));
     let history = runtime
@@ -155,10 +155,7 @@ pub fn run(
                 ) => history,
             }
         })
-        .map_err(|error| match error {
-            RunError::Plan(message) => Failure::BadInput(message),
-            RunError::Internal(message) => Failure::Internal(message),
-        })?;
+        .map_err(Failure::from)?;
     drop(runtime);
     drop(started);
     let verdict = judge(&plan.settings, &history, false);
@@ -181,8 +178,7 @@ pub fn run(
         history: &history,
         verdict: &verdict,
     };
-    save_run(&finished, &dir, out.is_none().then_some(archive))
-        .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
+    save_run(&finished, &dir, out.is_none().then_some(archive)).map_err(Failure::from)?;
     println!("run directory: {}", dir.display());
     println!(
         "run the same plan again: fencer run --plan {} --lock {} --store {}",

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::{Plan, RunError, simulate};
+use crate::{Plan, simulate};
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
 use fencer_run::checking::judge;
@@ -63,10 +63,7 @@ pub fn replay(dir: &Path) -> Outcome {
             record.history_sha256
         )));
     }
-    let history = simulate(&plan).map_err(|error| match error {
-        RunError::Plan(message) => Failure::BadInput(message),
-        RunError::Internal(message) => Failure::Internal(message),
-    })?;
+    let history = simulate(&plan).map_err(Failure::from)?;
     let replayed = history.to_jsonl();
     let replayed_hash = sha256_hex(&replayed);
     println!("stored   history sha256 {stored_hash}");

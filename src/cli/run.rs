@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::{Plan, RunError, Settings, simulate};
+use crate::{Plan, Settings, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 
@@ -11,7 +11,7 @@ use super::{Failure, Outcome, describe, report};
 /// Runs `settings`, writes the run directory (`out`, or a fresh one under `archive`);
 /// `strict` makes warnings fail the verdict.
 pub fn run(settings: &Settings, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
-    let warnings = settings.validate().map_err(Failure::BadInput)?;
+    let warnings = settings.validate().map_err(Failure::bad_input)?;
     for warning in warnings {
         eprintln!("warning: {warning}");
     }
@@ -26,7 +26,7 @@ pub fn run_plan_file(path: &Path, out: Option<&Path>, archive: &Path, strict: bo
         .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
     let plan = Plan::from_json(&bytes, &path.display().to_string())
         .map_err(|error| Failure::BadInput(error.to_string()))?;
-    for warning in plan.settings.validate().map_err(Failure::BadInput)? {
+    for warning in plan.settings.validate().map_err(Failure::bad_input)? {
         eprintln!("warning: {warning}");
     }
     run_plan(&plan, out, archive, strict)
@@ -44,10 +44,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Ou
     };
     println!("fencer run: {}", describe(settings));
     let started = std::time::Instant::now();
-    let history = simulate(plan).map_err(|error| match error {
-        RunError::Plan(message) => Failure::BadInput(message),
-        RunError::Internal(message) => Failure::Internal(message),
-    })?;
+    let history = simulate(plan).map_err(Failure::from)?;
     let verdict = judge(settings, &history, strict);
     let wall_s = started.elapsed().as_secs_f64();
     report::print_summary(&report::Shape::of_history(&history), &verdict, wall_s);
@@ -59,8 +56,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Ou
     };
     // `latest` only tracks runs inside the store.
     let archive_root = out.is_none().then_some(archive);
-    save_run(&finished, &dir, archive_root)
-        .map_err(|error| Failure::BadInput(format!("cannot save the run: {error}")))?;
+    save_run(&finished, &dir, archive_root).map_err(Failure::from)?;
     println!("run directory: {}", dir.display());
     Ok(verdict.validity.exit_code())
 }

@@ -12,7 +12,7 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8484";
 
 /// Serves `archive` on `listen` until interrupted.
 pub fn serve(archive: &Path, listen: &str) -> Outcome {
-    let server = Server::bind(archive, listen).map_err(Failure::BadInput)?;
+    let server = Server::bind(archive, listen).map_err(Failure::bad_input)?;
     println!(
         "fencer serve: {} (archive {})",
         server.url(),

@@ -15,7 +15,7 @@ use fencer_nemesis::Fault;
 use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
 use fencer_run::real::{real_plan, run_real, run_real_with_servers, unique_tag};
-use fencer_servers::{PrivateBackend, PrivateServer, ServerGuard};
+use fencer_servers::{PrivateBackend, PrivateServer, ServerError, ServerGuard};
 use fencer_workloads::{CyclePlan, WorkerPlan};
 
 /// The marker CI greps for: a backend test that skipped instead of running.
@@ -87,11 +87,11 @@ pub fn assert_calls_not_applied(lock: &dyn LockService, store: &dyn FencedStore,
 
 /// The server `started` gave (a private server a test starts itself), or `None` after the skip
 /// line when it could not start: [`reachable`]'s rules, `package` naming what to install.
-pub fn started_or_skipped<S>(
+pub fn started_or_skipped<S, E: std::fmt::Display>(
     test: &str,
     server: &str,
     package: &str,
-    started: Result<S, String>,
+    started: Result<S, E>,
 ) -> Option<S> {
     match started {
         Ok(server) => Some(server),
@@ -105,9 +105,10 @@ pub fn started_or_skipped<S>(
 /// Runs `probe` (connect + ping) on a throwaway runtime. `Ok(true)`: go on. Unreachable:
 /// panics under `FENCER_REQUIRE_BACKENDS=1`, else prints one line with [`SKIP_MARKER`] naming
 /// the Debian package, straight to stderr (past the test harness's capture), and returns false.
-pub fn reachable<F>(test: &str, server: &str, package: &str, probe: F) -> bool
+pub fn reachable<F, E>(test: &str, server: &str, package: &str, probe: F) -> bool
 where
-    F: std::future::Future<Output = Result<(), String>>,
+    F: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     let runtime = fencer_harness::runtime::real_runtime().expect("a tokio runtime");
     match runtime.block_on(probe) {
@@ -424,7 +425,7 @@ pub fn assert_unreachable_answers_not_applied_at_once(url: &str, expected: &str,
     let lock = lock_from_url(url).expect("a valid lock URL");
     let store = store_from_url(url).expect("a valid store URL");
     let runtime = fencer_harness::runtime::real_runtime().expect("a tokio runtime");
-    let error = runtime.block_on(lock.ping()).unwrap_err();
+    let error = runtime.block_on(lock.ping()).unwrap_err().to_string();
     assert!(error.contains(expected), "{error}");
     assert_calls_not_applied(&*lock.adapter, &*store.adapter, ttl);
     assert!(started.elapsed() < Duration::from_secs(7), "no hang");
@@ -521,10 +522,10 @@ pub fn assert_unsafe_release_is_caught(
 /// A private server of `backend` a test started itself (`started`: a [`ServerGuard`] or a
 /// [`PrivateServer`]), or `None` after the skip line ([`started_or_skipped`]), worded and
 /// pointed at the Debian package the same way in every file.
-pub fn private_or_skipped<S>(
+pub fn private_or_skipped<S, E: std::fmt::Display>(
     test: &str,
     backend: PrivateBackend,
-    started: Result<S, String>,
+    started: Result<S, E>,
 ) -> Option<S> {
     let server = format!("a private {backend:?} server");
     started_or_skipped(test, &server, backend.debian_package(), started)
@@ -536,7 +537,7 @@ pub fn private_or_skipped<S>(
 pub fn private_guard(
     test: &str,
     backend: PrivateBackend,
-    started: Result<ServerGuard, String>,
+    started: Result<ServerGuard, ServerError>,
 ) -> Option<(ServerGuard, String)> {
     let server = private_or_skipped(test, backend, started)?;
     let port = server.port();

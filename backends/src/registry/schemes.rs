@@ -13,6 +13,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fencer_harness::{FencedStore, LockService};
 
+use crate::error::BackendError;
 use crate::url::{redact_url, scheme_of};
 
 /// A lock service or store built from a URL, with what is needed to check it is reachable.
@@ -27,7 +28,7 @@ pub struct Connected<T: ?Sized> {
 impl<T: ?Sized> Connected<T> {
     /// Connects and round-trips one request, so an unreachable server or a refused login is a
     /// clear error before the run starts, not a run full of failed calls.
-    pub async fn ping(&self) -> Result<(), String> {
+    pub async fn ping(&self) -> Result<(), BackendError> {
         match &self.probe {
             Some(probe) => probe.ping().await,
             None => Ok(()),
@@ -38,7 +39,7 @@ impl<T: ?Sized> Connected<T> {
 /// A connection that can be asked whether its server answers.
 #[async_trait]
 trait Probe: Send + Sync {
-    async fn ping(&self) -> Result<(), String>;
+    async fn ping(&self) -> Result<(), BackendError>;
 }
 
 /// Implements [`Probe`] for connection types with an inherent `async fn ping`.
@@ -55,7 +56,7 @@ macro_rules! probe_by_ping {
     ($($connection:ty),* $(,)?) => {$(
         #[async_trait]
         impl Probe for $connection {
-            async fn ping(&self) -> Result<(), String> {
+            async fn ping(&self) -> Result<(), BackendError> {
                 <$connection>::ping(self).await
             }
         }
@@ -97,7 +98,12 @@ impl Target<'_> {
 
     /// The rules its `?variant=` names: `reference` without one, `broken` for the one variant
     /// the backend ships (`unsafe-release`, `unfenced`), and a clear error for any other name.
-    fn rules<R>(&self, what: &str, reference: R, (name, broken): (&str, R)) -> Result<R, String> {
+    fn rules<R>(
+        &self,
+        what: &str,
+        reference: R,
+        (name, broken): (&str, R),
+    ) -> Result<R, BackendError> {
         match self.variant.as_deref() {
             None => Ok(reference),
             Some(variant) if variant == name => Ok(broken),
@@ -114,8 +120,8 @@ impl Target<'_> {
     }
 }
 
-type BuildLock = fn(&Target<'_>) -> Result<Connected<dyn LockService>, String>;
-type BuildStore = fn(&Target<'_>) -> Result<Connected<dyn FencedStore>, String>;
+type BuildLock = fn(&Target<'_>) -> Result<Connected<dyn LockService>, BackendError>;
+type BuildStore = fn(&Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError>;
 
 /// One real backend: the schemes that name it and how to build each of its adapters.
 struct Scheme {
@@ -166,7 +172,7 @@ fn scheme_for(url: &str) -> Option<&'static Scheme> {
 }
 
 /// A lock service for `url`.
-pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
+pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, BackendError> {
     let target = Target::parse(url);
     match scheme_for(&target.client_url).and_then(|scheme| scheme.lock) {
         Some(build) => build(&target),
@@ -177,7 +183,7 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
 }
 
 /// A fenced store for `url`.
-pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
+pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, BackendError> {
     let target = Target::parse(url);
     match scheme_for(&target.client_url).and_then(|scheme| scheme.store) {
         Some(build) => build(&target),
@@ -192,7 +198,7 @@ mod redis {
     use super::*;
     use crate::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
 
-    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
         let rules = target.rules(
             "lock",
             RedisLockRules::Reference,
@@ -203,7 +209,7 @@ mod redis {
         Ok(target.connected(adapter, Some(connection)))
     }
 
-    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
         let rules = target.rules(
             "store",
             RedisStoreRules::Fenced,
@@ -220,7 +226,7 @@ mod postgres {
     use super::*;
     use crate::{PostgresConnection, PostgresLock, PostgresStore, PostgresStoreRules};
 
-    fn open(target: &Target<'_>) -> Result<Arc<PostgresConnection>, String> {
+    fn open(target: &Target<'_>) -> Result<Arc<PostgresConnection>, BackendError> {
         let schema = target.schema.as_deref().unwrap_or("fencer");
         Ok(Arc::new(PostgresConnection::open(
             &target.client_url,
@@ -228,7 +234,7 @@ mod postgres {
         )?))
     }
 
-    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
         if let Some(other) = target.variant.as_deref() {
             return Err(unknown_variant("lock", other, "none", target.url));
         }
@@ -237,7 +243,7 @@ mod postgres {
         Ok(target.connected(adapter, Some(connection)))
     }
 
-    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
         let rules = target.rules(
             "store",
             PostgresStoreRules::Fenced,
@@ -254,7 +260,7 @@ mod etcd {
     use super::*;
     use crate::{EtcdConnection, EtcdLock, EtcdLockRules, EtcdStore, EtcdStoreRules};
 
-    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
         let rules = target.rules(
             "lock",
             EtcdLockRules::Reference,
@@ -265,7 +271,7 @@ mod etcd {
         Ok(target.connected(adapter, Some(connection)))
     }
 
-    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
         let rules = target.rules(
             "store",
             EtcdStoreRules::Fenced,
@@ -284,7 +290,7 @@ mod zookeeper {
         ZookeeperConnection, ZookeeperLock, ZookeeperLockRules, ZookeeperStore, ZookeeperStoreRules,
     };
 
-    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, String> {
+    pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
         let rules = target.rules(
             "lock",
             ZookeeperLockRules::Reference,
@@ -295,7 +301,7 @@ mod zookeeper {
         Ok(target.connected(adapter, Some(connection)))
     }
 
-    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+    pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
         let rules = target.rules(
             "store",
             ZookeeperStoreRules::Fenced,
@@ -307,7 +313,7 @@ mod zookeeper {
     }
 }
 
-fn sqlite_store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, String> {
+fn sqlite_store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
     use crate::{SqliteStore, StoreRules};
     let rules = target.rules(
         "store",
@@ -316,13 +322,13 @@ fn sqlite_store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, Strin
     )?;
     let path = target.client_url.trim_start_matches("sqlite://");
     if path.is_empty() {
-        return Err(format!(
+        return Err(BackendError::BadUrl(format!(
             "expected sqlite://PATH (e.g. sqlite:///tmp/register.db), found {}",
             redact_url(target.url)
-        ));
+        )));
     }
     let store = SqliteStore::open(std::path::Path::new(path), rules, None)
-        .map_err(|error| error.to_string())?;
+        .map_err(|error| BackendError::Unreachable(error.to_string()))?;
     Ok(target.connected(Arc::new(store), None))
 }
 
@@ -347,21 +353,21 @@ fn split_params(url: &str) -> (String, Option<String>, Option<String>) {
     (url, variant, schema)
 }
 
-fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> String {
-    format!(
+fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> BackendError {
+    BackendError::BadUrl(format!(
         "unknown {what} variant `{variant}` in {}: expected {known}",
         redact_url(url)
-    )
+    ))
 }
 
 /// The error for a URL no scheme of this build serves as a `what`, listing those that do.
-fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -> String {
+fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -> BackendError {
     let built: Vec<String> = SCHEMES
         .iter()
         .filter(|scheme| offers(scheme))
         .map(|scheme| format!("{}://", scheme.names[0]))
         .collect();
-    format!(
+    BackendError::BadUrl(format!(
         "unsupported {what} URL {}: expected one of {} (this build's backends)",
         redact_url(url),
         if built.is_empty() {
@@ -369,7 +375,7 @@ fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -
         } else {
             built.join(", ")
         }
-    )
+    ))
 }
 
 #[cfg(test)]
@@ -401,27 +407,38 @@ mod tests {
         assert!(store_from_url("redis://127.0.0.1:6379").is_ok());
         let error = lock_from_url("zk://127.0.0.1:2181?variant=unfenced")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
-        let error = lock_from_url("zk://u:pw@127.0.0.1:2181").err().unwrap();
+        let error = lock_from_url("zk://u:pw@127.0.0.1:2181")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(!error.contains("pw@"), "{error}");
     }
 
     #[test]
     fn bad_schemes_and_variants_are_refused_without_the_password() {
-        let error = lock_from_url("mysql://root:pw@h/db").err().unwrap();
+        let error = lock_from_url("mysql://root:pw@h/db")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             error.starts_with("unsupported lock URL mysql://root:***@h/db"),
             "{error}"
         );
         let error = store_from_url("sqlite:///tmp/r.db?variant=sloppy")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert_eq!(
             error,
             "unknown store variant `sloppy` in sqlite:///tmp/r.db?variant=sloppy: expected unfenced"
         );
-        let error = lock_from_url("sqlite:///tmp/r.db").err().unwrap();
+        let error = lock_from_url("sqlite:///tmp/r.db")
+            .err()
+            .unwrap()
+            .to_string();
         assert!(
             error.starts_with("unsupported lock URL sqlite:///tmp/r.db"),
             "{error}"
@@ -433,7 +450,8 @@ mod tests {
     fn a_variant_error_hides_the_password() {
         let error = store_from_url("redis://:pw@h:1?variant=sloppy")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(error.contains("unknown store variant `sloppy`"), "{error}");
         assert!(!error.contains("pw@"), "{error}");
     }
@@ -445,13 +463,15 @@ mod tests {
         assert!(store_from_url("etcd://127.0.0.1:2379?variant=unfenced").is_ok());
         let error = lock_from_url("etcd://127.0.0.1:2379?variant=unfenced")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(error.contains("unknown lock variant `unfenced`"), "{error}");
         let error = store_from_url("etcd://root:pw@127.0.0.1:2379")
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(!error.contains("pw@"), "{error}");
-        let error = lock_from_url("mysql://h:3306").err().unwrap();
+        let error = lock_from_url("mysql://h:3306").err().unwrap().to_string();
         assert!(error.contains("etcd://"), "{error}");
     }
 }

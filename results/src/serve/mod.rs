@@ -19,6 +19,14 @@ use self::http::{BadRequest, read_request, respond, respond_error};
 /// Connections served at once; more are answered 503 straight away.
 pub const MAX_CONNECTIONS: usize = 64;
 
+/// Why the viewer cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The archive is not a directory, or the address cannot be listened on.
+    #[error("{0}")]
+    Bind(String),
+}
+
 /// A server bound to its address, ready to [`Server::run`].
 pub struct Server {
     listener: TcpListener,
@@ -27,18 +35,21 @@ pub struct Server {
 
 impl Server {
     /// Binds `listen` (e.g. `127.0.0.1:8484`, port 0 for any free port) over the archive `root`.
-    pub fn bind(root: &Path, listen: &str) -> Result<Server, String> {
-        let root = root
-            .canonicalize()
-            .map_err(|error| format!("{}: cannot serve this archive: {error}", root.display()))?;
+    pub fn bind(root: &Path, listen: &str) -> Result<Server, ServeError> {
+        let root = root.canonicalize().map_err(|error| {
+            ServeError::Bind(format!(
+                "{}: cannot serve this archive: {error}",
+                root.display()
+            ))
+        })?;
         if !root.is_dir() {
-            return Err(format!(
+            return Err(ServeError::Bind(format!(
                 "{}: expected a run archive directory",
                 root.display()
-            ));
+            )));
         }
         let listener = TcpListener::bind(listen)
-            .map_err(|error| format!("cannot listen on {listen}: {error}"))?;
+            .map_err(|error| ServeError::Bind(format!("cannot listen on {listen}: {error}")))?;
         Ok(Server { listener, root })
     }
 
