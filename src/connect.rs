@@ -7,6 +7,10 @@
 //! share, `sqlite://PATH` (`?variant=unfenced`). A PostgreSQL URL may name the schema to work in
 //! with `?schema=NAME` (default `fencer`). Both parameters are removed before the URL reaches
 //! the client library. Every message shows URLs with their password hidden.
+//!
+//! `exec:COMMAND` is no URL: the rest is a command line fencer runs as a child speaking the exec
+//! protocol (docs/exec-protocol.md); a lock and a store naming the same command share one
+//! child, which is also a target of the plan's pauses and restarts ([`Connected::server_faults`]).
 
 use std::sync::Arc;
 
@@ -33,6 +37,12 @@ enum Probe {
     Etcd(Arc<fencer_backends::EtcdConnection>),
     #[cfg(feature = "zookeeper")]
     Zookeeper(Arc<fencer_backends::ZookeeperConnection>),
+    /// A child process, checked for the role it was named for.
+    #[cfg(feature = "exec")]
+    Exec(
+        Arc<fencer_backends::ExecConnection>,
+        fencer_backends::exec::Role,
+    ),
 }
 
 impl<T: ?Sized> Connected<T> {
@@ -49,8 +59,44 @@ impl<T: ?Sized> Connected<T> {
             Probe::Etcd(connection) => connection.ping().await,
             #[cfg(feature = "zookeeper")]
             Probe::Zookeeper(connection) => connection.ping().await,
+            #[cfg(feature = "exec")]
+            Probe::Exec(connection, role) => connection.ping(*role).await,
         }
     }
+
+    /// The child process behind an `exec:` backend as a target of the plan's server faults
+    /// (`role` is `lock` or `store`); `None` for a server fencer does not run.
+    #[cfg_attr(not(feature = "exec"), allow(unused_variables))]
+    pub fn server_faults(
+        &self,
+        role: &str,
+    ) -> Option<(String, Arc<dyn fencer_nemesis::ServerFaults>)> {
+        match &self.probe {
+            #[cfg(feature = "exec")]
+            Probe::Exec(connection, _) => {
+                let target: Arc<dyn fencer_nemesis::ServerFaults> = connection.clone();
+                Some((role.to_string(), target))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The adapter an `exec:COMMAND` names for `role`, or `None` when `url` is not `exec:`.
+#[cfg(feature = "exec")]
+fn exec_adapter<T: ?Sized>(
+    url: &str,
+    role: fencer_backends::exec::Role,
+    adapter: fn(Arc<fencer_backends::ExecConnection>) -> Arc<T>,
+) -> Option<Result<Connected<T>, String>> {
+    let command = url.strip_prefix(crate::settings::EXEC_SCHEME)?;
+    Some(
+        fencer_backends::ExecConnection::shared(command).map(|connection| Connected {
+            adapter: adapter(Arc::clone(&connection)),
+            shown_url: connection.shown(),
+            probe: Probe::Exec(connection, role),
+        }),
+    )
 }
 
 /// Splits `url` into the URL the client sees and the `variant` and `schema` parameters.
@@ -104,6 +150,7 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
         cfg!(feature = "etcd").then_some("etcd://"),
         cfg!(feature = "zookeeper").then_some("zk://"),
         (what == "store").then_some("sqlite://"),
+        cfg!(feature = "exec").then_some("exec:COMMAND"),
     ]
     .into_iter()
     .flatten()
@@ -126,6 +173,12 @@ fn unsupported_scheme(what: &str, url: &str) -> String {
     allow(unused_variables)
 )]
 pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
+    #[cfg(feature = "exec")]
+    if let Some(connected) = exec_adapter(url, fencer_backends::exec::Role::Lock, |connection| {
+        Arc::new(fencer_backends::ExecLock::new(connection)) as Arc<dyn LockService>
+    }) {
+        return connected;
+    }
     let (client_url, variant, schema) = split_params(url);
     let shown_url = redact_url(url);
     match fencer_backends::scheme_of(&client_url) {
@@ -202,6 +255,12 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, String> {
 // Only PostgreSQL takes a schema.
 #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
 pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, String> {
+    #[cfg(feature = "exec")]
+    if let Some(connected) = exec_adapter(url, fencer_backends::exec::Role::Store, |connection| {
+        Arc::new(fencer_backends::ExecStore::new(connection)) as Arc<dyn FencedStore>
+    }) {
+        return connected;
+    }
     let (client_url, variant, schema) = split_params(url);
     let shown_url = redact_url(url);
     match fencer_backends::scheme_of(&client_url) {
@@ -348,6 +407,34 @@ mod tests {
             .unwrap();
         assert!(error.contains("unknown store variant `sloppy`"), "{error}");
         assert!(!error.contains("pw@"), "{error}");
+    }
+
+    #[cfg(feature = "exec")]
+    #[test]
+    fn one_exec_command_is_one_child_for_lock_and_store_and_a_fault_target() {
+        let lock = lock_from_url("exec:python3  'my lock.py' ?variant=x").unwrap();
+        let store = store_from_url("exec:python3 'my lock.py' ?variant=x").unwrap();
+        assert_eq!(lock.shown_url, "exec:python3 my lock.py ?variant=x");
+        let target = |connected: Option<(String, Arc<dyn fencer_nemesis::ServerFaults>)>| {
+            let (role, target) = connected.expect("an exec child takes server faults");
+            (role, Arc::as_ptr(&target).cast::<()>())
+        };
+        let (lock_role, lock_child) = target(lock.server_faults("lock"));
+        let (store_role, store_child) = target(store.server_faults("store"));
+        assert_eq!((lock_role.as_str(), store_role.as_str()), ("lock", "store"));
+        assert_eq!(lock_child, store_child, "one child serves both");
+        let other = store_from_url("exec:python3 other.py").unwrap();
+        assert_ne!(target(other.server_faults("store")).1, lock_child);
+        let error = lock_from_url("exec: ").err().unwrap();
+        assert!(error.contains("exec: needs a command"), "{error}");
+        assert!(
+            store_from_url("sqlite:///tmp/x.db")
+                .unwrap()
+                .server_faults("store")
+                .is_none()
+        );
+        let error = lock_from_url("mysql://h:3306").err().unwrap();
+        assert!(error.contains("exec:COMMAND"), "{error}");
     }
 
     #[cfg(feature = "etcd")]

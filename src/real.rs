@@ -54,13 +54,20 @@ pub fn check_servers_take_faults(plan: &Plan) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether a run with `settings` (whose `private:` roles are fencer's own servers) can execute
-/// `fault`.
+/// Whether a run with `settings` (whose `private:` roles are fencer's own servers, and whose
+/// `exec:` roles its own child processes) can execute `fault`.
 fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
     if !fault.aims_at_server() {
         return Ok(());
     }
     let target = fault.target();
+    #[cfg(feature = "exec")]
+    if settings
+        .server_url(target)
+        .is_some_and(|url| url.starts_with(crate::settings::EXEC_SCHEME))
+    {
+        return fencer_backends::exec::refusal(fault).map_or(Ok(()), Err);
+    }
     let private = settings.server_url(target).and_then(PrivateBackend::parse);
     let Some(Ok((backend, _))) = private else {
         return Err(format!(

@@ -128,14 +128,15 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
     text: &str,
     all: &[T],
 ) -> Result<BackendChoice<T>, String> {
-    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) {
+    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) || text.starts_with(EXEC_SCHEME) {
         Ok(BackendChoice::Url(text.to_string()))
     } else {
         parse_name(what, text, all)
             .map(BackendChoice::Sim)
             .map_err(|error| {
                 format!(
-                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {})",
+                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {}) \
+                     or exec:COMMAND",
                     crate::servers::PrivateBackend::URLS
                 )
             })
@@ -224,15 +225,19 @@ impl Default for Settings {
 /// The URL scheme of a server fencer starts itself (`private:redis`, `private:postgres`).
 pub const PRIVATE_SCHEME: &str = "private:";
 
+/// What names a lock service or store fencer runs as a child process (`exec:python3 x.py`).
+pub const EXEC_SCHEME: &str = "exec:";
+
 impl Settings {
-    /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL): the only
-    /// servers it may freeze, kill, put behind a faulty proxy or skew.
+    /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL, or an
+    /// `exec:` child): the only servers it may freeze, kill, put behind a faulty proxy or skew.
     pub fn private_servers(&self) -> Vec<String> {
         ["lock", "store"]
             .into_iter()
             .filter(|role| {
-                self.server_url(role)
-                    .is_some_and(|url| url.starts_with(PRIVATE_SCHEME))
+                self.server_url(role).is_some_and(|url| {
+                    url.starts_with(PRIVATE_SCHEME) || url.starts_with(EXEC_SCHEME)
+                })
             })
             .map(String::from)
             .collect()
@@ -458,6 +463,22 @@ mod tests {
             parse_choice("lock", "private:redis", &LockBackend::ALL),
             Ok(BackendChoice::Url("private:redis".into()))
         );
+        assert_eq!(
+            parse_choice("lock", "exec:python3 x.py", &LockBackend::ALL),
+            Ok(BackendChoice::Url("exec:python3 x.py".into()))
+        );
+    }
+
+    #[test]
+    fn exec_children_take_server_faults_like_private_servers() {
+        let settings = Settings {
+            nemesis: [FaultKind::ServerPause].into_iter().collect(),
+            lock_url: Some("exec:python3 x.py".into()),
+            store_url: Some("redis://127.0.0.1:6379".into()),
+            ..Settings::default()
+        };
+        assert_eq!(settings.private_servers(), ["lock"]);
+        assert!(settings.validate().is_ok());
     }
 
     #[test]
