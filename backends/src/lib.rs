@@ -1,6 +1,7 @@
 //! Backends fencer ships: the reference simulated lease service, the SQLite fenced store, and
 //! their deliberately broken variants ("mutants") that fencer must catch by itself; and, behind
-//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`, `zookeeper`).
+//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`, `zookeeper`) and for
+//! a lock service or store in any language run as a child process (`exec`).
 //!
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
@@ -12,6 +13,8 @@ pub mod etcd_conn;
 pub mod etcd_lock;
 #[cfg(feature = "etcd")]
 pub mod etcd_store;
+#[cfg(feature = "exec")]
+pub mod exec;
 #[cfg(any(feature = "redis", feature = "zookeeper"))]
 mod log_entry;
 #[cfg(any(feature = "redis", feature = "etcd", feature = "zookeeper"))]
@@ -53,6 +56,8 @@ pub use etcd_conn::EtcdConnection;
 pub use etcd_lock::{EtcdLock, EtcdLockRules};
 #[cfg(feature = "etcd")]
 pub use etcd_store::{EtcdStore, EtcdStoreRules};
+#[cfg(feature = "exec")]
+pub use exec::{ExecConnection, ExecLock, ExecStore};
 #[cfg(feature = "postgres")]
 pub use postgres_conn::PostgresConnection;
 #[cfg(feature = "postgres")]

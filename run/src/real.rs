@@ -21,6 +21,7 @@ use crate::RunError;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
 use crate::plan::{InvalidPlan, Plan};
 use crate::settings::Settings;
+use fencer_backends::registry::{EXEC_SCHEME, exec_refusal};
 use fencer_servers::PrivateBackend;
 
 /// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
@@ -55,13 +56,19 @@ pub fn check_servers_take_faults(plan: &Plan) -> Result<(), InvalidPlan> {
     Ok(())
 }
 
-/// Whether a run with `settings` (whose `private:` roles are fencer's own servers) can execute
-/// `fault`.
+/// Whether a run with `settings` (whose `private:` roles are fencer's own servers, and whose
+/// `exec:` roles its own child processes) can execute `fault`.
 fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
     if !fault.aims_at_server() {
         return Ok(());
     }
     let target = fault.target();
+    if settings
+        .server_url(target)
+        .is_some_and(|url| url.starts_with(EXEC_SCHEME))
+    {
+        return exec_refusal(fault).map_or(Ok(()), Err);
+    }
     let private = settings.server_url(target).and_then(PrivateBackend::parse);
     let Some(Ok((backend, _))) = private else {
         return Err(format!(

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use fencer_backends::registry::EXEC_SCHEME;
 pub use fencer_backends::registry::{LockBackend, StoreBackend};
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
@@ -59,14 +60,15 @@ pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
     text: &str,
     all: &[T],
 ) -> Result<BackendChoice<T>, String> {
-    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) {
+    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) || text.starts_with(EXEC_SCHEME) {
         Ok(BackendChoice::Url(text.to_string()))
     } else {
         parse_name(what, text, all)
             .map(BackendChoice::Sim)
             .map_err(|error| {
                 format!(
-                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {})",
+                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {}) \
+                     or exec:COMMAND",
                     fencer_servers::PrivateBackend::URLS
                 )
             })
@@ -175,14 +177,15 @@ impl Default for Settings {
 }
 
 impl Settings {
-    /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL): the only
-    /// servers it may freeze, kill, put behind a faulty proxy or skew.
+    /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL, or an
+    /// `exec:` child): the only servers it may freeze, kill, put behind a faulty proxy or skew.
     pub fn private_servers(&self) -> Vec<String> {
         ["lock", "store"]
             .into_iter()
             .filter(|role| {
-                self.server_url(role)
-                    .is_some_and(|url| url.starts_with(PRIVATE_SCHEME))
+                self.server_url(role).is_some_and(|url| {
+                    url.starts_with(PRIVATE_SCHEME) || url.starts_with(EXEC_SCHEME)
+                })
             })
             .map(String::from)
             .collect()
@@ -431,6 +434,22 @@ mod tests {
             parse_choice("lock", "private:redis", &LockBackend::ALL),
             Ok(BackendChoice::Url("private:redis".into()))
         );
+        assert_eq!(
+            parse_choice("lock", "exec:python3 x.py", &LockBackend::ALL),
+            Ok(BackendChoice::Url("exec:python3 x.py".into()))
+        );
+    }
+
+    #[test]
+    fn exec_children_take_server_faults_like_private_servers() {
+        let settings = Settings {
+            nemesis: [FaultKind::ServerPause].into_iter().collect(),
+            lock_url: Some("exec:python3 x.py".into()),
+            store_url: Some("redis://127.0.0.1:6379".into()),
+            ..Settings::default()
+        };
+        assert_eq!(settings.private_servers(), ["lock"]);
+        assert!(settings.validate().is_ok());
     }
 
     #[test]

@@ -264,14 +264,16 @@ struct SettingsArgs {
     /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant);
     /// or private:redis / private:postgres / private:etcd / private:zookeeper for a server
-    /// fencer starts itself. Default: sqlite.
+    /// fencer starts itself; or exec:COMMAND for a store fencer runs as its child
+    /// (docs/exec-protocol.md). Default: sqlite.
     #[arg(long, value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
     store: Option<BackendChoice<StoreBackend>>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
     /// Redis mutant); or private:redis / private:postgres / private:etcd / private:zookeeper
-    /// for a server fencer starts itself. Default: sim.
+    /// for a server fencer starts itself; or exec:COMMAND for a lock service fencer runs as
+    /// its child (docs/exec-protocol.md). Default: sim.
     #[arg(long, value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
     lock: Option<BackendChoice<LockBackend>>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.

@@ -117,8 +117,8 @@ pub fn run(
             if left_out > 0 {
                 println!(
                     "note: {left_out} faults aimed at servers left out (a server behind a plain \
-                     URL is not fencer's to pause, restart or skew, and a private etcd or \
-                     ZooKeeper takes no clock jumps)"
+                     URL is not fencer's to pause, restart or skew, a private etcd or \
+                     ZooKeeper takes no clock jumps, and an exec child only pauses and restarts)"
                 );
             }
             plan
@@ -139,6 +139,10 @@ pub fn run(
         .map_err(Failure::bad_input)?;
     let started_at = std::time::Instant::now();
     let names = RunNames::tagged(&unique_tag(plan.settings.seed));
+    // The servers fencer started, and the exec children it runs, take the plan's server faults.
+    let mut server_targets = started.targets();
+    server_targets.extend(lock.server().map(|server| ("lock".to_string(), server)));
+    server_targets.extend(store.server().map(|server| ("store".to_string(), server)));
     let history = runtime
         .block_on(async {
             tokio::select! {
@@ -151,7 +155,7 @@ pub fn run(
                     lock.adapter,
                     store.adapter,
                     names,
-                    started.targets(),
+                    server_targets,
                 ) => history,
             }
         })
@@ -183,8 +187,29 @@ pub fn run(
     println!(
         "run the same plan again: fencer run --plan {} --lock {} --store {}",
         dir.join("plan.json").display(),
-        redact_url(targets.lock_url),
-        redact_url(targets.store_url)
+        shell_word(&redact_url(targets.lock_url)),
+        shell_word(&redact_url(targets.store_url))
     );
     Ok(verdict.validity.exit_code())
+}
+
+/// `text` as one shell word: quoted when it holds spaces or quotes (an `exec:` command line).
+fn shell_word(text: &str) -> String {
+    if text.contains([' ', '\t', '\'', '"', '\\']) {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn commands_with_spaces_are_quoted_for_the_shell() {
+        assert_eq!(shell_word("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(shell_word("exec:python3 x.py"), "'exec:python3 x.py'");
+        assert_eq!(shell_word("exec:sh -c 'a'"), r"'exec:sh -c '\''a'\'''");
+    }
 }

@@ -7,14 +7,36 @@
 //! share, `sqlite://PATH`. A PostgreSQL URL may name the schema to work in with `?schema=NAME`
 //! (default `fencer`). Both parameters are removed before the URL reaches the client library.
 //! Every message shows URLs with their password hidden.
+//!
+//! `exec:COMMAND` is no URL: the rest is a command line fencer runs as a child speaking the exec
+//! protocol (docs/exec-protocol.md); a lock and a store naming the same command share one
+//! child, which is also a target of the plan's pauses and restarts ([`Connected::server`]).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use fencer_harness::{FencedStore, LockService};
+use fencer_nemesis::{Fault, ServerFaults};
 
 use crate::error::BackendError;
 use crate::url::{redact_url, scheme_of};
+
+/// What names a lock service or store fencer runs as a child process (`exec:python3 x.py`).
+pub const EXEC_SCHEME: &str = "exec:";
+
+/// Why an exec child cannot take `fault` (aimed at it), or `None` if it can.
+pub fn exec_refusal(fault: &Fault) -> Option<String> {
+    match fault {
+        Fault::ServerPause { .. } | Fault::Restart { .. } => None,
+        other => Some(format!(
+            "`{}` at {} ns aims at the {} exec child, which takes only server-pause and \
+             restart (its pipes have no proxy to fault, and its clock is the machine's)",
+            other.kind().name(),
+            other.at_ns(),
+            other.target()
+        )),
+    }
+}
 
 /// A lock service or store built from a URL, with what is needed to check it is reachable.
 pub struct Connected<T: ?Sized> {
@@ -23,6 +45,7 @@ pub struct Connected<T: ?Sized> {
     /// The URL as shown (password hidden).
     pub shown_url: String,
     probe: Option<Arc<dyn Probe>>,
+    server: Option<Arc<dyn ServerFaults>>,
 }
 
 impl<T: ?Sized> Connected<T> {
@@ -33,6 +56,12 @@ impl<T: ?Sized> Connected<T> {
             Some(probe) => probe.ping().await,
             None => Ok(()),
         }
+    }
+
+    /// The process behind the backend as a target of the plan's server faults, when fencer
+    /// runs it (an `exec:` child); `None` for a server fencer does not run.
+    pub fn server(&self) -> Option<Arc<dyn ServerFaults>> {
+        self.server.clone()
     }
 }
 
@@ -116,6 +145,7 @@ impl Target<'_> {
             adapter,
             shown_url: redact_url(self.url),
             probe,
+            server: None,
         }
     }
 }
@@ -173,6 +203,10 @@ fn scheme_for(url: &str) -> Option<&'static Scheme> {
 
 /// A lock service for `url`.
 pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, BackendError> {
+    #[cfg(feature = "exec")]
+    if let Some(command) = url.strip_prefix(EXEC_SCHEME) {
+        return exec::lock(command);
+    }
     let target = Target::parse(url);
     match scheme_for(&target.client_url).and_then(|scheme| scheme.lock) {
         Some(build) => build(&target),
@@ -184,6 +218,10 @@ pub fn lock_from_url(url: &str) -> Result<Connected<dyn LockService>, BackendErr
 
 /// A fenced store for `url`.
 pub fn store_from_url(url: &str) -> Result<Connected<dyn FencedStore>, BackendError> {
+    #[cfg(feature = "exec")]
+    if let Some(command) = url.strip_prefix(EXEC_SCHEME) {
+        return exec::store(command);
+    }
     let target = Target::parse(url);
     match scheme_for(&target.client_url).and_then(|scheme| scheme.store) {
         Some(build) => build(&target),
@@ -313,6 +351,48 @@ mod zookeeper {
     }
 }
 
+#[cfg(feature = "exec")]
+mod exec {
+    use super::*;
+    use crate::exec::{ExecConnection, ExecLock, ExecStore, Role};
+
+    /// Checks the child serves the role it was named for.
+    struct ServesRole(Arc<ExecConnection>, Role);
+
+    #[async_trait]
+    impl Probe for ServesRole {
+        async fn ping(&self) -> Result<(), BackendError> {
+            self.0.ping(self.1).await.map_err(BackendError::Unreachable)
+        }
+    }
+
+    fn connected<T: ?Sized>(
+        command: &str,
+        role: Role,
+        adapter: fn(Arc<ExecConnection>) -> Arc<T>,
+    ) -> Result<Connected<T>, BackendError> {
+        let connection = ExecConnection::shared(command).map_err(BackendError::BadUrl)?;
+        Ok(Connected {
+            adapter: adapter(Arc::clone(&connection)),
+            shown_url: connection.shown(),
+            probe: Some(Arc::new(ServesRole(Arc::clone(&connection), role))),
+            server: Some(connection),
+        })
+    }
+
+    pub(super) fn lock(command: &str) -> Result<Connected<dyn LockService>, BackendError> {
+        connected(command, Role::Lock, |connection| {
+            Arc::new(ExecLock::new(connection))
+        })
+    }
+
+    pub(super) fn store(command: &str) -> Result<Connected<dyn FencedStore>, BackendError> {
+        connected(command, Role::Store, |connection| {
+            Arc::new(ExecStore::new(connection))
+        })
+    }
+}
+
 fn sqlite_store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
     use crate::{SqliteStore, StoreRules};
     let rules = target.rules(
@@ -366,6 +446,7 @@ fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -
         .iter()
         .filter(|scheme| offers(scheme))
         .map(|scheme| format!("{}://", scheme.names[0]))
+        .chain(cfg!(feature = "exec").then(|| format!("{EXEC_SCHEME}COMMAND")))
         .collect();
     BackendError::BadUrl(format!(
         "unsupported {what} URL {}: expected one of {} (this build's backends)",
@@ -442,6 +523,32 @@ mod tests {
         assert!(
             error.starts_with("unsupported lock URL sqlite:///tmp/r.db"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn one_exec_command_is_one_child_for_lock_and_store_and_a_fault_target() {
+        let lock = lock_from_url("exec:python3  'my lock.py' ?variant=x").unwrap();
+        let store = store_from_url("exec:python3 'my lock.py' ?variant=x").unwrap();
+        assert_eq!(lock.shown_url, "exec:python3 my lock.py ?variant=x");
+        let child = |server: Option<Arc<dyn ServerFaults>>| {
+            let server = server.expect("an exec child takes server faults");
+            Arc::as_ptr(&server).cast::<()>()
+        };
+        assert_eq!(
+            child(lock.server()),
+            child(store.server()),
+            "one child serves both"
+        );
+        let other = store_from_url("exec:python3 other.py").unwrap();
+        assert_ne!(child(other.server()), child(lock.server()));
+        let error = lock_from_url("exec: ").err().unwrap().to_string();
+        assert!(error.contains("exec: needs a command"), "{error}");
+        assert!(
+            store_from_url("sqlite:///tmp/x.db")
+                .unwrap()
+                .server()
+                .is_none()
         );
     }
 

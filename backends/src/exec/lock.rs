@@ -1,0 +1,87 @@
+//! [`LockService`] over an exec child: each call is one request, each reply checked to be one
+//! its request allows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fencer_harness::{Acquired, CallError, LockService, Owned, OwnerToken};
+
+use super::connection::ExecConnection;
+use super::protocol::{Outcome, Request, Role, ttl_ms};
+
+/// The lock role of an exec child.
+pub struct ExecLock {
+    connection: Arc<ExecConnection>,
+}
+
+impl ExecLock {
+    /// The lock service the child of `connection` serves.
+    pub fn new(connection: Arc<ExecConnection>) -> ExecLock {
+        ExecLock { connection }
+    }
+
+    async fn owned(&self, request: Request<'_>) -> Result<Owned, CallError> {
+        let op = request.op();
+        let (answered, child) = self.connection.call(Role::Lock, &request).await?;
+        match answered.outcome {
+            Outcome::Done => Ok(Owned::Done),
+            Outcome::NotOwner => Ok(Owned::NotOwner),
+            other => Err(child.broke(super::mismatch(
+                op,
+                &other,
+                answered.line,
+                "done or not-owner",
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl LockService for ExecLock {
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Acquired, CallError> {
+        let request = Request::Acquire {
+            lock,
+            owner: owner.to_string(),
+            ttl_ms: ttl_ms(ttl),
+        };
+        let (answered, child) = self.connection.call(Role::Lock, &request).await?;
+        match answered.outcome {
+            Outcome::Granted { fencing_token } => Ok(Acquired::Granted { fencing_token }),
+            Outcome::Busy => Ok(Acquired::Busy),
+            other => Err(child.broke(super::mismatch(
+                request.op(),
+                &other,
+                answered.line,
+                "granted or busy",
+            ))),
+        }
+    }
+
+    async fn renew(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Owned, CallError> {
+        self.owned(Request::Renew {
+            lock,
+            owner: owner.to_string(),
+            ttl_ms: ttl_ms(ttl),
+        })
+        .await
+    }
+
+    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        self.owned(Request::Release {
+            lock,
+            owner: owner.to_string(),
+        })
+        .await
+    }
+}

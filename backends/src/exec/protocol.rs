@@ -1,0 +1,402 @@
+//! The exec protocol's messages (docs/exec-protocol.md): the requests fencer writes to a
+//! child's stdin and the replies it reads from the child's stdout, one JSON object per line.
+//!
+//! Only the shapes live here; which reply answers which request is checked by the caller that
+//! knows the request ([`super::ExecLock`], [`super::ExecStore`]).
+
+use std::time::Duration;
+
+use fencer_harness::{AppliedWrite, CallError, FencingToken};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The protocol version this fencer speaks.
+pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The optional call that hands over a store's applied writes.
+pub const APPLIED_LOG: &str = "applied-log";
+
+/// One request, without its `id` (see [`Request::line`]).
+#[derive(Debug, Serialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum Request<'a> {
+    /// The handshake: fencer's version.
+    Hello {
+        /// [`PROTOCOL_VERSION`].
+        protocol: u64,
+    },
+    /// Take the lease on `lock` if it is free.
+    Acquire {
+        /// The lock's name.
+        lock: &'a str,
+        /// The caller's owner token, 32 hex digits.
+        owner: String,
+        /// The lease's length, rounded up to whole milliseconds.
+        ttl_ms: u64,
+    },
+    /// Extend the caller's live lease.
+    Renew {
+        /// The lock's name.
+        lock: &'a str,
+        /// The caller's owner token.
+        owner: String,
+        /// The new length from now, rounded up to whole milliseconds.
+        ttl_ms: u64,
+    },
+    /// End the caller's lease.
+    Release {
+        /// The lock's name.
+        lock: &'a str,
+        /// The caller's owner token.
+        owner: String,
+    },
+    /// A fenced write.
+    Write {
+        /// The key written.
+        key: &'a str,
+        /// The writer's fencing token.
+        fencing_token: FencingToken,
+        /// The write's unique id.
+        write_id: &'a str,
+        /// The value.
+        value: &'a str,
+    },
+    /// Read a key.
+    Read {
+        /// The key read.
+        key: &'a str,
+    },
+    /// Every applied write, in store order.
+    AppliedLog,
+}
+
+/// A request with its id, as written on the wire.
+#[derive(Serialize)]
+struct Numbered<'a, 'r> {
+    id: u64,
+    #[serde(flatten)]
+    request: &'r Request<'a>,
+}
+
+impl Request<'_> {
+    /// The request as one line (newline included) carrying `id`.
+    pub fn line(&self, id: u64) -> String {
+        let mut line = serde_json::to_string(&Numbered { id, request: self })
+            .expect("a request of strings and integers always serialises");
+        line.push('\n');
+        line
+    }
+
+    /// The `op` name, for messages.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Hello { .. } => "hello",
+            Request::Acquire { .. } => "acquire",
+            Request::Renew { .. } => "renew",
+            Request::Release { .. } => "release",
+            Request::Write { .. } => "write",
+            Request::Read { .. } => "read",
+            Request::AppliedLog => APPLIED_LOG,
+        }
+    }
+}
+
+/// A lease length as the protocol carries it: whole milliseconds, rounded up (a lease longer
+/// than the worker believes is safe; a shorter one is not).
+pub fn ttl_ms(ttl: Duration) -> u64 {
+    u64::try_from(ttl.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
+}
+
+/// A successful reply's `result` and its fields.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum Outcome {
+    /// The handshake's answer.
+    Hello(Hello),
+    /// acquire: the lease is the caller's.
+    Granted {
+        /// Greater than every earlier grant's on the lock.
+        fencing_token: FencingToken,
+    },
+    /// acquire: someone holds a live lease.
+    Busy,
+    /// renew, release: applied.
+    Done,
+    /// renew, release: the caller does not hold the lease.
+    NotOwner,
+    /// write: applied.
+    Applied,
+    /// write: refused by the fence.
+    Rejected {
+        /// The newest token the store accepted for the key.
+        current_token: FencingToken,
+    },
+    /// read: the current value.
+    Value {
+        /// Token of the write that put it there (0 if none).
+        fencing_token: FencingToken,
+        /// Id of that write.
+        write_id: Option<String>,
+        /// The value.
+        value: Option<String>,
+    },
+    /// applied-log: every applied write.
+    AppliedLog {
+        /// In store order.
+        writes: Vec<LoggedWrite>,
+    },
+}
+
+impl Outcome {
+    /// The `result` name, for messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Outcome::Hello(_) => "hello",
+            Outcome::Granted { .. } => "granted",
+            Outcome::Busy => "busy",
+            Outcome::Done => "done",
+            Outcome::NotOwner => "not-owner",
+            Outcome::Applied => "applied",
+            Outcome::Rejected { .. } => "rejected",
+            Outcome::Value { .. } => "value",
+            Outcome::AppliedLog { .. } => APPLIED_LOG,
+        }
+    }
+}
+
+/// What a child says about itself in its hello.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Hello {
+    /// The version it speaks.
+    pub protocol: u64,
+    /// `lock`, `store` or both.
+    pub roles: Vec<Role>,
+    /// Optional calls it answers (`applied-log`, `lock-log`); names fencer does not know are
+    /// kept and ignored.
+    #[serde(default)]
+    pub offers: Vec<String>,
+}
+
+impl Hello {
+    /// Whether the child serves `role`.
+    pub fn serves(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+
+    /// Whether the child answers the optional call `op`.
+    pub fn offers(&self, op: &str) -> bool {
+        self.offers.iter().any(|offered| offered == op)
+    }
+}
+
+/// Which calls a child serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// acquire, renew, release.
+    Lock,
+    /// write, read.
+    Store,
+}
+
+impl Role {
+    /// The name used in the hello and in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Lock => "lock",
+            Role::Store => "store",
+        }
+    }
+}
+
+/// One entry of an applied log.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct LoggedWrite {
+    /// Store order, from 1.
+    pub seq: u64,
+    /// Key written.
+    pub key: String,
+    /// The write's token.
+    pub fencing_token: FencingToken,
+    /// The write's id.
+    pub write_id: String,
+}
+
+impl From<LoggedWrite> for AppliedWrite {
+    fn from(write: LoggedWrite) -> AppliedWrite {
+        AppliedWrite {
+            seq: write.seq,
+            key: write.key,
+            fencing_token: write.fencing_token,
+            write_id: write.write_id,
+        }
+    }
+}
+
+/// An error reply: the child's own verdict on the call's effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failed {
+    /// The call definitely had no effect.
+    NotApplied,
+    /// It may have had one.
+    Unknown,
+}
+
+/// One reply line, read: its id, and the outcome or the child's error (kind and message).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// The request it answers.
+    pub id: u64,
+    /// What the child said.
+    pub answer: Result<Outcome, CallError>,
+}
+
+/// Reads one reply line (without its newline). The error says what is wrong with it.
+pub fn parse_reply(line: &str) -> Result<Reply, String> {
+    let value: Value =
+        serde_json::from_str(line).map_err(|error| format!("not a JSON object: {error}"))?;
+    let Value::Object(fields) = &value else {
+        return Err("not a JSON object".into());
+    };
+    let id = fields
+        .get("id")
+        .ok_or("no `id`")?
+        .as_u64()
+        .ok_or("`id` is not a non-negative integer")?;
+    let answer = match (fields.get("result"), fields.get("error")) {
+        (Some(_), Some(_)) => return Err("both `result` and `error`".into()),
+        (None, None) => return Err("neither `result` nor `error`".into()),
+        (Some(_), None) => Ok(Outcome::deserialize(&value).map_err(|error| error.to_string())?),
+        (None, Some(kind)) => {
+            let kind = Failed::deserialize(kind).map_err(|_| {
+                format!("`error` is {kind}: expected \"not-applied\" or \"unknown\"")
+            })?;
+            let message = match fields.get("message") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(message)) => message.clone(),
+                Some(other) => return Err(format!("`message` is {other}: expected a string")),
+            };
+            Err(match kind {
+                Failed::NotApplied => CallError::NotApplied(message),
+                Failed::Unknown => CallError::Unknown(message),
+            })
+        }
+    };
+    Ok(Reply { id, answer })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_one_line_with_id_and_op() {
+        let acquire = Request::Acquire {
+            lock: "L",
+            owner: "00ab".into(),
+            ttl_ms: 300,
+        };
+        assert_eq!(
+            acquire.line(7),
+            "{\"id\":7,\"op\":\"acquire\",\"lock\":\"L\",\"owner\":\"00ab\",\"ttl_ms\":300}\n"
+        );
+        assert_eq!(
+            Request::AppliedLog.line(9),
+            "{\"id\":9,\"op\":\"applied-log\"}\n"
+        );
+        let write = Request::Write {
+            key: "k",
+            fencing_token: 3,
+            write_id: "w",
+            value: "a\nb",
+        };
+        let line = write.line(1);
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(line.contains("\"value\":\"a\\nb\""), "{line}");
+    }
+
+    #[test]
+    fn ttls_round_up_to_whole_milliseconds() {
+        assert_eq!(ttl_ms(Duration::from_millis(300)), 300);
+        assert_eq!(ttl_ms(Duration::from_micros(300_001)), 301);
+        assert_eq!(ttl_ms(Duration::from_nanos(1)), 1);
+    }
+
+    #[test]
+    fn replies_parse_with_their_fields() {
+        let parsed = |line: &str| parse_reply(line).unwrap();
+        assert_eq!(
+            parsed(r#"{"id":3,"result":"granted","fencing_token":5,"extra":true}"#),
+            Reply {
+                id: 3,
+                answer: Ok(Outcome::Granted { fencing_token: 5 })
+            }
+        );
+        assert_eq!(
+            parsed(r#"{"id":4,"result":"not-owner"}"#).answer,
+            Ok(Outcome::NotOwner)
+        );
+        assert_eq!(
+            parsed(r#"{"id":5,"result":"value","fencing_token":0,"write_id":null,"value":null}"#)
+                .answer,
+            Ok(Outcome::Value {
+                fencing_token: 0,
+                write_id: None,
+                value: None
+            })
+        );
+        assert_eq!(
+            parsed(r#"{"id":0,"result":"hello","protocol":1,"roles":["store"]}"#).answer,
+            Ok(Outcome::Hello(Hello {
+                protocol: 1,
+                roles: vec![Role::Store],
+                offers: vec![]
+            }))
+        );
+        assert_eq!(
+            parsed(r#"{"id":6,"error":"not-applied","message":"full"}"#).answer,
+            Err(CallError::NotApplied("full".into()))
+        );
+        assert_eq!(
+            parsed(r#"{"id":6,"error":"unknown"}"#).answer,
+            Err(CallError::Unknown(String::new()))
+        );
+        let log = parsed(
+            r#"{"id":8,"result":"applied-log","writes":[{"seq":1,"key":"k","fencing_token":2,"write_id":"w"}]}"#,
+        );
+        let Ok(Outcome::AppliedLog { writes }) = log.answer else {
+            panic!("{log:?}")
+        };
+        assert_eq!(
+            AppliedWrite::from(writes[0].clone()),
+            AppliedWrite {
+                seq: 1,
+                key: "k".into(),
+                fencing_token: 2,
+                write_id: "w".into()
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_replies_say_what_is_wrong() {
+        let error = |line: &str| parse_reply(line).unwrap_err();
+        assert!(error("hello there").starts_with("not a JSON object"));
+        assert_eq!(error("[1]"), "not a JSON object");
+        assert_eq!(error(r#"{"result":"busy"}"#), "no `id`");
+        assert_eq!(
+            error(r#"{"id":-1,"result":"busy"}"#),
+            "`id` is not a non-negative integer"
+        );
+        assert_eq!(error(r#"{"id":1}"#), "neither `result` nor `error`");
+        assert_eq!(
+            error(r#"{"id":1,"result":"busy","error":"unknown"}"#),
+            "both `result` and `error`"
+        );
+        assert!(error(r#"{"id":1,"result":"granted"}"#).contains("fencing_token"));
+        assert!(error(r#"{"id":1,"result":"granted","fencing_token":"5"}"#).contains("string"));
+        assert!(error(r#"{"id":1,"result":"maybe"}"#).contains("maybe"));
+        assert!(error(r#"{"id":1,"error":"oops"}"#).contains("expected \"not-applied\""));
+    }
+}
