@@ -41,6 +41,7 @@ mod overlapping_leases;
 mod search;
 mod stale_read;
 mod stale_write;
+pub mod story;
 mod superseded;
 #[cfg(test)]
 mod testkit;

@@ -1,8 +1,11 @@
-//! Times and owner tokens in plain words, shared by every place fencer explains a history
-//! (checker explanations, timelines, `fencer explain`), so one history reads the same in all.
+//! Events, times and owner tokens in plain words, shared by every place fencer explains a
+//! history (checker explanations, timelines and their tooltips, `fencer explain`), so one
+//! history reads the same in all.
 //!
 //! Times are printed from integer nanoseconds rounded to milliseconds, never through floats,
 //! so the same history gives the same words on every platform.
+
+use crate::event::{Event, EventType, Op};
 
 /// `12.504s`: seconds with three decimals, rounded to the nearest millisecond.
 pub fn secs(ns: u64) -> String {
@@ -28,6 +31,163 @@ pub fn short_owner(owner: &str) -> String {
     }
 }
 
+/// `26.813s (w2's clock 26.813s)`: the true time, and the acting node's own reading if known.
+/// A nemesis event's reading is its target's clock (after a jump, the new reading).
+pub fn both_clocks(event: &Event) -> String {
+    let node = match (event.kind, &event.target) {
+        (EventType::Nemesis, Some(target)) => target,
+        _ => &event.process,
+    };
+    match event.local_ns {
+        Some(local_ns) => format!(
+            "{} ({node}'s clock {})",
+            secs(event.time_ns),
+            secs_signed(local_ns)
+        ),
+        None => secs(event.time_ns),
+    }
+}
+
+/// A server's role in words: `the lock service`, `the store`.
+fn server_name(target: &str) -> &str {
+    match target {
+        "lock" => "the lock service",
+        "store" => "the store",
+        other => other,
+    }
+}
+
+fn opt<T: ToString>(value: &Option<T>) -> String {
+    value.as_ref().map_or("?".into(), T::to_string)
+}
+
+/// What `event` says happened, without its time: `w2 sent write w2-1 with token 6 to key k`.
+pub fn describe(event: &Event) -> String {
+    let who = &event.process;
+    let token = opt(&event.token);
+    let lock = opt(&event.lock);
+    let key = opt(&event.key);
+    let write = event
+        .write_id
+        .clone()
+        .or_else(|| event.value.clone())
+        .unwrap_or_else(|| "?".into());
+    // The value, when it says more than the write id (a user's own values, say).
+    let value = match (&event.value, &event.write_id) {
+        (Some(value), Some(id)) if value != id => format!(" (value {value:?})"),
+        (Some(value), None) => format!(" (value {value:?})"),
+        _ => String::new(),
+    };
+    let error = event
+        .error
+        .as_deref()
+        .map_or(String::new(), |error| format!(" ({error})"));
+    let target = opt(&event.target);
+    // A server fault's target as a reader knows it (`the lock service`, not `lock`).
+    let server = server_name(&target);
+    let duration = event
+        .duration_ns
+        .map_or(String::new(), |d| format!(" for {}", secs(d)));
+    match (event.kind, event.f) {
+        (EventType::Invoke, Op::Acquire) => format!("{who} asked for lock {lock}"),
+        (EventType::Invoke, Op::Renew) => format!("{who} asked to renew lock {lock}"),
+        (EventType::Invoke, Op::Release) => format!("{who} asked to release lock {lock}"),
+        (EventType::Invoke, Op::Write) => {
+            format!("{who} sent write {write}{value} with token {token} to key {key}")
+        }
+        (EventType::Invoke, Op::Read) => format!("{who} read key {key}"),
+        (EventType::Ok, Op::Acquire) => format!("{who} was granted lock {lock} with token {token}"),
+        (EventType::Ok, Op::Renew) => {
+            format!("{who} was told its renewal of lock {lock} succeeded")
+        }
+        (EventType::Ok, Op::Release) => format!("{who} was told lock {lock} was released"),
+        (EventType::Ok, Op::Write) => {
+            format!("{who} was told write {write} (token {token}) was accepted")
+        }
+        (EventType::Ok, Op::Read) => format!("{who} read {write} (token {token}) from key {key}"),
+        (EventType::Fail, Op::Write) => format!(
+            "{who} was told write {write} (token {token}) was rejected: the store held token {}",
+            opt(&event.current_token)
+        ),
+        (EventType::Fail, f) => format!("{who}'s {} failed{error}", f.name()),
+        (EventType::Info, f) => {
+            format!("{who}'s {} got no answer{error}: outcome unknown", f.name())
+        }
+        (EventType::Log, Op::Acquire) => format!(
+            "the lock service granted lock {lock} to owner {} with token {token}, expiring at lock clock {}",
+            short_owner(event.owner.as_deref().unwrap_or("?")),
+            event.expires_ns.map_or("?".into(), secs_signed)
+        ),
+        (EventType::Log, Op::Renew) => format!(
+            "the lock service renewed the lease of token {} on lock {lock} (asked by owner {}), now expiring at lock clock {}",
+            opt(&event.holder_token),
+            short_owner(event.owner.as_deref().unwrap_or("?")),
+            event.expires_ns.map_or("?".into(), secs_signed)
+        ),
+        (EventType::Log, Op::Release) => format!(
+            "the lock service released the lease of token {} on lock {lock} (asked by owner {})",
+            opt(&event.holder_token),
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
+        (EventType::Log, Op::Write) => format!(
+            "the store applied write {write}{value} with token {token} to key {key} (store order {})",
+            opt(&event.seq)
+        ),
+        (EventType::Log, f) => format!("the {who} logged {}", f.name()),
+        (EventType::Nemesis, Op::Pause) => format!("the nemesis paused {target}{duration}"),
+        (EventType::Nemesis, Op::Resume) => format!("{target} resumed"),
+        (EventType::Nemesis, Op::ClockJump) => format!(
+            "the nemesis jumped {target}'s clock by {}",
+            event.jump_ns.map_or("?".into(), secs_signed)
+        ),
+        (EventType::Nemesis, Op::ClockDrift) => format!(
+            "the nemesis made {target}'s clock drift {} ppm",
+            event.drift_ppm.map_or("?".into(), |ppm| format!("{ppm:+}"))
+        ),
+        (EventType::Nemesis, Op::DropRenew) => {
+            format!("the nemesis began dropping renew replies to {target}{duration}")
+        }
+        (EventType::Nemesis, Op::HealRenew) => format!("renew replies to {target} flow again"),
+        (EventType::Nemesis, Op::DelayWrite) => {
+            format!("the nemesis began holding writes from {target} in flight{duration}")
+        }
+        (EventType::Nemesis, Op::HealWrite) => format!("writes from {target} flow again"),
+        (EventType::Nemesis, Op::Restart) => {
+            format!("the nemesis restarted {server}{duration}")
+        }
+        (EventType::Nemesis, Op::Recover) => format!("{server} answers again"),
+        (EventType::Nemesis, Op::ServerPause) => {
+            format!("the nemesis froze {server} (SIGSTOP){duration}")
+        }
+        (EventType::Nemesis, Op::ServerResume) => {
+            format!("{server} runs again (SIGCONT)")
+        }
+        (EventType::Nemesis, Op::Partition) => {
+            format!("the nemesis cut {server} off the network{duration}")
+        }
+        (EventType::Nemesis, Op::HealPartition) => {
+            format!("{server} is reachable again")
+        }
+        (EventType::Nemesis, Op::DelayReplies) => format!(
+            "the nemesis began holding replies from {server} for {}{duration}",
+            event.delay_ns.map_or("?".into(), secs)
+        ),
+        (EventType::Nemesis, Op::HealDelayReplies) => {
+            format!("replies from {server} arrive promptly again")
+        }
+        (EventType::Nemesis, Op::DropReplies) => {
+            format!("the nemesis began losing replies from {server}{duration}")
+        }
+        (EventType::Nemesis, Op::HealDropReplies) => {
+            format!("replies from {server} flow again")
+        }
+        (EventType::Nemesis, Op::Cut) => {
+            format!("the nemesis closed every connection to {server}")
+        }
+        (kind, f) => format!("{who} {kind:?} {}", f.name()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,5 +203,40 @@ mod tests {
     fn owners_are_cut_to_eight_characters() {
         assert_eq!(short_owner("0123456789abcdef"), "01234567…");
         assert_eq!(short_owner("abc"), "abc");
+    }
+
+    #[test]
+    fn times_round_to_the_millisecond_and_keep_their_sign() {
+        assert_eq!(secs(12_504_500_000), "12.505s");
+        assert_eq!(secs_signed(-1_500_000_000), "-1.500s");
+        assert_eq!(secs_signed(-100), "0.000s");
+    }
+
+    #[test]
+    fn a_rejected_write_names_both_tokens_and_a_grant_its_lock_clock_expiry() {
+        let mut rejected = Event::new("w1", EventType::Fail, Op::Write);
+        rejected.token = Some(3);
+        rejected.current_token = Some(5);
+        rejected.write_id = Some("w1-7".into());
+        assert_eq!(
+            describe(&rejected),
+            "w1 was told write w1-7 (token 3) was rejected: the store held token 5"
+        );
+        let mut grant = Event::new("lock", EventType::Log, Op::Acquire);
+        grant.lock = Some("L".into());
+        grant.owner = Some("0123456789abcdef".into());
+        grant.token = Some(9);
+        grant.expires_ns = Some(10_000_000_000);
+        grant.local_ns = Some(2_000_000);
+        grant.time_ns = 1_000_000;
+        assert_eq!(
+            describe(&grant),
+            "the lock service granted lock L to owner 01234567… with token 9, expiring at lock clock 10.000s"
+        );
+        assert_eq!(both_clocks(&grant), "0.001s (lock's clock 0.002s)");
+        let mut jump = Event::new("nemesis", EventType::Nemesis, Op::ClockJump);
+        jump.target = Some("w3".into());
+        jump.local_ns = Some(-5_000_000_000);
+        assert_eq!(both_clocks(&jump), "0.000s (w3's clock -5.000s)");
     }
 }

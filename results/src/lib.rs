@@ -5,10 +5,9 @@
 //! (`timeline.html`, SVG plots). Run directories are written whole or not at all: files go into
 //! a hidden sibling directory that is renamed into place last, so a crash or a full disk never
 //! leaves a half-written run that `replay` would misread. Saved runs live in the run
-//! [`archive`]; [`serve`] lists and serves them; [`explain`] tells a verdict as a story.
+//! [`archive`]; [`serve`] lists and serves them.
 
 pub mod archive;
-pub mod explain;
 pub mod report;
 pub mod run_dir;
 pub mod save;

@@ -8,7 +8,7 @@ use fencer_harness::PackedHistory;
 
 use crate::{CheckOptions, Workload};
 
-use super::{Failure, Outcome, report};
+use super::{Failure, Outcome, summary};
 
 /// Reads `path`, checks it with the checkers for `workload` (else the one named by `run.json`
 /// beside the history, else `fenced-register`) and the rest of `options`, prints the verdict.
@@ -31,7 +31,7 @@ pub fn check(path: &Path, workload: Option<Workload>, options: CheckOptions) -> 
         if options.strict { ", strict" } else { "" }
     );
     let verdict = check_packed(&history, &options);
-    report::print_summary(&report::Shape::of_packed(&history), &verdict, 0.0);
+    summary::print_summary(&summary::Shape::of_packed(&history), &verdict, 0.0);
     Ok(verdict.validity.exit_code())
 }
 

@@ -32,7 +32,7 @@ pub fn explain(dir: &Path, all: bool) -> Outcome {
     let limit = if all { usize::MAX } else { TOLD_ANOMALIES };
     print!(
         "{}",
-        fencer_results::explain::explain(&history, &verdict, policy, limit)
+        fencer_checkers::story::tell(&history, &verdict, policy, limit)
     );
     Ok(verdict.validity.exit_code())
 }

@@ -11,10 +11,10 @@ mod mutants;
 mod progress;
 mod real_run;
 mod replay;
-mod report;
 mod run;
 mod serve;
 mod shrink;
+mod summary;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

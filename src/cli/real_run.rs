@@ -22,7 +22,7 @@ use fencer_run::real::{check_servers_take_faults, real_plan, unique_tag};
 use fencer_servers::PRIVATE_SCHEME;
 use fencer_servers::PrivateServer;
 
-use super::{Failure, Outcome, describe, report};
+use super::{Failure, Outcome, describe, summary};
 
 /// Where the lock service and store live.
 pub struct RealTargets<'a> {
@@ -163,8 +163,8 @@ pub fn run(
     drop(runtime);
     drop(started);
     let verdict = judge(&plan.settings, &history, false);
-    report::print_summary(
-        &report::Shape::of_history(&history),
+    summary::print_summary(
+        &summary::Shape::of_history(&history),
         &verdict,
         started_at.elapsed().as_secs_f64(),
     );

@@ -9,7 +9,7 @@ use fencer_run::checking::judge;
 
 use fencer_servers::PRIVATE_SCHEME;
 
-use super::{Failure, Outcome, real_run, report};
+use super::{Failure, Outcome, real_run, summary};
 
 /// Replays the run in `dir`.
 pub fn replay(dir: &Path) -> Outcome {
@@ -77,7 +77,7 @@ pub fn replay(dir: &Path) -> Outcome {
     }
     println!("identical: {} events", history.events.len());
     let verdict = judge(&plan.settings, &history, false);
-    report::print_summary(&report::Shape::of_history(&history), &verdict, 0.0);
+    summary::print_summary(&summary::Shape::of_history(&history), &verdict, 0.0);
     Ok(verdict.validity.exit_code())
 }
 

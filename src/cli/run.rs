@@ -6,7 +6,7 @@ use crate::{Plan, Settings, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 
-use super::{Failure, Outcome, describe, report};
+use super::{Failure, Outcome, describe, summary};
 
 /// Runs `settings`, writes the run directory (`out`, or a fresh one under `archive`);
 /// `strict` makes warnings fail the verdict.
@@ -47,7 +47,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Ou
     let history = simulate(plan).map_err(Failure::from)?;
     let verdict = judge(settings, &history, strict);
     let wall_s = started.elapsed().as_secs_f64();
-    report::print_summary(&report::Shape::of_history(&history), &verdict, wall_s);
+    summary::print_summary(&summary::Shape::of_history(&history), &verdict, wall_s);
     let finished = FinishedRun {
         command: "run",
         plan,

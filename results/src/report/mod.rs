@@ -12,7 +12,6 @@ pub mod model;
 pub mod plots;
 mod svg;
 pub mod timeline;
-pub mod words;
 
 use fencer_checkers::Verdict;
 use fencer_harness::History;

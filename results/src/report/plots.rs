@@ -13,7 +13,7 @@ use fencer_harness::{Event, EventType, Op};
 use super::escape;
 use super::model::Model;
 use super::svg::{op_colour, px};
-use super::words::secs;
+use fencer_harness::words::secs;
 
 /// The plot files a run directory holds, in the order [`render_plots`] returns them.
 pub const PLOT_FILES: [&str; 3] = ["latency.svg", "leases.svg", "clocks.svg"];

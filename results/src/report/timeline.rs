@@ -15,8 +15,8 @@ use fencer_harness::{Event, EventType, Op};
 use super::escape;
 use super::model::{LeaseEnd, Model};
 use super::svg::{ms, op_colour, px, token_colour};
-use super::words::{both_clocks, describe, secs};
 use super::{ReportAnomaly, ReportInput};
+use fencer_harness::words::{both_clocks, describe, secs};
 
 /// Histories with more client calls than this are drawn only around their anomalies (or, with
 /// none, from the start up to this many calls): a browser cannot pan a million SVG elements.
@@ -321,7 +321,11 @@ impl<'m, 'e> Drawing<'m, 'e> {
                 if lane == "nemesis" {
                     let text = match (fault.f, event.jump_ns, event.drift_ppm) {
                         (Op::ClockJump, Some(jump), _) => {
-                            format!("{} {}", fault.target, super::words::secs_signed(jump))
+                            format!(
+                                "{} {}",
+                                fault.target,
+                                fencer_harness::words::secs_signed(jump)
+                            )
                         }
                         (Op::ClockDrift, _, Some(ppm)) => format!("{} {ppm:+}ppm", fault.target),
                         (f, ..) => format!("{} {}", f.name(), fault.target),
@@ -393,7 +397,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
                 lease.lock,
                 lease.token,
                 lease.process.as_deref().unwrap_or("an unknown process"),
-                super::words::short_owner(&lease.owner),
+                fencer_harness::words::short_owner(&lease.owner),
                 secs(lease.start_ns),
                 lease.grant_index,
                 ended,

@@ -1,13 +1,13 @@
-//! `fencer explain`: a verdict told as a story. Each anomaly's evidence events are numbered in
+//! A verdict told as a story (`fencer explain`). Each anomaly's evidence events are numbered in
 //! history order with both clocks, followed by the defence that failed and the remedy.
 //!
 //! The event sentences are the same ones the timeline's tooltips use
-//! (`fencer_results::report::words`), so the page and the terminal tell one story.
+//! (`fencer_harness::words`), so the page and the terminal tell one story.
 
 use std::fmt::Write;
 
-use crate::report::words::{both_clocks, describe, secs};
-use fencer_checkers::{Anomaly, Verdict};
+use crate::{Anomaly, Verdict};
+use fencer_harness::words::{both_clocks, describe, secs};
 use fencer_harness::{Event, EventType, History, Op};
 
 /// Which defence an anomaly class defeats, and what fixes it.
@@ -104,12 +104,7 @@ fn what_failed(history: &History, anomaly: &Anomaly) -> String {
 }
 
 /// The story of every anomaly in `verdict` (at most `limit`), or why there is none.
-pub fn explain(
-    history: &History,
-    verdict: &Verdict,
-    on_renew_failure: &str,
-    limit: usize,
-) -> String {
+pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "verdict: {}", verdict.summary_line());
     if verdict.anomalies.is_empty() {
@@ -182,57 +177,4 @@ pub fn explain(
         );
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use fencer_checkers::check;
-    use fencer_run::settings::StoreBackend;
-    use fencer_run::{demo, simulate};
-
-    #[test]
-    fn the_demo_story_numbers_the_evidence_and_blames_fencing() {
-        let history = simulate(&demo::plan(StoreBackend::SqliteUnfenced)).unwrap();
-        let verdict = check(&history);
-        let story = explain(&history, &verdict, "stop", 5);
-        assert!(
-            story.starts_with("verdict: invalid: 1 stale-write-accepted\n"),
-            "{story}"
-        );
-        assert!(
-            story.contains("Anomaly 1 of 1: stale-write-accepted"),
-            "{story}"
-        );
-        assert!(story.contains("  1. "), "{story}");
-        assert!(
-            story.contains("the store applied write w0-0 (value \"late A result\") with token 1"),
-            "{story}"
-        );
-        assert!(story.contains("(w0's clock"), "{story}");
-        assert!(
-            story.contains(
-                "Defence that failed: fencing: the store accepted token 1 after it had accepted token 2."
-            ),
-            "{story}"
-        );
-        assert!(
-            story.contains("Remedy: check the fence inside the store's write"),
-            "{story}"
-        );
-        let steps = story
-            .lines()
-            .filter(|line| line.starts_with("  ") && line.contains(". "))
-            .count();
-        assert!(steps >= verdict.anomalies[0].events.len(), "{story}");
-    }
-
-    #[test]
-    fn a_valid_run_has_nothing_to_explain() {
-        let history = simulate(&demo::plan(StoreBackend::Sqlite)).unwrap();
-        let verdict = check(&history);
-        let story = explain(&history, &verdict, "stop", 5);
-        assert!(story.contains("No anomaly to explain"), "{story}");
-        assert!(!story.contains("Remedy"), "{story}");
-    }
 }
