@@ -1,6 +1,5 @@
 //! Checking throughput on big histories, JSONL parse included: read a history file, run every
-//! checker, on one core. Issue 3's budget: 1,000,000 events in 1 s (and 1 GB), 10,000,000 in
-//! 15 s.
+//! checker, on one core (the README's performance section has the figures and the budget).
 //!
 //! The histories are made by fencer itself, by the same command a reader would run:
 //! `fencer run --seed 1 --workers 50 --ops 28` (1,005,688 events; fenced-register, all faults,

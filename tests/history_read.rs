@@ -1,6 +1,6 @@
 //! Reading a stored history gives back exactly the history fencer recorded, so re-checking it
 //! gives the same verdict: the fast reader for fencer's own lines and serde's general reader
-//! (the only one before issue 3) agree event for event, on clean runs and on mutants' runs full
+//! agree event for event, on clean runs and on mutants' runs full
 //! of anomalies.
 
 use fencer::{
@@ -38,7 +38,7 @@ fn runs() -> Vec<Settings> {
     runs
 }
 
-/// The pre-issue-3 reader: serde on every line.
+/// The general reader: serde on every line.
 fn read_with_serde(jsonl: &[u8]) -> Vec<Event> {
     jsonl
         .split(|&byte| byte == b'\n')

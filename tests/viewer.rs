@@ -17,7 +17,7 @@ use fencer_workloads::RenewFailurePolicy;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
-/// The brief's failing mutant: unfenced store, pauses, workers that keep writing.
+/// A failing mutant: unfenced store, pauses, workers that keep writing.
 fn failing_mutant_plan() -> Plan {
     Plan::generate(&Settings {
         seed: 1,

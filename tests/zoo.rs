@@ -296,7 +296,7 @@ fn restart_loses_leases_and_only_the_volatile_counter_regresses_tokens() {
     );
 }
 
-/// Issue 3's false-alarm gate: the reference lock, store and worker show no anomaly over
+/// The false-alarm gate: the reference lock, store and worker show no anomaly over
 /// 10,000 seeds of every workload with every fault. Two threads; about 5 minutes in release.
 #[test]
 #[ignore = "long: run with cargo test --release -- --ignored"]

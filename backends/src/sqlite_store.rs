@@ -1,8 +1,8 @@
-//! The SQLite fenced store: a real database doing the check-and-write the articles describe.
+//! The SQLite fenced store: a real database doing the fence check and the write in one step.
 //!
 //! The fenced write is one statement, `UPDATE register SET … WHERE key=? AND fence<=?`; its
-//! rowcount is the verdict (0 = rejected, never "success"). Same-generation writes pass, as in
-//! the article: fencing orders holders, it does not deduplicate. Every applied write is also
+//! rowcount is the verdict (0 = rejected, never "success"). Same-generation writes pass:
+//! fencing orders holders, it does not deduplicate. Every applied write is also
 //! appended to an `applied` table in the same transaction, and to the history as a `log`
 //! event, so checkers see the store's true order even when replies were lost.
 

@@ -1,4 +1,4 @@
-//! The articles' experiment, scripted: TTL 10 s; A acquires and stalls 12 s between its last
+//! The stale-holder experiment, scripted: TTL 10 s; A acquires and stalls 12 s between its last
 //! lease check and its write; B acquires after the expiry and writes; A wakes, writes its stale
 //! result and releases. Run once against an unfenced store and once against the fenced one —
 //! the same schedule, only the store's check differs — and report what each run recorded.

@@ -1,4 +1,4 @@
-//! `fencer demo`: the articles' experiment, computed from two recorded runs.
+//! `fencer demo`: the stale-holder experiment, computed from two recorded runs.
 
 use std::path::Path;
 

@@ -105,7 +105,7 @@ enum Command {
         /// The run directory (e.g. runs/latest).
         dir: PathBuf,
     },
-    /// Reproduce the articles' experiment: a paused lease holder against unfenced and fenced
+    /// The stale-holder experiment: a paused lease holder against unfenced and fenced
     /// SQLite.
     Demo {
         /// Root of the run archive, where saved runs live.
