@@ -78,6 +78,7 @@
 mod cli;
 
 pub use async_trait::async_trait;
+pub use cli::Cli;
 /// fencer's own backends: the reference lease service and fenced SQLite store (useful as a
 /// stand-in for the half of a system a test does not cover), their mutants, real adapters.
 pub use fencer_backends as backends;
@@ -88,11 +89,12 @@ pub use fencer_harness::{
     OwnerToken, ReadValue, Written,
 };
 pub use fencer_nemesis::FaultKind;
-pub use fencer_run::settings::{LockBackend, StoreBackend};
-pub use fencer_run::{Plan, PlanError, RunError, Settings, simulate};
+pub use fencer_run::settings::{BackendName, LockBackend, StoreBackend};
+pub use fencer_run::{Backends, Plan, PlanError, RunError, Settings, Time, simulate};
 pub use fencer_workloads::RenewFailurePolicy;
 
-/// Runs the `fencer` command line on this process's arguments and returns its exit code.
+/// Runs the `fencer` command line, over fencer's own backends, on this process's arguments
+/// and returns its exit code ([`Cli`] adds a program's own backends).
 pub fn main() -> std::process::ExitCode {
     cli::main()
 }

@@ -335,8 +335,8 @@ fn plans_aim_only_pauses_and_restarts_at_an_exec_child() {
         ]
         .into_iter()
         .collect(),
-        lock_url: Some("exec:python3 lease_service.py".into()),
-        store_url: Some("exec:python3 lease_service.py".into()),
+        lock: "exec:python3 lease_service.py".into(),
+        store: "exec:python3 lease_service.py".into(),
         ..support::real_settings(3, 3, 5)
     };
     settings

@@ -39,11 +39,11 @@ fn reference_backend_shows_zero_anomalies_over_1000_seeds_with_all_faults() {
 #[test]
 fn unfenced_store_is_caught_and_the_stop_policy_reduces_stale_writes() {
     let seeds = 0..200u64;
-    let pauses = |seed, store, on_renew_failure| Settings {
+    let pauses = |seed, store: StoreBackend, on_renew_failure| Settings {
         seed,
         ops_per_worker: 10,
         nemesis: [FaultKind::Pause].into_iter().collect(),
-        store,
+        store: fencer::BackendName::from(store),
         on_renew_failure,
         ..Settings::default()
     };

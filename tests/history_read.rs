@@ -22,16 +22,16 @@ fn runs() -> Vec<Settings> {
         };
         runs.push(base.clone());
         runs.push(Settings {
-            lock: LockBackend::SimUnsafeRelease,
+            lock: LockBackend::SimUnsafeRelease.into(),
             ..base.clone()
         });
         runs.push(Settings {
-            store: StoreBackend::SqliteUnfenced,
+            store: StoreBackend::SqliteUnfenced.into(),
             ..base.clone()
         });
         runs.push(Settings {
             workload: Workload::LockCounter,
-            lock: LockBackend::SimVolatileCounter,
+            lock: LockBackend::SimVolatileCounter.into(),
             ..base
         });
     }

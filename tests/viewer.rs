@@ -22,7 +22,7 @@ fn failing_mutant_plan() -> Plan {
     Plan::generate(&Settings {
         seed: 1,
         ops_per_worker: 20,
-        store: StoreBackend::SqliteUnfenced,
+        store: StoreBackend::SqliteUnfenced.into(),
         nemesis: [FaultKind::Pause].into_iter().collect(),
         on_renew_failure: RenewFailurePolicy::Continue,
         ..Settings::default()

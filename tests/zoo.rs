@@ -188,7 +188,7 @@ fn scripted(settings: Settings, a: CyclePlan, b: CyclePlan, faults: Vec<Fault>) 
 fn late_update(store: StoreBackend) -> (Vec<String>, History) {
     let history = scripted(
         Settings {
-            store,
+            store: store.into(),
             ..Settings::default()
         },
         cycle(0.0, 1.0, 0.0, "A"),
@@ -249,7 +249,7 @@ fn delay_write_delivers_a_write_after_a_newer_one() {
 fn restart_run(lock: LockBackend) -> ((u64, u64, u64), History) {
     let history = scripted(
         Settings {
-            lock,
+            lock: lock.into(),
             workload: Workload::Mutex,
             ..Settings::default()
         },

@@ -28,10 +28,18 @@ use fencer_run::checking::judge;
 use fencer_workloads::RenewFailurePolicy;
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
-use fencer_run::drive::{RunNames, drive};
+use fencer_run::backends::Built;
+use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
-use fencer_run::real::{fit_to_servers, unique_tag};
+use fencer_run::real::unique_tag;
 use fencer_run::settings::Settings;
+use fencer_run::{Backends, Launch, LeftOut, Reach, Time};
+
+/// The name the user's lock service has in a harness's runs.
+pub const USER_LOCK: &str = "user-lock";
+
+/// The name the user's store has in a harness's runs.
+pub const USER_STORE: &str = "user-store";
 
 /// Environment variable that overrides the seed range (`7` or `3..9`): the replay command a
 /// failing report prints.
@@ -205,10 +213,41 @@ impl Harness {
         }
     }
 
-    /// The plan one seed runs: faults on the lock server's clock are left out, since a user's
-    /// backend keeps its own time.
+    /// The plan one seed runs, as generated (faults the backends cannot take are left out
+    /// when it runs, and reported).
     pub fn plan(&self, seed: u64) -> Plan {
-        fit_to_servers(Plan::generate(&self.settings(seed)))
+        Plan::generate(&self.settings(seed))
+    }
+
+    /// The user's lock service and store, registered under [`USER_LOCK`] and [`USER_STORE`],
+    /// in this harness's time.
+    fn backends(&self) -> Backends {
+        let time = match self.time {
+            TimeMode::Simulated => Time::Simulated,
+            TimeMode::Real => Time::Real,
+        };
+        let mut backends = Backends::new();
+        let lock = Arc::clone(&self.lock);
+        let store = Arc::clone(&self.store);
+        backends
+            .lock_built(
+                USER_LOCK,
+                time,
+                Reach::default(),
+                "the lock service under test",
+                move |_| Ok(Built::adapter(Arc::clone(&lock))),
+            )
+            .and_then(|backends| {
+                backends.store_built(
+                    USER_STORE,
+                    time,
+                    Reach::default(),
+                    "the store under test",
+                    move |_| Ok(Built::adapter(Arc::clone(&store))),
+                )
+            })
+            .expect("the user's names are free");
+        backends
     }
 
     /// Runs every seed (or those in `FENCER_SEEDS`) and checks each history.
@@ -221,51 +260,47 @@ impl Harness {
             name: self.name.clone(),
             runs: Vec::new(),
         };
-        // Real backends keep connections on the runtime that opened them, so real time uses one
-        // runtime for every seed; simulated time gets a fresh one per seed so a seed replays alone.
+        let backends = self.backends();
+        // Real backends may keep connections on the runtime that opened them, so real time
+        // uses one runtime for every seed; simulated time gets a fresh one per seed so a seed
+        // replays alone.
         let shared_real = match self.time {
-            TimeMode::Real => Some(real_runtime()),
+            TimeMode::Real => match real_runtime() {
+                Ok(runtime) => Some(runtime),
+                Err(error) => return Report::failed_to_start(&self.name, seeds.start, &error),
+            },
             TimeMode::Simulated => None,
         };
         for seed in seeds {
             let plan = self.plan(seed);
-            let outcome = match plan.check() {
-                Err(invalid) => Err(invalid.to_string()),
-                Ok(()) => {
-                    let names = match self.time {
-                        TimeMode::Simulated => RunNames::tagged(&format!("s{seed}")),
-                        TimeMode::Real => RunNames::tagged(&unique_tag(seed)),
-                    };
-                    let job = drive(
-                        Arc::new(plan.clone()),
-                        Arc::clone(&self.lock),
-                        Arc::clone(&self.store),
-                        names,
-                    );
-                    match &shared_real {
-                        Some(Ok(runtime)) => runtime.block_on(job),
-                        Some(Err(error)) => {
-                            return Report::failed_to_start(&self.name, seed, error);
-                        }
-                        None => simulation_runtime().block_on(job),
-                    }
-                    .map_err(|error| error.to_string())
-                }
+            let launch = Launch {
+                names: Some(match self.time {
+                    TimeMode::Simulated => RunNames::tagged(&format!("s{seed}")),
+                    TimeMode::Real => RunNames::tagged(&unique_tag(seed)),
+                }),
+                ..Launch::new(&backends)
+            };
+            let job = launch.drive(&plan);
+            let outcome = match &shared_real {
+                Some(runtime) => runtime.block_on(job),
+                None => simulation_runtime().block_on(job),
             };
             let run = match outcome {
-                Ok(history) => {
-                    let verdict = judge(&plan.settings, &history, false);
-                    let saved = self.save_if_failed(&plan, &history, &verdict);
+                Ok(launched) => {
+                    let verdict = judge(&launched.plan.settings, &launched.history, false);
+                    let saved = self.save_if_failed(&launched.plan, &launched.history, &verdict);
                     SeedRun {
                         seed,
-                        outcome: Ok((history, verdict)),
+                        outcome: Ok((launched.history, verdict)),
                         saved,
+                        left_out: launched.left_out,
                     }
                 }
-                Err(message) => SeedRun {
+                Err(error) => SeedRun {
                     seed,
-                    outcome: Err(message),
+                    outcome: Err(error.to_string()),
                     saved: None,
+                    left_out: Vec::new(),
                 },
             };
             report.runs.push(run);
@@ -314,6 +349,8 @@ pub struct SeedRun {
     pub outcome: Result<(History, Verdict), String>,
     /// Where the run was saved (failing runs only).
     pub saved: Option<PathBuf>,
+    /// Faults of the seed's plan the backends could not take, left out of its run.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// What a [`Harness::run`] found, seed by seed.
@@ -332,6 +369,7 @@ impl Report {
                 seed,
                 outcome: Err(format!("cannot start a tokio runtime: {error}")),
                 saved: None,
+                left_out: Vec::new(),
             }],
         }
     }

@@ -3,16 +3,20 @@
 //! non-determinism ([`divergence`]), shrinking a failing plan to a minimal one ([`shrink`]),
 //! the machine-readable summary shards are merged from ([`summary`]), JUnit ([`junit`]), the
 //! committed regressions folder ([`regressions`]), the hunt for the mutant zoo
-//! ([`mutants`]), and [`Harness`], the same gate driven from a user's `cargo test`.
+//! ([`mutants`]); [`session`] runs one whole gate with them, and [`Harness`] drives the same
+//! gate from a user's `cargo test`.
 
 pub mod divergence;
 pub mod harness;
 pub mod junit;
+pub mod minimize;
 pub mod mutants;
 pub mod regressions;
 pub mod runner;
 pub mod seeds;
+pub mod session;
 pub mod shrink;
 pub mod summary;
 
 pub use harness::{Harness, Report, SeedRun, TimeMode};
+pub use session::{GateConfig, GateError, Observer, run_gate};

@@ -179,8 +179,8 @@ impl Mutant {
             workload: self.workload,
             nemesis: self.nemesis.iter().copied().collect(),
             mean_fault_gap_ns: self.mean_fault_gap_ns,
-            lock: self.lock,
-            store: self.store,
+            lock: self.lock.into(),
+            store: self.store.into(),
             worker: self.worker,
             ..Settings::default()
         }
@@ -189,8 +189,8 @@ impl Mutant {
     /// The same scenario with the reference lock, store and worker: the control.
     pub fn healed(&self, seed: u64) -> Settings {
         Settings {
-            lock: LockBackend::Sim,
-            store: StoreBackend::Sqlite,
+            lock: LockBackend::Sim.into(),
+            store: StoreBackend::Sqlite.into(),
             worker: WorkerVariant::Reference,
             ..self.settings(seed)
         }

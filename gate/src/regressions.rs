@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use fencer_harness::history::sha256_hex;
 
 use fencer_run::plan::{Plan, PlanError};
-use fencer_run::settings::{Settings, name_of};
+use fencer_run::settings::Settings;
 
 /// A saved plan and the file it came from.
 #[derive(Clone, Debug)]
@@ -81,14 +81,29 @@ pub fn same_system(a: &Settings, b: &Settings) -> bool {
     a.workload == b.workload && a.worker == b.worker && a.lock == b.lock && a.store == b.store
 }
 
+/// `name` as part of a file name: letters, digits and `-` only (a URL or a command line
+/// becomes a readable slug), at most 40 characters.
+fn file_word(name: &str) -> String {
+    let slug: String = name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let slug = slug
+        .split('-')
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    slug.chars().take(40).collect()
+}
+
 /// Saves `plan` (failing with `class`) in `dir`, named after the class, backends, seed and
 /// content hash so the same plan is saved once. Returns the path; writes atomically.
 pub fn save(dir: &Path, plan: &Plan, class: &str) -> Result<PathBuf, RegressionError> {
     let bytes = plan.to_json();
     let name = format!(
         "{class}-{}-{}-seed{}-{}.json",
-        name_of(&plan.settings.lock),
-        name_of(&plan.settings.store),
+        file_word(plan.settings.lock.as_str()),
+        file_word(plan.settings.store.as_str()),
         plan.settings.seed,
         &sha256_hex(&bytes)[..12]
     );
@@ -127,7 +142,7 @@ mod tests {
         let mutant = Settings {
             seed: 4,
             ops_per_worker: 2,
-            store: StoreBackend::SqliteUnfenced,
+            store: StoreBackend::SqliteUnfenced.into(),
             ..Settings::default()
         };
         let plan = Plan::generate(&mutant);

@@ -17,12 +17,16 @@ use fencer_harness::History;
 
 use crate::divergence::{Divergence, first_divergence};
 use fencer_run::plan::Plan;
-use fencer_run::{RunError, simulate};
+use fencer_run::{Backends, Launch, Launched, RunError};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
 pub struct RunnerConfig {
-    /// Threads simulating at once (at least 1).
+    /// Where the plans' backend names resolve.
+    pub backends: Backends,
+    /// Warnings fail the verdict too.
+    pub strict: bool,
+    /// Threads running plans at once (at least 1).
     pub jobs: usize,
     /// Run everything even after a failure.
     pub keep_going: bool,
@@ -118,8 +122,7 @@ pub fn run_batch(
                     if index >= count || index > limit.load(Ordering::SeqCst) {
                         return;
                     }
-                    let plan = plan_for(index);
-                    let outcome = run_one(&plan, config.check_determinism);
+                    let (plan, outcome) = run_one(&plan_for(index), config);
                     if outcome.is_failure() && !config.keep_going {
                         limit.fetch_min(index, Ordering::SeqCst);
                     }
@@ -162,29 +165,35 @@ pub fn run_batch(
     })
 }
 
-/// Simulates and checks one plan (twice, comparing histories, when asked).
-pub fn run_one(plan: &Plan, check_determinism: bool) -> Outcome {
-    let history = match simulate(plan) {
-        Ok(history) => history,
-        Err(error) => return Outcome::Error(error),
+/// Runs and checks one plan (twice, comparing histories, when asked); returns the plan as it
+/// ran (without the faults its backends could not take) with what became of it.
+pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
+    let launch = Launch::new(&config.backends);
+    let launched = match launch.run(plan) {
+        Ok(launched) => launched,
+        Err(error) => return (plan.clone(), Outcome::Error(error)),
     };
-    if check_determinism {
-        let again = match simulate(plan) {
-            Ok(history) => history,
-            Err(error) => return Outcome::Error(error),
+    if config.check_determinism {
+        let again = match launch.run(plan) {
+            Ok(again) => again,
+            Err(error) => return (launched.plan, Outcome::Error(error)),
         };
-        if let Some(divergence) = first_divergence(&history, &again) {
-            return Outcome::Nondeterministic(divergence);
+        if let Some(divergence) = first_divergence(&launched.history, &again.history) {
+            return (launched.plan, Outcome::Nondeterministic(divergence));
         }
     }
-    let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
+    let Launched { plan, history, .. } = launched;
+    let verdict = fencer_run::checking::judge(&plan.settings, &history, config.strict);
     let events = history.events.len();
     let history = (verdict.validity == Validity::Invalid).then_some(history);
-    Outcome::Checked {
-        verdict,
-        events,
-        history,
-    }
+    (
+        plan,
+        Outcome::Checked {
+            verdict,
+            events,
+            history,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -197,7 +206,7 @@ mod tests {
         Plan::generate(&Settings {
             seed,
             ops_per_worker: 5,
-            store: StoreBackend::SqliteUnfenced,
+            store: StoreBackend::SqliteUnfenced.into(),
             on_renew_failure: RenewFailurePolicy::Continue,
             nemesis: [fencer_nemesis::FaultKind::Pause].into_iter().collect(),
             ..Settings::default()
@@ -206,6 +215,8 @@ mod tests {
 
     fn failing_indexes(jobs: usize, keep_going: bool) -> Vec<usize> {
         let config = RunnerConfig {
+            backends: Backends::new(),
+            strict: false,
             jobs,
             keep_going,
             deadline: None,
@@ -251,6 +262,8 @@ mod tests {
             5,
             &|index| mutant(index as u64),
             &RunnerConfig {
+                backends: Backends::new(),
+                strict: false,
                 jobs: 2,
                 keep_going: true,
                 deadline: None,

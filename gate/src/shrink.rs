@@ -17,7 +17,7 @@ use fencer_nemesis::Fault;
 use serde::{Deserialize, Serialize};
 
 use fencer_run::plan::Plan;
-use fencer_run::simulate;
+use fencer_run::{Backends, Launch};
 
 /// Bounds on one shrink.
 #[derive(Clone, Copy, Debug)]
@@ -79,12 +79,16 @@ pub struct Shrunk {
     pub stopped_by: Option<&'static str>,
 }
 
-/// The predicate a gate shrinks with: `plan` simulates, and its verdict has at least one
-/// anomaly of `class`.
-pub fn fails_with(class: AnomalyClass) -> impl FnMut(&Plan) -> bool {
+/// The predicate a gate shrinks with: `plan` runs on `backends`, and its verdict has at least
+/// one anomaly of `class` (warnings count under `strict`).
+pub fn fails_with(
+    class: AnomalyClass,
+    backends: &Backends,
+    strict: bool,
+) -> impl FnMut(&Plan) -> bool + '_ {
     move |plan| {
-        simulate(plan).is_ok_and(|history| {
-            fencer_run::checking::judge(&plan.settings, &history, false)
+        Launch::new(backends).run(plan).is_ok_and(|launched| {
+            fencer_run::checking::judge(&launched.plan.settings, &launched.history, strict)
                 .anomaly_counts
                 .contains_key(class.name())
         })

@@ -13,6 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::event::{Event, EventType, Op};
+
 /// Random per-acquisition identity of a lease holder; proves *who* holds a lease, not *when*.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct OwnerToken(pub u128);
@@ -97,6 +99,109 @@ pub struct AppliedWrite {
     pub write_id: String,
 }
 
+/// One change a lock service applied, in its own order: ground truth for checkers when replies
+/// were lost, and what `overlapping-leases` needs (no client ever learns another's expiry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockLogEntry {
+    /// Service order, from 1.
+    pub seq: u64,
+    /// The lock changed.
+    pub lock: String,
+    /// The service's clock when it applied the change (nanoseconds; any epoch, one per run).
+    pub at_ns: i64,
+    /// What changed.
+    pub change: LockChange,
+}
+
+/// What one lock-log entry records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockChange {
+    /// A lease was granted to `owner` under `fencing_token` until `expires_ns`.
+    Granted {
+        /// The new holder.
+        owner: OwnerToken,
+        /// Its fencing token.
+        fencing_token: FencingToken,
+        /// The TTL asked for.
+        ttl: Duration,
+        /// When the lease expires, on the service's clock.
+        expires_ns: i64,
+    },
+    /// `owner`'s renew extended the lease of `holder` (the same owner, unless the service is
+    /// broken) to `expires_ns`.
+    Renewed {
+        /// Who asked.
+        owner: OwnerToken,
+        /// Whose lease was extended.
+        holder: OwnerToken,
+        /// That lease's fencing token.
+        holder_token: FencingToken,
+        /// The TTL asked for.
+        ttl: Duration,
+        /// The new expiry, on the service's clock.
+        expires_ns: i64,
+    },
+    /// `owner`'s release ended the lease of `holder` (the same owner, unless broken).
+    Released {
+        /// Who asked.
+        owner: OwnerToken,
+        /// Whose lease ended.
+        holder: OwnerToken,
+        /// That lease's fencing token.
+        holder_token: FencingToken,
+    },
+}
+
+impl LockLogEntry {
+    /// The entry as the `lock` `log` event fencer's own simulated service records.
+    pub fn into_event(self) -> Event {
+        let mut event = Event {
+            lock: Some(self.lock),
+            local_ns: Some(self.at_ns),
+            seq: Some(self.seq),
+            ..Event::new("lock", EventType::Log, Op::Acquire)
+        };
+        match self.change {
+            LockChange::Granted {
+                owner,
+                fencing_token,
+                ttl,
+                expires_ns,
+            } => {
+                event.owner = Some(owner.to_string());
+                event.token = Some(fencing_token);
+                event.ttl_ns = Some(ttl.as_nanos() as u64);
+                event.expires_ns = Some(expires_ns);
+            }
+            LockChange::Renewed {
+                owner,
+                holder,
+                holder_token,
+                ttl,
+                expires_ns,
+            } => {
+                event.f = Op::Renew;
+                event.owner = Some(owner.to_string());
+                event.holder = Some(holder.to_string());
+                event.holder_token = Some(holder_token);
+                event.ttl_ns = Some(ttl.as_nanos() as u64);
+                event.expires_ns = Some(expires_ns);
+            }
+            LockChange::Released {
+                owner,
+                holder,
+                holder_token,
+            } => {
+                event.f = Op::Release;
+                event.owner = Some(owner.to_string());
+                event.holder = Some(holder.to_string());
+                event.holder_token = Some(holder_token);
+            }
+        }
+        event
+    }
+}
+
 /// A lease service: grants time-limited, owner-checked leases with fencing tokens.
 ///
 /// Contract (what checkers hold a backend to):
@@ -128,6 +233,13 @@ pub trait LockService: Send + Sync {
     -> Result<Owned, CallError>;
     /// Ends the caller's lease.
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError>;
+    /// Every change the service applied (grants, renewals, releases), in its own order, if it
+    /// can tell; called once, after the workers finished. Record each entry in the same atomic
+    /// step as the change it describes. `None` means "not offered": checkers then reason from
+    /// what clients were told.
+    async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
+        None
+    }
 }
 
 /// A store that protects a value with fencing tokens.

@@ -10,7 +10,7 @@ pub mod inject;
 pub mod schedule;
 pub mod server;
 
-pub use fault::{Fault, FaultKind};
+pub use fault::{Aims, Effect, Fault, FaultKind};
 pub use inject::{TargetError, Targets, inject, validate};
 pub use schedule::{ScheduleConfig, schedule};
 pub use server::{FaultFailed, ServerAction, ServerFaults};

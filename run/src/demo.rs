@@ -23,7 +23,7 @@ pub fn plan(store: StoreBackend) -> Plan {
         workers: 2,
         ops_per_worker: 1,
         nemesis: Default::default(),
-        store,
+        store: store.into(),
         ..Settings::default()
     };
     let a = CyclePlan {
@@ -150,7 +150,7 @@ mod tests {
         let unfenced = simulate(&calm).unwrap();
         assert_eq!(final_value(&unfenced), Some(B_VALUE));
         let mut unsafe_lock = plan(StoreBackend::Sqlite);
-        unsafe_lock.settings.lock = crate::settings::LockBackend::SimUnsafeRelease;
+        unsafe_lock.settings.lock = crate::settings::LockBackend::SimUnsafeRelease.into();
         let fenced = simulate(&unsafe_lock).unwrap();
         assert_eq!(b_lease(&fenced), BLease::TouchedByA);
     }

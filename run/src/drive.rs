@@ -10,9 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::{
-    AppliedWrite, Event, EventType, FencedStore, Freezable, History, LocalClock, LockClient,
-    LockService, Network, NodeClock, Op, Process, ProcessFaults, Recorder, StoreClient, Stream,
-    TrueClock, stream_rng,
+    FencedStore, Freezable, History, LocalClock, LockClient, LockService, Network, NodeClock,
+    Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, stream_rng,
 };
 use fencer_nemesis::{Fault, ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
@@ -32,6 +31,15 @@ pub struct RunNames {
 }
 
 impl RunNames {
+    /// The workload's view of `settings`, on these names.
+    pub fn config(&self, settings: &crate::Settings) -> RegisterConfig {
+        RegisterConfig {
+            lock: self.lock.clone(),
+            key: self.key.clone(),
+            ..settings.register_config()
+        }
+    }
+
     /// `fencer/<tag>/lock` and `fencer/<tag>/register`.
     pub fn tagged(tag: &str) -> RunNames {
         RunNames {
@@ -40,9 +48,6 @@ impl RunNames {
         }
     }
 }
-
-/// How long a store may take to hand over its applied log at the end of a run.
-const APPLIED_LOG_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs `plan` against `lock` and `store` on the current runtime and returns the history, with
 /// the store's applied log (for `names.key`) appended as `store` `log` events.
@@ -71,52 +76,92 @@ pub async fn drive_with_servers(
     names: RunNames,
     servers: ServerTargets,
 ) -> Result<History, RunError> {
-    let settings = &plan.settings;
     let truth = TrueClock::start();
     let recorder = Arc::new(Recorder::new(truth));
-    let network = Arc::new(Network::new(
-        settings.latency,
-        stream_rng(settings.seed, Stream::Latency, 0),
-        Duration::from_nanos(settings.call_timeout_ns),
-    ));
-    let config = RegisterConfig {
-        lock: names.lock.clone(),
-        key: names.key.clone(),
-        ..settings.register_config()
+    let config = names.config(&plan.settings);
+    let run = Run {
+        plan: &plan,
+        config: &config,
+        recorder: &recorder,
+        truth,
     };
-    let (workers, mut targets) =
-        spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
-    targets.real_servers = servers;
-    fencer_nemesis::validate(&plan.faults, &targets)?;
-    let (stop_nemesis, stopped) = oneshot::channel();
-    let nemesis = tokio::spawn(fencer_nemesis::inject(
-        plan.faults.clone(),
-        targets,
-        Arc::clone(&recorder),
-        stopped,
-    ));
-    let deadline = tokio::time::Instant::now() + run_budget(&plan);
-    let mut unfinished = Vec::new();
-    for (index, mut worker) in workers.into_iter().enumerate() {
-        match tokio::time::timeout_at(deadline, &mut worker).await {
-            Ok(joined) => joined
-                .map_err(|error| RunError::Internal(format!("worker w{index} failed: {error}")))?,
-            Err(_elapsed) => unfinished.push(worker),
-        }
-    }
-    // Past the deadline: cancel whatever still runs. Dropping a call records it as `info`.
-    for worker in unfinished {
-        worker.abort();
-        let _ = worker.await;
-    }
-    // Stopping the nemesis resumes a paused server and starts a killed one again, so the
-    // store can hand over its log.
-    let _ = stop_nemesis.send(());
-    nemesis
-        .await
-        .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
-    append_applied_log(&recorder, store.as_ref(), &names.key).await;
+    run.to_deadline(&lock, &store, |targets| targets.real_servers = servers)
+        .await?;
+    crate::launch::append_applied_log(&recorder, store.as_ref(), &names.key).await;
     Ok(recorder.take_history())
+}
+
+/// One run's plan, workload view and recording, for the drivers of both tiers.
+pub(crate) struct Run<'a> {
+    pub(crate) plan: &'a Arc<Plan>,
+    pub(crate) config: &'a RegisterConfig,
+    pub(crate) recorder: &'a Arc<Recorder>,
+    pub(crate) truth: TrueClock,
+}
+
+impl Run<'_> {
+    /// The simulated network between workers and backends, drawn from the plan's seed.
+    pub(crate) fn network(&self) -> Arc<Network> {
+        let settings = &self.plan.settings;
+        Arc::new(Network::new(
+            settings.latency,
+            stream_rng(settings.seed, Stream::Latency, 0),
+            Duration::from_nanos(settings.call_timeout_ns),
+        ))
+    }
+
+    /// Runs the workers and the nemesis until every worker is done or the run's time budget
+    /// is spent (then whatever still runs is cancelled and recorded as `info`), and stops the
+    /// nemesis, healing what it still holds. `reach` adds what the backends let the nemesis
+    /// reach (clocks, restarts, servers) to the workers' own targets.
+    pub(crate) async fn to_deadline(
+        &self,
+        lock: &Arc<dyn LockService>,
+        store: &Arc<dyn FencedStore>,
+        reach: impl FnOnce(&mut Targets),
+    ) -> Result<(), RunError> {
+        let network = self.network();
+        let (workers, mut targets) = spawn_workers(
+            self.plan,
+            self.config,
+            lock,
+            store,
+            self.recorder,
+            &network,
+            self.truth,
+        );
+        reach(&mut targets);
+        fencer_nemesis::validate(&self.plan.faults, &targets)?;
+        let (stop_nemesis, stopped) = oneshot::channel();
+        let nemesis = tokio::spawn(fencer_nemesis::inject(
+            self.plan.faults.clone(),
+            targets,
+            Arc::clone(self.recorder),
+            stopped,
+        ));
+        let deadline = tokio::time::Instant::now() + run_budget(self.plan);
+        let mut unfinished = Vec::new();
+        for (index, mut worker) in workers.into_iter().enumerate() {
+            match tokio::time::timeout_at(deadline, &mut worker).await {
+                Ok(joined) => joined.map_err(|error| {
+                    RunError::Internal(format!("worker w{index} failed: {error}"))
+                })?,
+                Err(_elapsed) => unfinished.push(worker),
+            }
+        }
+        // Past the deadline: cancel whatever still runs. Dropping a call records it as `info`.
+        for worker in unfinished {
+            worker.abort();
+            let _ = worker.await;
+        }
+        // Stopping the nemesis resumes a paused server and starts a killed one again, so the
+        // backends can hand over their logs.
+        let _ = stop_nemesis.send(());
+        nemesis
+            .await
+            .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
+        Ok(())
+    }
 }
 
 /// Spawns one task per worker of `plan` (each frozen with its own [`ProcessFaults`], calling
@@ -194,36 +239,4 @@ fn run_budget(plan: &Plan) -> Duration {
             .saturating_add(paused_ns)
             .saturating_add(10_000_000_000),
     )
-}
-
-/// Appends what the store says it applied to `key`, in its order, as `store` `log` events.
-/// Their `time_ns` is the end of the run (the recorder keeps time monotonic); `seq` carries
-/// the store's order.
-async fn append_applied_log(recorder: &Recorder, store: &dyn FencedStore, key: &str) {
-    let mut log = match tokio::time::timeout(APPLIED_LOG_TIMEOUT, store.applied_log()).await {
-        Ok(Some(log)) => log,
-        Ok(None) => return,
-        Err(_elapsed) => {
-            tracing::warn!("the store did not hand over its applied log in time");
-            return;
-        }
-    };
-    log.sort_by_key(|write| write.seq);
-    let mut seq = 0;
-    for AppliedWrite {
-        key: written_key,
-        fencing_token,
-        write_id,
-        ..
-    } in log.into_iter().filter(|write| write.key == key)
-    {
-        seq += 1;
-        recorder.record(Event {
-            key: Some(written_key),
-            token: Some(fencing_token),
-            write_id: Some(write_id),
-            seq: Some(seq),
-            ..Event::new("store", EventType::Log, Op::Write)
-        });
-    }
 }

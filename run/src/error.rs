@@ -1,5 +1,6 @@
 //! Why a run could not produce a history, in either tier.
 
+use fencer_backends::BackendError;
 use fencer_nemesis::{FaultFailed, TargetError};
 
 use crate::plan::InvalidPlan;
@@ -19,6 +20,9 @@ pub enum RunError {
     /// did not happen, so the run stops.
     #[error("{0}")]
     Fault(#[from] FaultFailed),
+    /// A backend cannot be built or does not answer: the message says what to fix.
+    #[error("{0}")]
+    Backend(#[from] BackendError),
     /// A component of fencer itself failed: a bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -27,6 +31,9 @@ pub enum RunError {
 impl RunError {
     /// True when the caller's input is at fault (a plan or settings to edit), not fencer.
     pub fn is_bad_input(&self) -> bool {
-        matches!(self, RunError::Plan(_) | RunError::Target(_))
+        matches!(
+            self,
+            RunError::Plan(_) | RunError::Target(_) | RunError::Backend(_)
+        )
     }
 }

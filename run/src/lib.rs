@@ -6,19 +6,25 @@
 //! [`real`] runs it in real time against real servers. Both tiers drive the same workers and
 //! the same nemesis ([`drive`]); [`checking`] picks the checkers a run's settings call for.
 
+pub mod backends;
 pub mod bench_real;
 pub mod checking;
 pub mod demo;
 pub mod drive;
 mod error;
+pub mod launch;
 pub mod plan;
 mod plan_locate;
+pub mod reach;
 pub mod real;
 pub mod settings;
 pub mod simulate;
 pub mod swarm;
 
+pub use backends::{BackendName, Backends, Time};
 pub use error::RunError;
+pub use launch::{Launch, Launched};
 pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};
+pub use reach::{LeftOut, Reach};
 pub use settings::{DurationError, Settings, SettingsError};
 pub use simulate::simulate;

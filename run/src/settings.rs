@@ -2,78 +2,14 @@
 
 use std::collections::BTreeSet;
 
-use fencer_backends::registry::EXEC_SCHEME;
 pub use fencer_backends::registry::{LockBackend, StoreBackend};
+
+pub use crate::backends::BackendName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
-use fencer_servers::PRIVATE_SCHEME;
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
 use serde::{Deserialize, Serialize};
-
-/// Parses a kebab-case name through the type's serde form, listing the valid names on error.
-pub fn parse_name<T: serde::de::DeserializeOwned + Serialize>(
-    what: &str,
-    text: &str,
-    all: &[T],
-) -> Result<T, String> {
-    serde_json::from_value(serde_json::Value::String(text.to_string())).map_err(|_| {
-        let names: Vec<String> = all.iter().map(|value| name_of(value)).collect();
-        format!(
-            "unknown {what} `{text}`: expected one of {}",
-            names.join(", ")
-        )
-    })
-}
-
-/// The kebab-case name of a value, from its serde form.
-pub fn name_of<T: Serialize>(value: &T) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(name)) => name,
-        other => format!("{other:?}"),
-    }
-}
-
-/// A backend as named on the command line: a simulated one by name, or a real server by URL
-/// (anything with `://`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BackendChoice<T> {
-    /// A simulated backend.
-    Sim(T),
-    /// A real server, e.g. `redis://127.0.0.1:6379` (may carry a password: never print it raw).
-    Url(String),
-}
-
-impl<T> BackendChoice<T> {
-    /// The server URL, for a real server.
-    pub fn url(&self) -> Option<&str> {
-        match self {
-            BackendChoice::Sim(_) => None,
-            BackendChoice::Url(url) => Some(url),
-        }
-    }
-}
-
-/// Parses a `--lock`/`--store` value: a URL, or one of `all`'s names.
-pub fn parse_choice<T: serde::de::DeserializeOwned + Serialize>(
-    what: &str,
-    text: &str,
-    all: &[T],
-) -> Result<BackendChoice<T>, String> {
-    if text.contains("://") || text.starts_with(PRIVATE_SCHEME) || text.starts_with(EXEC_SCHEME) {
-        Ok(BackendChoice::Url(text.to_string()))
-    } else {
-        parse_name(what, text, all)
-            .map(BackendChoice::Sim)
-            .map_err(|error| {
-                format!(
-                    "{error}, or a server URL (redis://…, postgres://…, etcd://…, zk://…, {}) \
-                     or exec:COMMAND",
-                    fencer_servers::PrivateBackend::URLS
-                )
-            })
-    }
-}
 
 /// A setting that cannot run, with the field it is about (so a plan file's error points at the
 /// line to edit) and what was expected.
@@ -120,10 +56,10 @@ pub struct Settings {
     pub nemesis: BTreeSet<FaultKind>,
     /// Mean gap between faults.
     pub mean_fault_gap_ns: u64,
-    /// Lock service.
-    pub lock: LockBackend,
-    /// Protected store.
-    pub store: StoreBackend,
+    /// Lock service, by name (a server's URL with its password hidden).
+    pub lock: BackendName,
+    /// Protected store, by name (a server's URL with its password hidden).
+    pub store: BackendName,
     /// What workers do when a renewal fails or is unanswered.
     pub on_renew_failure: RenewFailurePolicy,
     /// One-way network latency in the simulation.
@@ -133,13 +69,6 @@ pub struct Settings {
     /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
     #[serde(default)]
     pub worker: WorkerVariant,
-    /// Real tier: the lock server's URL with its password hidden (the real URL is never
-    /// saved); `lock` is then unused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lock_url: Option<String>,
-    /// Real tier: the store server's URL with its password hidden; `store` is then unused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_url: Option<String>,
 }
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -161,8 +90,8 @@ impl Default for Settings {
             renew_every_ns: 3 * SECOND_NS,
             nemesis: FaultKind::DEFAULT.into_iter().collect(),
             mean_fault_gap_ns: 10 * SECOND_NS,
-            lock: LockBackend::Sim,
-            store: StoreBackend::Sqlite,
+            lock: LockBackend::Sim.into(),
+            store: StoreBackend::Sqlite.into(),
             on_renew_failure: RenewFailurePolicy::Stop,
             latency: LatencyModel {
                 min_ns: MS_NS,
@@ -170,8 +99,6 @@ impl Default for Settings {
             },
             call_timeout_ns: SECOND_NS,
             worker: WorkerVariant::Reference,
-            lock_url: None,
-            store_url: None,
         }
     }
 }
@@ -180,22 +107,85 @@ impl Settings {
     /// Roles (`lock`, `store`) whose server fencer starts itself (a `private:` URL, or an
     /// `exec:` child): the only servers it may freeze, kill, put behind a faulty proxy or skew.
     pub fn private_servers(&self) -> Vec<String> {
-        ["lock", "store"]
+        [("lock", &self.lock), ("store", &self.store)]
             .into_iter()
-            .filter(|role| {
-                self.server_url(role).is_some_and(|url| {
-                    url.starts_with(PRIVATE_SCHEME) || url.starts_with(EXEC_SCHEME)
-                })
-            })
-            .map(String::from)
+            .filter(|(_, name)| name.is_fencers_own_server())
+            .map(|(role, _)| role.to_string())
             .collect()
     }
 
-    /// The URL given for a role's server (`lock`, `store`), if any.
-    pub fn server_url(&self, role: &str) -> Option<&str> {
+    /// These settings at `seed`, with the seed's own fault mix in swarm mode.
+    pub fn for_seed(&self, seed: u64, swarm: bool) -> Settings {
+        let settings = Settings {
+            seed,
+            ..self.clone()
+        };
+        if swarm {
+            crate::swarm::swarm_settings(&settings)
+        } else {
+            settings
+        }
+    }
+
+    /// One line describing the settings, for summaries.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, \
+             store {}, worker {}, on renew failure {}",
+            self.workload,
+            self.seed,
+            self.workers,
+            self.ops_per_worker,
+            format_duration(self.ttl_ns),
+            format_duration(self.renew_every_ns),
+            self.nemesis_list(),
+            self.lock,
+            self.store,
+            self.worker.name(),
+            self.on_renew_failure.name(),
+        )
+    }
+
+    /// The fault families as `--nemesis` takes them (`none` for none).
+    pub fn nemesis_list(&self) -> String {
+        if self.nemesis.is_empty() {
+            return "none".to_string();
+        }
+        let names: Vec<&str> = self.nemesis.iter().map(|kind| kind.name()).collect();
+        names.join(",")
+    }
+
+    /// The `run` command line (after the program's name) that reproduces seed `seed` of a
+    /// gate over these settings: every setting spelled out, so it does not depend on defaults.
+    pub fn run_command(&self, seed: u64, swarm: bool) -> String {
+        let mut command = format!(
+            "run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
+             --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} \
+             --on-renew-failure {} --call-timeout {}",
+            self.workload,
+            self.worker.name(),
+            self.workers,
+            self.ops_per_worker,
+            format_duration(self.ttl_ns),
+            format_duration(self.renew_every_ns),
+            self.nemesis_list(),
+            format_duration(self.mean_fault_gap_ns),
+            shell_word(self.store.as_str()),
+            shell_word(self.lock.as_str()),
+            self.on_renew_failure.name(),
+            format_duration(self.call_timeout_ns),
+        );
+        if swarm {
+            command.push_str(" --swarm");
+        }
+        command
+    }
+
+    /// The backend named for a role (`lock`, `store`).
+    pub fn backend(&self, role: &str) -> Option<&BackendName> {
         match role {
-            "lock" => self.lock_url.as_deref(),
-            "store" => self.store_url.as_deref(),
+            "lock" => Some(&self.lock),
+            "store" => Some(&self.store),
             _ => None,
         }
     }
@@ -321,6 +311,15 @@ pub fn parse_duration(text: &str) -> Result<u64, DurationError> {
     Ok(nanos.round() as u64)
 }
 
+/// `text` as one shell word: quoted when it holds spaces or quotes (an `exec:` command line).
+pub fn shell_word(text: &str) -> String {
+    if text.contains([' ', '\t', '\'', '"', '\\']) {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    } else {
+        text.to_string()
+    }
+}
+
 /// `10s`, `1.5s`, `250ms`: the shortest exact-ish human form, for messages and summaries.
 pub fn format_duration(ns: u64) -> String {
     if ns >= SECOND_NS && ns.is_multiple_of(SECOND_NS / 1_000) {
@@ -390,7 +389,7 @@ mod tests {
     fn server_faults_need_a_server_fencer_started() {
         let settings = Settings {
             nemesis: [FaultKind::Cut].into_iter().collect(),
-            lock_url: Some("redis://h:1".into()),
+            lock: "redis://h:1".into(),
             ..Settings::default()
         };
         let error = settings.validate().unwrap_err();
@@ -402,7 +401,7 @@ mod tests {
             "{error}"
         );
         let settings = Settings {
-            store_url: Some("private:postgres".into()),
+            store: "private:postgres".into(),
             ..settings
         };
         assert_eq!(settings.private_servers(), ["store"]);
@@ -410,59 +409,45 @@ mod tests {
     }
 
     #[test]
-    fn server_urls_are_optional_in_saved_settings() {
+    fn commands_with_spaces_are_quoted_for_the_shell() {
+        assert_eq!(shell_word("redis://h:1/0"), "redis://h:1/0");
+        assert_eq!(shell_word("exec:python3 x.py"), "'exec:python3 x.py'");
+        assert_eq!(shell_word("exec:sh -c 'a'"), r"'exec:sh -c '\''a'\'''");
+    }
+
+    #[test]
+    fn a_seeds_run_command_spells_out_every_setting() {
+        let settings = Settings {
+            lock: "exec:python3 lock.py".into(),
+            ..Settings::default()
+        };
+        assert_eq!(
+            settings.run_command(7, true),
+            "run --seed 7 --workload fenced-register --worker reference --workers 5 --ops 100 \
+             --ttl 10s --renew-every 3s --nemesis pause,skew,drop-renew,delay-write,restart \
+             --fault-gap 10s --store sqlite --lock 'exec:python3 lock.py' --on-renew-failure \
+             stop --call-timeout 1s --swarm"
+        );
+    }
+
+    #[test]
+    fn backends_are_saved_by_name() {
         let json = serde_json::to_value(Settings::default()).unwrap();
-        assert!(json.get("lock_url").is_none(), "absent unless set: {json}");
+        assert_eq!(json["lock"], "sim");
+        assert_eq!(json["store"], "sqlite");
         let back: Settings = serde_json::from_value(json).unwrap();
         assert_eq!(back, Settings::default());
-        assert_eq!(
-            parse_choice("lock", "redis://h:1", &LockBackend::ALL),
-            Ok(BackendChoice::Url("redis://h:1".into()))
-        );
-        assert_eq!(
-            parse_choice("lock", "sim", &LockBackend::ALL),
-            Ok(BackendChoice::Sim(LockBackend::Sim))
-        );
-        assert!(
-            parse_choice("lock", "etcd", &LockBackend::ALL)
-                .unwrap_err()
-                .contains(
-                    "or a server URL (redis://…, postgres://…, etcd://…, zk://…, private:redis"
-                )
-        );
-        assert_eq!(
-            parse_choice("lock", "private:redis", &LockBackend::ALL),
-            Ok(BackendChoice::Url("private:redis".into()))
-        );
-        assert_eq!(
-            parse_choice("lock", "exec:python3 x.py", &LockBackend::ALL),
-            Ok(BackendChoice::Url("exec:python3 x.py".into()))
-        );
     }
 
     #[test]
     fn exec_children_take_server_faults_like_private_servers() {
         let settings = Settings {
             nemesis: [FaultKind::ServerPause].into_iter().collect(),
-            lock_url: Some("exec:python3 x.py".into()),
-            store_url: Some("redis://127.0.0.1:6379".into()),
+            lock: "exec:python3 x.py".into(),
+            store: "redis://127.0.0.1:6379".into(),
             ..Settings::default()
         };
         assert_eq!(settings.private_servers(), ["lock"]);
         assert!(settings.validate().is_ok());
-    }
-
-    #[test]
-    fn backend_names_parse_and_list_alternatives() {
-        assert_eq!(
-            parse_name("store", "sqlite-unfenced", &StoreBackend::ALL),
-            Ok(StoreBackend::SqliteUnfenced)
-        );
-        let error = parse_name("store", "mysql", &StoreBackend::ALL).unwrap_err();
-        assert_eq!(
-            error,
-            "unknown store `mysql`: expected one of sqlite, sqlite-unfenced, sqlite-check-then-write"
-        );
-        assert_eq!(name_of(&LockBackend::SimClockTokens), "sim-clock-tokens");
     }
 }

@@ -1,4 +1,8 @@
-//! Argument parsing and dispatch; each subcommand lives in its own module.
+//! The `fencer` command line, also as a library: a user's program registers its own lock
+//! services and stores ([`Cli::lock`], [`Cli::store`]) and hands over to every command —
+//! `run`, `replay`, `gate`, `shrink`, `check`, `explain`, `serve`, `merge` — with those names
+//! beside fencer's own. Argument parsing and dispatch live here; each subcommand in its own
+//! module.
 
 mod bench;
 mod bench_real;
@@ -9,24 +13,22 @@ mod gate;
 mod merge;
 mod mutants;
 mod progress;
-mod real_run;
 mod replay;
 mod run;
 mod serve;
 mod shrink;
 mod summary;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::CheckOptions;
-use clap::{Args, Parser, Subcommand};
-use fencer_harness::Workload;
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use fencer_harness::{FencedStore, LockService, Workload};
 use fencer_nemesis::FaultKind;
-use fencer_run::settings::{
-    BackendChoice, LockBackend, Settings, StoreBackend, format_duration, parse_choice,
-    parse_duration,
-};
+use fencer_run::settings::{Settings, parse_duration};
+use fencer_run::{Backends, Time};
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
 
 /// How a command ended, as Jepsen's exit codes.
@@ -75,6 +77,12 @@ impl From<crate::RunError> for Failure {
 /// What a command returns: the verdict's exit code, or a failure.
 pub type Outcome = Result<u8, Failure>;
 
+/// The lock service unless `--lock` names one.
+const DEFAULT_LOCK: &str = "sim";
+
+/// The store unless `--store` names one.
+const DEFAULT_STORE: &str = "sqlite";
+
 /// Where saved runs go unless `--archive` says otherwise.
 pub const DEFAULT_ARCHIVE: &str = "runs";
 
@@ -91,7 +99,7 @@ pub const EXIT_INTERNAL: u8 = 255;
     after_help = "Exit codes: 0 valid, 1 invalid (anomaly found), 2 unknown, 254 bad arguments \
                   or input, 255 internal error."
 )]
-struct Cli {
+struct CliArgs {
     #[command(subcommand)]
     command: Command,
 }
@@ -101,10 +109,7 @@ enum Command {
     /// Run one seeded simulation, check it, and save the run directory.
     Run(RunArgs),
     /// Re-run a saved run from its plan and check the history is byte-identical.
-    Replay {
-        /// The run directory (e.g. runs/latest).
-        dir: PathBuf,
-    },
+    Replay(replay::ReplayArgs),
     /// The stale-holder experiment: a paused lease holder against unfenced and fenced
     /// SQLite.
     Demo {
@@ -190,7 +195,7 @@ enum Command {
 }
 
 /// `fencer run`'s flags; every default is the embedded default of [`Settings`].
-#[derive(Args, Debug)]
+#[derive(Parser, Debug)]
 struct RunArgs {
     /// Seed every random choice derives from.
     #[arg(long, default_value_t = 0)]
@@ -210,6 +215,16 @@ struct RunArgs {
     /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
     #[arg(long)]
     strict: bool,
+}
+
+impl RunArgs {
+    /// `run --plan PLAN --archive ARCHIVE`: running a saved plan again as it was.
+    fn replaying(plan: PathBuf, archive: PathBuf) -> RunArgs {
+        let mut args = RunArgs::try_parse_from(["run"]).expect("no flags parse");
+        args.plan = Some(plan);
+        args.archive = archive;
+        args
+    }
 }
 
 /// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
@@ -265,17 +280,18 @@ struct SettingsArgs {
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant);
     /// or private:redis / private:postgres / private:etcd / private:zookeeper for a server
     /// fencer starts itself; or exec:COMMAND for a store fencer runs as its child
-    /// (docs/exec-protocol.md). Default: sqlite.
-    #[arg(long, value_parser = |s: &str| parse_choice("store", s, &StoreBackend::ALL))]
-    store: Option<BackendChoice<StoreBackend>>,
+    /// (docs/exec-protocol.md); or a store this program registered (listed below).
+    #[arg(long)]
+    store: Option<String>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
     /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
     /// Redis mutant); or private:redis / private:postgres / private:etcd / private:zookeeper
     /// for a server fencer starts itself; or exec:COMMAND for a lock service fencer runs as
-    /// its child (docs/exec-protocol.md). Default: sim.
-    #[arg(long, value_parser = |s: &str| parse_choice("lock", s, &LockBackend::ALL))]
-    lock: Option<BackendChoice<LockBackend>>,
+    /// its child (docs/exec-protocol.md); or a lock service this program registered (listed
+    /// below).
+    #[arg(long)]
+    lock: Option<String>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
     #[arg(long, default_value = "stop", value_parser = |s: &str| s.parse::<RenewFailurePolicy>())]
     on_renew_failure: RenewFailurePolicy,
@@ -325,33 +341,12 @@ impl NemesisList {
 }
 
 impl SettingsArgs {
-    /// Refuses server URLs where only the simulation tier is meant (e.g. `gate`), instead of
-    /// silently simulating the default backends.
-    fn simulated_only(&self, command: &str) -> Result<(), Failure> {
-        if matches!(self.lock, Some(BackendChoice::Url(_)))
-            || matches!(self.store, Some(BackendChoice::Url(_)))
-        {
-            return Err(Failure::BadInput(format!(
-                "{command} runs the simulation tier: --lock and --store take simulated backend                  names here (real servers: fencer run --lock URL --store URL)"
-            )));
-        }
-        Ok(())
-    }
-
-    /// True when the lock or the store is a server fencer starts itself.
-    fn private(&self) -> bool {
-        [
-            self.lock.as_ref().map(BackendChoice::url),
-            self.store.as_ref().map(BackendChoice::url),
-        ]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|url| url.starts_with(fencer_servers::PRIVATE_SCHEME))
-    }
-
-    /// The settings before any seed is applied (`seed` 0, no swarm draw).
-    fn base(&self) -> Settings {
+    /// The settings before any seed is applied (`seed` 0, no swarm draw). A server URL is
+    /// saved with its password hidden; `backends` learns the real one behind that name.
+    fn base(&self, backends: &mut Backends) -> Settings {
+        let lock = backends.reveal(self.lock.as_deref().unwrap_or(DEFAULT_LOCK));
+        let store = backends.reveal(self.store.as_deref().unwrap_or(DEFAULT_STORE));
+        let private = lock.is_fencers_own_server() || store.is_fencers_own_server();
         Settings {
             seed: 0,
             workload: self.workload,
@@ -360,126 +355,198 @@ impl SettingsArgs {
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
             renew_every_ns: self.renew_every,
-            nemesis: self.nemesis.kinds(self.private()).into_iter().collect(),
+            nemesis: self.nemesis.kinds(private).into_iter().collect(),
             mean_fault_gap_ns: self.fault_gap,
-            lock: match self.lock {
-                Some(BackendChoice::Sim(lock)) => lock,
-                Some(BackendChoice::Url(_)) | None => LockBackend::Sim,
-            },
-            store: match self.store {
-                Some(BackendChoice::Sim(store)) => store,
-                Some(BackendChoice::Url(_)) | None => StoreBackend::Sqlite,
-            },
+            lock,
+            store,
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
             ..Settings::default()
         }
     }
-}
 
-/// The settings of seed `seed`: `base` with the seed, and with the seed's fault mix in swarm
-/// mode.
-fn settings_for_seed(base: &Settings, seed: u64, swarm: bool) -> Settings {
-    let settings = Settings {
-        seed,
-        ..base.clone()
-    };
-    if swarm {
-        fencer_run::swarm::swarm_settings(&settings)
-    } else {
-        settings
+    /// True when `--lock` or `--store` was given (next to `--plan`, where they say which
+    /// backends the plan runs against this time).
+    fn names_given(&self) -> bool {
+        self.lock.is_some() || self.store.is_some()
     }
 }
 
-/// The `fencer run` command line that reproduces seed `seed` of a gate over `base`: every
-/// setting spelled out, so it does not depend on defaults.
-fn run_command(base: &Settings, seed: u64, swarm: bool) -> String {
-    let nemesis: Vec<&str> = base.nemesis.iter().map(|kind| kind.name()).collect();
-    let mut command = format!(
-        "fencer run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
-         --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} --on-renew-failure {} \
-         --call-timeout {}",
-        base.workload,
-        base.worker.name(),
-        base.workers,
-        base.ops_per_worker,
-        format_duration(base.ttl_ns),
-        format_duration(base.renew_every_ns),
-        if nemesis.is_empty() {
-            "none".to_string()
-        } else {
-            nemesis.join(",")
-        },
-        format_duration(base.mean_fault_gap_ns),
-        fencer_run::settings::name_of(&base.store),
-        fencer_run::settings::name_of(&base.lock),
-        base.on_renew_failure.name(),
-        format_duration(base.call_timeout_ns),
-    );
-    if swarm {
-        command.push_str(" --swarm");
-    }
-    command
+/// What every command runs with: the backends names resolve to, and how the program that runs
+/// fencer is called (for the commands it prints).
+pub(crate) struct Context {
+    backends: Backends,
+    program: String,
 }
 
-/// `fencer run`: the simulation tier for backend names, the real tier for server URLs, a
-/// saved or hand-written plan with `--plan`.
-fn run_dispatch(args: &RunArgs) -> Outcome {
-    let settings = || settings_for_seed(&args.settings.base(), args.seed, args.settings.swarm);
-    match (&args.settings.lock, &args.settings.store) {
-        (Some(BackendChoice::Url(lock_url)), Some(BackendChoice::Url(store_url))) => real_run::run(
-            &settings(),
-            &real_run::RealTargets {
-                lock_url,
-                store_url,
-            },
-            args.plan.as_deref(),
-            args.out.as_deref(),
-            &args.archive,
-        ),
-        (None | Some(BackendChoice::Sim(_)), None | Some(BackendChoice::Sim(_))) => {
-            match &args.plan {
-                Some(_) if args.settings.lock.is_some() || args.settings.store.is_some() => {
-                    Err(Failure::BadInput(
-                        "--plan carries its own lock and store: next to it, --lock and --store \
-                         take server URLs only"
-                            .into(),
-                    ))
-                }
-                Some(path) => {
-                    run::run_plan_file(path, args.out.as_deref(), &args.archive, args.strict)
-                }
-                None => run::run(&settings(), args.out.as_deref(), &args.archive, args.strict),
+/// fencer's command line over fencer's own backends and those a program registers.
+///
+/// ```no_run
+/// use fencer::{Cli, Time};
+/// # #[derive(Default)] struct MyLock;
+/// # #[fencer::async_trait] impl fencer::LockService for MyLock {
+/// #     async fn acquire(&self, _: &str, _: fencer::OwnerToken, _: std::time::Duration) -> Result<fencer::Acquired, fencer::CallError> { Ok(fencer::Acquired::Busy) }
+/// #     async fn renew(&self, _: &str, _: fencer::OwnerToken, _: std::time::Duration) -> Result<fencer::Owned, fencer::CallError> { Ok(fencer::Owned::NotOwner) }
+/// #     async fn release(&self, _: &str, _: fencer::OwnerToken) -> Result<fencer::Owned, fencer::CallError> { Ok(fencer::Owned::NotOwner) }
+/// # }
+/// fn main() -> std::process::ExitCode {
+///     Cli::new()
+///         .lock("my-lock", Time::Simulated, "my lease service, in memory", MyLock::default)
+///         .main()
+/// }
+/// ```
+///
+/// Then `my-program gate --lock my-lock --store sqlite --seeds 0..1000` runs the gate on it.
+pub struct Cli {
+    backends: Backends,
+    program: Option<String>,
+}
+
+impl Default for Cli {
+    fn default() -> Cli {
+        Cli::new()
+    }
+}
+
+impl Cli {
+    /// The command line over fencer's own backends.
+    pub fn new() -> Cli {
+        Cli {
+            backends: Backends::new(),
+            program: None,
+        }
+    }
+
+    /// Registers a lock service under `name` (`--lock NAME`), built afresh for every run by
+    /// `factory`. `time` says whether it runs in simulated time (it measures time only with
+    /// `tokio::time`) or real time (it talks to a server). Panics on a name fencer's own
+    /// backends use: a program's setup is not input to recover from.
+    pub fn lock<L, F>(mut self, name: &str, time: Time, about: &str, factory: F) -> Cli
+    where
+        L: LockService + 'static,
+        F: Fn() -> L + Send + Sync + 'static,
+    {
+        if let Err(error) = self.backends.lock(name, time, about, factory) {
+            panic!("{error}");
+        }
+        self
+    }
+
+    /// Registers a fenced store under `name` (`--store NAME`), as [`Cli::lock`].
+    pub fn store<S, F>(mut self, name: &str, time: Time, about: &str, factory: F) -> Cli
+    where
+        S: FencedStore + 'static,
+        F: Fn() -> S + Send + Sync + 'static,
+    {
+        if let Err(error) = self.backends.store(name, time, about, factory) {
+            panic!("{error}");
+        }
+        self
+    }
+
+    /// Uses `backends` (registered by hand, e.g. with what fencer may do to them) instead.
+    pub fn backends(mut self, backends: Backends) -> Cli {
+        self.backends = backends;
+        self
+    }
+
+    /// How the commands fencer prints call this program (default: its file name), e.g.
+    /// `cargo run --bin my-gate --` or `cargo test --test gate --`.
+    pub fn program(mut self, program: &str) -> Cli {
+        self.program = Some(program.to_string());
+        self
+    }
+
+    /// Runs the command in this process's arguments and returns its exit code.
+    pub fn main(self) -> ExitCode {
+        self.run_from(std::env::args_os())
+    }
+
+    /// Runs the command in `args` (the program's name first) and returns its exit code.
+    pub fn run_from<I, T>(self, args: I) -> ExitCode
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        init_tracing();
+        let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
+        let program = self.program.clone().unwrap_or_else(|| {
+            args.first()
+                .and_then(|first| std::path::Path::new(first).file_name())
+                .map_or_else(
+                    || "fencer".into(),
+                    |name| name.to_string_lossy().into_owned(),
+                )
+        });
+        let command = with_registered_backends(CliArgs::command(), &self.backends);
+        let parsed = command
+            .try_get_matches_from(args)
+            .and_then(|matches| CliArgs::from_arg_matches(&matches));
+        let cli = match parsed {
+            Ok(parsed) => parsed,
+            Err(error) => {
+                let _ = error.print();
+                return ExitCode::from(if error.use_stderr() {
+                    EXIT_BAD_INPUT
+                } else {
+                    0
+                });
             }
-        }
-        _ => Err(Failure::BadInput(
-            "expected --lock and --store both as server URLs (real time) or both as simulated \
-             backend names"
-                .into(),
-        )),
+        };
+        let context = Context {
+            backends: self.backends,
+            program,
+        };
+        exit(dispatch(cli.command, context))
     }
 }
 
-/// Parses arguments, runs the command, and maps the outcome to an exit code.
-pub fn main() -> ExitCode {
-    init_tracing();
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(error) => {
-            let _ = error.print();
-            return ExitCode::from(if error.use_stderr() {
-                EXIT_BAD_INPUT
-            } else {
-                0
-            });
-        }
+/// `command` with the program's registered backends listed in the help of the commands that
+/// take `--lock` and `--store`.
+fn with_registered_backends(command: clap::Command, backends: &Backends) -> clap::Command {
+    let mut lines = Vec::new();
+    let time = |time: Time| match time {
+        Time::Simulated => "simulated time",
+        Time::Real => "real time",
     };
-    let outcome = match cli.command {
-        Command::Run(args) => run_dispatch(&args),
-        Command::Gate(args) => gate::gate(&args),
-        Command::Shrink(args) => shrink::shrink_command(&args),
+    for (name, when, about) in backends.registered_locks() {
+        lines.push(format!("  --lock {name}  ({}) {about}", time(when)));
+    }
+    for (name, when, about) in backends.registered_stores() {
+        lines.push(format!("  --store {name}  ({}) {about}", time(when)));
+    }
+    if lines.is_empty() {
+        return command;
+    }
+    let listed = format!("This program's own backends:\n{}", lines.join("\n"));
+    let command = command.after_help(listed.clone());
+    ["run", "gate"].into_iter().fold(command, |command, name| {
+        command.mut_subcommand(name, |sub| sub.after_help(listed.clone()))
+    })
+}
+
+fn exit(outcome: Outcome) -> ExitCode {
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(Failure::BadInput(message)) => {
+            eprintln!("error: {message}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+        Err(Failure::Internal(message)) => {
+            eprintln!("internal error: {message}");
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+/// Runs `command` with `context`.
+fn dispatch(command: Command, mut context: Context) -> Outcome {
+    match command {
+        Command::Run(args) => run::run(&args, &mut context),
+        Command::Gate(args) => gate::gate(&args, &mut context),
+        Command::Shrink(args) => shrink::shrink_command(&args, &context),
         Command::Merge(args) => merge::merge_command(&args),
-        Command::Replay { dir } => replay::replay(&dir),
+        Command::Replay(args) => replay::replay(&args, &mut context),
         Command::Demo { archive } => demo::demo(&archive),
         Command::Check {
             history,
@@ -517,18 +584,12 @@ pub fn main() -> ExitCode {
         ),
         Command::Explain { dir, all } => explain::explain(&dir, all),
         Command::Serve { archive, listen } => serve::serve(&archive, &listen),
-    };
-    match outcome {
-        Ok(code) => ExitCode::from(code),
-        Err(Failure::BadInput(message)) => {
-            eprintln!("error: {message}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-        Err(Failure::Internal(message)) => {
-            eprintln!("internal error: {message}");
-            ExitCode::from(EXIT_INTERNAL)
-        }
     }
+}
+
+/// Runs fencer's command line over its own backends.
+pub fn main() -> ExitCode {
+    Cli::new().main()
 }
 
 /// Logs go to stderr, filtered by `FENCER_LOG` (e.g. `FENCER_LOG=debug`); quiet by default.
@@ -539,33 +600,4 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
-}
-
-/// One line describing the settings, for summaries.
-fn describe(settings: &Settings) -> String {
-    let nemesis: Vec<&str> = settings.nemesis.iter().map(|kind| kind.name()).collect();
-    format!(
-        "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, store {}, worker {}, on renew failure {}",
-        settings.workload,
-        settings.seed,
-        settings.workers,
-        settings.ops_per_worker,
-        format_duration(settings.ttl_ns),
-        format_duration(settings.renew_every_ns),
-        if nemesis.is_empty() {
-            "none".to_string()
-        } else {
-            nemesis.join(",")
-        },
-        settings
-            .lock_url
-            .clone()
-            .unwrap_or_else(|| fencer_run::settings::name_of(&settings.lock)),
-        settings
-            .store_url
-            .clone()
-            .unwrap_or_else(|| fencer_run::settings::name_of(&settings.store)),
-        settings.worker.name(),
-        settings.on_renew_failure.name(),
-    )
 }

@@ -1,18 +1,33 @@
-//! `fencer replay`: run a saved plan again and prove the history is byte-identical.
+//! `fencer replay`: run a saved run's plan again. In simulated time the new history must be
+//! byte-identical to the stored one; in real time the servers' timing is not fencer's to fix,
+//! so the plan runs again against the same backends (fresh servers for `private:` ones) and
+//! the new history is the artifact.
 
-use std::path::Path;
+use std::path::PathBuf;
 
-use crate::{Plan, simulate};
+use clap::Args;
 use fencer_harness::history::sha256_hex;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
 use fencer_run::checking::judge;
+use fencer_run::settings::shell_word;
+use fencer_run::{Launch, Time};
 
-use fencer_servers::PRIVATE_SCHEME;
+use super::{Context, Failure, Outcome, summary};
+use crate::Plan;
 
-use super::{Failure, Outcome, real_run, summary};
+/// `fencer replay`'s flags.
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// The run directory (e.g. runs/latest).
+    dir: PathBuf,
+    /// Root of the run archive, where a real-time run's new directory goes.
+    #[arg(long, default_value = super::DEFAULT_ARCHIVE, visible_alias = "store-dir")]
+    archive: PathBuf,
+}
 
-/// Replays the run in `dir`.
-pub fn replay(dir: &Path) -> Outcome {
+/// Replays the run in `args.dir`.
+pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
+    let dir = &args.dir;
     if !dir.is_dir() {
         return Err(Failure::BadInput(format!(
             "{}: not a run directory (expected a directory with run.json, plan.json, history.jsonl)",
@@ -21,38 +36,36 @@ pub fn replay(dir: &Path) -> Outcome {
     }
     let bad = |error: fencer_results::RunDirError| Failure::BadInput(error.to_string());
     let record: RunRecord = parse_run_json(dir, "run.json").map_err(bad)?;
+    let plan_path = dir.join("plan.json");
     let plan_bytes = read_run_file(dir, "plan.json").map_err(bad)?;
-    let plan = Plan::from_json(&plan_bytes, &dir.join("plan.json").display().to_string())
-        .map_err(|error| Failure::BadInput(error.to_string()))?;
-    if let (Some(lock_url), Some(store_url)) = (&plan.settings.lock_url, &plan.settings.store_url) {
-        if lock_url.starts_with(PRIVATE_SCHEME) && store_url.starts_with(PRIVATE_SCHEME) {
-            // Servers fencer starts itself can be started afresh: the same plan runs again
-            // against new ones, and the new history is the artifact.
-            println!(
-                "{}: a real-tier run on servers fencer starts: running its plan again against \
-                 fresh ones",
-                dir.display()
-            );
-            let plan_path = dir.join("plan.json");
-            // Saved like a `fencer run` with the default --archive.
-            return real_run::run(
-                &plan.settings,
-                &real_run::RealTargets {
-                    lock_url,
-                    store_url,
-                },
-                Some(&plan_path),
-                None,
-                Path::new("store"),
-            );
+    let plan = Plan::from_json(&plan_bytes, &plan_path.display().to_string())
+        .map_err(Failure::bad_input)?;
+    let launch = Launch {
+        note: std::sync::Arc::new(|line: &str| println!("{line}")),
+        ..Launch::new(&context.backends)
+    };
+    if launch.time(&plan)? == Time::Real {
+        let hidden = [&plan.settings.lock, &plan.settings.store]
+            .into_iter()
+            .find(|name| name.as_str().contains(":***@"));
+        if let Some(name) = hidden {
+            return Err(Failure::BadInput(format!(
+                "{}: the run's backend {name} was saved with its password hidden; run its plan \
+                 again with: {} run --plan {} --lock {} --store {} (put the passwords back)",
+                dir.display(),
+                context.program,
+                plan_path.display(),
+                shell_word(plan.settings.lock.as_str()),
+                shell_word(plan.settings.store.as_str())
+            )));
         }
-        return Err(Failure::BadInput(format!(
-            "{}: a real-tier run cannot be replayed byte for byte (the servers' timing is not \
-             fencer's); run its plan again with: fencer run --plan {} --lock {lock_url} --store \
-             {store_url} (put the passwords back)",
-            dir.display(),
-            dir.join("plan.json").display()
-        )));
+        println!(
+            "{}: a real-time run: running its plan again (its history cannot repeat byte for \
+             byte; the new one is the artifact)",
+            dir.display()
+        );
+        let args = super::RunArgs::replaying(plan_path, args.archive.clone());
+        return super::run::run(&args, context);
     }
     let stored_bytes = read_run_file(dir, "history.jsonl").map_err(bad)?;
     let stored_hash = sha256_hex(&stored_bytes);
@@ -63,7 +76,7 @@ pub fn replay(dir: &Path) -> Outcome {
             record.history_sha256
         )));
     }
-    let history = simulate(&plan).map_err(Failure::from)?;
+    let history = launch.run(&plan)?.history;
     let replayed = history.to_jsonl();
     let replayed_hash = sha256_hex(&replayed);
     println!("stored   history sha256 {stored_hash}");

@@ -1,62 +1,131 @@
-//! `fencer run`: simulate one seed (or one plan file), check it, save it.
+//! `fencer run`: one seed (or one plan file) against the backends it names, checked and saved.
+//!
+//! fencer's own simulated backends, and those a program registered in simulated time, run in
+//! the simulation tier; a server URL, a `private:` server fencer starts itself (free loopback
+//! port, temp dir, its fault proxy in front; stopped when the run ends, on error too) or an
+//! `exec:` child makes it the real tier. The saved settings carry URLs with their passwords
+//! hidden; `--plan` runs a saved, shrunk or hand-written plan, with `--lock`/`--store` naming
+//! the servers it runs against again.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::{Plan, Settings, simulate};
+use fencer_harness::LatencyModel;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
+use fencer_run::reach::describe_left_out;
+use fencer_run::settings::shell_word;
+use fencer_run::{Launch, Launched, Time};
 
-use super::{Failure, Outcome, describe, summary};
+use super::{Context, Failure, Outcome, RunArgs, summary};
+use crate::{Plan, Settings};
 
-/// Runs `settings`, writes the run directory (`out`, or a fresh one under `archive`);
-/// `strict` makes warnings fail the verdict.
-pub fn run(settings: &Settings, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
-    let warnings = settings.validate().map_err(Failure::bad_input)?;
-    for warning in warnings {
-        eprintln!("warning: {warning}");
-    }
-    run_plan(&Plan::generate(settings), out, archive, strict)
-}
-
-/// Runs the plan in `path` (`--plan`): a saved, shrunk or hand-written plan. A plan that does
-/// not parse or cannot run is refused with `file:line: what was expected`; `strict` makes
-/// warnings fail the verdict.
-pub fn run_plan_file(path: &Path, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
-    let bytes = std::fs::read(path)
-        .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
-    let plan = Plan::from_json(&bytes, &path.display().to_string())
-        .map_err(|error| Failure::BadInput(error.to_string()))?;
-    for warning in plan.settings.validate().map_err(Failure::bad_input)? {
-        eprintln!("warning: {warning}");
-    }
-    run_plan(&plan, out, archive, strict)
-}
-
-fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Outcome {
-    let settings = &plan.settings;
-    let dir = match out {
-        Some(dir) => dir.to_path_buf(),
-        None => default_run_dir(
-            archive,
-            settings.workload.name(),
-            &settings.seed.to_string(),
-        ),
+/// Runs what `args` asks for.
+pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
+    let base = args.settings.base(&mut context.backends);
+    let launch = Launch {
+        note: Arc::new(|line: &str| println!("{line}")),
+        ..Launch::new(&context.backends)
     };
-    println!("fencer run: {}", describe(settings));
+    let plan = match &args.plan {
+        Some(path) => {
+            let mut plan = read_plan(path)?;
+            if args.settings.names_given() {
+                // The servers are the ones named now: they decide which faults can run.
+                plan.settings.lock = base.lock.clone();
+                plan.settings.store = base.store.clone();
+            }
+            launch
+                .check_reach(&plan)
+                .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
+            plan
+        }
+        None => {
+            let settings = base.for_seed(args.seed, args.settings.swarm);
+            let settings = match launch.time(&Plan::generate(&settings))? {
+                // The wire is real: no simulated latency on top of it.
+                Time::Real => Settings {
+                    latency: LatencyModel::NONE,
+                    ..settings
+                },
+                Time::Simulated => settings,
+            };
+            for warning in settings.validate().map_err(Failure::bad_input)? {
+                eprintln!("warning: {warning}");
+            }
+            Plan::generate(&settings)
+        }
+    };
+    let time = launch.time(&plan)?;
+    println!(
+        "fencer run{}: {}",
+        if time == Time::Real {
+            " (real time)"
+        } else {
+            ""
+        },
+        plan.settings.describe()
+    );
     let started = std::time::Instant::now();
-    let history = simulate(plan).map_err(Failure::from)?;
-    let verdict = judge(settings, &history, strict);
-    let wall_s = started.elapsed().as_secs_f64();
-    summary::print_summary(&summary::Shape::of_history(&history), &verdict, wall_s);
+    let Launched {
+        plan,
+        history,
+        left_out,
+        ..
+    } = launch.run(&plan)?;
+    for line in describe_left_out(&left_out) {
+        println!("note: left out {line}");
+    }
+    let verdict = judge(&plan.settings, &history, args.strict);
+    summary::print_summary(
+        &summary::Shape::of_history(&history),
+        &verdict,
+        started.elapsed().as_secs_f64(),
+    );
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => {
+            let label = match time {
+                Time::Simulated => plan.settings.seed.to_string(),
+                Time::Real => format!("real-{}", plan.settings.seed),
+            };
+            default_run_dir(&args.archive, plan.settings.workload.name(), &label)
+        }
+    };
     let finished = FinishedRun {
         command: "run",
-        plan,
+        plan: &plan,
         history: &history,
         verdict: &verdict,
     };
-    // `latest` only tracks runs inside the store.
-    let archive_root = out.is_none().then_some(archive);
-    save_run(&finished, &dir, archive_root).map_err(Failure::from)?;
+    // `latest` only tracks runs inside the archive.
+    save_run(
+        &finished,
+        &dir,
+        args.out.is_none().then_some(args.archive.as_path()),
+    )
+    .map_err(Failure::from)?;
     println!("run directory: {}", dir.display());
+    if time == Time::Real {
+        println!(
+            "run the same plan again: {} run --plan {} --lock {} --store {}",
+            context.program,
+            dir.join("plan.json").display(),
+            shell_word(plan.settings.lock.as_str()),
+            shell_word(plan.settings.store.as_str())
+        );
+    }
     Ok(verdict.validity.exit_code())
+}
+
+/// Reads the plan in `path`: a plan that does not parse or cannot run is refused with
+/// `file:line: what was expected`.
+pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
+    let bytes = std::fs::read(path)
+        .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
+    let plan = Plan::from_json(&bytes, &path.display().to_string()).map_err(Failure::bad_input)?;
+    for warning in plan.settings.validate().map_err(Failure::bad_input)? {
+        eprintln!("warning: {warning}");
+    }
+    Ok(plan)
 }

@@ -58,6 +58,11 @@ impl<T: ?Sized> Connected<T> {
         }
     }
 
+    /// The round trip [`Connected::ping`] makes, to make it later (`None`: nothing to check).
+    pub fn probe(&self) -> Option<Arc<dyn Probe>> {
+        self.probe.clone()
+    }
+
     /// The process behind the backend as a target of the plan's server faults, when fencer
     /// runs it (an `exec:` child); `None` for a server fencer does not run.
     pub fn server(&self) -> Option<Arc<dyn ServerFaults>> {
@@ -67,7 +72,8 @@ impl<T: ?Sized> Connected<T> {
 
 /// A connection that can be asked whether its server answers.
 #[async_trait]
-trait Probe: Send + Sync {
+pub trait Probe: Send + Sync {
+    /// Round-trips one request; an error says what is wrong (unreachable, login refused).
     async fn ping(&self) -> Result<(), BackendError>;
 }
 

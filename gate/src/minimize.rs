@@ -1,0 +1,108 @@
+//! Shrinking a failing run's plan in place: the minimal plan that still shows the anomaly
+//! class is written beside the original as `plan.min.json`, with the before/after sizes in
+//! `shrink.json` — what `fencer shrink DIR` and every gate failure leave behind.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use fencer_checkers::AnomalyClass;
+use fencer_run::plan::Plan;
+use fencer_run::{Backends, Launch, RunError};
+
+use crate::regressions::write_atomically;
+use crate::shrink::{PlanSize, ShrinkLimits, fails_with, shrink};
+use crate::summary::ShrinkRecord;
+
+/// Why a plan could not be shrunk.
+#[derive(Debug, thiserror::Error)]
+pub enum MinimizeError {
+    /// The plan does not show the class in the first place.
+    #[error("{plan}: the plan does not show {class} (nothing to shrink)")]
+    DoesNotFail {
+        /// The plan's file.
+        plan: String,
+        /// The class asked for.
+        class: AnomalyClass,
+    },
+    /// The shrunk plan did not show the class when run again: its backends are not
+    /// deterministic (or real time decided differently).
+    #[error(
+        "the shrunk plan stopped showing {0} when run again: the run is not deterministic for it"
+    )]
+    NotReproducible(AnomalyClass),
+    /// The shrunk plan could not run.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The files could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+/// What to shrink against: where the plan's backend names resolve, and whether warnings count.
+#[derive(Clone, Copy, Debug)]
+pub struct Against<'a> {
+    /// The backends.
+    pub backends: &'a Backends,
+    /// Warnings count as the anomaly too.
+    pub strict: bool,
+}
+
+/// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json` and
+/// `shrink.json` into `dir`. Stops early when `interrupted` is raised.
+pub fn minimize(
+    dir: &Path,
+    plan: &Plan,
+    class: AnomalyClass,
+    events_before: usize,
+    limits: ShrinkLimits,
+    against: Against<'_>,
+    interrupted: &AtomicBool,
+) -> Result<ShrinkRecord, MinimizeError> {
+    let mut still_fails = fails_with(class, against.backends, against.strict);
+    if !still_fails(plan) {
+        return Err(MinimizeError::DoesNotFail {
+            plan: dir.join("plan.json").display().to_string(),
+            class,
+        });
+    }
+    let shrunk = shrink(
+        plan,
+        |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
+        limits,
+    );
+    let launched = Launch::new(against.backends).run(&shrunk.plan)?;
+    // The predicate accepted this plan; a verdict without the class now would mean the run is
+    // not deterministic.
+    if !fencer_run::checking::judge(&launched.plan.settings, &launched.history, against.strict)
+        .anomaly_counts
+        .contains_key(class.name())
+    {
+        return Err(MinimizeError::NotReproducible(class));
+    }
+    let io = |path: &Path| {
+        let path = path.display().to_string();
+        move |source| MinimizeError::Io { path, source }
+    };
+    let min_path = dir.join("plan.min.json");
+    write_atomically(&min_path, &shrunk.plan.to_json()).map_err(io(&min_path))?;
+    let record = ShrinkRecord {
+        plan: min_path.display().to_string(),
+        class: class.name().to_string(),
+        before: PlanSize::of(plan),
+        after: PlanSize::of(&shrunk.plan),
+        events_before,
+        events_after: launched.history.events.len(),
+        candidates: shrunk.candidates,
+        stopped_by: shrunk.stopped_by.map(str::to_string),
+    };
+    let mut json = serde_json::to_vec_pretty(&record).expect("records always serialise");
+    json.push(b'\n');
+    let record_path = dir.join("shrink.json");
+    write_atomically(&record_path, &json).map_err(io(&record_path))?;
+    Ok(record)
+}

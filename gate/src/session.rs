@@ -1,0 +1,473 @@
+//! One gate from start to end: replay the saved regressions, run the seeds on every core,
+//! keep and explain each failing run, shrink the first failure of each anomaly class, save the
+//! failing plans as regressions, and write `gate.json` (and JUnit). The command line and the
+//! `cargo test` [`crate::Harness`] both run a gate this way; they differ only in how they
+//! show progress ([`Observer`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use fencer_checkers::AnomalyClass;
+use fencer_results::save::{FinishedRun, save_run};
+use fencer_run::plan::Plan;
+use fencer_run::settings::Settings;
+use fencer_run::{Backends, RunError};
+
+use crate::junit::junit_xml;
+use crate::minimize::{Against, minimize};
+use crate::regressions::{self, Regression, RegressionError, write_atomically};
+use crate::runner::{BatchEnd, Outcome, PlanResult, RunnerConfig, run_batch};
+use crate::seeds::{SeedRange, Shard, ShardSeeds};
+use crate::shrink::ShrinkLimits;
+use crate::summary::{FailureKind, FailureRecord, GateEnd, GateSummary, Tally};
+
+/// Everything one gate needs.
+#[derive(Clone, Debug)]
+pub struct GateConfig {
+    /// Where the settings' backend names resolve.
+    pub backends: Backends,
+    /// The settings every seed starts from (`seed` unused).
+    pub base: Settings,
+    /// Each seed also draws its fault mix.
+    pub swarm: bool,
+    /// Warnings fail too.
+    pub strict: bool,
+    /// The seeds asked for.
+    pub seeds: SeedRange,
+    /// This gate's shard of them.
+    pub shard: Shard,
+    /// Runs at once (at least 1).
+    pub jobs: usize,
+    /// Run every seed even after a failure.
+    pub keep_going: bool,
+    /// Stop starting seeds after this long.
+    pub time: Option<Duration>,
+    /// Run every seed twice and compare the histories.
+    pub check_determinism: bool,
+    /// Where `gate.json` and failing runs go (created; must not hold anything yet).
+    pub out: PathBuf,
+    /// The regressions folder, or `None` to neither replay nor save regressions.
+    pub regressions: Option<PathBuf>,
+    /// Shrinking bounds, or `None` not to shrink.
+    pub shrink: Option<ShrinkLimits>,
+    /// Where to write a JUnit report.
+    pub junit: Option<PathBuf>,
+    /// The command that runs the program, for the reproduce lines (`fencer`, or a user's own
+    /// binary or `cargo test` line).
+    pub program: String,
+}
+
+/// What a gate shows as it goes.
+pub trait Observer {
+    /// A batch of `total` runs starts (`None`: bounded by time only).
+    fn batch(&mut self, what: &'static str, total: Option<usize>);
+    /// One run of the batch finished.
+    fn ran(&mut self, failed: bool);
+    /// The batch is over.
+    fn batch_done(&mut self);
+    /// A line for the person watching (a failure, a shrink, a saved regression).
+    fn say(&mut self, line: &str);
+}
+
+/// Why a gate could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// Something asked of it cannot be done: the message says what to change.
+    #[error("{0}")]
+    BadInput(String),
+    /// A saved regression cannot be read.
+    #[error(transparent)]
+    Regressions(#[from] RegressionError),
+    /// Its results could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the gate `config` describes; `interrupted` stops it between runs (the running ones
+/// finish, the summary says it is incomplete). Returns the summary, also written to
+/// `<out>/gate.json`.
+pub fn run_gate(
+    config: &GateConfig,
+    observer: &mut dyn Observer,
+    interrupted: &AtomicBool,
+) -> Result<GateSummary, GateError> {
+    if config.seeds.end.is_none() && config.time.is_none() {
+        return Err(GateError::BadInput(format!(
+            "--seeds {} has no end: give an end (e.g. {}..{}) or a --time budget",
+            config.seeds,
+            config.seeds.start,
+            config.seeds.start + 1000
+        )));
+    }
+    if config.jobs == 0 {
+        return Err(GateError::BadInput("--jobs must be at least 1".into()));
+    }
+    let out = &config.out;
+    if std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(GateError::BadInput(format!(
+            "{}: already exists and is not empty; choose another --out",
+            out.display()
+        )));
+    }
+    let saved = match &config.regressions {
+        Some(dir) => regressions::load(dir, &config.base)?,
+        None => Vec::new(),
+    };
+    std::fs::create_dir_all(out).map_err(io_error(out))?;
+    let started = Instant::now();
+    let mut gate = Gate {
+        config,
+        observer,
+        summary: GateSummary::empty(
+            config.base.clone(),
+            config.swarm,
+            config.seeds,
+            vec![config.shard],
+        ),
+        failed_plans: Vec::new(),
+    };
+    let runner = RunnerConfig {
+        backends: config.backends.clone(),
+        strict: config.strict,
+        jobs: config.jobs,
+        keep_going: config.keep_going,
+        deadline: config.time.map(|time| started + time),
+        check_determinism: config.check_determinism,
+    };
+    let mut end = BatchEnd::Finished;
+    if !saved.is_empty() {
+        let folder = config.regressions.as_deref().unwrap_or(Path::new(""));
+        gate.observer.say(&format!(
+            "replaying {} saved regression(s) from {}",
+            saved.len(),
+            folder.display()
+        ));
+        end = gate.run_regressions(&saved, &runner, interrupted);
+    }
+    let stop = end != BatchEnd::Finished || (gate.summary.failed() && !config.keep_going);
+    if !stop {
+        end = gate.run_seeds(&runner, interrupted);
+    }
+    match end {
+        BatchEnd::Interrupted => {
+            gate.summary.complete = false;
+            gate.summary.ended = GateEnd::Interrupted;
+        }
+        BatchEnd::OutOfTime => gate.summary.ended = GateEnd::OutOfTime,
+        BatchEnd::Finished if gate.summary.failed() && !config.keep_going => {
+            gate.summary.ended = GateEnd::FirstFailure;
+        }
+        BatchEnd::Finished => {}
+    }
+    gate.summary.wall_s = started.elapsed().as_secs_f64();
+    if let Some(limits) = config.shrink
+        && !gate.failed_plans.is_empty()
+    {
+        let shrinking = Instant::now();
+        gate.shrink_failures(limits, interrupted);
+        gate.summary.shrink_s = shrinking.elapsed().as_secs_f64();
+    }
+    gate.save_regressions();
+    let summary_path = out.join("gate.json");
+    write_atomically(&summary_path, &gate.summary.to_json()).map_err(io_error(&summary_path))?;
+    if let Some(path) = &config.junit {
+        write_atomically(path, junit_xml(&gate.summary).as_bytes()).map_err(io_error(path))?;
+    }
+    Ok(gate.summary)
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GateError {
+    let path = path.display().to_string();
+    move |source| GateError::Io { path, source }
+}
+
+/// A gate in progress: its summary and the failing plans still to shrink and save.
+struct Gate<'a> {
+    config: &'a GateConfig,
+    observer: &'a mut dyn Observer,
+    summary: GateSummary,
+    /// (index into `summary.failures`, plan, anomaly class) of invalid runs.
+    failed_plans: Vec<(usize, Plan, AnomalyClass)>,
+}
+
+impl Gate<'_> {
+    fn run_regressions(
+        &mut self,
+        saved: &[Regression],
+        runner: &RunnerConfig,
+        interrupted: &AtomicBool,
+    ) -> BatchEnd {
+        self.observer.batch("regressions", Some(saved.len()));
+        let program = self.config.program.clone();
+        let end = run_batch(
+            saved.len(),
+            &|index| saved[index].plan.clone(),
+            runner,
+            interrupted,
+            &mut |result| {
+                let regression = &saved[result.index];
+                let name = regression
+                    .path
+                    .file_name()
+                    .map_or_else(String::new, |name| name.to_string_lossy().into_owned());
+                let replay = vec![format!(
+                    "{program} run --plan {}",
+                    regression.path.display()
+                )];
+                let failed = self.record(
+                    result,
+                    None,
+                    &format!("regression {name}"),
+                    &format!("regression-{}", name.trim_end_matches(".json")),
+                    replay,
+                );
+                self.observer.ran(failed);
+            },
+        );
+        self.observer.batch_done();
+        end
+    }
+
+    fn run_seeds(&mut self, runner: &RunnerConfig, interrupted: &AtomicBool) -> BatchEnd {
+        let seeds = ShardSeeds::new(self.config.seeds, self.config.shard);
+        let total = self.config.seeds.end.is_some().then(|| seeds.len());
+        self.observer.batch("seeds", total);
+        let (base, swarm) = (&self.config.base, self.config.swarm);
+        let plan_for = |index: usize| {
+            let seed = seeds
+                .nth(index)
+                .expect("the runner asks only for existing seeds");
+            Plan::generate(&base.for_seed(seed, swarm))
+        };
+        let program = self.config.program.clone();
+        let end = run_batch(seeds.len(), &plan_for, runner, interrupted, &mut |result| {
+            let seed = result.plan.settings.seed;
+            let replay_run = format!("{program} {}", base.run_command(seed, swarm));
+            let failed = self.record(
+                result,
+                Some(seed),
+                &format!("seed {seed}"),
+                &format!("seed-{seed}"),
+                vec![replay_run],
+            );
+            self.observer.ran(failed);
+        });
+        self.observer.batch_done();
+        end
+    }
+
+    /// Counts one result; for a failure keeps its run directory and says how to reproduce
+    /// it. Returns whether it failed.
+    fn record(
+        &mut self,
+        result: PlanResult,
+        seed: Option<u64>,
+        label: &str,
+        dir_name: &str,
+        mut replay: Vec<String>,
+    ) -> bool {
+        let PlanResult { plan, outcome, .. } = result;
+        let (kind, explanation, counts, class, divergence, run_dir) = match outcome {
+            Outcome::Checked {
+                verdict,
+                events,
+                history,
+            } => {
+                self.summary
+                    .count_run(seed, verdict.validity.into(), events);
+                for (class, count) in &verdict.anomaly_counts {
+                    *self.summary.anomalies.entry(class.clone()).or_default() += *count as u64;
+                }
+                let Some(history) = history else {
+                    return false;
+                };
+                let dir = self.config.out.join(dir_name);
+                let finished = FinishedRun {
+                    command: "gate",
+                    plan: &plan,
+                    history: &history,
+                    verdict: &verdict,
+                };
+                let run_dir = match save_run(&finished, &dir, None) {
+                    Ok(()) => {
+                        let program = &self.config.program;
+                        replay.insert(0, format!("{program} replay {}", dir.display()));
+                        Some(dir.display().to_string())
+                    }
+                    Err(error) => {
+                        self.observer
+                            .say(&format!("warning: cannot keep the run: {error}"));
+                        None
+                    }
+                };
+                let first = verdict.anomalies.first();
+                (
+                    FailureKind::Invalid,
+                    first.map_or_else(|| verdict.summary_line(), |a| a.explanation.clone()),
+                    verdict.anomaly_counts.clone(),
+                    first.map(|a| a.class),
+                    None,
+                    run_dir,
+                )
+            }
+            Outcome::Nondeterministic(divergence) => {
+                self.summary.count_run(seed, Tally::Nondeterministic, 0);
+                (
+                    FailureKind::Nondeterministic,
+                    divergence.describe(),
+                    BTreeMap::new(),
+                    None,
+                    Some(divergence),
+                    None,
+                )
+            }
+            Outcome::Error(error) => {
+                self.summary.count_run(seed, Tally::Error, 0);
+                (
+                    FailureKind::Error,
+                    describe_error(&error),
+                    BTreeMap::new(),
+                    None,
+                    None,
+                    None,
+                )
+            }
+        };
+        let mut lines = vec![format!(
+            "FAIL {label}: {}",
+            match class {
+                Some(class) => format!("{class}: {explanation}"),
+                None => format!("{}: {explanation}", kind.name()),
+            }
+        )];
+        for command in &replay {
+            lines.push(format!("  reproduce: {command}"));
+        }
+        self.observer.say(&lines.join("\n"));
+        if let Some(class) = class {
+            self.failed_plans
+                .push((self.summary.failures.len(), plan.clone(), class));
+        }
+        self.summary.failures.push(FailureRecord {
+            seed,
+            label: label.to_string(),
+            kind,
+            class,
+            anomaly_counts: counts,
+            explanation,
+            run_dir,
+            replay,
+            divergence,
+            shrunk: None,
+        });
+        true
+    }
+
+    /// Shrinks the first failing seed of each anomaly class (later ones of the same class are
+    /// usually the same bug, and each shrink has its own time budget).
+    fn shrink_failures(&mut self, limits: ShrinkLimits, interrupted: &AtomicBool) {
+        let mut seen = Vec::new();
+        let against = Against {
+            backends: &self.config.backends,
+            strict: self.config.strict,
+        };
+        for (position, plan, class) in &self.failed_plans {
+            if seen.contains(class) || interrupted.load(Ordering::SeqCst) {
+                continue;
+            }
+            let failure = &mut self.summary.failures[*position];
+            if failure.seed.is_none() {
+                continue; // A saved regression is already as small as it got.
+            }
+            seen.push(*class);
+            let Some(dir) = failure.run_dir.clone() else {
+                continue;
+            };
+            self.observer
+                .say(&format!("shrinking {} ({class})...", failure.label));
+            let events_before = failure_events(Path::new(&dir));
+            match minimize(
+                Path::new(&dir),
+                plan,
+                *class,
+                events_before,
+                limits,
+                against,
+                interrupted,
+            ) {
+                Ok(record) => {
+                    self.observer
+                        .say(&describe_shrink(&record, &self.config.program));
+                    failure.shrunk = Some(record);
+                }
+                Err(error) => self
+                    .observer
+                    .say(&format!("cannot shrink {}: {error}", failure.label)),
+            }
+        }
+    }
+
+    /// Saves each invalid run's plan (its minimal plan when shrunk) in the regressions folder.
+    fn save_regressions(&mut self) {
+        let Some(folder) = &self.config.regressions else {
+            return;
+        };
+        for (position, plan, class) in &self.failed_plans {
+            let failure = &self.summary.failures[*position];
+            if failure.seed.is_none() {
+                continue; // Already a regression.
+            }
+            let minimal = failure.shrunk.as_ref().and_then(|shrunk| {
+                let bytes = std::fs::read(&shrunk.plan).ok()?;
+                Plan::from_json(&bytes, &shrunk.plan).ok()
+            });
+            let line =
+                match regressions::save(folder, minimal.as_ref().unwrap_or(plan), class.name()) {
+                    Ok(path) => format!("saved regression: {}", path.display()),
+                    Err(error) => format!("warning: cannot save the regression: {error}"),
+                };
+            self.observer.say(&line);
+        }
+    }
+}
+
+/// What a run that could not happen says, one line.
+fn describe_error(error: &RunError) -> String {
+    error.to_string()
+}
+
+/// Events of a kept run, from its run.json (0 if unreadable: only used for the size report).
+fn failure_events(dir: &Path) -> usize {
+    fencer_results::parse_run_json::<fencer_results::RunRecord>(dir, "run.json")
+        .map_or(0, |record| record.events)
+}
+
+/// What a shrink achieved, two lines; `program` runs the minimal plan.
+pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> String {
+    let size = |size: &crate::shrink::PlanSize, events: usize| {
+        format!(
+            "{} faults, {} cycles, {} workers, {} events",
+            size.faults, size.cycles, size.workers, events
+        )
+    };
+    format!(
+        "shrunk ({}, {} candidates{}): {} -> {}\nminimal plan: {} (run it: {program} run --plan {})",
+        record.class,
+        record.candidates,
+        record
+            .stopped_by
+            .as_ref()
+            .map_or(String::new(), |why| format!(", stopped by the {why}")),
+        size(&record.before, record.events_before),
+        size(&record.after, record.events_after),
+        record.plan,
+        record.plan
+    )
+}

@@ -1,0 +1,369 @@
+//! Running a plan against the backends it names, in the tier they call for.
+//!
+//! The plan's lock and store names resolve through [`Backends`]; when both keep simulated time
+//! the run is the simulation tier (one paused current-thread runtime: the history is a pure
+//! function of the plan), otherwise the real tier (real time and I/O, a deadline on the run,
+//! the backends probed first). Either way the same workers and nemesis run, and a fault aimed
+//! at a backend that cannot take it (a lock service with no clock of fencer's to skew, a store
+//! behind a plain URL) is left out of the run and named in [`Launched::left_out`], never
+//! dropped silently.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fencer_harness::runtime::{real_runtime, simulation_runtime};
+use fencer_harness::{
+    AppliedWrite, Event, EventType, FencedStore, History, LocalClock, LockService, Network,
+    NodeClock, Op, Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, Workload,
+    stream_rng,
+};
+use fencer_nemesis::Fault;
+use tokio::sync::oneshot;
+
+use crate::RunError;
+use crate::backends::{BackendName, Backends, Built, Note, RunContext, Time};
+use crate::drive::{Run, RunNames, spawn_workers};
+use crate::plan::Plan;
+use crate::reach::{LeftOut, Roles};
+
+/// How long a store or lock service may take to hand over its log at the end of a run.
+const LOG_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A run's lock service and store, built.
+type BuiltPair = (Built<dyn LockService>, Built<dyn FencedStore>);
+
+/// What to run a plan against.
+#[derive(Clone)]
+pub struct Launch<'a> {
+    /// Where the plan's names resolve.
+    pub backends: &'a Backends,
+    /// Where notes for the person running fencer go (servers started and stopped).
+    pub note: Note,
+    /// The lock and key names of the run; by default the simulation's fixed ones, and in real
+    /// time names of its own, so runs sharing a server never meet.
+    pub names: Option<RunNames>,
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct Launched {
+    /// The plan as it ran: the given one without the faults left out.
+    pub plan: Plan,
+    /// What was recorded.
+    pub history: History,
+    /// The faults left out, in plan order.
+    pub left_out: Vec<LeftOut>,
+    /// The tier it ran in.
+    pub time: Time,
+}
+
+impl<'a> Launch<'a> {
+    /// A launch over `backends`, resolving the plan's own names, notes discarded.
+    pub fn new(backends: &'a Backends) -> Launch<'a> {
+        Launch {
+            backends,
+            note: Arc::new(|_| {}),
+            names: None,
+        }
+    }
+
+    fn lock_name<'p>(&self, plan: &'p Plan) -> &'p BackendName {
+        &plan.settings.lock
+    }
+
+    fn store_name<'p>(&self, plan: &'p Plan) -> &'p BackendName {
+        &plan.settings.store
+    }
+
+    /// The run's backends with what fencer can do to each.
+    fn roles<'p>(&'p self, plan: &'p Plan) -> Result<Roles<'p>, RunError> {
+        let lock = self.lock_name(plan);
+        let store = self.store_name(plan);
+        Ok(Roles {
+            lock: (lock, self.backends.lock_reach(lock)?),
+            store: (store, self.backends.store_reach(store)?),
+        })
+    }
+
+    /// `plan` as it would run: without the faults its backends cannot take, and those faults.
+    pub fn fit(&self, plan: &Plan) -> Result<(Plan, Vec<LeftOut>), RunError> {
+        Ok(self.roles(plan)?.fit(plan))
+    }
+
+    /// Refuses a plan one of whose faults its backends cannot take (a plan written by hand,
+    /// whose every fault was meant), naming the fault at its place in the plan.
+    pub fn check_reach(&self, plan: &Plan) -> Result<(), RunError> {
+        Ok(self.roles(plan)?.check(plan)?)
+    }
+
+    /// The tier a plan with these backends runs in: simulated only when both are.
+    pub fn time(&self, plan: &Plan) -> Result<Time, RunError> {
+        let lock = self.backends.lock_time(self.lock_name(plan))?;
+        let store = self.backends.store_time(self.store_name(plan))?;
+        Ok(if lock == Time::Simulated && store == Time::Simulated {
+            Time::Simulated
+        } else {
+            Time::Real
+        })
+    }
+
+    /// Runs `plan` to completion on a runtime of its own, of the kind its tier needs.
+    pub fn run(&self, plan: &Plan) -> Result<Launched, RunError> {
+        match self.time(plan)? {
+            Time::Simulated => simulation_runtime().block_on(self.drive(plan)),
+            Time::Real => real_runtime()
+                .map_err(|error| {
+                    RunError::Internal(format!("cannot start a tokio runtime: {error}"))
+                })?
+                .block_on(self.drive(plan)),
+        }
+    }
+
+    /// Runs `plan` to completion on the current runtime, which must suit its tier: a paused
+    /// current-thread one for the simulation tier ([`simulation_runtime`]), a real one
+    /// otherwise. For backends that keep connections on the runtime that opened them, so
+    /// several runs share one.
+    pub async fn drive(&self, plan: &Plan) -> Result<Launched, RunError> {
+        plan.check()?;
+        match self.time(plan)? {
+            Time::Simulated => self.simulated(plan).await,
+            Time::Real => self.real(plan).await,
+        }
+    }
+
+    /// Builds both backends for one run, lock first.
+    fn build(
+        &self,
+        plan: &Plan,
+        truth: TrueClock,
+        recorder: &Arc<Recorder>,
+    ) -> Result<BuiltPair, RunError> {
+        let cx = RunContext {
+            truth,
+            recorder,
+            note: &self.note,
+        };
+        let lock = self.backends.build_lock(self.lock_name(plan), &cx)?;
+        let store = self.backends.build_store(self.store_name(plan), &cx)?;
+        Ok((lock, store))
+    }
+
+    async fn simulated(&self, plan: &Plan) -> Result<Launched, RunError> {
+        let truth = TrueClock::start();
+        let recorder = Arc::new(Recorder::new(truth));
+        let network = network(plan);
+        let (lock, store) = self.build(plan, truth, &recorder)?;
+        let (fitted, left_out) = self.roles(plan)?.fit(plan);
+        let plan = Arc::new(fitted);
+        let config = match &self.names {
+            Some(names) => names.config(&plan.settings),
+            None => plan.settings.register_config(),
+        };
+        let (workers, mut targets) = spawn_workers(
+            &plan,
+            &config,
+            &lock.adapter,
+            &store.adapter,
+            &recorder,
+            &network,
+            truth,
+        );
+        add_targets(&mut targets, "lock", &lock);
+        add_targets(&mut targets, "store", &store);
+        fencer_nemesis::validate(&plan.faults, &targets)?;
+        let (stop_nemesis, stopped) = oneshot::channel();
+        let nemesis = tokio::spawn(fencer_nemesis::inject(
+            plan.faults.clone(),
+            targets,
+            Arc::clone(&recorder),
+            stopped,
+        ));
+        // Simulated time needs no deadline: a call that never answers times out by itself,
+        // and time only moves when every task waits.
+        for (index, worker) in workers.into_iter().enumerate() {
+            worker
+                .await
+                .map_err(|error| RunError::Internal(format!("worker w{index} failed: {error}")))?;
+        }
+        // The nemesis may already be done with its schedule; then nobody listens.
+        let _ = stop_nemesis.send(());
+        nemesis
+            .await
+            .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
+        settle(&plan).await;
+        if plan.settings.workload == Workload::LockCounter {
+            final_read(&config.key, truth, &recorder, &network, &store.adapter).await;
+        }
+        append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
+        Ok(Launched {
+            plan: Arc::unwrap_or_clone(plan),
+            history: recorder.take_history(),
+            left_out,
+            time: Time::Simulated,
+        })
+    }
+
+    async fn real(&self, plan: &Plan) -> Result<Launched, RunError> {
+        let truth = TrueClock::start();
+        let recorder = Arc::new(Recorder::new(truth));
+        let (lock, store) = self.build(plan, truth, &recorder)?;
+        for probe in [&lock.probe, &store.probe].into_iter().flatten() {
+            probe.ping().await?;
+        }
+        let (fitted, left_out) = self.roles(plan)?.fit(plan);
+        let plan = Arc::new(fitted);
+        let names = self
+            .names
+            .clone()
+            .unwrap_or_else(|| RunNames::tagged(&crate::real::unique_tag(plan.settings.seed)));
+        let config = names.config(&plan.settings);
+        let run = Run {
+            plan: &plan,
+            config: &config,
+            recorder: &recorder,
+            truth,
+        };
+        run.to_deadline(&lock.adapter, &store.adapter, |targets| {
+            add_targets(targets, "lock", &lock);
+            add_targets(targets, "store", &store);
+        })
+        .await?;
+        append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
+        let history = recorder.take_history();
+        // Servers fencer started stop here, once their logs are in.
+        drop((lock, store));
+        Ok(Launched {
+            plan: Arc::unwrap_or_clone(plan),
+            history,
+            left_out,
+            time: Time::Real,
+        })
+    }
+}
+
+fn network(plan: &Plan) -> Arc<Network> {
+    let settings = &plan.settings;
+    Arc::new(Network::new(
+        settings.latency,
+        stream_rng(settings.seed, Stream::Latency, 0),
+        Duration::from_nanos(settings.call_timeout_ns),
+    ))
+}
+
+/// Makes what a built backend lets fencer reach a target of the plan's faults, by role.
+fn add_targets<T: ?Sized>(targets: &mut fencer_nemesis::Targets, role: &str, built: &Built<T>) {
+    if let Some(clock) = &built.clock {
+        targets.clocks.insert(role.to_string(), clock.clone());
+    }
+    if let Some(restart) = &built.restart {
+        targets
+            .servers
+            .insert(role.to_string(), Arc::clone(restart));
+    }
+    if let Some(server) = &built.server {
+        targets
+            .real_servers
+            .insert(role.to_string(), Arc::clone(server));
+    }
+}
+
+/// Waits until every request still held in flight by a delay fault has landed, so the
+/// backends' logs are complete before the run ends (simulated time: this costs nothing).
+async fn settle(plan: &Plan) {
+    let settings = &plan.settings;
+    let longest_delay_ns = plan
+        .faults
+        .iter()
+        .map(Fault::holds_requests_ns)
+        .max()
+        .unwrap_or(0);
+    let settle_ns = longest_delay_ns + 2 * settings.latency.max_ns + settings.call_timeout_ns;
+    tokio::time::sleep(Duration::from_nanos(settle_ns)).await;
+}
+
+/// The lock-counter's ground truth for lost and duplicated increments: once every worker is
+/// done and every write has landed, a process named `final` reads the counter.
+async fn final_read(
+    key: &str,
+    truth: TrueClock,
+    recorder: &Arc<Recorder>,
+    network: &Arc<Network>,
+    store: &Arc<dyn FencedStore>,
+) {
+    let process = Process::new(
+        "final",
+        LocalClock::new(truth, NodeClock::with_offset(0)),
+        Arc::new(ProcessFaults::default()),
+        Arc::clone(recorder),
+        Arc::clone(network),
+    );
+    let client = StoreClient::new(process, Arc::clone(store));
+    // Recorded whatever its outcome; a failed final read leaves the checker without a total.
+    let _ = client.read(key).await;
+}
+
+/// Appends the logs the backends offer and did not record as they went.
+async fn append_logs(
+    recorder: &Recorder,
+    lock: &Built<dyn LockService>,
+    store: &Built<dyn FencedStore>,
+    lock_name: &str,
+    key: &str,
+) {
+    if !store.records_log {
+        append_applied_log(recorder, store.adapter.as_ref(), key).await;
+    }
+    if !lock.records_log {
+        append_lock_log(recorder, lock.adapter.as_ref(), lock_name).await;
+    }
+}
+
+/// Appends what the store says it applied to `key`, in its order, as `store` `log` events.
+/// Their `time_ns` is the end of the run (the recorder keeps time monotonic); `seq` carries
+/// the store's order.
+pub(crate) async fn append_applied_log(recorder: &Recorder, store: &dyn FencedStore, key: &str) {
+    let mut log = match tokio::time::timeout(LOG_TIMEOUT, store.applied_log()).await {
+        Ok(Some(log)) => log,
+        Ok(None) => return,
+        Err(_elapsed) => {
+            tracing::warn!("the store did not hand over its applied log in time");
+            return;
+        }
+    };
+    log.sort_by_key(|write| write.seq);
+    let mut seq = 0;
+    for AppliedWrite {
+        key: written_key,
+        fencing_token,
+        write_id,
+        ..
+    } in log.into_iter().filter(|write| write.key == key)
+    {
+        seq += 1;
+        recorder.record(Event {
+            key: Some(written_key),
+            token: Some(fencing_token),
+            write_id: Some(write_id),
+            seq: Some(seq),
+            ..Event::new("store", EventType::Log, Op::Write)
+        });
+    }
+}
+
+/// Appends what the lock service says it changed on `lock`, in its order, as `lock` `log`
+/// events: the same events fencer's simulated lease service records as it goes, with the
+/// service's own clock readings.
+async fn append_lock_log(recorder: &Recorder, service: &dyn LockService, lock: &str) {
+    let mut log = match tokio::time::timeout(LOG_TIMEOUT, service.lock_log()).await {
+        Ok(Some(log)) => log,
+        Ok(None) => return,
+        Err(_elapsed) => {
+            tracing::warn!("the lock service did not hand over its lock log in time");
+            return;
+        }
+    };
+    log.sort_by_key(|entry| entry.seq);
+    for entry in log.into_iter().filter(|entry| entry.lock == lock) {
+        recorder.record(entry.into_event());
+    }
+}
