@@ -377,7 +377,7 @@ fn bad_gate_arguments_exit_254() {
 }
 
 #[test]
-fn run_plan_refuses_bad_plans_at_their_line_and_flags_it_would_ignore() {
+fn run_plan_refuses_bad_plans_at_their_line_and_flags_it_would_ignore_but_takes_backends() {
     let dir = tempfile::tempdir().unwrap();
     let run = fencer(&["run", "--ops", "2", "--out", "r"], dir.path());
     assert_eq!(run.status.code(), Some(0), "{}", text(&run));
@@ -405,11 +405,29 @@ fn run_plan_refuses_bad_plans_at_their_line_and_flags_it_would_ignore() {
     );
     assert!(err.contains("expected fault target"), "{err}");
 
-    let conflict = fencer(
-        &["run", "--plan", "r/plan.json", "--store", "sqlite"],
+    // A setting the plan carries would be ignored: refused.
+    let conflict = fencer(&["run", "--plan", "r/plan.json", "--ttl", "5s"], dir.path());
+    assert_eq!(conflict.status.code(), Some(254), "{}", text(&conflict));
+    // Backends are not ignored: the saved plan runs against the one named now.
+    let other = fencer(
+        &[
+            "run",
+            "--plan",
+            "r/plan.json",
+            "--store",
+            "sqlite-unfenced",
+            "--out",
+            "r3",
+        ],
         dir.path(),
     );
-    assert_eq!(conflict.status.code(), Some(254), "{}", text(&conflict));
+    assert!(
+        matches!(other.status.code(), Some(0 | 1)),
+        "{}",
+        text(&other)
+    );
+    let rerun = std::fs::read_to_string(dir.path().join("r3/plan.json")).unwrap();
+    assert!(rerun.contains("\"store\": \"sqlite-unfenced\""), "{rerun}");
 
     let good = fencer(&["run", "--plan", "r/plan.json", "--out", "r2"], dir.path());
     assert_eq!(good.status.code(), Some(0), "{}", text(&good));

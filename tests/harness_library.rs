@@ -23,7 +23,7 @@ fn users_buggy_release_is_caught_with_a_replay_command() {
         .downcast::<String>()
         .unwrap();
     let replay = format!(
-        "replay: FENCER_SEEDS={} cargo test custom_backend",
+        "replay: FENCER_SEED={} cargo test custom_backend",
         failing.seed
     );
     assert!(message.contains(&replay), "{message}");

@@ -112,8 +112,8 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
         ),
         (
             "redis://127.0.0.1:6379",
-            "sqlite",
-            "expected --lock and --store both as server URLs",
+            "nosuch",
+            "unknown store `nosuch`: expected one of sqlite",
         ),
     ];
     for (lock, store, needle) in cases {
@@ -125,7 +125,7 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
         assert!(err.contains(needle), "{err}");
         assert!(!err.contains("pw@"), "{err}");
         assert!(
-            !dir.path().join("store").exists(),
+            !dir.path().join("runs").exists(),
             "nothing saved on bad input"
         );
     }

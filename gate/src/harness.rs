@@ -1,8 +1,12 @@
 //! [`Harness`]: fencer as a library, for a user's own `cargo test`.
 //!
-//! A user hands over their lock service and store, picks a workload size, faults and seeds,
-//! and gets a [`Report`] back; [`Report::assert_valid`] fails the test with the anomalies in
-//! plain words and the command that re-runs the failing seed.
+//! A user hands over their lock service and store (instances, or factories so that every seed
+//! gets a fresh one and seeds can run side by side), picks a workload, its size, faults and
+//! seeds, and gets a [`Report`] back; [`Report::assert_valid`] fails the test with the
+//! anomalies in plain words, where the run was saved (with its `timeline.html`), its minimal
+//! plan, and the command that runs the failing seed again. It is the CI gate's machinery:
+//! saved regressions replay first, the first failure of each anomaly class is shrunk, failing
+//! plans are saved as regressions, and a JUnit report can be written.
 //!
 //! Two ways time can pass:
 //! - [`Harness::simulated_time`] (the default): one paused tokio runtime per seed. An in-memory
@@ -18,22 +22,30 @@ use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use fencer_checkers::{Validity, Verdict};
+use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
-use fencer_harness::{FencedStore, History, LatencyModel, LockService};
+use fencer_harness::{FencedStore, History, LatencyModel, LockService, Workload};
 use fencer_nemesis::FaultKind;
-use fencer_run::checking::judge;
-use fencer_workloads::RenewFailurePolicy;
-
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::backends::Built;
+use fencer_run::checking::judge;
 use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
 use fencer_run::real::unique_tag;
 use fencer_run::settings::Settings;
 use fencer_run::{Backends, Launch, LeftOut, Reach, Time};
+use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+
+use crate::junit::junit_xml;
+use crate::minimize::{Against, minimize};
+use crate::regressions;
+use crate::runner::{Outcome, PlanResult, RunnerConfig, run_batch};
+use crate::seeds::{SeedRange, Shard};
+use crate::shrink::ShrinkLimits;
+use crate::summary::{FailureKind, FailureRecord, GateSummary, ShrinkRecord};
 
 /// The name the user's lock service has in a harness's runs.
 pub const USER_LOCK: &str = "user-lock";
@@ -41,9 +53,12 @@ pub const USER_LOCK: &str = "user-lock";
 /// The name the user's store has in a harness's runs.
 pub const USER_STORE: &str = "user-store";
 
-/// Environment variable that overrides the seed range (`7` or `3..9`): the replay command a
-/// failing report prints.
+/// Environment variable that overrides the seed range (`7` or `3..9`).
 pub const SEEDS_ENV: &str = "FENCER_SEEDS";
+
+/// Environment variable that runs one seed alone (no saved regressions first): the replay
+/// command a failing report prints.
+pub const SEED_ENV: &str = "FENCER_SEED";
 
 /// How time passes during a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,11 +69,27 @@ pub enum TimeMode {
     Real,
 }
 
+/// Builds the user's lock service for one run.
+type LockFactory = Arc<dyn Fn() -> Arc<dyn LockService> + Send + Sync>;
+
+/// Builds the user's store for one run.
+type StoreFactory = Arc<dyn Fn() -> Arc<dyn FencedStore> + Send + Sync>;
+
+/// How a harness gets the backends of one run.
+enum Source {
+    /// The same instances for every seed: seeds run one after another (in real time on one
+    /// runtime, for connections that belong to the runtime that opened them).
+    Shared(Arc<dyn LockService>, Arc<dyn FencedStore>),
+    /// A fresh instance per seed: seeds may run side by side.
+    Factories(LockFactory, StoreFactory),
+}
+
 /// Runs a workload and a nemesis against a user's backend over a range of seeds.
 pub struct Harness {
-    lock: Arc<dyn LockService>,
-    store: Arc<dyn FencedStore>,
+    source: Source,
     name: String,
+    workload: Workload,
+    worker: WorkerVariant,
     workers: usize,
     ops: usize,
     ttl: Option<Duration>,
@@ -69,12 +100,20 @@ pub struct Harness {
     on_renew_failure: RenewFailurePolicy,
     seeds: Range<u64>,
     time: TimeMode,
+    strict: bool,
+    swarm: bool,
+    jobs: Option<usize>,
+    stop_at_first_failure: bool,
+    allow_unknown: bool,
+    shrink: Option<ShrinkLimits>,
+    regressions: Option<PathBuf>,
+    junit: Option<PathBuf>,
     save_failures_to: Option<PathBuf>,
 }
 
 impl Harness {
-    /// A harness over `lock` and `store`: 3 workers × 20 cycles, faults pause, skew and
-    /// drop-renew, seeds 0..10, simulated time.
+    /// A harness over `lock` and `store`, shared by every seed: 3 workers × 20 cycles of
+    /// `fenced-register`, the default faults, seeds 0..10, simulated time.
     pub fn new(lock: impl LockService + 'static, store: impl FencedStore + 'static) -> Harness {
         Harness::from_shared(Arc::new(lock), Arc::new(store))
     }
@@ -82,10 +121,31 @@ impl Harness {
     /// As [`Harness::new`], for backends already shared (e.g. a lock and a store on one
     /// connection).
     pub fn from_shared(lock: Arc<dyn LockService>, store: Arc<dyn FencedStore>) -> Harness {
+        Harness::with_source(Source::Shared(lock, store))
+    }
+
+    /// A harness that builds a fresh lock service and store for every seed, so seeds run side
+    /// by side on every core ([`Harness::jobs`]) and none sees another's state.
+    pub fn with_factories<L, S>(
+        lock: impl Fn() -> L + Send + Sync + 'static,
+        store: impl Fn() -> S + Send + Sync + 'static,
+    ) -> Harness
+    where
+        L: LockService + 'static,
+        S: FencedStore + 'static,
+    {
+        Harness::with_source(Source::Factories(
+            Arc::new(move || Arc::new(lock()) as Arc<dyn LockService>),
+            Arc::new(move || Arc::new(store()) as Arc<dyn FencedStore>),
+        ))
+    }
+
+    fn with_source(source: Source) -> Harness {
         Harness {
-            lock,
-            store,
+            source,
             name: "fencer".into(),
+            workload: Workload::FencedRegister,
+            worker: WorkerVariant::Reference,
             workers: 3,
             ops: 20,
             ttl: None,
@@ -96,6 +156,17 @@ impl Harness {
             on_renew_failure: RenewFailurePolicy::Stop,
             seeds: 0..10,
             time: TimeMode::Simulated,
+            strict: false,
+            swarm: false,
+            jobs: None,
+            stop_at_first_failure: false,
+            allow_unknown: false,
+            shrink: Some(ShrinkLimits {
+                max_candidates: 500,
+                budget: Duration::from_secs(10),
+            }),
+            regressions: None,
+            junit: None,
             save_failures_to: Some(std::env::temp_dir().join("fencer-runs")),
         }
     }
@@ -103,6 +174,18 @@ impl Harness {
     /// Names the run in messages; use the test's name so the replay command is exact.
     pub fn name(mut self, name: &str) -> Harness {
         self.name = name.to_string();
+        self
+    }
+
+    /// What workers do under the lock (default `fenced-register`).
+    pub fn workload(mut self, workload: Workload) -> Harness {
+        self.workload = workload;
+        self
+    }
+
+    /// The workers' code: the reference, or a worker with a known bug.
+    pub fn worker(mut self, worker: WorkerVariant) -> Harness {
+        self.worker = worker;
         self
     }
 
@@ -155,7 +238,7 @@ impl Harness {
         self
     }
 
-    /// Seeds to run (overridden by `FENCER_SEEDS`).
+    /// Seeds to run (overridden by `FENCER_SEEDS`, or `FENCER_SEED` for one).
     pub fn seeds(mut self, seeds: Range<u64>) -> Harness {
         self.seeds = seeds;
         self
@@ -170,6 +253,96 @@ impl Harness {
     /// Real time: for backends on real servers.
     pub fn real_time(mut self) -> Harness {
         self.time = TimeMode::Real;
+        self
+    }
+
+    /// The user's backends as fencer's runs name them: each seed gets the shared instances or
+    /// fresh ones from the factories.
+    fn backends(&self) -> Backends {
+        let time = match self.time {
+            TimeMode::Simulated => Time::Simulated,
+            TimeMode::Real => Time::Real,
+        };
+        let (lock, store): (LockFactory, StoreFactory) = match &self.source {
+            Source::Shared(lock, store) => {
+                let (lock, store) = (Arc::clone(lock), Arc::clone(store));
+                (
+                    Arc::new(move || Arc::clone(&lock)),
+                    Arc::new(move || Arc::clone(&store)),
+                )
+            }
+            Source::Factories(lock, store) => (Arc::clone(lock), Arc::clone(store)),
+        };
+        let mut backends = Backends::new();
+        backends
+            .lock_built(
+                USER_LOCK,
+                time,
+                Reach::default(),
+                "the lock service under test",
+                move |_| Ok(Built::adapter(lock())),
+            )
+            .and_then(|backends| {
+                backends.store_built(
+                    USER_STORE,
+                    time,
+                    Reach::default(),
+                    "the store under test",
+                    move |_| Ok(Built::adapter(store())),
+                )
+            })
+            .expect("the user's names are free");
+        backends
+    }
+
+    /// Warnings (fencing's documented limit) fail the verdict too.
+    pub fn strict(mut self, strict: bool) -> Harness {
+        self.strict = strict;
+        self
+    }
+
+    /// Swarm testing: each seed also chooses which of the faults are on and how often.
+    pub fn swarm(mut self, swarm: bool) -> Harness {
+        self.swarm = swarm;
+        self
+    }
+
+    /// Seeds run at once (default: every core with [`Harness::with_factories`] in simulated
+    /// time, else 1; shared instances always run one seed at a time).
+    pub fn jobs(mut self, jobs: usize) -> Harness {
+        self.jobs = Some(jobs.max(1));
+        self
+    }
+
+    /// Stop at the first failing seed (every lower seed still runs), as the gate does.
+    pub fn stop_at_first_failure(mut self, stop: bool) -> Harness {
+        self.stop_at_first_failure = stop;
+        self
+    }
+
+    /// Let `unknown` verdicts pass [`Report::assert_valid`] (by default they fail it: a gate
+    /// that says "unknown" has not shown the backend safe).
+    pub fn allow_unknown(mut self, allow: bool) -> Harness {
+        self.allow_unknown = allow;
+        self
+    }
+
+    /// Shrinking bounds for the first failure of each anomaly class, or `None` not to shrink.
+    pub fn shrink(mut self, limits: Option<ShrinkLimits>) -> Harness {
+        self.shrink = limits;
+        self
+    }
+
+    /// A regressions folder: its saved plans run before the seeds, and every failing plan
+    /// (shrunk when it could be) is saved there. Commit it.
+    pub fn regressions(mut self, dir: impl Into<PathBuf>) -> Harness {
+        self.regressions = Some(dir.into());
+        self
+    }
+
+    /// Writes a JUnit report of the run here.
+    pub fn junit(mut self, path: impl Into<PathBuf>) -> Harness {
+        self.junit = Some(path.into());
         self
     }
 
@@ -193,6 +366,8 @@ impl Harness {
         };
         Settings {
             seed,
+            workload: self.workload,
+            worker: self.worker,
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns,
@@ -209,8 +384,10 @@ impl Harness {
             } else {
                 Settings::default().latency
             },
-            ..Settings::default()
+            lock: USER_LOCK.into(),
+            store: USER_STORE.into(),
         }
+        .for_seed(seed, self.swarm)
     }
 
     /// The plan one seed runs, as generated (faults the backends cannot take are left out
@@ -219,101 +396,216 @@ impl Harness {
         Plan::generate(&self.settings(seed))
     }
 
-    /// The user's lock service and store, registered under [`USER_LOCK`] and [`USER_STORE`],
-    /// in this harness's time.
-    fn backends(&self) -> Backends {
-        let time = match self.time {
-            TimeMode::Simulated => Time::Simulated,
-            TimeMode::Real => Time::Real,
-        };
-        let mut backends = Backends::new();
-        let lock = Arc::clone(&self.lock);
-        let store = Arc::clone(&self.store);
-        backends
-            .lock_built(
-                USER_LOCK,
-                time,
-                Reach::default(),
-                "the lock service under test",
-                move |_| Ok(Built::adapter(Arc::clone(&lock))),
-            )
-            .and_then(|backends| {
-                backends.store_built(
-                    USER_STORE,
-                    time,
-                    Reach::default(),
-                    "the store under test",
-                    move |_| Ok(Built::adapter(Arc::clone(&store))),
-                )
-            })
-            .expect("the user's names are free");
-        backends
+    /// The seeds to run: `FENCER_SEED`, else `FENCER_SEEDS`, else [`Harness::seeds`].
+    fn chosen_seeds(&self) -> (Range<u64>, bool) {
+        if let Ok(text) = std::env::var(SEED_ENV) {
+            let seed = text
+                .trim()
+                .parse::<u64>()
+                .unwrap_or_else(|_| panic!("{SEED_ENV}: expected a seed like 7, found `{text}`"));
+            return (seed..seed + 1, true);
+        }
+        match std::env::var(SEEDS_ENV) {
+            Ok(text) => (
+                parse_seeds(&text).unwrap_or_else(|error| panic!("{SEEDS_ENV}: {error}")),
+                false,
+            ),
+            Err(_) => (self.seeds.clone(), false),
+        }
     }
 
-    /// Runs every seed (or those in `FENCER_SEEDS`) and checks each history.
+    /// Runs the saved regressions (unless one seed is asked for), then every seed, and checks
+    /// each history; shrinks and saves what failed.
     pub fn run(&self) -> Report {
-        let seeds = match std::env::var(SEEDS_ENV) {
-            Ok(text) => parse_seeds(&text).unwrap_or_else(|error| panic!("{SEEDS_ENV}: {error}")),
-            Err(_) => self.seeds.clone(),
+        let (seeds, alone) = self.chosen_seeds();
+        let base = self.settings(0);
+        let saved = match (&self.regressions, alone) {
+            (Some(dir), false) => match regressions::load(dir, &base) {
+                Ok(saved) => saved,
+                Err(error) => panic!("fencer: regressions of `{}`: {error}", self.name),
+            },
+            _ => Vec::new(),
         };
+        let mut plans: Vec<(Label, Plan)> = saved
+            .into_iter()
+            .map(|regression| (Label::Regression(regression.path), regression.plan))
+            .collect();
+        plans.extend(
+            seeds
+                .clone()
+                .map(|seed| (Label::Seed(seed), self.plan(seed))),
+        );
+        let results = self.run_plans(&plans);
         let mut report = Report {
             name: self.name.clone(),
+            allow_unknown: self.allow_unknown,
             runs: Vec::new(),
         };
+        for ((label, _), result) in plans.into_iter().zip(results) {
+            report.runs.push(self.seed_run(label, result));
+        }
+        self.shrink_and_save(&mut report);
+        if let Some(path) = &self.junit
+            && let Err(error) = regressions::write_atomically(
+                path,
+                junit_xml(&self.summary(&report, seeds)).as_bytes(),
+            )
+        {
+            panic!("fencer: cannot write {}: {error}", path.display());
+        }
+        report
+    }
+
+    /// Runs `plans` in order, side by side when the backends allow, and returns what became of
+    /// each (fewer when stopping at the first failure).
+    fn run_plans(&self, plans: &[(Label, Plan)]) -> Vec<RunResult> {
         let backends = self.backends();
+        match &self.source {
+            Source::Shared(..) => self.run_shared(&backends, plans),
+            Source::Factories(..) => {
+                let jobs = self.jobs.unwrap_or(match self.time {
+                    TimeMode::Simulated => {
+                        std::thread::available_parallelism().map_or(1, usize::from)
+                    }
+                    TimeMode::Real => 1,
+                });
+                let config = RunnerConfig {
+                    backends,
+                    strict: self.strict,
+                    jobs,
+                    keep_going: !self.stop_at_first_failure,
+                    deadline: None,
+                    check_determinism: false,
+                    keep_histories: true,
+                };
+                let mut results = Vec::new();
+                run_batch(
+                    plans.len(),
+                    &|index| plans[index].1.clone(),
+                    &config,
+                    &AtomicBool::new(false),
+                    &mut |PlanResult {
+                              plan,
+                              left_out,
+                              outcome,
+                              ..
+                          }| {
+                        results.push(match outcome {
+                            Outcome::Checked {
+                                history: Some(history),
+                                ..
+                            } => Ok((plan, left_out, history)),
+                            Outcome::Checked { history: None, .. } => {
+                                Err("the history was not kept".into())
+                            }
+                            Outcome::Nondeterministic(divergence) => Err(divergence.describe()),
+                            Outcome::Error(error) => Err(error.to_string()),
+                        });
+                    },
+                );
+                results
+            }
+        }
+    }
+
+    /// Runs `plans` one after another on the shared instances (in real time on one runtime).
+    fn run_shared(&self, backends: &Backends, plans: &[(Label, Plan)]) -> Vec<RunResult> {
         // Real backends may keep connections on the runtime that opened them, so real time
         // uses one runtime for every seed; simulated time gets a fresh one per seed so a seed
         // replays alone.
         let shared_real = match self.time {
             TimeMode::Real => match real_runtime() {
                 Ok(runtime) => Some(runtime),
-                Err(error) => return Report::failed_to_start(&self.name, seeds.start, &error),
+                Err(error) => return vec![Err(format!("cannot start a tokio runtime: {error}"))],
             },
             TimeMode::Simulated => None,
         };
-        for seed in seeds {
-            let plan = self.plan(seed);
+        let mut results = Vec::new();
+        for (_, plan) in plans {
+            let seed = plan.settings.seed;
             let launch = Launch {
                 names: Some(match self.time {
                     TimeMode::Simulated => RunNames::tagged(&format!("s{seed}")),
                     TimeMode::Real => RunNames::tagged(&unique_tag(seed)),
                 }),
-                ..Launch::new(&backends)
+                ..Launch::new(backends)
             };
-            let job = launch.drive(&plan);
+            let job = launch.drive(plan);
             let outcome = match &shared_real {
                 Some(runtime) => runtime.block_on(job),
                 None => simulation_runtime().block_on(job),
             };
-            let run = match outcome {
-                Ok(launched) => {
-                    let verdict = judge(&launched.plan.settings, &launched.history, false);
-                    let saved = self.save_if_failed(&launched.plan, &launched.history, &verdict);
-                    SeedRun {
-                        seed,
-                        outcome: Ok((launched.history, verdict)),
-                        saved,
-                        left_out: launched.left_out,
-                    }
+            let result = outcome
+                .map(|launched| (launched.plan, launched.left_out, launched.history))
+                .map_err(|error| error.to_string());
+            let failed = match &result {
+                Ok((plan, _, history)) => {
+                    judge(&plan.settings, history, self.strict).validity == Validity::Invalid
                 }
-                Err(error) => SeedRun {
-                    seed,
-                    outcome: Err(error.to_string()),
-                    saved: None,
-                    left_out: Vec::new(),
-                },
+                Err(_) => true,
             };
-            report.runs.push(run);
+            results.push(result);
+            if failed && self.stop_at_first_failure {
+                break;
+            }
         }
-        report
+        results
     }
 
-    fn save_if_failed(&self, plan: &Plan, history: &History, verdict: &Verdict) -> Option<PathBuf> {
+    /// One run's entry in the report: judged, and saved when it failed.
+    fn seed_run(&self, label: Label, result: RunResult) -> SeedRun {
+        let seed = match &label {
+            Label::Seed(seed) => Some(*seed),
+            Label::Regression(_) => None,
+        };
+        match result {
+            Ok((plan, left_out, history)) => {
+                let verdict = judge(&plan.settings, &history, self.strict);
+                let saved = self.save_if_failed(&label, &plan, &history, &verdict);
+                SeedRun {
+                    seed: plan.settings.seed,
+                    regression: match label {
+                        Label::Regression(path) => Some(path),
+                        Label::Seed(_) => None,
+                    },
+                    outcome: Ok((history, verdict)),
+                    saved,
+                    left_out,
+                    plan: Some(plan),
+                    shrunk: None,
+                }
+            }
+            Err(message) => SeedRun {
+                seed: seed.unwrap_or(0),
+                regression: match label {
+                    Label::Regression(path) => Some(path),
+                    Label::Seed(_) => None,
+                },
+                outcome: Err(message),
+                saved: None,
+                left_out: Vec::new(),
+                plan: None,
+                shrunk: None,
+            },
+        }
+    }
+
+    fn save_if_failed(
+        &self,
+        label: &Label,
+        plan: &Plan,
+        history: &History,
+        verdict: &Verdict,
+    ) -> Option<PathBuf> {
         if verdict.validity != Validity::Invalid {
             return None;
         }
         let root = self.save_failures_to.as_ref()?;
-        let dir = default_run_dir(root, &self.name, &plan.settings.seed.to_string());
+        let tag = match label {
+            Label::Seed(seed) => seed.to_string(),
+            Label::Regression(_) => format!("regression-{}", plan.settings.seed),
+        };
+        let dir = default_run_dir(root, &self.name, &tag);
         let finished = FinishedRun {
             command: "cargo-test",
             plan,
@@ -322,6 +614,107 @@ impl Harness {
         };
         save_run(&finished, &dir, None).ok().map(|()| dir)
     }
+
+    /// Shrinks the first failing seed of each anomaly class in place, and saves every failing
+    /// seed's plan (the minimal one when shrunk) in the regressions folder.
+    fn shrink_and_save(&self, report: &mut Report) {
+        let backends = self.backends();
+        let mut shrunk_classes: Vec<AnomalyClass> = Vec::new();
+        for run in &mut report.runs {
+            let (Ok((history, verdict)), Some(plan)) = (&run.outcome, &run.plan) else {
+                continue;
+            };
+            if verdict.validity != Validity::Invalid || run.regression.is_some() {
+                continue;
+            }
+            let class = verdict.anomalies.first().map(|anomaly| anomaly.class);
+            if let (Some(limits), Some(class), Some(dir)) = (self.shrink, class, &run.saved)
+                && !shrunk_classes.contains(&class)
+            {
+                shrunk_classes.push(class);
+                let against = Against {
+                    backends: &backends,
+                    strict: self.strict,
+                };
+                run.shrunk = minimize(
+                    dir,
+                    plan,
+                    class,
+                    history.events.len(),
+                    limits,
+                    against,
+                    &AtomicBool::new(false),
+                )
+                .ok();
+            }
+            if let (Some(folder), Some(class)) = (&self.regressions, class) {
+                let minimal = run.shrunk.as_ref().and_then(|shrunk| {
+                    let bytes = std::fs::read(&shrunk.plan).ok()?;
+                    Plan::from_json(&bytes, &shrunk.plan).ok()
+                });
+                let _ = regressions::save(folder, minimal.as_ref().unwrap_or(plan), class.name());
+            }
+        }
+    }
+
+    /// The report as a gate summary, for JUnit.
+    fn summary(&self, report: &Report, seeds: Range<u64>) -> GateSummary {
+        let range = SeedRange {
+            start: seeds.start,
+            end: Some(seeds.end),
+        };
+        let mut summary = GateSummary::empty(self.settings(0), self.swarm, range, vec![Shard::ALL]);
+        for run in &report.runs {
+            let seed = run.regression.is_none().then_some(run.seed);
+            match &run.outcome {
+                Ok((history, verdict)) => {
+                    summary.count_run(seed, verdict.validity.into(), history.events.len());
+                    if verdict.validity == Validity::Invalid {
+                        summary.failures.push(FailureRecord {
+                            seed,
+                            label: run.label(),
+                            kind: FailureKind::Invalid,
+                            class: verdict.anomalies.first().map(|anomaly| anomaly.class),
+                            anomaly_counts: verdict.anomaly_counts.clone(),
+                            explanation: verdict
+                                .anomalies
+                                .first()
+                                .map_or_else(|| verdict.summary_line(), |a| a.explanation.clone()),
+                            run_dir: run.saved.as_ref().map(|dir| dir.display().to_string()),
+                            replay: vec![report.replay_line(run)],
+                            divergence: None,
+                            shrunk: run.shrunk.clone(),
+                        });
+                    }
+                }
+                Err(message) => {
+                    summary.count_run(seed, crate::summary::Tally::Error, 0);
+                    summary.failures.push(FailureRecord {
+                        seed,
+                        label: run.label(),
+                        kind: FailureKind::Error,
+                        class: None,
+                        anomaly_counts: Default::default(),
+                        explanation: message.clone(),
+                        run_dir: None,
+                        replay: vec![report.replay_line(run)],
+                        divergence: None,
+                        shrunk: None,
+                    });
+                }
+            }
+        }
+        summary
+    }
+}
+
+/// One run as it ran (its plan, the faults left out, its history), or why it could not.
+type RunResult = Result<(Plan, Vec<LeftOut>, History), String>;
+
+/// What a run of a harness was: a seed, or a saved regression.
+enum Label {
+    Seed(u64),
+    Regression(PathBuf),
 }
 
 /// Parses `7` or `3..9`.
@@ -340,41 +733,45 @@ fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
     }
 }
 
-/// One seed's result.
+/// One run's result.
 #[derive(Debug)]
 pub struct SeedRun {
     /// The seed.
     pub seed: u64,
+    /// The saved regression it replayed, if it was one.
+    pub regression: Option<PathBuf>,
     /// The history and its verdict, or why the run could not happen.
     pub outcome: Result<(History, Verdict), String>,
     /// Where the run was saved (failing runs only).
     pub saved: Option<PathBuf>,
     /// Faults of the seed's plan the backends could not take, left out of its run.
     pub left_out: Vec<LeftOut>,
+    /// The plan as it ran.
+    pub plan: Option<Plan>,
+    /// What shrinking achieved, for the first failure of its anomaly class.
+    pub shrunk: Option<ShrinkRecord>,
 }
 
-/// What a [`Harness::run`] found, seed by seed.
+impl SeedRun {
+    fn label(&self) -> String {
+        match &self.regression {
+            Some(path) => format!("regression {}", path.display()),
+            None => format!("seed {}", self.seed),
+        }
+    }
+}
+
+/// What a [`Harness::run`] found, run by run.
 #[derive(Debug)]
 pub struct Report {
     name: String,
-    /// Every seed's result, in order.
+    allow_unknown: bool,
+    /// Every run's result, in order: saved regressions first, then the seeds.
     pub runs: Vec<SeedRun>,
 }
 
 impl Report {
-    fn failed_to_start(name: &str, seed: u64, error: &std::io::Error) -> Report {
-        Report {
-            name: name.to_string(),
-            runs: vec![SeedRun {
-                seed,
-                outcome: Err(format!("cannot start a tokio runtime: {error}")),
-                saved: None,
-                left_out: Vec::new(),
-            }],
-        }
-    }
-
-    /// The worst verdict over all seeds; a run that could not happen counts as unknown.
+    /// The worst verdict over all runs; a run that could not happen counts as unknown.
     pub fn validity(&self) -> Validity {
         self.runs
             .iter()
@@ -385,7 +782,7 @@ impl Report {
             .fold(Validity::Valid, Validity::worst)
     }
 
-    /// Seeds whose history proved an anomaly or that could not run.
+    /// Runs whose history proved an anomaly or that could not run.
     pub fn failures(&self) -> impl Iterator<Item = &SeedRun> {
         self.runs.iter().filter(|run| match &run.outcome {
             Ok((_, verdict)) => verdict.validity == Validity::Invalid,
@@ -393,45 +790,92 @@ impl Report {
         })
     }
 
-    /// Panics, failing the calling test, if any seed proved an anomaly or could not run. The
-    /// message gives each failure's first explanation, where its run was saved, and the command
-    /// that runs that seed again. `unknown` verdicts (lost replies that could hide an anomaly)
-    /// do not fail: they are honest, not wrong.
+    /// Runs whose verdict is unknown: nothing proven wrong, but unknown outcomes could hide an
+    /// anomaly.
+    pub fn unknowns(&self) -> impl Iterator<Item = &SeedRun> {
+        self.runs.iter().filter(
+            |run| matches!(&run.outcome, Ok((_, verdict)) if verdict.validity == Validity::Unknown),
+        )
+    }
+
+    /// Panics, failing the calling test, if any run proved an anomaly or could not run, or
+    /// (unless [`Harness::allow_unknown`]) ended unknown. The message gives each failure's first
+    /// explanation, where its run was saved with its timeline, its minimal plan, and the
+    /// command that runs that seed again; for an unknown verdict, which checks could not
+    /// conclude and why.
     #[track_caller]
     pub fn assert_valid(&self) {
         let failures: Vec<&SeedRun> = self.failures().collect();
-        if !failures.is_empty() {
-            panic!("{}", self.failure_message(&failures));
+        let unknowns: Vec<&SeedRun> = if self.allow_unknown {
+            Vec::new()
+        } else {
+            self.unknowns().collect()
+        };
+        if !failures.is_empty() || !unknowns.is_empty() {
+            panic!("{}", self.failure_message(&failures, &unknowns));
         }
     }
 
-    fn failure_message(&self, failures: &[&SeedRun]) -> String {
+    /// The command that runs `run` again.
+    fn replay_line(&self, run: &SeedRun) -> String {
+        match &run.regression {
+            Some(path) => format!(
+                "the saved regression {} runs first in every run of `{}`",
+                path.display(),
+                self.name
+            ),
+            None => format!("{SEED_ENV}={} cargo test {}", run.seed, self.name),
+        }
+    }
+
+    fn failure_message(&self, failures: &[&SeedRun], unknowns: &[&SeedRun]) -> String {
         let mut message = format!(
-            "fencer: {} of {} seeds of `{}` failed",
+            "fencer: {} of {} runs of `{}` failed{}",
             failures.len(),
             self.runs.len(),
-            self.name
+            self.name,
+            if unknowns.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", {} ended unknown (Harness::allow_unknown lets them pass)",
+                    unknowns.len()
+                )
+            }
         );
-        for run in failures {
+        for run in failures.iter().chain(unknowns) {
             match &run.outcome {
                 Ok((_, verdict)) => {
-                    let _ = write!(message, "\n  seed {}: {}", run.seed, verdict.summary_line());
+                    let _ = write!(message, "\n  {}: {}", run.label(), verdict.summary_line());
                     if let Some(anomaly) = verdict.anomalies.first() {
                         let _ = write!(message, "\n    {}: {}", anomaly.class, anomaly.explanation);
                     }
+                    for checker in &verdict.checkers {
+                        if checker.validity == Validity::Unknown {
+                            let _ = write!(
+                                message,
+                                "\n    {} could not conclude ({})",
+                                checker.checker, checker.evidence
+                            );
+                        }
+                    }
                 }
                 Err(error) => {
-                    let _ = write!(message, "\n  seed {}: could not run: {error}", run.seed);
+                    let _ = write!(message, "\n  {}: could not run: {error}", run.label());
                 }
             }
             if let Some(dir) = &run.saved {
-                let _ = write!(message, "\n    saved: {}", dir.display());
+                let _ = write!(
+                    message,
+                    "\n    saved: {} (timeline: {})",
+                    dir.display(),
+                    dir.join("timeline.html").display()
+                );
             }
-            let _ = write!(
-                message,
-                "\n    replay: {SEEDS_ENV}={} cargo test {}",
-                run.seed, self.name
-            );
+            if let Some(shrunk) = &run.shrunk {
+                let _ = write!(message, "\n    minimal plan: {}", shrunk.plan);
+            }
+            let _ = write!(message, "\n    replay: {}", self.replay_line(run));
         }
         message
     }
@@ -446,7 +890,7 @@ impl Report {
         };
         let errors = self.runs.iter().filter(|run| run.outcome.is_err()).count();
         format!(
-            "{}: {} seeds, {} valid, {} invalid, {} unknown, {} could not run",
+            "{}: {} runs, {} valid, {} invalid, {} unknown, {} could not run",
             self.validity().name(),
             self.runs.len(),
             count(Validity::Valid),

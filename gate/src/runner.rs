@@ -17,7 +17,7 @@ use fencer_harness::History;
 
 use crate::divergence::{Divergence, first_divergence};
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError};
+use fencer_run::{Backends, Launch, Launched, LeftOut, RunError};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
@@ -34,6 +34,8 @@ pub struct RunnerConfig {
     pub deadline: Option<Instant>,
     /// Simulate each plan twice and compare the histories.
     pub check_determinism: bool,
+    /// Keep every history, not only the failing ones' (a `cargo test` report hands them back).
+    pub keep_histories: bool,
 }
 
 /// What became of one plan.
@@ -41,8 +43,10 @@ pub struct RunnerConfig {
 pub struct PlanResult {
     /// Position in the batch.
     pub index: usize,
-    /// What ran.
+    /// What ran: the plan without the faults its backends could not take.
     pub plan: Plan,
+    /// The faults left out.
+    pub left_out: Vec<LeftOut>,
     /// What happened to it.
     pub outcome: Outcome,
 }
@@ -56,7 +60,8 @@ pub enum Outcome {
         verdict: Verdict,
         /// Number of events in the history.
         events: usize,
-        /// The history, kept only when the verdict is invalid (to save the run directory).
+        /// The history, kept when the verdict is invalid (to save the run directory) or when
+        /// asked for every run.
         history: Option<History>,
     },
     /// Two runs of the same plan recorded different histories.
@@ -122,13 +127,14 @@ pub fn run_batch(
                     if index >= count || index > limit.load(Ordering::SeqCst) {
                         return;
                     }
-                    let (plan, outcome) = run_one(&plan_for(index), config);
+                    let (plan, left_out, outcome) = run_one(&plan_for(index), config);
                     if outcome.is_failure() && !config.keep_going {
                         limit.fetch_min(index, Ordering::SeqCst);
                     }
                     let result = PlanResult {
                         index,
                         plan,
+                        left_out,
                         outcome,
                     };
                     if sender.send(result).is_err() {
@@ -166,34 +172,47 @@ pub fn run_batch(
 }
 
 /// Runs and checks one plan (twice, comparing histories, when asked); returns the plan as it
-/// ran (without the faults its backends could not take) with what became of it.
-pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
+/// ran (without the faults its backends could not take), those faults, and what became of it.
+pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Vec<LeftOut>, Outcome) {
     let launch = Launch::new(&config.backends);
     let launched = match launch.run(plan) {
         Ok(launched) => launched,
-        Err(error) => return (plan.clone(), Outcome::Error(error)),
+        Err(error) => return (plan.clone(), Vec::new(), Outcome::Error(error)),
     };
     if config.check_determinism {
         let again = match launch.run(plan) {
             Ok(again) => again,
-            Err(error) => return (launched.plan, Outcome::Error(error)),
+            Err(error) => return (launched.plan, launched.left_out, Outcome::Error(error)),
         };
         if let Some(divergence) = first_divergence(&launched.history, &again.history) {
-            return (launched.plan, Outcome::Nondeterministic(divergence));
+            return (
+                launched.plan,
+                launched.left_out,
+                Outcome::Nondeterministic(divergence),
+            );
         }
     }
-    let Launched { plan, history, .. } = launched;
-    let verdict = fencer_run::checking::judge(&plan.settings, &history, config.strict);
-    let events = history.events.len();
-    let history = (verdict.validity == Validity::Invalid).then_some(history);
-    (
+    let Launched {
         plan,
-        Outcome::Checked {
-            verdict,
-            events,
-            history,
-        },
-    )
+        history,
+        left_out,
+        ..
+    } = launched;
+    let outcome = checked(&plan, history, config.strict, config.keep_histories);
+    (plan, left_out, outcome)
+}
+
+/// Judges `history` of `plan` (warnings fail under `strict`), keeping the history when the
+/// verdict is invalid or `keep` asks for it.
+pub fn checked(plan: &Plan, history: History, strict: bool, keep: bool) -> Outcome {
+    let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
+    let events = history.events.len();
+    let history = (keep || verdict.validity == Validity::Invalid).then_some(history);
+    Outcome::Checked {
+        verdict,
+        events,
+        history,
+    }
 }
 
 #[cfg(test)]
@@ -217,6 +236,7 @@ mod tests {
         let config = RunnerConfig {
             backends: Backends::new(),
             strict: false,
+            keep_histories: false,
             jobs,
             keep_going,
             deadline: None,
@@ -264,6 +284,7 @@ mod tests {
             &RunnerConfig {
                 backends: Backends::new(),
                 strict: false,
+                keep_histories: false,
                 jobs: 2,
                 keep_going: true,
                 deadline: None,

@@ -140,6 +140,7 @@ pub fn run_gate(
         keep_going: config.keep_going,
         deadline: config.time.map(|time| started + time),
         check_determinism: config.check_determinism,
+        keep_histories: false,
     };
     let mut end = BatchEnd::Finished;
     if !saved.is_empty() {

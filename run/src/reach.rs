@@ -34,15 +34,23 @@ impl Reach {
             return Ok(());
         }
         if !self.server || fault.server_action().is_none() {
-            return Err(format!(
-                "`{name}` is not fencer's to {}",
-                match fault.effect() {
-                    Effect::ClockJump(_) | Effect::ClockDrift(_) =>
-                        "skew: its clock is its own (start it with a private: URL)",
-                    Effect::Restart => "restart: it offers no restart",
-                    _ => "stop, cut off or delay: fencer does not run its server",
-                }
-            ));
+            return Err(match fault.effect() {
+                Effect::ClockJump(_) | Effect::ClockDrift(_) => format!(
+                    "`{name}` keeps its own clock: fencer steps only its simulated lease \
+                     service's and those of servers it starts ({})",
+                    PrivateBackend::URLS
+                ),
+                Effect::Restart => format!(
+                    "`{name}` offers no restart: fencer restarts only its simulated lease \
+                     service and servers it starts ({}) or runs (exec:COMMAND)",
+                    PrivateBackend::URLS
+                ),
+                _ => format!(
+                    "`{name}` is not fencer's own server: start one with --{} {}",
+                    fault.target(),
+                    PrivateBackend::URLS
+                ),
+            });
         }
         server_takes(name, fault)
     }
@@ -143,7 +151,7 @@ impl Roles<'_> {
 }
 
 /// The faults left out, counted by family and target, in words: `3 restart aimed at lock
-/// (`my-lock` is not fencer's to restart: it offers no restart)`.
+/// (`my-lock` offers no restart: …)`.
 pub fn describe_left_out(left_out: &[LeftOut]) -> Vec<String> {
     let mut counted: Vec<(&LeftOut, usize)> = Vec::new();
     for fault in left_out {
@@ -215,7 +223,7 @@ mod tests {
 
     #[test]
     fn left_out_faults_are_counted_by_family_and_target() {
-        let why = "`my-lock` is not fencer's to restart: it offers no restart".to_string();
+        let why = "`my-lock` offers no restart".to_string();
         let fault = LeftOut {
             kind: "restart",
             target: "lock".into(),

@@ -60,8 +60,9 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
             )));
         }
         println!(
-            "{}: a real-time run: running its plan again (its history cannot repeat byte for \
-             byte; the new one is the artifact)",
+            "{}: a real-time run: its plan runs again, against fresh ones of the servers fencer \
+             starts (real time cannot repeat a history byte for byte: the new one is the \
+             artifact)",
             dir.display()
         );
         let args = super::RunArgs::replaying(plan_path, args.archive.clone());

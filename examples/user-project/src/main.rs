@@ -1,0 +1,27 @@
+//! A project's own lock service and store, tested with fencer's whole command line:
+//!
+//! ```sh
+//! cargo run -- gate --lock memory-lock --store memory-store --seeds 0..200
+//! cargo run -- gate --lock memory-lock --store leaky-store --seeds 0..50   # the bug is found
+//! cargo run -- --help                                                      # lists them
+//! ```
+//!
+//! Both keep time with `tokio::time`, so fencer runs them in its simulation tier: thousands of
+//! seeds a minute, each replayable byte for byte. `leaky-store` is `memory-store` with its fence
+//! check left out, the bug fencer is for.
+
+mod backends;
+
+use std::process::ExitCode;
+
+use backends::{MemoryLock, MemoryStore};
+use fencer::{Cli, Time};
+
+fn main() -> ExitCode {
+    Cli::new()
+        .lock("memory-lock", Time::Simulated, "leases in memory", MemoryLock::default)
+        .store("memory-store", Time::Simulated, "a fenced register in memory", || MemoryStore::new(true))
+        .store("leaky-store", Time::Simulated, "memory-store without its fence", || MemoryStore::new(false))
+        .program("cargo run --")
+        .main()
+}
