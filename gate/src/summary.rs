@@ -391,23 +391,14 @@ mod tests {
 
     fn summary(shard: Shard, seeds: &[(u64, Tally)]) -> GateSummary {
         let mut summary = GateSummary {
-            format: SUMMARY_FORMAT,
             fencer_version: "test".into(),
-            settings: Settings::default(),
-            swarm: false,
-            seeds: "0..300".parse().unwrap(),
-            shards: vec![shard],
-            complete: true,
-            ended: GateEnd::Finished,
-            regressions_run: 0,
-            seeds_run: 0,
-            events: 0,
-            validity: BTreeMap::new(),
-            anomalies: BTreeMap::new(),
-            chunks: Vec::new(),
-            failures: Vec::new(),
             wall_s: 1.0,
-            shrink_s: 0.0,
+            ..GateSummary::empty(
+                Settings::default(),
+                false,
+                "0..300".parse().unwrap(),
+                vec![shard],
+            )
         };
         for &(seed, validity) in seeds {
             summary.count_run(Some(seed), validity, 10);

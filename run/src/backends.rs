@@ -253,15 +253,7 @@ impl Backends {
             + 'static,
     {
         check_free(name, "lock", builtin_lock_time(name).is_some())?;
-        self.locks.insert(
-            name.to_string(),
-            Registered {
-                time,
-                reach,
-                about: about.to_string(),
-                factory: Arc::new(factory),
-            },
-        );
+        register(&mut self.locks, name, time, reach, about, Arc::new(factory));
         Ok(self)
     }
 
@@ -282,15 +274,7 @@ impl Backends {
             + 'static,
     {
         check_free(name, "store", builtin_store_time(name).is_some())?;
-        self.stores.insert(
-            name.to_string(),
-            Registered {
-                time,
-                reach,
-                about: about.to_string(),
-                factory: Arc::new(factory),
-            },
-        );
+        register(&mut self.stores, name, time, reach, about, Arc::new(factory));
         Ok(self)
     }
 
@@ -465,6 +449,24 @@ fn builtin_reach(name: &BackendName, simulated_lock: bool) -> Reach {
         restart: simulated_lock,
         server: name.is_fencers_own_server(),
     }
+}
+
+/// Adds one registration to the lock services' or the stores' table.
+fn register<T: ?Sized>(
+    table: &mut BTreeMap<String, Registered<T>>,
+    name: &str,
+    time: Time,
+    reach: Reach,
+    about: &str,
+    factory: Factory<T>,
+) {
+    let entry = Registered {
+        time,
+        reach,
+        about: about.to_string(),
+        factory,
+    };
+    table.insert(name.to_string(), entry);
 }
 
 /// Refuses to register a name one of fencer's own backends answers to.
