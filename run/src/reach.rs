@@ -197,10 +197,7 @@ mod tests {
         assert!(sim.takes(&name, &restart()).is_ok());
         let mine = BackendName::new("my-lock");
         let why = Reach::default().takes(&mine, &restart()).unwrap_err();
-        assert_eq!(
-            why,
-            "`my-lock` is not fencer's to restart: it offers no restart"
-        );
+        assert!(why.starts_with("`my-lock` offers no restart"), "{why}");
         let cut = Fault::Cut {
             at_ns: 1,
             target: "store".into(),
