@@ -21,7 +21,7 @@ use fencer_nemesis::Fault;
 use tokio::sync::oneshot;
 
 use crate::RunError;
-use crate::backends::{BackendName, Backends, Built, Note, RunContext, Time};
+use crate::backends::{Backends, Built, Note, RunContext, Time};
 use crate::drive::{Run, RunNames, spawn_workers};
 use crate::plan::Plan;
 use crate::reach::{LeftOut, Roles};
@@ -67,18 +67,9 @@ impl<'a> Launch<'a> {
         }
     }
 
-    fn lock_name<'p>(&self, plan: &'p Plan) -> &'p BackendName {
-        &plan.settings.lock
-    }
-
-    fn store_name<'p>(&self, plan: &'p Plan) -> &'p BackendName {
-        &plan.settings.store
-    }
-
     /// The run's backends with what fencer can do to each.
-    fn roles<'p>(&'p self, plan: &'p Plan) -> Result<Roles<'p>, RunError> {
-        let lock = self.lock_name(plan);
-        let store = self.store_name(plan);
+    fn roles<'p>(&self, plan: &'p Plan) -> Result<Roles<'p>, RunError> {
+        let (lock, store) = (&plan.settings.lock, &plan.settings.store);
         Ok(Roles {
             lock: (lock, self.backends.lock_reach(lock)?),
             store: (store, self.backends.store_reach(store)?),
@@ -98,8 +89,8 @@ impl<'a> Launch<'a> {
 
     /// The tier a plan with these backends runs in: simulated only when both are.
     pub fn time(&self, plan: &Plan) -> Result<Time, RunError> {
-        let lock = self.backends.lock_time(self.lock_name(plan))?;
-        let store = self.backends.store_time(self.store_name(plan))?;
+        let lock = self.backends.lock_time(&plan.settings.lock)?;
+        let store = self.backends.store_time(&plan.settings.store)?;
         Ok(if lock == Time::Simulated && store == Time::Simulated {
             Time::Simulated
         } else {
@@ -143,8 +134,8 @@ impl<'a> Launch<'a> {
             recorder,
             note: &self.note,
         };
-        let lock = self.backends.build_lock(self.lock_name(plan), &cx)?;
-        let store = self.backends.build_store(self.store_name(plan), &cx)?;
+        let lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
+        let store = self.backends.build_store(&plan.settings.store, &cx)?;
         Ok((lock, store))
     }
 
