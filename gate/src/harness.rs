@@ -9,8 +9,9 @@
 //!   backend that measures time with `tokio::time` runs a 10 s lease scenario in microseconds,
 //!   and the same seed gives the same history.
 //! - [`Harness::real_time`]: a real runtime for backends that talk to real servers. TTLs are
-//!   scaled down (default 300 ms) so a seed takes about a second; replay is "the same plan
-//!   again", and the saved history is the artifact.
+//!   scaled down (default 300 ms) and most cycles are short ([`CycleShape::RealTime`]), so a
+//!   seed of 3 workers × 20 cycles takes about two seconds; replay is "the same plan again",
+//!   and the saved history is the artifact.
 //!
 //! The example in the `fencer` crate's documentation runs a user's lock service this way.
 
@@ -25,7 +26,7 @@ use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 use fencer_nemesis::FaultKind;
 use fencer_run::checking::judge;
-use fencer_workloads::RenewFailurePolicy;
+use fencer_workloads::{CycleShape, RenewFailurePolicy};
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::drive::{RunNames, drive};
@@ -159,7 +160,9 @@ impl Harness {
         self
     }
 
-    /// Real time: for backends on real servers.
+    /// Real time: for backends on real servers. Cycles are drawn in the real-time shape
+    /// ([`CycleShape::RealTime`]): one in ten as long as in the simulation, the others short,
+    /// since every millisecond a worker sleeps under the lease is a millisecond of the test.
     pub fn real_time(mut self) -> Harness {
         self.time = TimeMode::Real;
         self
@@ -200,6 +203,11 @@ impl Harness {
                 LatencyModel::NONE
             } else {
                 Settings::default().latency
+            },
+            cycle_shape: if real {
+                CycleShape::RealTime
+            } else {
+                CycleShape::Full
             },
             ..Settings::default()
         }
@@ -422,6 +430,27 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_time_draws_real_time_cycles_and_simulated_time_full_ones() {
+        use fencer_backends::{LeaseRules, SimLeaseService, SqliteStore, StoreRules};
+        use fencer_harness::{LocalClock, NodeClock, Recorder, TrueClock};
+        let truth = TrueClock::start();
+        let lock = SimLeaseService::new(
+            LocalClock::new(truth, NodeClock::with_offset(0)),
+            Arc::new(Recorder::new(truth)),
+            LeaseRules::Reference,
+        );
+        let harness = Harness::new(
+            lock,
+            SqliteStore::in_memory(StoreRules::Fenced, None).unwrap(),
+        );
+        let simulated = harness.plan(4);
+        let real = harness.real_time().plan(4);
+        assert_eq!(simulated.settings.cycle_shape, CycleShape::Full);
+        assert_eq!(real.settings.cycle_shape, CycleShape::RealTime);
+        assert_ne!(simulated.workers, real.workers);
+    }
 
     #[test]
     fn seed_ranges_parse_from_the_environment_form() {

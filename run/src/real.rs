@@ -16,6 +16,7 @@ use fencer_harness::runtime::real_runtime;
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 
 use fencer_nemesis::Fault;
+use fencer_workloads::CycleShape;
 
 use crate::RunError;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
@@ -23,11 +24,13 @@ use crate::plan::Plan;
 use crate::settings::Settings;
 use fencer_servers::PrivateBackend;
 
-/// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
-/// and only the server faults its servers can take ([`fit_to_servers`]).
+/// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real),
+/// mostly short cycles ([`CycleShape::RealTime`]: a critical section sleeps in real time) and
+/// only the server faults its servers can take ([`fit_to_servers`]).
 pub fn real_plan(settings: &Settings) -> Plan {
     let settings = Settings {
         latency: LatencyModel::NONE,
+        cycle_shape: CycleShape::RealTime,
         ..settings.clone()
     };
     fit_to_servers(Plan::generate(&settings))
@@ -130,4 +133,25 @@ pub fn unique_tag(seed: u64) -> String {
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or(0);
     format!("{}-{nanos:x}-s{seed}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_plans_draw_real_time_cycles_and_keep_the_simulation_s_faults() {
+        let settings = Settings {
+            seed: 5,
+            ..Settings::default()
+        };
+        let simulated = Plan::generate(&settings);
+        let real = real_plan(&settings);
+        assert_eq!(simulated.settings.cycle_shape, CycleShape::Full);
+        assert_eq!(real.settings.cycle_shape, CycleShape::RealTime);
+        assert_ne!(real.workers, simulated.workers);
+        // The shape decides the workers' scripts only: the fault schedule is the simulation's
+        // minus what a plain URL's servers cannot take.
+        assert_eq!(real.faults, fit_to_servers(simulated).faults);
+    }
 }

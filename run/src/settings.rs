@@ -7,7 +7,7 @@ use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
 use fencer_servers::PRIVATE_SCHEME;
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+use fencer_workloads::{CycleShape, RenewFailurePolicy, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
 /// Parses a kebab-case name through the type's serde form, listing the valid names on error.
@@ -106,6 +106,10 @@ pub struct Settings {
     /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
     #[serde(default)]
     pub worker: WorkerVariant,
+    /// How cycle durations are drawn: `full` (the simulation's; left out when saved) or
+    /// `real-time` (mostly short cycles, so a real-time seed takes seconds).
+    #[serde(default, skip_serializing_if = "CycleShape::is_full")]
+    pub cycle_shape: CycleShape,
     /// Real tier: the lock server's URL with its password hidden (the real URL is never
     /// saved); `lock` is then unused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +147,7 @@ impl Default for Settings {
             },
             call_timeout_ns: SECOND_NS,
             worker: WorkerVariant::Reference,
+            cycle_shape: CycleShape::Full,
             lock_url: None,
             store_url: None,
         }
