@@ -22,7 +22,7 @@ use crate::register::CyclePlan;
 pub const LONG_CYCLE_ONE_IN: u32 = 10;
 
 /// A short cycle's delay, think and hold ranges are the full ones divided by this.
-pub const SHORT_CYCLE_DIVISOR: u64 = 16;
+pub const SHORT_CYCLE_DIVISOR: u64 = 32;
 
 /// How a plan draws its cycles' durations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,7 +92,10 @@ mod tests {
         assert!(cycles.iter().all(|cycle| within(cycle, 1)));
         let longest_think = cycles.iter().map(|cycle| cycle.think_ns).max().unwrap();
         assert!(longest_think > TTL_NS / 2 * 99 / 100, "{longest_think}");
-        let short = cycles.iter().filter(|cycle| within(cycle, 16)).count();
+        let short = cycles
+            .iter()
+            .filter(|cycle| within(cycle, SHORT_CYCLE_DIVISOR))
+            .count();
         assert!(short < 10, "full cycles are not short ones: {short}");
     }
 
@@ -104,7 +107,7 @@ mod tests {
             .iter()
             .filter(|cycle| !within(cycle, SHORT_CYCLE_DIVISOR))
             .count();
-        // A full cycle falls within the short ranges by chance once in about 4000.
+        // A full cycle falls within the short ranges by chance once in about 30000.
         assert!((850..=1150).contains(&long), "{long} long cycles in 10000");
     }
 
