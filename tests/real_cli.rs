@@ -94,6 +94,11 @@ fn a_redis_lock_protects_a_sqlite_file() {
         history.contains(r#""process":"store","type":"log","f":"write""#),
         "the SQLite file's applied log is in the history"
     );
+    let plan = std::fs::read_to_string(dir.path().join("runs/latest/plan.json")).unwrap();
+    assert!(
+        plan.contains(r#""cycle_shape": "real-time""#),
+        "a real run draws real-time cycles and says so in its plan: {plan}"
+    );
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use fencer::LockService;
 use fencer_backends::{RedisConnection, RedisLock, RedisLockRules, RedisStore, RedisStoreRules};
+use fencer_harness::{EventType, Op};
 use fencer_run::real::unique_tag;
 use support::{Adapters, FencedVerdict, redis_url, stale_release_plan, stale_write_plan};
 
@@ -42,6 +43,57 @@ fn redis_reference_lock_and_fenced_store_show_no_anomaly_under_faults() {
         lock,
         store,
     );
+}
+
+/// A real-time seed through the Harness with the README's settings (300 ms leases renewed
+/// every 100 ms, 100 ms call timeout, a fault every 300 ms) and its default 3 workers × 20
+/// cycles, lock and store on a connection each as adapters built from URLs are: it takes a
+/// couple of seconds (the bound is loose for loaded machines; full-length cycles took about
+/// 8 s), still renews leases and still meets faults.
+#[test]
+fn a_real_time_harness_seed_takes_seconds_and_still_renews_under_faults() {
+    let Some(url) = connect("redis_real_time_seed") else {
+        return;
+    };
+    let (lock, store) = support::adapters(&url, &url);
+    let ttl = Duration::from_millis(300);
+    let report = fencer::Harness::from_shared(lock, store)
+        .name("a_real_time_harness_seed_takes_seconds_and_still_renews_under_faults")
+        .real_time()
+        .ttl(ttl)
+        .renew_every(ttl / 3)
+        .call_timeout(ttl / 3)
+        .fault_gap(ttl)
+        .nemesis(support::real_settings(0, 1, 1).nemesis)
+        .seeds(0..2)
+        .run();
+    report.assert_valid();
+    let (mut renewed, mut faults) = (0, 0);
+    for run in &report.runs {
+        let (history, _) = run.outcome.as_ref().expect("ran");
+        let recorded =
+            Duration::from_nanos(history.events.iter().map(|e| e.time_ns).max().unwrap());
+        assert!(
+            recorded < Duration::from_secs(6),
+            "seed {} took {recorded:?} of real time",
+            run.seed
+        );
+        renewed += history
+            .events
+            .iter()
+            .filter(|e| e.process.ends_with(":renew") && e.is(EventType::Ok, Op::Renew))
+            .count();
+        faults += history
+            .events
+            .iter()
+            .filter(|e| e.process == "nemesis")
+            .count();
+    }
+    assert!(
+        renewed > 0,
+        "no lease was renewed: the long cycles are gone"
+    );
+    assert!(faults > 0, "no fault was injected");
 }
 
 #[test]

@@ -13,8 +13,9 @@
 //!   backend that measures time with `tokio::time` runs a 10 s lease scenario in microseconds,
 //!   and the same seed gives the same history.
 //! - [`Harness::real_time`]: a real runtime for backends that talk to real servers. TTLs are
-//!   scaled down (default 300 ms) so a seed takes about a second; replay is "the same plan
-//!   again", and the saved history is the artifact.
+//!   scaled down (default 300 ms) and most cycles are short ([`CycleShape::RealTime`]), so a
+//!   seed of 3 workers × 20 cycles takes about two seconds; replay is "the same plan again",
+//!   and the saved history is the artifact.
 //!
 //! The example in the `fencer` crate's documentation runs a user's lock service this way.
 
@@ -27,7 +28,7 @@ use std::time::Duration;
 
 use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
-use fencer_harness::{FencedStore, History, LatencyModel, LockService, Workload};
+use fencer_harness::{FencedStore, History, LockService, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::backends::Built;
@@ -250,7 +251,9 @@ impl Harness {
         self
     }
 
-    /// Real time: for backends on real servers.
+    /// Real time: for backends on real servers. Cycles are drawn in the real-time shape
+    /// ([`CycleShape::RealTime`]): one in ten as long as in the simulation, the others short,
+    /// since every millisecond a worker sleeps under the lease is a millisecond of the test.
     pub fn real_time(mut self) -> Harness {
         self.time = TimeMode::Real;
         self
@@ -364,7 +367,7 @@ impl Harness {
         let nanos = |value: Option<Duration>, default_ns: u64| {
             value.map_or(default_ns, |value| value.as_nanos() as u64)
         };
-        Settings {
+        let settings = Settings {
             seed,
             workload: self.workload,
             worker: self.worker,
@@ -379,15 +382,16 @@ impl Harness {
                 self.call_timeout,
                 if real { ttl_ns / 3 } else { 1_000_000_000 },
             ),
-            latency: if real {
-                LatencyModel::NONE
-            } else {
-                Settings::default().latency
-            },
             lock: USER_LOCK.into(),
             store: USER_STORE.into(),
-        }
-        .for_seed(seed, self.swarm)
+            ..Settings::default()
+        };
+        let settings = if real {
+            settings.in_real_time()
+        } else {
+            settings
+        };
+        settings.for_seed(seed, self.swarm)
     }
 
     /// The plan one seed runs, as generated (faults the backends cannot take are left out
@@ -904,6 +908,33 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn real_time_draws_real_time_cycles_and_simulated_time_full_ones() {
+        use fencer_backends::{LeaseRules, SimLeaseService, SqliteStore, StoreRules};
+        use fencer_harness::{LocalClock, NodeClock, Recorder, TrueClock};
+        let truth = TrueClock::start();
+        let lock = SimLeaseService::new(
+            LocalClock::new(truth, NodeClock::with_offset(0)),
+            Arc::new(Recorder::new(truth)),
+            LeaseRules::Reference,
+        );
+        let harness = Harness::new(
+            lock,
+            SqliteStore::in_memory(StoreRules::Fenced, None).unwrap(),
+        );
+        let simulated = harness.plan(4);
+        let real = harness.real_time().plan(4);
+        assert_eq!(
+            simulated.settings.cycle_shape,
+            fencer_workloads::CycleShape::Full
+        );
+        assert_eq!(
+            real.settings.cycle_shape,
+            fencer_workloads::CycleShape::RealTime
+        );
+        assert_ne!(simulated.workers, real.workers);
+    }
 
     #[test]
     fn seed_ranges_parse_from_the_environment_form() {

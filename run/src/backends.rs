@@ -274,7 +274,14 @@ impl Backends {
             + 'static,
     {
         check_free(name, "store", builtin_store_time(name).is_some())?;
-        register(&mut self.stores, name, time, reach, about, Arc::new(factory));
+        register(
+            &mut self.stores,
+            name,
+            time,
+            reach,
+            about,
+            Arc::new(factory),
+        );
         Ok(self)
     }
 

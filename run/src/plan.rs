@@ -173,6 +173,7 @@ impl Settings {
     pub fn register_config(&self) -> RegisterConfig {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
+            cycle_shape: self.cycle_shape,
             ..RegisterConfig::new(
                 self.workers,
                 self.ops_per_worker,

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use fencer_harness::runtime::real_runtime;
-use fencer_harness::{FencedStore, History, LatencyModel, LockService};
+use fencer_harness::{FencedStore, History, LockService};
 
 use crate::RunError;
 use crate::backends::Backends;
@@ -23,14 +23,10 @@ use crate::plan::Plan;
 use crate::reach::LeftOut;
 use crate::settings::Settings;
 
-/// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
-/// and only the server faults its servers can take ([`fit_to_servers`]).
+/// Expands `settings` into a plan for the real tier ([`Settings::in_real_time`]) with only the
+/// server faults its servers can take ([`fit_to_servers`]).
 pub fn real_plan(settings: &Settings) -> Plan {
-    let settings = Settings {
-        latency: LatencyModel::NONE,
-        ..settings.clone()
-    };
-    let plan = Plan::generate(&settings);
+    let plan = Plan::generate(&settings.in_real_time());
     match fit_to_servers(&plan) {
         Ok((fitted, _)) => fitted,
         // A name no backend has: the run itself says so.
@@ -91,4 +87,26 @@ pub fn unique_tag(seed: u64) -> String {
         .map(|elapsed| elapsed.as_nanos())
         .unwrap_or(0);
     format!("{}-{nanos:x}-s{seed}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencer_workloads::CycleShape;
+
+    #[test]
+    fn real_plans_draw_real_time_cycles_and_keep_the_simulation_s_faults() {
+        let settings = Settings {
+            seed: 5,
+            ..Settings::default()
+        };
+        let simulated = Plan::generate(&settings);
+        let real = real_plan(&settings);
+        assert_eq!(simulated.settings.cycle_shape, CycleShape::Full);
+        assert_eq!(real.settings.cycle_shape, CycleShape::RealTime);
+        assert_ne!(real.workers, simulated.workers);
+        // The shape decides the workers' scripts only: the fault schedule is the simulation's
+        // minus what a plain URL's servers cannot take.
+        assert_eq!(real.faults, fit_to_servers(&simulated).unwrap().0.faults);
+    }
 }

@@ -8,7 +8,7 @@ pub use crate::backends::BackendName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+use fencer_workloads::{CycleShape, RenewFailurePolicy, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
 /// A setting that cannot run, with the field it is about (so a plan file's error points at the
@@ -69,6 +69,10 @@ pub struct Settings {
     /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
     #[serde(default)]
     pub worker: WorkerVariant,
+    /// How each cycle's waits are drawn: as in the simulation, or mostly short for the real
+    /// tier (a critical section there sleeps in real time). Absent: as in the simulation.
+    #[serde(default, skip_serializing_if = "CycleShape::is_full")]
+    pub cycle_shape: CycleShape,
 }
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -99,6 +103,7 @@ impl Default for Settings {
             },
             call_timeout_ns: SECOND_NS,
             worker: WorkerVariant::Reference,
+            cycle_shape: CycleShape::Full,
         }
     }
 }
@@ -112,6 +117,16 @@ impl Settings {
             .filter(|(_, name)| name.is_fencers_own_server())
             .map(|(role, _)| role.to_string())
             .collect()
+    }
+
+    /// These settings for the real tier: no simulated latency (the wire is real) and mostly
+    /// short cycles ([`CycleShape::RealTime`]: a critical section sleeps in real time).
+    pub fn in_real_time(&self) -> Settings {
+        Settings {
+            latency: LatencyModel::NONE,
+            cycle_shape: CycleShape::RealTime,
+            ..self.clone()
+        }
     }
 
     /// These settings at `seed`, with the seed's own fault mix in swarm mode.

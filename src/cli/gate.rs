@@ -81,6 +81,10 @@ pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
         eprintln!("warning: {warning}");
     }
     let time = Launch::new(&context.backends).time(&Plan::generate(&base))?;
+    let base = match time {
+        Time::Real => base.in_real_time(),
+        Time::Simulated => base,
+    };
     if time == Time::Real && args.check_determinism {
         return Err(Failure::BadInput(
             "--check-determinism compares two runs byte for byte: only the simulation tier \

@@ -10,7 +10,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use fencer_harness::LatencyModel;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::reach::describe_left_out;
@@ -18,7 +17,7 @@ use fencer_run::settings::shell_word;
 use fencer_run::{Launch, Launched, Time};
 
 use super::{Context, Failure, Outcome, RunArgs, summary};
-use crate::{Plan, Settings};
+use crate::Plan;
 
 /// Runs what `args` asks for.
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
@@ -43,11 +42,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         None => {
             let settings = base.for_seed(args.seed, args.settings.swarm);
             let settings = match launch.time(&Plan::generate(&settings))? {
-                // The wire is real: no simulated latency on top of it.
-                Time::Real => Settings {
-                    latency: LatencyModel::NONE,
-                    ..settings
-                },
+                Time::Real => settings.in_real_time(),
                 Time::Simulated => settings,
             };
             for warning in settings.validate().map_err(Failure::bad_input)? {

@@ -4,6 +4,7 @@
 pub mod kind;
 pub mod lease;
 pub mod register;
+pub mod shape;
 #[cfg(test)]
 mod testkit;
 mod work;
@@ -11,3 +12,4 @@ mod work;
 pub use kind::WorkerVariant;
 pub use lease::{LeaseStatus, RenewFailurePolicy};
 pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};
+pub use shape::CycleShape;

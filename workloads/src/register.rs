@@ -12,7 +12,7 @@ use std::time::Duration;
 use fencer_harness::{
     Acquired, CallError, LockClient, OwnerToken, StoreClient, Stream, stream_rng,
 };
-use rand::{Rng, RngExt};
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
@@ -20,6 +20,7 @@ use fencer_harness::Workload;
 
 use crate::kind::WorkerVariant;
 use crate::lease::{RenewFailurePolicy, Renewal};
+use crate::shape::CycleShape;
 use crate::work::sleep_ns;
 
 /// Settings of a workload run: the shape of every worker's cycle.
@@ -48,6 +49,9 @@ pub struct RegisterConfig {
     pub workload: Workload,
     /// The worker's code: reference or a worker mutant.
     pub variant: WorkerVariant,
+    /// How [`plan_workers`] draws cycle durations. Absent in older configs: full.
+    #[serde(default)]
+    pub cycle_shape: CycleShape,
 }
 
 impl RegisterConfig {
@@ -66,6 +70,7 @@ impl RegisterConfig {
             max_acquire_attempts: 1_000,
             workload: Workload::FencedRegister,
             variant: WorkerVariant::Reference,
+            cycle_shape: CycleShape::Full,
         }
     }
 
@@ -115,20 +120,13 @@ pub struct CyclePlan {
 }
 
 /// Draws every worker's script from the workload stream (one sub-stream per worker, so adding
-/// a worker leaves the others' scripts unchanged).
+/// a worker leaves the others' scripts unchanged), in the config's [`CycleShape`].
 pub fn plan_workers(config: &RegisterConfig, seed: u64) -> Vec<WorkerPlan> {
-    let ttl = config.ttl_ns;
     (0..config.workers)
         .map(|worker| {
             let mut rng = stream_rng(seed, Stream::Workload, worker as u32);
             let cycles = (0..config.ops_per_worker)
-                .map(|_| CyclePlan {
-                    delay_ns: rng.random_range(0..=ttl / 2),
-                    think_ns: rng.random_range(0..=ttl / 2),
-                    prepare_ns: rng.random_range(0..=ttl / 50),
-                    hold_ns: rng.random_range(0..=ttl / 5),
-                    value: None,
-                })
+                .map(|_| config.cycle_shape.draw(config.ttl_ns, &mut rng))
                 .collect();
             WorkerPlan { cycles }
         })
