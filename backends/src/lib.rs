@@ -63,7 +63,7 @@ pub use exec::{ExecConnection, ExecLock, ExecStore};
 #[cfg(feature = "postgres")]
 pub use postgres_conn::PostgresConnection;
 #[cfg(feature = "postgres")]
-pub use postgres_lock::PostgresLock;
+pub use postgres_lock::{PostgresLock, PostgresLockRules};
 #[cfg(feature = "postgres")]
 pub use postgres_store::{PostgresStore, PostgresStoreRules};
 #[cfg(feature = "redis")]
