@@ -215,7 +215,7 @@ mod tests {
         );
         for bad in [
             format!("grant {A} 7 300 1700000000 250000 0"),
-            format!("grant w0 7 300 1700000000 250000 0 1700000000550"),
+            "grant w0 7 300 1700000000 250000 0 1700000000550".to_string(),
             format!("steal {A} {B} 7 1700000000 0 0"),
             format!("release {A} {B} x 1700000000 0 0"),
             format!("release {A} {B} 7 99999999999 0 0"),
