@@ -2,8 +2,8 @@
 //! language, here the shipped Python example (`examples/exec/lease_service.py`), run as fencer's
 //! child over the exec protocol. The example runs clean through the CLI under every fault it
 //! can take (its journal keeps tokens across restarts); copies of it with one line broken are
-//! caught; bad commands are one-line errors; and the example answers the lock-log message the
-//! protocol documents.
+//! caught, the owner check's loss from the example's own lock log; bad commands are one-line
+//! errors; and the example answers the lock-log message the protocol documents.
 
 #![cfg(feature = "exec")]
 
@@ -269,17 +269,19 @@ fn the_example_refuses_the_stale_write_that_the_unfenced_copy_accepts() {
 }
 
 #[test]
-fn a_dropped_owner_check_is_caught_as_a_foreign_release() {
-    if !python_or_skip("exec_owner_check") {
+fn the_lock_log_judges_the_leases_and_shows_a_dropped_owner_check() {
+    if !python_or_skip("exec_lock_log_judged") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let example = exec(Path::new(EXAMPLE), "");
     let broken = exec(&broken_copy(dir.path(), OWNER_CHECK), "");
-    support::assert_unsafe_release_is_caught(
+    // The example keeps expiries in the nanoseconds it logs them in.
+    support::assert_lock_log_judges_the_leases(
         &started(&example),
         &started(&broken),
         &stale_release_plan(),
+        0,
         3,
     );
 }
