@@ -6,7 +6,7 @@
 //! (`DEL` without the compare) that fencer must catch.
 //!
 //! Every script that changes a lease appends what it did to the lock's log in the same script
-//! ([`crate::redis_lock_log`]), with the server's clock and the expiry Redis itself set: the
+//! (`redis_lock_log`), with the server's clock and the expiry Redis itself set: the
 //! lock log [`LockService::lock_log`] hands over. The holder's token in a renew or release
 //! entry is the `lock:fence` counter's value, which is the live lease's token: only a grant
 //! increments it, in the script that sets the key.
