@@ -591,4 +591,23 @@ mod tests {
         let error = lock_from_url("mysql://h:3306").err().unwrap().to_string();
         assert!(error.contains("etcd://"), "{error}");
     }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_lock_takes_the_unsafe_release_variant_and_no_other() {
+        let lock = lock_from_url("postgres://u:pw@h/db?variant=unsafe-release&schema=s1").unwrap();
+        assert_eq!(
+            lock.shown_url,
+            "postgres://u:***@h/db?variant=unsafe-release&schema=s1"
+        );
+        let error = lock_from_url("postgres://u:pw@h/db?variant=unfenced")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("unknown lock variant `unfenced`") && error.contains("unsafe-release"),
+            "{error}"
+        );
+        assert!(!error.contains("pw@"), "{error}");
+    }
 }
