@@ -85,8 +85,8 @@ pub use fencer_backends as backends;
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
 pub use fencer_harness::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LockService, Owned,
-    OwnerToken, ReadValue, Written,
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LockChange,
+    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
 };
 pub use fencer_nemesis::FaultKind;
 pub use fencer_run::settings::{BackendName, LockBackend, StoreBackend};

@@ -1,7 +1,8 @@
 //! The PostgreSQL adapters against a real server (default
 //! `postgres://postgres@127.0.0.1:5432/test`, or `FENCER_POSTGRES_URL`), each test in a fresh
 //! schema: the reference lease table and fenced store show no anomaly under faults, the store
-//! without the fence condition is caught, and a Redis lock mixes with a PostgreSQL store.
+//! without the fence condition is caught, the lease table's log lets fencer judge leases (and
+//! see the release without the owner compare), and a Redis lock mixes with a PostgreSQL store.
 
 #![cfg(feature = "postgres")]
 
@@ -66,6 +67,24 @@ fn postgres_store_without_the_fence_condition_is_caught() {
         &unfenced,
         &stale_write_plan(),
         FencedVerdict::Valid,
+    );
+}
+
+/// PostgreSQL timestamps are microseconds: the lock log's expiries are exact to that.
+const POSTGRES_EXPIRY_SLACK_NS: u64 = 1_000;
+
+#[test]
+fn postgres_lock_log_judges_the_leases_and_shows_the_release_without_owner_compare() {
+    let Some(fresh) = connect("postgres_lock_log") else {
+        return;
+    };
+    let (reference, unsafe_release) = support::safe_and_unsafe_release(&fresh.url);
+    support::assert_lock_log_judges_the_leases(
+        &reference,
+        &unsafe_release,
+        &support::stale_release_plan(),
+        POSTGRES_EXPIRY_SLACK_NS,
+        1,
     );
 }
 

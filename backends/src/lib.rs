@@ -30,6 +30,8 @@ pub mod redis_conn;
 #[cfg(feature = "redis")]
 pub mod redis_lock;
 #[cfg(feature = "redis")]
+mod redis_lock_log;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
 pub mod sim_lease;
@@ -61,7 +63,7 @@ pub use exec::{ExecConnection, ExecLock, ExecStore};
 #[cfg(feature = "postgres")]
 pub use postgres_conn::PostgresConnection;
 #[cfg(feature = "postgres")]
-pub use postgres_lock::PostgresLock;
+pub use postgres_lock::{PostgresLock, PostgresLockRules};
 #[cfg(feature = "postgres")]
 pub use postgres_store::{PostgresStore, PostgresStoreRules};
 #[cfg(feature = "redis")]

@@ -31,6 +31,17 @@ CREATE TABLE IF NOT EXISTS fencer_register (
   write_id text NOT NULL,
   value text NOT NULL
 );
+CREATE TABLE IF NOT EXISTS fencer_lock_log (
+  seq bigserial PRIMARY KEY,
+  name text NOT NULL,
+  change text NOT NULL,
+  owner text NOT NULL,
+  holder text NOT NULL,
+  holder_token bigint NOT NULL,
+  ttl_ns bigint,
+  at timestamptz NOT NULL,
+  expires_at timestamptz
+);
 CREATE TABLE IF NOT EXISTS fencer_applied (
   seq bigserial PRIMARY KEY,
   key text NOT NULL,

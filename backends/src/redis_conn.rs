@@ -77,42 +77,30 @@ impl RedisConnection {
     /// key that has an expiry: Redis expires keys by its wall clock, but Debian's build hangs
     /// under libfaketime, so the jump is applied to the expiries instead. Each key's remaining
     /// time shrinks by the jump (grows for a backward one) and a key with less left than a
-    /// forward jump expires now. Meant for a private server (it touches every key). Returns
-    /// how many keys had an expiry.
+    /// forward jump expires now; the clock the lock logs read moves by the jump in the same
+    /// script, so their times stay the clock Redis's expiry behaves by. Meant for a private
+    /// server (it blocks it while touching every key). Returns how many keys had an expiry.
     pub async fn shift_expiries(&self, jump_ms: i64) -> Result<usize, BackendError> {
         let mut connection = self.get().await?;
-        let script = redis::Script::new(crate::redis_lock::JUMP_EXPIRY);
-        let (mut cursor, mut moved) = (0u64, 0usize);
-        loop {
-            let mut scan = redis::cmd("SCAN");
-            scan.arg(cursor).arg("COUNT").arg(1000);
-            let page = scan.query_async::<(u64, Vec<String>)>(&mut connection);
-            let (next, keys) = tokio::time::timeout(CONNECT_TIMEOUT, page)
-                .await
-                .map_err(|_elapsed| {
-                    BackendError::Unreachable(format!("SCAN on {} timed out", self.shown_url))
-                })?
-                .map_err(|error| {
-                    BackendError::Unreachable(format!("SCAN on {}: {error}", self.shown_url))
-                })?;
-            for key in keys {
-                let mut call = script.key(&key);
-                call.arg(jump_ms);
-                let shifted = call.invoke_async::<i64>(&mut connection);
-                moved += tokio::time::timeout(CONNECT_TIMEOUT, shifted)
-                    .await
-                    .map_err(|_elapsed| {
-                        BackendError::Unreachable(format!("shifting {key}'s expiry timed out"))
-                    })?
-                    .map_err(|error| {
-                        BackendError::Unreachable(format!("shifting {key}'s expiry: {error}"))
-                    })? as usize;
-            }
-            if next == 0 {
-                return Ok(moved);
-            }
-            cursor = next;
-        }
+        let script = redis::Script::new(crate::redis_lock::SERVER_JUMP);
+        let mut call = script.key(crate::redis_lock_log::SERVER_SHIFT_KEY);
+        call.arg(jump_ms);
+        let shifted = call.invoke_async::<i64>(&mut connection);
+        let moved = tokio::time::timeout(CONNECT_TIMEOUT, shifted)
+            .await
+            .map_err(|_elapsed| {
+                BackendError::Unreachable(format!(
+                    "shifting expiries on {} timed out",
+                    self.shown_url
+                ))
+            })?
+            .map_err(|error| {
+                BackendError::Unreachable(format!(
+                    "shifting expiries on {}: {error}",
+                    self.shown_url
+                ))
+            })?;
+        Ok(moved as usize)
     }
 
     /// Round-trips a PING: a clear error up front beats a run full of failed calls.

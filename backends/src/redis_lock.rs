@@ -4,15 +4,23 @@
 //! Renew and release compare the owner inside Lua before `PEXPIRE`/`DEL`, which is what makes
 //! them safe against a stale holder. [`RedisLockRules::UnsafeRelease`] is the classic bug
 //! (`DEL` without the compare) that fencer must catch.
+//!
+//! Every script that changes a lease appends what it did to the lock's log in the same script
+//! (`redis_lock_log`), with the server's clock and the expiry Redis itself set: the
+//! lock log [`LockService::lock_log`] hands over. The holder's token in a renew or release
+//! entry is the `lock:fence` counter's value, which is the live lease's token: only a grant
+//! increments it, in the script that sets the key.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fencer_harness::{Acquired, CallError, LockService, Owned, OwnerToken};
+use fencer_harness::{Acquired, CallError, LockLogEntry, LockService, Owned, OwnerToken};
 use redis::Script;
 
 use crate::redis_conn::RedisConnection;
+use crate::redis_lock_log::{self, LOG_PRELUDE, SERVER_SHIFT_KEY, Unreadable};
+use crate::written_keys::WrittenKeys;
 
 /// Which release the service uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,43 +31,96 @@ pub enum RedisLockRules {
     UnsafeRelease,
 }
 
+// Every lock script: KEYS lock, fence, log, lock clock shift, server clock shift; ARGV owner
+// (and ttl_ms). Each runs after LOG_PRELUDE, which defines `log`.
+
 const ACQUIRE: &str = r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('INCR', KEYS[2])
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
 end
-return 0
+local token = redis.call('INCR', KEYS[2])
+log('grant ' .. ARGV[1] .. ' ' .. token .. ' ' .. ARGV[2], true)
+return token
 ";
 
 const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local token = redis.call('GET', KEYS[2]) or '0'
+log('renew ' .. ARGV[1] .. ' ' .. ARGV[1] .. ' ' .. token .. ' ' .. ARGV[2], true)
+return 1
 ";
 
 const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
-";
-
-const UNSAFE_RELEASE: &str = r"
-return redis.call('DEL', KEYS[1])
-";
-
-/// What a jump of the server's clock does to one key: its remaining time shrinks by the jump
-/// (grows for a backward one), and a key with less left than a forward jump expires now.
-pub(crate) const JUMP_EXPIRY: &str = r"
-local left = redis.call('PTTL', KEYS[1])
-if left < 0 then return 0 end
-if left <= tonumber(ARGV[1]) then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-redis.call('PEXPIRE', KEYS[1], left - tonumber(ARGV[1]))
+redis.call('DEL', KEYS[1])
+local token = redis.call('GET', KEYS[2]) or '0'
+log('release ' .. ARGV[1] .. ' ' .. ARGV[1] .. ' ' .. token, false)
 return 1
 ";
+
+/// Deletes whoever holds the lease, and logs that holder: what it really did.
+const UNSAFE_RELEASE: &str = r"
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local token = redis.call('GET', KEYS[2]) or '0'
+log('release ' .. ARGV[1] .. ' ' .. holder .. ' ' .. token, false)
+return 1
+";
+
+/// What a jump of `jump` ms of the server's clock does to the key `key` (Lua, inside a script
+/// whose variables `key` and `jump` are set): its remaining time shrinks by the jump (grows for
+/// a backward one), and a key with less left than a forward jump expires now. Adds 1 to
+/// `moved` for a key that had an expiry.
+macro_rules! shift_one_expiry {
+    () => {
+        r"
+local left = redis.call('PTTL', key)
+if left >= 0 then
+  moved = moved + 1
+  if left <= jump then
+    redis.call('DEL', key)
+  else
+    redis.call('PEXPIRE', key, left - jump)
+  end
+end
+"
+    };
+}
+
+/// Jumps one lock's clock: KEYS lock, its clock shift; ARGV jump (ms). The shift the lock log
+/// adds moves in the same script as the expiry. Returns 1 if a lease was live.
+const LOCK_JUMP: &str = concat!(
+    r"
+redis.call('INCRBY', KEYS[2], ARGV[1])
+local key, jump, moved = KEYS[1], tonumber(ARGV[1]), 0
+",
+    shift_one_expiry!(),
+    "return moved
+"
+);
+
+/// Jumps the whole server's clock: KEYS the server's clock shift; ARGV jump (ms). Every key
+/// with an expiry is moved, and the shift, in one script, so no call sees half a jump. Returns
+/// how many keys had an expiry.
+pub(crate) const SERVER_JUMP: &str = concat!(
+    r"
+redis.call('INCRBY', KEYS[1], ARGV[1])
+local jump, moved = tonumber(ARGV[1]), 0
+for _, key in ipairs(redis.call('KEYS', '*')) do
+",
+    shift_one_expiry!(),
+    "end
+return moved
+"
+);
 
 /// Leases on a Redis server.
 pub struct RedisLock {
@@ -68,20 +129,24 @@ pub struct RedisLock {
     acquire: Script,
     renew: Script,
     release: Script,
+    /// Locks called through this adapter: whose logs [`LockService::lock_log`] reads.
+    locks: WrittenKeys,
 }
 
 impl RedisLock {
     /// A lease service over `connection` following `rules`.
     pub fn new(connection: Arc<RedisConnection>, rules: RedisLockRules) -> RedisLock {
+        let logging = |body: &str| Script::new(&format!("{LOG_PRELUDE}{body}"));
         RedisLock {
             connection,
             rules,
-            acquire: Script::new(ACQUIRE),
-            renew: Script::new(RENEW),
-            release: Script::new(match rules {
+            acquire: logging(ACQUIRE),
+            renew: logging(RENEW),
+            release: logging(match rules {
                 RedisLockRules::Reference => RELEASE,
                 RedisLockRules::UnsafeRelease => UNSAFE_RELEASE,
             }),
+            locks: WrittenKeys::default(),
         }
     }
 
@@ -92,11 +157,13 @@ impl RedisLock {
 
     /// Emulates the Redis server's clock jumping forward by `jump` for `lock`'s lease: Redis
     /// expires keys by its wall clock, but Debian's Redis hangs under libfaketime, so the jump
-    /// is applied to the lease's expiry instead. Returns whether a lease was live.
+    /// is applied to the lease's expiry instead, and to the clock `lock`'s log reads. Returns
+    /// whether a lease was live.
     pub async fn jump_server_clock(&self, lock: &str, jump: Duration) -> Result<bool, CallError> {
         let mut connection = self.connection.get().await?;
-        match Script::new(JUMP_EXPIRY)
+        match Script::new(LOCK_JUMP)
             .key(lock)
+            .key(redis_lock_log::lock_shift_key(lock))
             .arg(jump.as_millis() as u64)
             .invoke_async::<u64>(&mut connection)
             .await
@@ -104,6 +171,26 @@ impl RedisLock {
             Ok(live) => Ok(live == 1),
             Err(error) => Err(self.connection.sent_error(error).await),
         }
+    }
+
+    /// `script` with the keys every lock script takes for `lock`, and `owner` as its first
+    /// argument.
+    fn call<'s>(
+        &self,
+        script: &'s Script,
+        lock: &str,
+        owner: OwnerToken,
+    ) -> redis::ScriptInvocation<'s> {
+        self.locks.note(lock);
+        let mut invocation = script.prepare_invoke();
+        invocation
+            .key(lock)
+            .key(fence_key(lock))
+            .key(redis_lock_log::log_key(lock))
+            .key(redis_lock_log::lock_shift_key(lock))
+            .key(SERVER_SHIFT_KEY)
+            .arg(owner.to_string());
+        invocation
     }
 }
 
@@ -124,16 +211,10 @@ impl LockService for RedisLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
+        let mut invocation = self.call(&self.acquire, lock, owner);
+        invocation.arg(ttl_ms(ttl));
         let mut connection = self.connection.get().await?;
-        let token: u64 = match self
-            .acquire
-            .key(lock)
-            .key(fence_key(lock))
-            .arg(owner.to_string())
-            .arg(ttl_ms(ttl))
-            .invoke_async(&mut connection)
-            .await
-        {
+        let token: u64 = match invocation.invoke_async(&mut connection).await {
             Ok(token) => token,
             Err(error) => return Err(self.connection.sent_error(error).await),
         };
@@ -149,15 +230,10 @@ impl LockService for RedisLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
+        let mut invocation = self.call(&self.renew, lock, owner);
+        invocation.arg(ttl_ms(ttl));
         let mut connection = self.connection.get().await?;
-        match self
-            .renew
-            .key(lock)
-            .arg(owner.to_string())
-            .arg(ttl_ms(ttl))
-            .invoke_async::<u64>(&mut connection)
-            .await
-        {
+        match invocation.invoke_async::<u64>(&mut connection).await {
             Ok(1) => Ok(Owned::Done),
             Ok(_) => Ok(Owned::NotOwner),
             Err(error) => Err(self.connection.sent_error(error).await),
@@ -165,17 +241,46 @@ impl LockService for RedisLock {
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        let invocation = self.call(&self.release, lock, owner);
         let mut connection = self.connection.get().await?;
-        match self
-            .release
-            .key(lock)
-            .arg(owner.to_string())
-            .invoke_async::<u64>(&mut connection)
-            .await
-        {
+        match invocation.invoke_async::<u64>(&mut connection).await {
             Ok(1) => Ok(Owned::Done),
             Ok(_) => Ok(Owned::NotOwner),
             Err(error) => Err(self.connection.sent_error(error).await),
         }
+    }
+
+    /// The logs of every lock called through this adapter. `None` if the server cannot be
+    /// read, if an entry is out of form, or if the server has no `PEXPIRETIME` (Redis before
+    /// 7.0), whose entries name no expiry: a log is used whole or not at all.
+    async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
+        let mut connection = self.connection.get().await.ok()?;
+        let mut log = Vec::new();
+        for lock in self.locks.all() {
+            let entries: Vec<String> = redis::cmd("LRANGE")
+                .arg(redis_lock_log::log_key(&lock))
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut connection)
+                .await
+                .ok()?;
+            for (position, entry) in entries.iter().enumerate() {
+                match redis_lock_log::parse(position as u64 + 1, &lock, entry) {
+                    Ok(entry) => log.push(entry),
+                    Err(Unreadable::NoExpiry) => {
+                        eprintln!(
+                            "fencer: {} has no PEXPIRETIME (Redis before 7.0): no lock log",
+                            self.connection.shown_url()
+                        );
+                        return None;
+                    }
+                    Err(Unreadable::Malformed(entry)) => {
+                        eprintln!("fencer: lock log of {lock}: unreadable entry `{entry}`");
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(log)
     }
 }

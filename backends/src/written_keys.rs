@@ -1,6 +1,6 @@
-//! The keys a store adapter has written, so its `applied_log` knows whose logs to read back: a
-//! real server's applied log is kept per key, and fencer must not scan a shared server for
-//! other runs' keys.
+//! The keys a store adapter has written (or the locks a lock adapter has called), so its
+//! `applied_log` (or `lock_log`) knows whose logs to read back: a real server's log is kept per
+//! key or lock, and fencer must not scan a shared server for other runs' keys.
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;

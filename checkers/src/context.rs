@@ -28,6 +28,18 @@ fn store_log_is_timed(rows: &[Row]) -> bool {
         .any(|row| row.f.is_client_op() && row.kind.is_completion())
 }
 
+/// True when some client call completes after a lock log entry: the log was recorded as the
+/// lock service applied its changes, not appended once the run was over (`lock_log()` of a real
+/// service), where every entry follows every call.
+fn lock_log_is_timed(rows: &[Row]) -> bool {
+    let Some(first_log) = rows.iter().position(is_lock_log) else {
+        return false;
+    };
+    rows[first_log..]
+        .iter()
+        .any(|row| row.f.is_client_op() && row.kind.is_completion())
+}
+
 /// A history plus what checkers need to know about it before they start.
 ///
 /// Detection passes read [`Row`]s (compact, strings as [`Sym`]s, see
@@ -46,6 +58,11 @@ pub(crate) struct Context<'h> {
     pub store_log_timed: bool,
     /// The lock service recorded grants, renewals and releases (`log` entries exist).
     pub has_lock_log: bool,
+    /// The lock log was recorded as the service applied its changes, interleaved with the
+    /// calls. A log read back from a real service after the run gives the service's order and
+    /// clock but not where its entries fall among the calls: checkers that compare log
+    /// positions with call positions must not use it.
+    pub lock_log_timed: bool,
     /// What the check was asked to do.
     pub options: CheckOptions,
     lookup: OnceCell<Lookup>,
@@ -68,6 +85,7 @@ impl<'h> Context<'h> {
             has_store_log: rows.iter().any(is_store_log),
             store_log_timed: store_log_is_timed(rows),
             has_lock_log: rows.iter().any(is_lock_log),
+            lock_log_timed: lock_log_is_timed(rows),
             options,
             lookup: OnceCell::new(),
         }

@@ -9,7 +9,7 @@
 //! | `overlapping-leases` | were two leases on one lock valid at once, per the lock service? | lock log only |
 //! | `token-regression` | did a grant carry a token not above an earlier grant's? | lock log and client replies |
 //! | `ack-mismatch` | did a write reply contradict what the store applied? | store log only |
-//! | `superseded-write-accepted` | did the store accept a write after the lock was granted to a newer token it had not seen? (a warning unless strict) | lock log (else grants) + store log |
+//! | `superseded-write-accepted` | did the store accept a write after the lock was granted to a newer token it had not seen? (a warning unless strict) | lock log recorded during the run (else acquire replies) + store log |
 //! | `lost-update` | is an acknowledged increment missing from the final counter? (lock-counter) | reads + final read, else store log |
 //! | `duplicate-effect` | did one write id take effect twice? (lock-counter) | store log, else client replies |
 //! | `zombie-renewal` | did a renewal task renew after its worker released or finished? | client calls |

@@ -24,7 +24,9 @@ struct Hit {
     store_fence: Option<u64>,
 }
 
-/// Runs the checker on the store log, with grants from the lock log (else acquire replies).
+/// Runs the checker on the store log, with grants from the lock log when it was recorded as the
+/// service went (else acquire replies: a log appended after the run puts every grant after
+/// every write).
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_store_log {
         return Outcome::skipped(CLASS, "needs the store's log of applied writes");
@@ -40,7 +42,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         hits.push(hit);
     });
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
-    let evidence = if ctx.has_lock_log {
+    let evidence = if grants_from_lock_log(ctx) {
         "lock log + store log"
     } else {
         "acquire replies + store log"
@@ -62,11 +64,18 @@ pub(crate) fn superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
     ids
 }
 
+/// Whether grants are read from the lock log: only one interleaved with the store log tells
+/// which grants came before which applied write.
+fn grants_from_lock_log(ctx: &Context<'_>) -> bool {
+    ctx.has_lock_log && ctx.lock_log_timed
+}
+
 /// Calls `on_hit` for every applied write whose token a newer grant had superseded before
 /// the store saw any higher token.
 fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
+    let from_lock_log = grants_from_lock_log(ctx);
     let is_grant = |event: &Row| {
-        if ctx.has_lock_log {
+        if from_lock_log {
             is_lock_log(event) && event.f == Op::Acquire
         } else {
             event.is(EventType::Ok, Op::Acquire)
@@ -204,13 +213,19 @@ mod tests {
     /// w1 (token 1) is paused past its lease; w3 is granted token 2; w1's late write reaches
     /// the store before (`overtakes`) or after w3's first write.
     fn late_old_holder(overtakes: bool) -> Builder {
+        late_old_holder_logged(overtakes, true)
+    }
+
+    /// [`late_old_holder`], its grants logged as the lock service made them (`as_they_happen`)
+    /// or appended after the run, as a real service's log is.
+    fn late_old_holder_logged(overtakes: bool, as_they_happen: bool) -> Builder {
         let mut b = Builder::new();
-        b.acquire("w1", "L", "o1", 1, true);
+        b.acquire("w1", "L", "o1", 1, as_they_happen);
         b.write("w1", "k", 1, "w1-0", true);
         b.pause("w1", 12.0);
         b.nemesis(Op::Restart, "lock", |e| e.duration_ns = Some(1_000_000_000));
         b.at(10.7);
-        b.acquire("w3", "L", "o3", 2, true);
+        b.acquire("w3", "L", "o3", 2, as_they_happen);
         if !overtakes {
             b.write("w3", "k", 2, "w3-0", true);
         }
@@ -222,7 +237,25 @@ mod tests {
         } else {
             b.rejected_write("w1", "k", 1, "w1-1", 2);
         }
+        if !as_they_happen {
+            b.grant("L", "o1", 1, 10.0);
+            b.grant("L", "o3", 2, 10.0);
+        }
         b
+    }
+
+    #[test]
+    fn a_lock_log_appended_after_the_run_leaves_the_grants_to_the_acquire_replies() {
+        let history = late_old_holder_logged(true, false).build();
+        let packed = PackedHistory::pack(&history);
+        let ctx = Context::new(&packed);
+        assert!(ctx.has_lock_log && !ctx.lock_log_timed);
+        let outcome = check(&ctx);
+        assert_eq!(outcome.report.evidence, "acquire replies + store log");
+        assert_eq!(outcome.report.anomalies, 1);
+        let timed = late_old_holder(true).build();
+        let timed = check(&Context::new(&PackedHistory::pack(&timed)));
+        assert_eq!(timed.report.evidence, "lock log + store log");
     }
 
     #[test]

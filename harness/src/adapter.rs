@@ -25,6 +25,28 @@ impl std::fmt::Display for OwnerToken {
     }
 }
 
+/// Why text is not an owner token.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("expected an owner token of 32 lower-case hex digits, found `{0}`")]
+pub struct BadOwnerToken(pub String);
+
+impl std::str::FromStr for OwnerToken {
+    type Err = BadOwnerToken;
+
+    /// Reads the form [`OwnerToken`] prints as (32 lower-case hex digits), which is how lock
+    /// services store owners and hand them back in their logs.
+    fn from_str(text: &str) -> Result<OwnerToken, BadOwnerToken> {
+        let well_formed = text.len() == 32
+            && text
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte));
+        match u128::from_str_radix(text, 16) {
+            Ok(token) if well_formed => Ok(OwnerToken(token)),
+            _ => Err(BadOwnerToken(text.to_string())),
+        }
+    }
+}
+
 /// Monotonic per-grant number; orders holders so a store can refuse an older one.
 pub type FencingToken = u64;
 
@@ -284,5 +306,22 @@ mod tests {
             OwnerToken(0xab).to_string(),
             "000000000000000000000000000000ab"
         );
+    }
+
+    #[test]
+    fn owner_token_reads_back_only_from_its_printed_form() {
+        let owner = OwnerToken(0xab_cdef);
+        assert_eq!(owner.to_string().parse(), Ok(owner));
+        for bad in [
+            "ab",
+            "000000000000000000000000000000AB",
+            "+0000000000000000000000000000000a",
+        ] {
+            assert_eq!(
+                bad.parse::<OwnerToken>(),
+                Err(BadOwnerToken(bad.to_string())),
+                "{bad}"
+            );
+        }
     }
 }

@@ -21,8 +21,8 @@ pub mod words;
 pub mod workload;
 
 pub use adapter::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, LockChange, LockLogEntry,
-    LockService, Owned, OwnerToken, ReadValue, Written,
+    Acquired, AppliedWrite, BadOwnerToken, CallError, FencedStore, FencingToken, LockChange,
+    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
 };
 pub use client::{LatencyModel, LockClient, Network, Process, StoreClient};
 pub use clock::{LocalClock, NodeClock, TrueClock};

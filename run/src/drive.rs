@@ -50,7 +50,8 @@ impl RunNames {
 }
 
 /// Runs `plan` against `lock` and `store` on the current runtime and returns the history, with
-/// the store's applied log (for `names.key`) appended as `store` `log` events.
+/// the store's applied log (for `names.key`) appended as `store` `log` events and the lock
+/// service's log (for `names.lock`) as `lock` `log` events, when they offer them.
 ///
 /// Faults may target workers only: a server's clock is not reachable at the adapter boundary.
 /// [`drive_with_servers`] also reaches servers fencer started itself.
@@ -88,6 +89,7 @@ pub async fn drive_with_servers(
     run.to_deadline(&lock, &store, |targets| targets.real_servers = servers)
         .await?;
     crate::launch::append_applied_log(&recorder, store.as_ref(), &names.key).await;
+    crate::launch::append_lock_log(&recorder, lock.as_ref(), &names.lock).await;
     Ok(recorder.take_history())
 }
 

@@ -344,7 +344,7 @@ pub(crate) async fn append_applied_log(recorder: &Recorder, store: &dyn FencedSt
 /// Appends what the lock service says it changed on `lock`, in its order, as `lock` `log`
 /// events: the same events fencer's simulated lease service records as it goes, with the
 /// service's own clock readings.
-async fn append_lock_log(recorder: &Recorder, service: &dyn LockService, lock: &str) {
+pub(crate) async fn append_lock_log(recorder: &Recorder, service: &dyn LockService, lock: &str) {
     let mut log = match tokio::time::timeout(LOG_TIMEOUT, service.lock_log()).await {
         Ok(Some(log)) => log,
         Ok(None) => return,

@@ -519,6 +519,136 @@ pub fn assert_unsafe_release_is_caught(
     );
 }
 
+/// The report of the checker named `checker` (`overlapping-leases`) in `verdict`.
+pub fn report<'v>(verdict: &'v Verdict, checker: &str) -> &'v fencer_checkers::CheckerReport {
+    verdict
+        .checkers
+        .iter()
+        .find(|report| report.checker.name() == checker)
+        .unwrap_or_else(|| panic!("the verdict has no {checker} report"))
+}
+
+/// The lock service's log events of `history` (`lock` `log` events), in history order.
+pub fn lock_log(history: &History) -> Vec<&fencer_harness::Event> {
+    history
+        .events
+        .iter()
+        .filter(|e| e.process == "lock" && e.kind == EventType::Log)
+        .collect()
+}
+
+/// Asserts the lock log of `history` is in service order and agrees with what the workers were
+/// told: `seq` strictly increasing, grants' tokens strictly increasing, each grant's and
+/// renewal's expiry its TTL after it on the service's clock (less at most `expiry_slack_ns`, for
+/// a service that keeps expiries coarser than its log's times or reads them earlier), and for each owner and call, at least as many
+/// entries as `ok` replies and at most as many as replies that were `ok` or unknown (`info`):
+/// nothing the service refused is logged, nothing it acknowledged is missing. An `ok` acquire's
+/// entry carries the token the worker was given.
+pub fn assert_lock_log_matches_replies(history: &History, expiry_slack_ns: u64) {
+    let log = lock_log(history);
+    assert!(!log.is_empty(), "the lock service's log came back");
+    let seqs: Vec<u64> = log.iter().map(|e| e.seq.expect("a seq")).collect();
+    assert!(seqs.windows(2).all(|pair| pair[0] < pair[1]), "{seqs:?}");
+    let tokens: Vec<u64> = log
+        .iter()
+        .filter(|e| e.f == Op::Acquire)
+        .map(|e| e.token.expect("a grant's token"))
+        .collect();
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "{tokens:?}"
+    );
+    for entry in log.iter().filter(|e| e.f != Op::Release) {
+        let (at_ns, expires_ns) = (entry.local_ns.unwrap(), entry.expires_ns.unwrap());
+        let ttl_ns = entry.ttl_ns.unwrap() as i64;
+        let lasts_ns = expires_ns - at_ns;
+        assert!(
+            lasts_ns <= ttl_ns && lasts_ns >= ttl_ns - expiry_slack_ns as i64,
+            "a {:?} entry lasts {lasts_ns} ns for a TTL of {ttl_ns} ns: {entry:?}",
+            entry.f
+        );
+    }
+    let mut counts: std::collections::BTreeMap<(String, &str), [usize; 3]> = Default::default();
+    for event in &history.events {
+        let (Some(owner), true) = (&event.owner, event.f.is_client_op()) else {
+            continue;
+        };
+        if !matches!(event.f, Op::Acquire | Op::Renew | Op::Release) {
+            continue;
+        }
+        let slot = match (event.process.as_str(), event.kind) {
+            ("lock", EventType::Log) => 0,
+            (_, EventType::Ok) => 1,
+            (_, EventType::Info) => 2,
+            _ => continue,
+        };
+        counts.entry((owner.clone(), event.f.name())).or_default()[slot] += 1;
+        if event.is(EventType::Ok, Op::Acquire) {
+            assert!(
+                log.iter().any(|e| e.f == Op::Acquire
+                    && e.owner == event.owner
+                    && e.token == event.token),
+                "the grant {event:?} is in the log"
+            );
+        }
+    }
+    for ((owner, call), [logged, ok, unknown]) in counts {
+        assert!(
+            ok <= logged && logged <= ok + unknown,
+            "{call}s by {owner}: {logged} logged, {ok} ok, {unknown} unknown"
+        );
+    }
+}
+
+/// The lock-log scenario (`plan`, e.g. [`stale_release_plan`]) on a lock service that offers
+/// its log: the reference (`reference`) has its log in the history, in service order and
+/// agreeing with the replies ([`assert_lock_log_matches_replies`]), and `overlapping-leases`
+/// and `foreign-release` judge from it and find nothing; the lock that releases without the
+/// owner compare (`broken`) is caught from its log: `foreign-release` on evidence `lock log`,
+/// whose entries show one owner ending (or extending) another's lease. The broken run is tried
+/// up to `attempts` times until it is caught.
+pub fn assert_lock_log_judges_the_leases(
+    reference: &Adapters,
+    broken: &Adapters,
+    plan: &Plan,
+    expiry_slack_ns: u64,
+    attempts: usize,
+) {
+    let (verdict, history) = run_and_check(reference, plan);
+    assert_verdict_not_invalid(&verdict);
+    for checker in ["overlapping-leases", "foreign-release"] {
+        let judged = report(&verdict, checker);
+        assert_eq!(
+            (judged.evidence.as_str(), judged.anomalies),
+            ("lock log", 0),
+            "{checker}: {}",
+            verdict.summary_line()
+        );
+    }
+    assert_lock_log_matches_replies(&history, expiry_slack_ns);
+    for attempt in 1..=attempts {
+        let (caught, history) = run_and_check(broken, plan);
+        let foreign = lock_log(&history)
+            .into_iter()
+            .any(|e| e.f != Op::Acquire && e.holder.is_some() && e.holder != e.owner);
+        if caught.validity != Validity::Invalid && attempt < attempts {
+            continue;
+        }
+        assert_eq!(
+            caught.validity,
+            Validity::Invalid,
+            "{}",
+            caught.summary_line()
+        );
+        let judged = report(&caught, "foreign-release");
+        assert_eq!(judged.evidence, "lock log", "{}", caught.summary_line());
+        assert!(judged.anomalies > 0, "{}", caught.summary_line());
+        assert!(foreign, "the log shows whose lease the stale owner touched");
+        assert_lock_log_matches_replies(&history, expiry_slack_ns);
+        return;
+    }
+}
+
 /// A private server of `backend` a test started itself (`started`: a [`ServerGuard`] or a
 /// [`PrivateServer`]), or `None` after the skip line ([`started_or_skipped`]), worded and
 /// pointed at the Debian package the same way in every file.
@@ -609,6 +739,15 @@ pub fn assert_clock_jump_is_stopped_only_by_the_fence(server: &Arc<PrivateServer
     );
     assert!(nemesis_ops(&fenced).contains(&Op::ClockJump));
     assert_jump_let_a_second_worker_in_early(&fenced, plan.settings.ttl_ns);
+    // The lock log's clock jumped with the expiries: judged on it, w1's grant came after w0's
+    // lease had ended, though by the true clock it came early.
+    let overlapping = report(&verdict, "overlapping-leases");
+    assert_eq!(
+        (overlapping.evidence.as_str(), overlapping.anomalies),
+        ("lock log", 0),
+        "{}",
+        verdict.summary_line()
+    );
     let unfenced = run_on_private(
         server,
         &plan,

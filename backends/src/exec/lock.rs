@@ -1,14 +1,14 @@
 //! [`LockService`] over an exec child: each call is one request, each reply checked to be one
-//! its request allows.
+//! its request allows; with its lock log when the child offers one.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fencer_harness::{Acquired, CallError, LockService, Owned, OwnerToken};
+use fencer_harness::{Acquired, CallError, LockLogEntry, LockService, Owned, OwnerToken};
 
 use super::connection::ExecConnection;
-use super::protocol::{Outcome, Request, Role, ttl_ms};
+use super::protocol::{LOCK_LOG, Outcome, Request, Role, ttl_ms};
 
 /// The lock role of an exec child.
 pub struct ExecLock {
@@ -83,5 +83,48 @@ impl LockService for ExecLock {
             owner: owner.to_string(),
         })
         .await
+    }
+
+    /// The child's lock log if its hello offered one, without its `expire` entries (see
+    /// [`super::protocol::LoggedLockChange::into_entry`]); `None` (checkers fall back to
+    /// client replies) if it did not, or if asking failed, which is said on stderr. An entry
+    /// fencer cannot read is a protocol error: the log is then unusable, never guessed at.
+    async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
+        let child = self.connection.child().await.ok()?;
+        if !child.hello().offers(LOCK_LOG) {
+            return None;
+        }
+        let request = Request::LockLog;
+        let answered = match self.connection.call(Role::Lock, &request).await {
+            Ok((answered, _)) => answered,
+            Err(error) => {
+                eprintln!("fencer: no lock log from {}: {error}", child.label());
+                return None;
+            }
+        };
+        let entries = match answered.outcome {
+            Outcome::LockLog { entries } => entries,
+            other => {
+                child.broke(super::mismatch(
+                    request.op(),
+                    &other,
+                    answered.line,
+                    LOCK_LOG,
+                ));
+                return None;
+            }
+        };
+        let mut log = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match entry.into_entry() {
+                Ok(Some(entry)) => log.push(entry),
+                Ok(None) => {}
+                Err(why) => {
+                    child.broke(format!("stdout line {}: {why}", answered.line));
+                    return None;
+                }
+            }
+        }
+        Some(log)
     }
 }

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use fencer_harness::{AppliedWrite, CallError, FencingToken};
+use fencer_harness::{AppliedWrite, CallError, FencingToken, LockChange, LockLogEntry, OwnerToken};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -15,6 +15,9 @@ pub const PROTOCOL_VERSION: u64 = 1;
 
 /// The optional call that hands over a store's applied writes.
 pub const APPLIED_LOG: &str = "applied-log";
+
+/// The optional call that hands over a lock service's grants, renewals and releases.
+pub const LOCK_LOG: &str = "lock-log";
 
 /// One request, without its `id` (see [`Request::line`]).
 #[derive(Debug, Serialize)]
@@ -68,6 +71,8 @@ pub enum Request<'a> {
     },
     /// Every applied write, in store order.
     AppliedLog,
+    /// Every change the lock service applied, in its order.
+    LockLog,
 }
 
 /// A request with its id, as written on the wire.
@@ -97,6 +102,7 @@ impl Request<'_> {
             Request::Write { .. } => "write",
             Request::Read { .. } => "read",
             Request::AppliedLog => APPLIED_LOG,
+            Request::LockLog => LOCK_LOG,
         }
     }
 }
@@ -145,6 +151,11 @@ pub enum Outcome {
         /// In store order.
         writes: Vec<LoggedWrite>,
     },
+    /// lock-log: every grant, renewal, release and expiry.
+    LockLog {
+        /// In the service's order.
+        entries: Vec<LoggedLockChange>,
+    },
 }
 
 impl Outcome {
@@ -160,6 +171,7 @@ impl Outcome {
             Outcome::Rejected { .. } => "rejected",
             Outcome::Value { .. } => "value",
             Outcome::AppliedLog { .. } => APPLIED_LOG,
+            Outcome::LockLog { .. } => LOCK_LOG,
         }
     }
 }
@@ -230,6 +242,154 @@ impl From<LoggedWrite> for AppliedWrite {
             fencing_token: write.fencing_token,
             write_id: write.write_id,
         }
+    }
+}
+
+/// One entry of a lock log, as the child sends it: `op` names the change, `seq` counts from 1
+/// in the service's order, times are nanoseconds on the service's own clock.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum LoggedLockChange {
+    /// A lease was granted.
+    Grant {
+        /// Service order.
+        seq: u64,
+        /// The lock.
+        lock: String,
+        /// The new holder.
+        owner: String,
+        /// Its fencing token.
+        fencing_token: FencingToken,
+        /// The TTL asked for, in milliseconds.
+        ttl_ms: u64,
+        /// When it was granted.
+        at_ns: i64,
+        /// When it expires.
+        expires_ns: i64,
+    },
+    /// A lease was extended.
+    Renew {
+        /// Service order.
+        seq: u64,
+        /// The lock.
+        lock: String,
+        /// Who asked.
+        owner: String,
+        /// Whose lease was extended.
+        holder: String,
+        /// That lease's token.
+        holder_token: FencingToken,
+        /// The TTL asked for, in milliseconds.
+        ttl_ms: u64,
+        /// When it was extended.
+        at_ns: i64,
+        /// Its new expiry.
+        expires_ns: i64,
+    },
+    /// A lease was ended by a release.
+    Release {
+        /// Service order.
+        seq: u64,
+        /// The lock.
+        lock: String,
+        /// Who asked.
+        owner: String,
+        /// Whose lease ended.
+        holder: String,
+        /// That lease's token.
+        holder_token: FencingToken,
+        /// When it ended.
+        at_ns: i64,
+    },
+    /// The service noticed a lease had expired.
+    Expire {
+        /// Service order.
+        seq: u64,
+        /// The lock.
+        lock: String,
+        /// Whose lease expired.
+        holder: String,
+        /// That lease's token.
+        holder_token: FencingToken,
+        /// When the service noticed.
+        at_ns: i64,
+    },
+}
+
+impl LoggedLockChange {
+    /// The entry as fencer records it, or `None` for an `expire`: a lease's end by expiry is
+    /// its `expires_ns`, the time its holder was promised, and an `expire` entry cannot move
+    /// that promise (one logged before it would be the service ending a lease early, which the
+    /// next grant's overlap then shows). An owner that is not 32 hex digits is an error.
+    pub fn into_entry(self) -> Result<Option<LockLogEntry>, String> {
+        let owner_token = |text: &str| {
+            text.parse::<OwnerToken>()
+                .map_err(|error| format!("lock-log entry: {error}"))
+        };
+        let ttl = Duration::from_millis;
+        let (seq, lock, at_ns, change) = match self {
+            LoggedLockChange::Grant {
+                seq,
+                lock,
+                owner,
+                fencing_token,
+                ttl_ms,
+                at_ns,
+                expires_ns,
+            } => {
+                let change = LockChange::Granted {
+                    owner: owner_token(&owner)?,
+                    fencing_token,
+                    ttl: ttl(ttl_ms),
+                    expires_ns,
+                };
+                (seq, lock, at_ns, change)
+            }
+            LoggedLockChange::Renew {
+                seq,
+                lock,
+                owner,
+                holder,
+                holder_token,
+                ttl_ms,
+                at_ns,
+                expires_ns,
+            } => {
+                let change = LockChange::Renewed {
+                    owner: owner_token(&owner)?,
+                    holder: owner_token(&holder)?,
+                    holder_token,
+                    ttl: ttl(ttl_ms),
+                    expires_ns,
+                };
+                (seq, lock, at_ns, change)
+            }
+            LoggedLockChange::Release {
+                seq,
+                lock,
+                owner,
+                holder,
+                holder_token,
+                at_ns,
+            } => {
+                let change = LockChange::Released {
+                    owner: owner_token(&owner)?,
+                    holder: owner_token(&holder)?,
+                    holder_token,
+                };
+                (seq, lock, at_ns, change)
+            }
+            LoggedLockChange::Expire { holder, .. } => {
+                owner_token(&holder)?;
+                return Ok(None);
+            }
+        };
+        Ok(Some(LockLogEntry {
+            seq,
+            lock,
+            at_ns,
+            change,
+        }))
     }
 }
 
@@ -377,6 +537,88 @@ mod tests {
                 write_id: "w".into()
             }
         );
+    }
+
+    #[test]
+    fn a_lock_log_reads_as_the_entries_fencer_records_without_expiries() {
+        let owner = "0".repeat(31) + "a";
+        let other = "0".repeat(31) + "b";
+        let line = format!(
+            r#"{{"id":9,"result":"lock-log","entries":[
+              {{"seq":1,"op":"grant","lock":"L","owner":"{owner}","fencing_token":3,"ttl_ms":300,"at_ns":100,"expires_ns":300000100}},
+              {{"seq":2,"op":"renew","lock":"L","owner":"{other}","holder":"{owner}","holder_token":3,"ttl_ms":200,"at_ns":150,"expires_ns":200000150}},
+              {{"seq":3,"op":"expire","lock":"L","holder":"{owner}","holder_token":3,"at_ns":900000000}},
+              {{"seq":4,"op":"release","lock":"L","owner":"{other}","holder":"{other}","holder_token":4,"at_ns":950000000}}]}}"#
+        )
+        .replace('\n', "");
+        let Ok(Outcome::LockLog { entries }) = parse_reply(&line).unwrap().answer else {
+            panic!("{line}")
+        };
+        let read: Vec<Option<LockLogEntry>> = entries
+            .into_iter()
+            .map(|entry| entry.into_entry().unwrap())
+            .collect();
+        let (a, b) = (OwnerToken(0xa), OwnerToken(0xb));
+        let entry = |seq, at_ns, change| {
+            Some(LockLogEntry {
+                seq,
+                lock: "L".into(),
+                at_ns,
+                change,
+            })
+        };
+        assert_eq!(
+            read,
+            [
+                entry(
+                    1,
+                    100,
+                    LockChange::Granted {
+                        owner: a,
+                        fencing_token: 3,
+                        ttl: Duration::from_millis(300),
+                        expires_ns: 300_000_100
+                    }
+                ),
+                entry(
+                    2,
+                    150,
+                    LockChange::Renewed {
+                        owner: b,
+                        holder: a,
+                        holder_token: 3,
+                        ttl: Duration::from_millis(200),
+                        expires_ns: 200_000_150
+                    }
+                ),
+                None,
+                entry(
+                    4,
+                    950_000_000,
+                    LockChange::Released {
+                        owner: b,
+                        holder: b,
+                        holder_token: 4
+                    }
+                ),
+            ]
+        );
+        assert_eq!(Request::LockLog.line(3), "{\"id\":3,\"op\":\"lock-log\"}\n");
+    }
+
+    #[test]
+    fn a_lock_log_entry_fencer_cannot_read_says_why() {
+        let bad_owner = r#"{"id":1,"result":"lock-log","entries":[{"seq":1,"op":"release","lock":"L","owner":"w0","holder":"w0","holder_token":1,"at_ns":5}]}"#;
+        let Ok(Outcome::LockLog { entries }) = parse_reply(bad_owner).unwrap().answer else {
+            panic!("{bad_owner}")
+        };
+        let why = entries[0].clone().into_entry().unwrap_err();
+        assert!(why.contains("owner token") && why.contains("`w0`"), "{why}");
+        let no_expiry = r#"{"id":1,"result":"lock-log","entries":[{"seq":1,"op":"grant","lock":"L","owner":"0000000000000000000000000000000a","fencing_token":1,"ttl_ms":1,"at_ns":5}]}"#;
+        assert!(parse_reply(no_expiry).unwrap_err().contains("expires_ns"));
+        let unknown =
+            r#"{"id":1,"result":"lock-log","entries":[{"seq":1,"op":"steal","lock":"L"}]}"#;
+        assert!(parse_reply(unknown).unwrap_err().contains("steal"));
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use fencer_harness::runtime::real_runtime;
 use fencer_harness::{
-    Acquired, CallError, FencedStore, LockService, Owned, OwnerToken, ReadValue, Written,
+    Acquired, CallError, FencedStore, LockChange, LockService, Owned, OwnerToken, ReadValue,
+    Written,
 };
 use fencer_nemesis::{ServerAction, ServerFaults};
 
@@ -200,6 +201,124 @@ fn the_example_keeps_the_lock_and_store_contract() {
             .expect("the example offers its log");
         let ids: Vec<(u64, &str)> = log.iter().map(|w| (w.seq, w.write_id.as_str())).collect();
         assert_eq!(ids, [(1, "w2"), (2, "w3")]);
+    });
+}
+
+#[test]
+fn the_example_hands_over_its_lock_log_in_service_order_as_replied() {
+    if !python_runs("the_example_hands_over_its_lock_log_in_service_order_as_replied") {
+        return;
+    }
+    let connection = Arc::new(ExecConnection::open(&example()).unwrap());
+    let lock = ExecLock::new(connection);
+    real_runtime().unwrap().block_on(async {
+        let short = Duration::from_millis(20);
+        assert_eq!(
+            lock.acquire("L", A, short).await,
+            Ok(Acquired::Granted { fencing_token: 1 })
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The service notices A's expiry here and logs an `expire`, which fencer leaves out.
+        assert_eq!(
+            lock.acquire("L", B, TTL).await,
+            Ok(Acquired::Granted { fencing_token: 2 })
+        );
+        assert_eq!(lock.renew("L", A, TTL).await, Ok(Owned::NotOwner));
+        assert_eq!(lock.renew("L", B, TTL).await, Ok(Owned::Done));
+        assert_eq!(lock.release("L", B).await, Ok(Owned::Done));
+        let log = lock
+            .lock_log()
+            .await
+            .expect("the example offers its lock log");
+        let seqs: Vec<u64> = log.iter().map(|entry| entry.seq).collect();
+        assert_eq!(seqs, [1, 3, 4, 5], "the expire (seq 2) is left out");
+        assert!(log.iter().all(|entry| entry.lock == "L"));
+        assert!(
+            log.windows(2).all(|pair| pair[0].at_ns <= pair[1].at_ns),
+            "one monotonic service clock: {log:?}"
+        );
+        let changes: Vec<&LockChange> = log.iter().map(|entry| &entry.change).collect();
+        assert_eq!(
+            changes[..2],
+            [
+                &LockChange::Granted {
+                    owner: A,
+                    fencing_token: 1,
+                    ttl: short,
+                    expires_ns: log[0].at_ns + 20_000_000,
+                },
+                &LockChange::Granted {
+                    owner: B,
+                    fencing_token: 2,
+                    ttl: TTL,
+                    expires_ns: log[1].at_ns + 300_000_000,
+                },
+            ]
+        );
+        assert_eq!(
+            changes[2..],
+            [
+                &LockChange::Renewed {
+                    owner: B,
+                    holder: B,
+                    holder_token: 2,
+                    ttl: TTL,
+                    expires_ns: log[2].at_ns + 300_000_000,
+                },
+                &LockChange::Released {
+                    owner: B,
+                    holder: B,
+                    holder_token: 2,
+                },
+            ]
+        );
+    });
+}
+
+#[test]
+fn a_lock_log_fencer_cannot_read_is_not_used_and_one_not_offered_is_not_asked_for() {
+    if !python_runs("a_lock_log_fencer_cannot_read_is_not_used") {
+        return;
+    }
+    let bad_owner = python(
+        "\"protocol\": 1, \"roles\": [\"lock\"], \"offers\": [\"lock-log\"]",
+        "request = json.loads(sys.stdin.readline())\n\
+         entry = {\"seq\": 1, \"op\": \"release\", \"lock\": \"L\", \"owner\": \"w0\", \
+         \"holder\": \"w0\", \"holder_token\": 1, \"at_ns\": 5}\n\
+         print(json.dumps({\"id\": request[\"id\"], \"result\": \"lock-log\", \
+         \"entries\": [entry]}), flush=True)\n\
+         sys.stdin.read()",
+    );
+    let not_offered = python("\"protocol\": 1, \"roles\": [\"lock\"]", "sys.stdin.read()");
+    real_runtime().unwrap().block_on(async {
+        let connection = Arc::new(ExecConnection::open(&bad_owner).unwrap());
+        let lock = ExecLock::new(Arc::clone(&connection));
+        assert_eq!(
+            lock.lock_log().await,
+            None,
+            "an owner that is not 32 hex digits"
+        );
+        let child = connection.current().await.unwrap();
+        let killed = tokio::time::timeout(Duration::from_secs(10), async {
+            while child.ended().is_none() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        });
+        killed
+            .await
+            .expect("a child that broke the protocol is killed");
+        assert!(
+            child.ended().unwrap().contains("owner token"),
+            "{:?}",
+            child.ended()
+        );
+
+        let connection = Arc::new(ExecConnection::open(&not_offered).unwrap());
+        let lock = ExecLock::new(Arc::clone(&connection));
+        connection.ping(Role::Lock).await.unwrap();
+        assert_eq!(lock.lock_log().await, None, "not offered");
+        let child = connection.current().await.unwrap();
+        assert_eq!(child.ended(), None, "and not asked for");
     });
 }
 

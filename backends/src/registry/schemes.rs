@@ -2,7 +2,7 @@
 //! its lock service and its store, in any mix, with an optional `?variant=` naming a
 //! deliberately broken variant.
 //!
-//! Variants: lock `?variant=unsafe-release` (Redis, etcd, ZooKeeper); store `?variant=unfenced`
+//! Variants: lock `?variant=unsafe-release` (Redis, PostgreSQL, etcd, ZooKeeper); store `?variant=unfenced`
 //! (Redis, PostgreSQL, etcd, ZooKeeper, SQLite). A store may be a SQLite file several processes
 //! share, `sqlite://PATH`. A PostgreSQL URL may name the schema to work in with `?schema=NAME`
 //! (default `fencer`). Both parameters are removed before the URL reaches the client library.
@@ -268,7 +268,9 @@ mod redis {
 #[cfg(feature = "postgres")]
 mod postgres {
     use super::*;
-    use crate::{PostgresConnection, PostgresLock, PostgresStore, PostgresStoreRules};
+    use crate::{
+        PostgresConnection, PostgresLock, PostgresLockRules, PostgresStore, PostgresStoreRules,
+    };
 
     fn open(target: &Target<'_>) -> Result<Arc<PostgresConnection>, BackendError> {
         let schema = target.schema.as_deref().unwrap_or("fencer");
@@ -279,11 +281,13 @@ mod postgres {
     }
 
     pub(super) fn lock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
-        if let Some(other) = target.variant.as_deref() {
-            return Err(unknown_variant("lock", other, "none", target.url));
-        }
+        let rules = target.rules(
+            "lock",
+            PostgresLockRules::Reference,
+            ("unsafe-release", PostgresLockRules::UnsafeRelease),
+        )?;
         let connection = open(target)?;
-        let adapter = Arc::new(PostgresLock::new(Arc::clone(&connection)));
+        let adapter = Arc::new(PostgresLock::new(Arc::clone(&connection), rules));
         Ok(target.connected(adapter, Some(connection)))
     }
 
@@ -586,5 +590,24 @@ mod tests {
         assert!(!error.contains("pw@"), "{error}");
         let error = lock_from_url("mysql://h:3306").err().unwrap().to_string();
         assert!(error.contains("etcd://"), "{error}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn a_postgres_lock_takes_the_unsafe_release_variant_and_no_other() {
+        let lock = lock_from_url("postgres://u:pw@h/db?variant=unsafe-release&schema=s1").unwrap();
+        assert_eq!(
+            lock.shown_url,
+            "postgres://u:***@h/db?variant=unsafe-release&schema=s1"
+        );
+        let error = lock_from_url("postgres://u:pw@h/db?variant=unfenced")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("unknown lock variant `unfenced`") && error.contains("unsafe-release"),
+            "{error}"
+        );
+        assert!(!error.contains("pw@"), "{error}");
     }
 }
