@@ -246,11 +246,12 @@ impl LockService for SimLeaseService {
     }
 }
 
+#[async_trait]
 impl Restartable for SimLeaseService {
     /// Every lease is lost (logged as a release of that lease by its own holder, with error
     /// `restart`, so lease-checkers see it end); the counter survives unless the rules are
     /// [`LeaseRules::VolatileCounter`].
-    fn restart(&self, down_ns: u64) {
+    async fn restart(&self, down_ns: u64) -> Result<(), String> {
         let until_ns = self.clock.truth().now_ns().saturating_add(down_ns);
         self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
         let lost: Vec<(String, Lease)> = {
@@ -273,6 +274,7 @@ impl Restartable for SimLeaseService {
                 event.error = Some("restart".into());
             });
         }
+        Ok(())
     }
 }
 
@@ -420,7 +422,9 @@ mod tests {
         else {
             panic!("first acquire must be granted");
         };
-        service.restart(1_000_000_000);
+        Restartable::restart(&*service, 1_000_000_000)
+            .await
+            .unwrap();
         let while_down = service.acquire("L", B, TTL).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         // The lease was lost with the restart, well before its TTL: B gets the lock at once.

@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::{
-    AppliedWrite, Event, EventType, FencedStore, Freezable, History, LocalClock, LockClient,
-    LockService, Network, NodeClock, Op, Process, ProcessFaults, Recorder, StoreClient, Stream,
-    TrueClock, stream_rng,
+    AppliedWrite, Event, EventType, FencedStore, Freezable, History, LeaseBoard, LocalClock,
+    LockClient, LockService, Network, NodeClock, Op, Process, ProcessFaults, Recorder, RestartGate,
+    StoreClient, Stream, TrueClock, stream_rng,
 };
-use fencer_nemesis::{Fault, ServerFaults, Targets};
+use fencer_nemesis::{ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
 use tokio::sync::oneshot;
 
@@ -47,8 +47,10 @@ const APPLIED_LOG_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs `plan` against `lock` and `store` on the current runtime and returns the history, with
 /// the store's applied log (for `names.key`) appended as `store` `log` events.
 ///
-/// Faults may target workers only: a server's clock is not reachable at the adapter boundary.
-/// [`drive_with_servers`] also reaches servers fencer started itself.
+/// Faults may target workers, and the lock service's restart when it offers one
+/// ([`LockService::offers_restart`]: fencer refuses calls while it is down and calls its hook);
+/// a server's clock is not reachable at the adapter boundary. [`drive_with_servers`] also
+/// reaches servers fencer started itself.
 pub async fn drive(
     plan: Arc<Plan>,
     lock: Arc<dyn LockService>,
@@ -84,9 +86,20 @@ pub async fn drive_with_servers(
         key: names.key.clone(),
         ..settings.register_config()
     };
+    // A lock server fencer started is restarted as a process; otherwise the service's own
+    // restart hook, if it offers one, behind a gate that keeps it down meanwhile.
+    let restart_gate = (lock.offers_restart() && !servers.contains_key("lock"))
+        .then(|| Arc::new(RestartGate::new(Arc::clone(&lock), truth)));
+    let lock = match &restart_gate {
+        Some(gate) => Arc::clone(gate) as Arc<dyn LockService>,
+        None => lock,
+    };
     let (workers, mut targets) =
         spawn_workers(&plan, &config, &lock, &store, &recorder, &network, truth);
     targets.real_servers = servers;
+    if let Some(gate) = restart_gate {
+        targets.servers.insert("lock".into(), gate);
+    }
     fencer_nemesis::validate(&plan.faults, &targets).map_err(RunError::Plan)?;
     let (stop_nemesis, stopped) = oneshot::channel();
     let nemesis = tokio::spawn(fencer_nemesis::inject(
@@ -122,7 +135,8 @@ pub async fn drive_with_servers(
 
 /// Spawns one task per worker of `plan` (each frozen with its own [`ProcessFaults`], calling
 /// `lock` and `store` through recorded clients on its own clock) and returns the tasks with the
-/// workers' fault switches and clocks as nemesis targets. Shared by the simulation and the real
+/// workers' fault switches and clocks as nemesis targets. The workers share one lease board,
+/// so a lease-edge fault on one of them can hold its rivals' acquires. Shared by the simulation and the real
 /// tier, so both run exactly the same workers.
 pub(crate) fn spawn_workers(
     plan: &Arc<Plan>,
@@ -135,9 +149,10 @@ pub(crate) fn spawn_workers(
 ) -> (Vec<tokio::task::JoinHandle<()>>, Targets) {
     let mut targets = Targets::default();
     let mut workers = Vec::with_capacity(plan.workers.len());
+    let board = LeaseBoard::new(plan.workers.len());
     for index in 0..plan.workers.len() {
         let name = format!("w{index}");
-        let faults = Arc::new(ProcessFaults::default());
+        let faults = Arc::new(ProcessFaults::on_board(&board, index));
         let clock = LocalClock::new(truth, NodeClock::with_offset(0));
         targets.processes.insert(name.clone(), Arc::clone(&faults));
         targets.clocks.insert(name.clone(), clock.clone());
@@ -186,9 +201,8 @@ fn run_budget(plan: &Plan) -> Duration {
     let paused_ns: u64 = plan
         .faults
         .iter()
-        .filter(|fault| fault.stalls_workers())
-        .map(Fault::duration_ns)
-        .sum();
+        .map(|fault| fault.stalls_workers_ns(settings.ttl_ns))
+        .fold(0, u64::saturating_add);
     Duration::from_nanos(
         cycles
             .saturating_mul(per_cycle_ns)
