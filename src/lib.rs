@@ -84,12 +84,12 @@ pub use fencer_backends as backends;
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
 pub use fencer_harness::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LockService, Owned,
-    OwnerToken, ReadValue, Written,
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LocalClock, LockService,
+    Owned, OwnerToken, ReadValue, Written, caller_clock, caller_process,
 };
 pub use fencer_nemesis::FaultKind;
 pub use fencer_run::settings::{LockBackend, StoreBackend};
-pub use fencer_run::{Plan, PlanError, RunError, Settings, simulate};
+pub use fencer_run::{LeftOut, Plan, PlanError, RunError, Settings, simulate};
 pub use fencer_workloads::RenewFailurePolicy;
 
 /// Runs the `fencer` command line on this process's arguments and returns its exit code.

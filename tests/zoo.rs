@@ -179,6 +179,7 @@ fn scripted(settings: Settings, a: CyclePlan, b: CyclePlan, faults: Vec<Fault>) 
             WorkerPlan { cycles: vec![b] },
         ],
         faults,
+        left_out: Vec::new(),
     };
     simulate(&plan).unwrap()
 }

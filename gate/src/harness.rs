@@ -12,6 +12,10 @@
 //!   scaled down (default 300 ms) so a seed takes about a second; replay is "the same plan
 //!   again", and the saved history is the artifact.
 //!
+//! Faults a user's backend cannot take (the lock server's clock, and its restart unless the
+//! service offers [`LockService::restart`]) are left out of each seed's plan and named in the
+//! [`Report`] ([`Report::left_out`], and its summary), never dropped silently.
+//!
 //! The example in the `fencer` crate's documentation runs a user's lock service this way.
 
 use std::fmt::Write as _;
@@ -29,8 +33,9 @@ use fencer_workloads::RenewFailurePolicy;
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::drive::{RunNames, drive};
+use fencer_run::fit::{LeftOut, Reach, fit};
 use fencer_run::plan::Plan;
-use fencer_run::real::{fit_to_servers, unique_tag};
+use fencer_run::real::unique_tag;
 use fencer_run::settings::Settings;
 
 /// Environment variable that overrides the seed range (`7` or `3..9`): the replay command a
@@ -65,8 +70,8 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A harness over `lock` and `store`: 3 workers × 20 cycles, faults pause, skew and
-    /// drop-renew, seeds 0..10, simulated time.
+    /// A harness over `lock` and `store`: 3 workers × 20 cycles, the default faults
+    /// ([`FaultKind::DEFAULT`]), seeds 0..10, simulated time.
     pub fn new(lock: impl LockService + 'static, store: impl FencedStore + 'static) -> Harness {
         Harness::from_shared(Arc::new(lock), Arc::new(store))
     }
@@ -206,9 +211,13 @@ impl Harness {
     }
 
     /// The plan one seed runs: faults on the lock server's clock are left out, since a user's
-    /// backend keeps its own time.
+    /// backend keeps its own time, and so are restarts unless the lock service offers one;
+    /// the plan names what it left out ([`Plan::left_out`]).
     pub fn plan(&self, seed: u64) -> Plan {
-        fit_to_servers(Plan::generate(&self.settings(seed)))
+        fit(
+            Plan::generate(&self.settings(seed)),
+            Reach::of(self.lock.as_ref()),
+        )
     }
 
     /// Runs every seed (or those in `FENCER_SEEDS`) and checks each history.
@@ -260,12 +269,14 @@ impl Harness {
                         seed,
                         outcome: Ok((history, verdict)),
                         saved,
+                        left_out: plan.left_out,
                     }
                 }
                 Err(message) => SeedRun {
                     seed,
                     outcome: Err(message),
                     saved: None,
+                    left_out: plan.left_out,
                 },
             };
             report.runs.push(run);
@@ -314,6 +325,8 @@ pub struct SeedRun {
     pub outcome: Result<(History, Verdict), String>,
     /// Where the run was saved (failing runs only).
     pub saved: Option<PathBuf>,
+    /// Faults the seed drew that the backends cannot take, left out of its plan.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// What a [`Harness::run`] found, seed by seed.
@@ -332,6 +345,7 @@ impl Report {
                 seed,
                 outcome: Err(format!("cannot start a tokio runtime: {error}")),
                 saved: None,
+                left_out: Vec::new(),
             }],
         }
     }
@@ -345,6 +359,21 @@ impl Report {
                 Err(_) => Validity::Unknown,
             })
             .fold(Validity::Valid, Validity::worst)
+    }
+
+    /// Every fault left out of the seeds' plans, added up over the seeds by family, target and
+    /// reason: what this report did not test.
+    pub fn left_out(&self) -> Vec<LeftOut> {
+        let mut total: Vec<LeftOut> = Vec::new();
+        for left in self.runs.iter().flat_map(|run| &run.left_out) {
+            match total.iter_mut().find(|seen| {
+                (seen.family, &seen.target, &seen.why) == (left.family, &left.target, &left.why)
+            }) {
+                Some(seen) => seen.faults += left.faults,
+                None => total.push(left.clone()),
+            }
+        }
+        total
     }
 
     /// Seeds whose history proved an anomaly or that could not run.
@@ -395,6 +424,9 @@ impl Report {
                 run.seed, self.name
             );
         }
+        for left in self.left_out() {
+            let _ = write!(message, "\n  left out: {left}");
+        }
         message
     }
 
@@ -407,7 +439,7 @@ impl Report {
                 .count()
         };
         let errors = self.runs.iter().filter(|run| run.outcome.is_err()).count();
-        format!(
+        let mut summary = format!(
             "{}: {} seeds, {} valid, {} invalid, {} unknown, {} could not run",
             self.validity().name(),
             self.runs.len(),
@@ -415,7 +447,13 @@ impl Report {
             count(Validity::Invalid),
             count(Validity::Unknown),
             errors
-        )
+        );
+        let left_out = self.left_out();
+        if !left_out.is_empty() {
+            let named: Vec<String> = left_out.iter().map(LeftOut::to_string).collect();
+            let _ = write!(summary, "; left out: {}", named.join("; "));
+        }
+        summary
     }
 }
 

@@ -11,6 +11,7 @@ pub mod checking;
 pub mod demo;
 pub mod drive;
 mod error;
+pub mod fit;
 pub mod plan;
 mod plan_locate;
 pub mod real;
@@ -19,6 +20,7 @@ pub mod simulate;
 pub mod swarm;
 
 pub use error::RunError;
+pub use fit::{LeftOut, Reach};
 pub use plan::{PLAN_FORMAT, Plan, PlanError};
 pub use settings::Settings;
 pub use simulate::simulate;

@@ -15,80 +15,21 @@ use std::sync::Arc;
 use fencer_harness::runtime::real_runtime;
 use fencer_harness::{FencedStore, History, LatencyModel, LockService};
 
-use fencer_nemesis::Fault;
-
 use crate::RunError;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
+use crate::fit::{Reach, fit};
 use crate::plan::Plan;
 use crate::settings::Settings;
-use fencer_servers::PrivateBackend;
 
 /// Expands `settings` into a plan for the real tier: no simulated latency (the wire is real)
-/// and only the server faults its servers can take ([`fit_to_servers`]).
-pub fn real_plan(settings: &Settings) -> Plan {
+/// and only the faults its backends can take ([`fit`]; `reach` says what the adapters offer),
+/// the rest named in [`Plan::left_out`].
+pub fn real_plan(settings: &Settings, reach: Reach) -> Plan {
     let settings = Settings {
         latency: LatencyModel::NONE,
         ..settings.clone()
     };
-    fit_to_servers(Plan::generate(&settings))
-}
-
-/// `plan` without the faults aimed at a server (`lock`, `store`) that its servers cannot take:
-/// a server behind a plain URL keeps its own time and process, out of fencer's reach, so
-/// every fault aimed at it goes; a server fencer started (a `private:` URL) takes them all but
-/// clock drift (libfaketime offsets are steps).
-pub fn fit_to_servers(mut plan: Plan) -> Plan {
-    let Plan {
-        settings, faults, ..
-    } = &mut plan;
-    faults.retain(|fault| takes(settings, fault).is_ok());
-    plan
-}
-
-/// Why the servers of `plan` cannot take one of its faults (a hand-written or simulation plan
-/// run against servers): the message names the fault and what would run it.
-pub fn check_servers_take_faults(plan: &Plan) -> Result<(), String> {
-    for (index, fault) in plan.faults.iter().enumerate() {
-        takes(&plan.settings, fault).map_err(|why| format!("faults[{index}]: {why}"))?;
-    }
-    Ok(())
-}
-
-/// Whether a run with `settings` (whose `private:` roles are fencer's own servers) can execute
-/// `fault`.
-fn takes(settings: &Settings, fault: &Fault) -> Result<(), String> {
-    if !fault.aims_at_server() {
-        return Ok(());
-    }
-    let target = fault.target();
-    let private = settings.server_url(target).and_then(PrivateBackend::parse);
-    let Some(Ok((backend, _))) = private else {
-        return Err(format!(
-            "`{}` at {} ns aims at the {target} server, which is not fencer's own: start it \
-             with --{target} {}",
-            fault.kind().name(),
-            fault.at_ns(),
-            PrivateBackend::URLS
-        ));
-    };
-    if let Fault::ClockDrift { .. } = fault {
-        return Err(format!(
-            "clock drift at {} ns on the {target} server: a real server's clock can be \
-             stepped (libfaketime, Redis expiry rewrite), not made to drift",
-            fault.at_ns()
-        ));
-    }
-    if let Fault::ClockJump { .. } = fault
-        && !backend.takes_clock_jumps()
-    {
-        return Err(format!(
-            "clock jump at {} ns on the {target} server: the clock of a private {backend:?} \
-             cannot be stepped (etcd ignores libfaketime; ZooKeeper expires sessions by its \
-             monotonic clock)",
-            fault.at_ns()
-        ));
-    }
-    Ok(())
+    fit(Plan::generate(&settings), reach)
 }
 
 /// Runs `plan` in real time against `lock` and `store` on a fresh runtime, using `names` for

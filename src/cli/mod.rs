@@ -506,6 +506,14 @@ fn init_tracing() {
 }
 
 /// One line describing the settings, for summaries.
+/// Names every fault the plan left out because its backends cannot take them, one line per
+/// family, target and reason, so a run never drops a fault without saying so.
+fn print_left_out(plan: &crate::Plan) {
+    for left in &plan.left_out {
+        println!("left out: {left}");
+    }
+}
+
 fn describe(settings: &Settings) -> String {
     let nemesis: Vec<&str> = settings.nemesis.iter().map(|kind| kind.name()).collect();
     format!(

@@ -18,11 +18,12 @@ use fencer_harness::runtime::real_runtime;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::drive::{RunNames, ServerTargets, drive_with_servers};
-use fencer_run::real::{check_servers_take_faults, real_plan, unique_tag};
+use fencer_run::fit::{Reach, check_takes};
+use fencer_run::real::{real_plan, unique_tag};
 use fencer_servers::PRIVATE_SCHEME;
 use fencer_servers::PrivateServer;
 
-use super::{Failure, Outcome, describe, report};
+use super::{Failure, Outcome, describe, print_left_out, report};
 
 /// Where the lock service and store live.
 pub struct RealTargets<'a> {
@@ -89,7 +90,8 @@ pub fn run(
     out: Option<&Path>,
     archive: &Path,
 ) -> Outcome {
-    let plan = match plan_path {
+    // What to run, before any server starts: a saved plan, or the settings to expand.
+    let saved = match plan_path {
         Some(path) => {
             let bytes = std::fs::read(path).map_err(|error| {
                 Failure::BadInput(format!("{}: cannot read the plan: {error}", path.display()))
@@ -99,35 +101,35 @@ pub fn run(
             // The servers are the ones named now: they decide which server faults can run.
             plan.settings.lock_url = Some(redact_url(targets.lock_url));
             plan.settings.store_url = Some(redact_url(targets.store_url));
-            check_servers_take_faults(&plan)
-                .map_err(|why| Failure::BadInput(format!("{}: {why}", path.display())))?;
-            plan
+            Some((path, plan))
         }
-        None => {
-            let settings = Settings {
-                lock_url: Some(redact_url(targets.lock_url)),
-                store_url: Some(redact_url(targets.store_url)),
-                ..settings.clone()
-            };
-            for warning in settings.validate().map_err(Failure::BadInput)? {
-                eprintln!("warning: {warning}");
-            }
-            let plan = real_plan(&settings);
-            let left_out = Plan::generate(&settings).faults.len() - plan.faults.len();
-            if left_out > 0 {
-                println!(
-                    "note: {left_out} faults aimed at servers left out (a server behind a plain \
-                     URL is not fencer's to pause, restart or skew, and a private etcd or \
-                     ZooKeeper takes no clock jumps)"
-                );
-            }
-            plan
-        }
+        None => None,
     };
+    let settings = Settings {
+        lock_url: Some(redact_url(targets.lock_url)),
+        store_url: Some(redact_url(targets.store_url)),
+        ..settings.clone()
+    };
+    if saved.is_none() {
+        for warning in settings.validate().map_err(Failure::BadInput)? {
+            eprintln!("warning: {warning}");
+        }
+    }
     let (started, [lock_url, store_url]) =
         Started::start([("lock", targets.lock_url), ("store", targets.store_url)])?;
     let lock = lock_from_url(&lock_url).map_err(Failure::BadInput)?;
     let store = store_from_url(&store_url).map_err(Failure::BadInput)?;
+    // The adapters decide what the run can take beyond the servers: a restart hook.
+    let reach = Reach::of(lock.adapter.as_ref());
+    let plan = match saved {
+        Some((path, plan)) => {
+            check_takes(&plan, reach)
+                .map_err(|why| Failure::BadInput(format!("{}: {why}", path.display())))?;
+            plan
+        }
+        None => real_plan(&settings, reach),
+    };
+    print_left_out(&plan);
     println!("fencer run (real time): {}", describe(&plan.settings));
     let runtime = real_runtime()
         .map_err(|error| Failure::Internal(format!("cannot start a tokio runtime: {error}")))?;

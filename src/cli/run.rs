@@ -6,7 +6,7 @@ use crate::{Plan, RunError, Settings, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 
-use super::{Failure, Outcome, describe, report};
+use super::{Failure, Outcome, describe, print_left_out, report};
 
 /// Runs `settings`, writes the run directory (`out`, or a fresh one under `archive`);
 /// `strict` makes warnings fail the verdict.
@@ -43,6 +43,7 @@ fn run_plan(plan: &Plan, out: Option<&Path>, archive: &Path, strict: bool) -> Ou
         ),
     };
     println!("fencer run: {}", describe(settings));
+    print_left_out(plan);
     let started = std::time::Instant::now();
     let history = simulate(plan).map_err(|error| match error {
         RunError::Plan(message) => Failure::BadInput(message),

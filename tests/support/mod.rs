@@ -12,6 +12,7 @@ use fencer::{FencedStore, Harness, LockService, Settings, Validity, Verdict};
 use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
+use fencer_run::Reach;
 use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
 use fencer_run::real::{real_plan, run_real, run_real_with_servers, unique_tag};
@@ -167,10 +168,13 @@ pub fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
 /// write; w1 takes the expired lease, writes with the newer token and holds on. When w0 wakes,
 /// its older write reaches the store: only the store's fence can refuse it.
 pub fn stale_write_plan() -> Plan {
-    let mut plan = real_plan(&Settings {
-        nemesis: Default::default(),
-        ..real_settings(0, 2, 1)
-    });
+    let mut plan = real_plan(
+        &Settings {
+            nemesis: Default::default(),
+            ..real_settings(0, 2, 1)
+        },
+        Reach::default(),
+    );
     plan.workers = vec![
         WorkerPlan {
             cycles: vec![cycle(0, 600, 0)],
@@ -194,13 +198,16 @@ pub fn stale_write_plan() -> Plan {
 /// store's fence can refuse it. Without the jump, w1 could not acquire before w0 released after
 /// its write, and nothing would be stale.
 pub fn clock_jump_plan() -> Plan {
-    let mut plan = real_plan(&Settings {
-        nemesis: Default::default(),
-        ttl_ns: 1_000_000_000,
-        renew_every_ns: 200_000_000,
-        call_timeout_ns: 900_000_000,
-        ..real_settings(0, 2, 1)
-    });
+    let mut plan = real_plan(
+        &Settings {
+            nemesis: Default::default(),
+            ttl_ns: 1_000_000_000,
+            renew_every_ns: 200_000_000,
+            call_timeout_ns: 900_000_000,
+            ..real_settings(0, 2, 1)
+        },
+        Reach::default(),
+    );
     plan.workers = vec![
         WorkerPlan {
             cycles: vec![cycle(0, 50, 0)],
