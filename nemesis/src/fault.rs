@@ -58,27 +58,24 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// The default families (`--nemesis default`): every fault that reaches any backend, in
-    /// the simulation and against any server, so a plain run meets them all.
-    pub const DEFAULT: [FaultKind; 5] = [
+    /// The default families (`--nemesis default`, and a `Harness`'s): pauses, skew, lost renew
+    /// replies, restarts, every kind of call held in flight, and races at the lease's edge —
+    /// faults that reach any backend through its calls, so a plain run meets them all.
+    pub const DEFAULT: [FaultKind; 9] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
         FaultKind::DelayWrite,
         FaultKind::Restart,
-    ];
-
-    /// Families that are never on by default (the simulation's default schedule, and so its
-    /// histories, stay as they were) but can be asked for by name: lost acquire and write
-    /// replies, held acquires, renews and releases, and faults aimed at the lease's edge.
-    pub const OPT_IN: [FaultKind; 6] = [
-        FaultKind::DropAcquire,
-        FaultKind::DropWrite,
         FaultKind::DelayAcquire,
         FaultKind::DelayRenew,
         FaultKind::DelayRelease,
         FaultKind::LeaseEdge,
     ];
+
+    /// Families that are not on by default but can be asked for by name: lost acquire and
+    /// write replies.
+    pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
 
     /// Families only a real server fencer started itself can suffer (its process or fencer's
     /// proxy in front of it); opt-in too, and refused anywhere else: the simulation has no
@@ -121,12 +118,12 @@ impl FaultKind {
         FaultKind::DropRenew,
         FaultKind::DelayWrite,
         FaultKind::Restart,
-        FaultKind::DropAcquire,
-        FaultKind::DropWrite,
         FaultKind::DelayAcquire,
         FaultKind::DelayRenew,
         FaultKind::DelayRelease,
         FaultKind::LeaseEdge,
+        FaultKind::DropAcquire,
+        FaultKind::DropWrite,
         FaultKind::ServerPause,
         FaultKind::Partition,
         FaultKind::DelayReplies,
