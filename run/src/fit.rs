@@ -132,28 +132,28 @@ fn why_not(settings: &Settings, reach: Reach, fault: &Fault) -> Option<String> {
     }
 }
 
-/// Why a server fencer did not start (behind a plain URL, or a user's own backend when `url`
-/// is false) cannot take `fault`; `None` for a restart its lock service offers.
+/// Why a server fencer did not start (behind a plain URL when `url`, else a user's own backend)
+/// cannot take `fault`; `None` for a restart its lock service offers.
 fn not_fencers(target: &str, url: bool, reach: Reach, fault: &Fault) -> Option<String> {
-    let who = if url {
-        format!("the {target} server behind a plain URL")
+    let (who, start_it) = if url {
+        (
+            format!("the {target} server behind a plain URL"),
+            format!(
+                " (a server fencer starts itself takes them: --{target} {})",
+                PrivateBackend::URLS
+            ),
+        )
     } else {
-        format!("the {target} backend")
-    };
-    let start_it = if url {
-        format!(" (start it with --{target} {})", PrivateBackend::URLS)
-    } else {
-        String::new()
+        (format!("the {target} service"), String::new())
     };
     Some(match fault {
         Fault::Restart { .. } if target == "lock" && reach.lock_restarts => return None,
-        Fault::Restart { .. } if target == "lock" => format!(
-            "{who} is not a server fencer started{start_it}, and its lock service offers no \
-             restart hook (LockService::offers_restart)"
-        ),
+        Fault::Restart { .. } if target == "lock" => {
+            format!("{who} offers no restart hook (LockService::offers_restart){start_it}")
+        }
         Fault::ClockJump { .. } | Fault::ClockDrift { .. } => format!(
             "{who} keeps its own clock, out of fencer's reach{start_it}; the workers' clocks \
-             are skewed, and adapters read them through fencer_harness::caller_clock"
+             are skewed, and adapters read them through fencer::caller_clock"
         ),
         _ => format!("{who} is not a server fencer started{start_it}"),
     })
@@ -203,7 +203,7 @@ mod tests {
         assert!(
             fitted.left_out[1]
                 .to_string()
-                .ends_with("offers no restart hook (LockService::offers_restart)"),
+                .ends_with("the lock service offers no restart hook (LockService::offers_restart)"),
             "{}",
             fitted.left_out[1]
         );
@@ -273,7 +273,7 @@ mod tests {
             plain
                 .left_out
                 .iter()
-                .all(|left| left.why.contains("start it with --lock private:")),
+                .all(|left| left.why.contains("takes them: --lock private:")),
             "{:?}",
             plain.left_out
         );
