@@ -187,7 +187,10 @@ fn server_faults_are_refused_where_fencer_did_not_start_the_server() {
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(254), "{printed}");
     assert!(
-        printed.contains("aims at the lock server, which is not fencer's own"),
+        printed.contains(
+            "aims at lock, which cannot take it: the lock server behind a plain URL is not \
+             fencer's own"
+        ),
         "{printed}"
     );
 }

@@ -135,27 +135,31 @@ fn why_not(settings: &Settings, reach: Reach, fault: &Fault) -> Option<String> {
 /// Why a server fencer did not start (behind a plain URL when `url`, else a user's own backend)
 /// cannot take `fault`; `None` for a restart its lock service offers.
 fn not_fencers(target: &str, url: bool, reach: Reach, fault: &Fault) -> Option<String> {
-    let (who, start_it) = if url {
-        (
-            format!("the {target} server behind a plain URL"),
-            format!(
-                " (a server fencer starts itself takes them: --{target} {})",
-                PrivateBackend::URLS
-            ),
-        )
-    } else {
-        (format!("the {target} service"), String::new())
-    };
+    let skewed_workers =
+        "the workers' clocks are skewed, and adapters read them through fencer::caller_clock";
+    let private = PrivateBackend::URLS;
     Some(match fault {
         Fault::Restart { .. } if target == "lock" && reach.lock_restarts => return None,
-        Fault::Restart { .. } if target == "lock" => {
-            format!("{who} offers no restart hook (LockService::offers_restart){start_it}")
-        }
-        Fault::ClockJump { .. } | Fault::ClockDrift { .. } => format!(
-            "{who} keeps its own clock, out of fencer's reach{start_it}; the workers' clocks \
-             are skewed, and adapters read them through fencer::caller_clock"
+        Fault::Restart { .. } if target == "lock" && url => format!(
+            "the lock server behind a plain URL is not fencer's own, and its adapter offers no \
+             restart hook (a server fencer starts itself takes restarts: --lock {private})"
         ),
-        _ => format!("{who} is not a server fencer started{start_it}"),
+        Fault::Restart { .. } if target == "lock" => {
+            "the lock service offers no restart hook (LockService::offers_restart)".into()
+        }
+        Fault::ClockJump { .. } | Fault::ClockDrift { .. } if url => format!(
+            "the {target} server behind a plain URL is not fencer's own and keeps its own \
+             clock (a server fencer starts itself takes clock steps: --{target} {private}); \
+             {skewed_workers}"
+        ),
+        Fault::ClockJump { .. } | Fault::ClockDrift { .. } => format!(
+            "the {target} service keeps its own clock, out of fencer's reach; {skewed_workers}"
+        ),
+        _ if url => format!(
+            "the {target} server behind a plain URL is not fencer's own (a server fencer starts \
+             itself takes it: --{target} {private})"
+        ),
+        _ => format!("the {target} service is not a server fencer started"),
     })
 }
 
@@ -270,10 +274,10 @@ mod tests {
             Reach::default(),
         );
         assert!(
-            plain
-                .left_out
-                .iter()
-                .all(|left| left.why.contains("takes them: --lock private:")),
+            plain.left_out.iter().all(|left| left
+                .why
+                .contains("a server fencer starts itself takes")
+                && left.why.contains("--lock private:redis")),
             "{:?}",
             plain.left_out
         );
