@@ -129,8 +129,8 @@ impl FencedStore for MemoryStore {
     }
 }
 
-/// fencer over this backend: 3 workers × 20 cycles, pauses, clock skew and lost renew replies,
-/// seeds 0..10, in simulated time (a 10 s lease costs nothing).
+/// fencer over this backend: 3 workers × 20 cycles, the default faults, seeds 0..10, in simulated
+/// time (a 10 s lease costs nothing).
 pub fn harness(buggy_release: bool) -> Harness {
     let lock = MemoryLock {
         buggy_release,

@@ -85,12 +85,12 @@ pub use fencer_backends as backends;
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
 pub use fencer_harness::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LockChange,
-    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
+    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LocalClock, LockChange,
+    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written, caller_clock, caller_process,
 };
 pub use fencer_nemesis::FaultKind;
 pub use fencer_run::settings::{BackendName, LockBackend, StoreBackend};
-pub use fencer_run::{Backends, Plan, PlanError, RunError, Settings, Time, simulate};
+pub use fencer_run::{Backends, LeftOut, Plan, PlanError, RunError, Settings, Time, simulate};
 pub use fencer_workloads::RenewFailurePolicy;
 
 /// Runs the `fencer` command line, over fencer's own backends, on this process's arguments

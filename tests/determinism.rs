@@ -49,3 +49,51 @@ fn a_fresh_process_records_the_same_history_as_this_one() {
         "histories differ between processes"
     );
 }
+
+/// The faults that reach every call and the lease's edge hold calls on timers and read the
+/// run-wide lease board; none of it may depend on anything but the seed.
+#[test]
+fn faults_on_every_call_and_at_the_lease_s_edge_replay_byte_for_byte() {
+    use fencer::{FaultKind, LockBackend, Workload};
+    let kinds = [
+        FaultKind::DelayAcquire,
+        FaultKind::DelayRenew,
+        FaultKind::DelayRelease,
+        FaultKind::LeaseEdge,
+    ];
+    for workload in Workload::ALL {
+        for (lock, nemesis) in [
+            (LockBackend::Sim, &kinds[..]),
+            (LockBackend::Sim, &kinds[3..]),
+            (LockBackend::SimLateRenew, &kinds[3..]),
+        ] {
+            let mut distinct_hashes = std::collections::BTreeSet::new();
+            for seed in 0..6 {
+                let plan = Plan::generate(&Settings {
+                    workload,
+                    lock: lock.into(),
+                    nemesis: nemesis.iter().copied().collect(),
+                    ..settings(seed)
+                });
+                assert!(
+                    plan.faults
+                        .iter()
+                        .any(|fault| nemesis.contains(&fault.kind())),
+                    "{workload:?} seed {seed}: the plan holds the faults under test"
+                );
+                let first = simulate(&plan).unwrap();
+                let second = simulate(&plan).unwrap();
+                assert!(
+                    first.sha256_hex() == second.sha256_hex(),
+                    "{workload:?} {lock:?} {nemesis:?} seed {seed}: two runs of the same plan differ"
+                );
+                distinct_hashes.insert(first.sha256_hex());
+            }
+            assert_eq!(
+                distinct_hashes.len(),
+                6,
+                "{workload:?} {lock:?}: the seed is ignored"
+            );
+        }
+    }
+}

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 const CORPUS: &str = "tests/golden/corpus.txt";
 
 /// Backend and worker choices: the reference, then every mutant of the zoo.
-const VARIANTS: [(&str, &[&str]); 11] = [
+const VARIANTS: [(&str, &[&str]); 12] = [
     ("reference", &[]),
     ("sim-unsafe-release", &["--lock", "sim-unsafe-release"]),
     ("sim-unchecked-renew", &["--lock", "sim-unchecked-renew"]),
@@ -32,6 +32,7 @@ const VARIANTS: [(&str, &[&str]); 11] = [
     ),
     ("sim-clock-tokens", &["--lock", "sim-clock-tokens"]),
     ("sim-volatile-counter", &["--lock", "sim-volatile-counter"]),
+    ("sim-late-renew", &["--lock", "sim-late-renew"]),
     ("sqlite-unfenced", &["--store", "sqlite-unfenced"]),
     (
         "sqlite-check-then-write",

@@ -135,3 +135,50 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
         );
     }
 }
+
+#[test]
+fn faults_a_plain_url_cannot_take_are_printed_and_recorded_as_left_out() {
+    let redis =
+        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
+    if !support::reachable("real_cli_left_out", "Redis", "redis-server", probe.ping()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite://{}", dir.path().join("register.db").display());
+    let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
+    // QUICK's 300 ms gap over 2 workers x 3 cycles of 300 ms leases draws a few faults.
+    args.extend(QUICK);
+    args.extend(["--nemesis", "skew,restart", "--seed", "3"]);
+    let output = fencer(&args, dir.path());
+    let printed = text(&output);
+    assert!(matches!(output.status.code(), Some(0..=2)), "{printed}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("runs/latest/run.json")).unwrap())
+            .unwrap();
+    let left_out = record["left_out"].as_array().expect("left_out in run.json");
+    let families: Vec<&str> = left_out
+        .iter()
+        .map(|left| left["family"].as_str().unwrap())
+        .collect();
+    assert!(families.contains(&"restart"), "{left_out:?}");
+    for left in left_out {
+        let line = format!(
+            "left out: {} {} fault",
+            left["faults"],
+            left["family"].as_str().unwrap()
+        );
+        assert!(printed.contains(&line), "{line} not in:\n{printed}");
+        assert!(
+            left["why"]
+                .as_str()
+                .unwrap()
+                .contains("is not fencer's own server"),
+            "{left}"
+        );
+    }
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("runs/latest/plan.json")).unwrap())
+            .unwrap();
+    assert_eq!(plan["left_out"], record["left_out"]);
+}

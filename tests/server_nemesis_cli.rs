@@ -187,7 +187,10 @@ fn server_faults_are_refused_where_fencer_did_not_start_the_server() {
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(254), "{printed}");
     assert!(
-        printed.contains("aims at the lock: `redis://127.0.0.1:1` offers no restart"),
+        printed.contains(
+            "aims at the lock, which cannot take it: `redis://127.0.0.1:1` is not fencer's own \
+             server, and its adapter offers no restart hook"
+        ),
         "{printed}"
     );
 }

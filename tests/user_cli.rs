@@ -122,11 +122,20 @@ fn a_gate_on_a_correct_store_passes() {
         "gate",
     ];
     args.extend(SMALL);
+    // The memory lock offers no restart hook: its restarts are left out, and said to be.
+    *args.last_mut().unwrap() = "pause,restart";
     let output = program(&args, dir.path());
     let text = printed(&output);
     assert!(matches!(output.status.code(), Some(0 | 2)), "{text}");
     assert!(!text.contains("FAIL "), "{text}");
     assert!(!dir.path().join("fencer-regressions").exists(), "{text}");
+    assert!(
+        text.contains("left out") && text.contains("restart faults on lock"),
+        "{text}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("gate/gate.json")).unwrap()).unwrap();
+    assert_eq!(summary["left_out"][0]["family"], "restart", "{summary}");
 }
 
 fn a_gate_finds_the_leaky_store_shrinks_saves_and_replays_it() {

@@ -40,17 +40,27 @@ pub enum LeaseRules {
     /// `INCR fence:k` without persistence, an in-process counter): after a restart, grants
     /// reuse tokens the store has already seen.
     VolatileCounter,
+    /// Renew accepts the caller's lease up to a grace period (a fiftieth of the TTL) after it
+    /// expired, even when a rival was granted the lock meanwhile: leases are kept per owner
+    /// and the renew's "expires > now - grace" skew tolerance revives the old one beside its
+    /// successor. Only a renew that lands within the grace of the expiry, after a rival's
+    /// grant, shows it.
+    LateRenew,
 }
+
+/// [`LeaseRules::LateRenew`]'s grace period, as a fraction of the TTL (`ttl / this`).
+pub const LATE_RENEW_GRACE_PER_TTL: i64 = 50;
 
 impl LeaseRules {
     /// Every variant, reference first.
-    pub const ALL: [LeaseRules; 6] = [
+    pub const ALL: [LeaseRules; 7] = [
         LeaseRules::Reference,
         LeaseRules::UnsafeRelease,
         LeaseRules::UncheckedRenew,
         LeaseRules::ResurrectingRenew,
         LeaseRules::ClockTokens,
         LeaseRules::VolatileCounter,
+        LeaseRules::LateRenew,
     ];
 }
 
@@ -128,6 +138,11 @@ fn ttl_ns(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }
 
+/// How long after its expiry a [`LeaseRules::LateRenew`] service still renews a lease.
+fn late_renew_grace_ns(ttl: Duration) -> i64 {
+    ttl_ns(ttl) / LATE_RENEW_GRACE_PER_TTL
+}
+
 #[async_trait]
 impl LockService for SimLeaseService {
     async fn acquire(
@@ -157,8 +172,16 @@ impl LockService for SimLeaseService {
                 token,
                 expires_ns: now_ns.saturating_add(ttl_ns(ttl)),
             };
-            if self.rules != LeaseRules::ResurrectingRenew {
-                state.leases.clear();
+            match self.rules {
+                LeaseRules::ResurrectingRenew => {}
+                // Rows past their grace are garbage; the rest may still be renewed.
+                LeaseRules::LateRenew => {
+                    let grace_ns = late_renew_grace_ns(ttl);
+                    state
+                        .leases
+                        .retain(|lease| lease.expires_ns.saturating_add(grace_ns) > now_ns);
+                }
+                _ => state.leases.clear(),
             }
             state.leases.push(lease);
             Some(lease)
@@ -196,6 +219,12 @@ impl LockService for SimLeaseService {
                     .leases
                     .last_mut()
                     .filter(|lease| lease.expires_ns > now_ns),
+                LeaseRules::LateRenew => {
+                    let grace_ns = late_renew_grace_ns(ttl);
+                    state.leases.iter_mut().rev().find(|lease| {
+                        lease.owner == owner && lease.expires_ns.saturating_add(grace_ns) > now_ns
+                    })
+                }
                 _ => state
                     .leases
                     .last_mut()
@@ -246,11 +275,12 @@ impl LockService for SimLeaseService {
     }
 }
 
+#[async_trait]
 impl Restartable for SimLeaseService {
     /// Every lease is lost (logged as a release of that lease by its own holder, with error
     /// `restart`, so lease-checkers see it end); the counter survives unless the rules are
     /// [`LeaseRules::VolatileCounter`].
-    fn restart(&self, down_ns: u64) {
+    async fn restart(&self, down_ns: u64) -> Result<(), String> {
         let until_ns = self.clock.truth().now_ns().saturating_add(down_ns);
         self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
         let lost: Vec<(String, Lease)> = {
@@ -273,6 +303,7 @@ impl Restartable for SimLeaseService {
                 event.error = Some("restart".into());
             });
         }
+        Ok(())
     }
 }
 
@@ -409,6 +440,37 @@ mod tests {
         });
     }
 
+    #[test]
+    fn late_renew_revives_a_lease_within_its_grace_beside_its_successor() {
+        let grace = TTL / LATE_RENEW_GRACE_PER_TTL as u32;
+        let history = with_service(LeaseRules::LateRenew, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            tokio::time::sleep(TTL).await;
+            // Expired: B is granted the lock, and A's renew, inside the grace, revives A's.
+            assert_eq!(service.acquire("L", B, TTL).await, granted(2));
+            tokio::time::sleep(grace / 2).await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
+            // Past the grace, a renew is refused as the reference would.
+            service.release("L", B).await.unwrap();
+            service.release("L", A).await.unwrap();
+            service.acquire("L", A, TTL).await.unwrap();
+            tokio::time::sleep(TTL + grace).await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
+        });
+        let renew = history.events.iter().find(|e| e.f == Op::Renew).unwrap();
+        assert_eq!(renew.holder_token, Some(1), "the old lease came back");
+        assert_eq!(renew.owner.as_deref(), Some(&*A.to_string()));
+    }
+
+    #[test]
+    fn the_reference_refuses_a_renew_one_millisecond_after_expiry() {
+        with_service(LeaseRules::Reference, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            tokio::time::sleep(TTL + Duration::from_millis(1)).await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
+        });
+    }
+
     /// Acquire, restart for 1 s, try while down, then acquire after recovery; returns the
     /// tokens of the two grants and the reply received while down.
     async fn restart_and_reacquire(
@@ -420,7 +482,9 @@ mod tests {
         else {
             panic!("first acquire must be granted");
         };
-        service.restart(1_000_000_000);
+        Restartable::restart(&*service, 1_000_000_000)
+            .await
+            .unwrap();
         let while_down = service.acquire("L", B, TTL).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
         // The lease was lost with the restart, well before its TTL: B gets the lock at once.

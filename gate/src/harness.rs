@@ -17,6 +17,10 @@
 //!   seed of 3 workers × 20 cycles takes about two seconds; replay is "the same plan again",
 //!   and the saved history is the artifact.
 //!
+//! Faults a user's backend cannot take (the lock server's clock, and its restart unless the
+//! service offers [`LockService::restart`]) are left out of each seed's plan and named in the
+//! [`Report`] ([`Report::left_out`], and its summary), never dropped silently.
+//!
 //! The example in the `fencer` crate's documentation runs a user's lock service this way.
 
 use std::fmt::Write as _;
@@ -35,9 +39,10 @@ use fencer_run::backends::Built;
 use fencer_run::checking::judge;
 use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
+use fencer_run::reach::add_left_out;
 use fencer_run::real::unique_tag;
 use fencer_run::settings::Settings;
-use fencer_run::{Backends, Launch, LeftOut, Reach, Time};
+use fencer_run::{Backends, Launch, LeftOut, Time};
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
 
 use crate::junit::junit_xml;
@@ -114,7 +119,8 @@ pub struct Harness {
 
 impl Harness {
     /// A harness over `lock` and `store`, shared by every seed: 3 workers × 20 cycles of
-    /// `fenced-register`, the default faults, seeds 0..10, simulated time.
+    /// `fenced-register`, the default faults ([`FaultKind::DEFAULT`]), seeds 0..10, simulated
+    /// time.
     pub fn new(lock: impl LockService + 'static, store: impl FencedStore + 'static) -> Harness {
         Harness::from_shared(Arc::new(lock), Arc::new(store))
     }
@@ -278,21 +284,13 @@ impl Harness {
         };
         let mut backends = Backends::new();
         backends
-            .lock_built(
-                USER_LOCK,
-                time,
-                Reach::default(),
-                "the lock service under test",
-                move |_| Ok(Built::adapter(lock())),
-            )
+            .lock_built(USER_LOCK, time, "the lock service under test", move |_| {
+                Ok(Built::adapter(lock()))
+            })
             .and_then(|backends| {
-                backends.store_built(
-                    USER_STORE,
-                    time,
-                    Reach::default(),
-                    "the store under test",
-                    move |_| Ok(Built::adapter(store())),
-                )
+                backends.store_built(USER_STORE, time, "the store under test", move |_| {
+                    Ok(Built::adapter(store()))
+                })
             })
             .expect("the user's names are free");
         backends
@@ -488,17 +486,12 @@ impl Harness {
                     &|index| plans[index].1.clone(),
                     &config,
                     &AtomicBool::new(false),
-                    &mut |PlanResult {
-                              plan,
-                              left_out,
-                              outcome,
-                              ..
-                          }| {
+                    &mut |PlanResult { plan, outcome, .. }| {
                         results.push(match outcome {
                             Outcome::Checked {
                                 history: Some(history),
                                 ..
-                            } => Ok((plan, left_out, history)),
+                            } => Ok((plan, history)),
                             Outcome::Checked { history: None, .. } => {
                                 Err("the history was not kept".into())
                             }
@@ -540,10 +533,10 @@ impl Harness {
                 None => simulation_runtime().block_on(job),
             };
             let result = outcome
-                .map(|launched| (launched.plan, launched.left_out, launched.history))
+                .map(|launched| (launched.plan, launched.history))
                 .map_err(|error| error.to_string());
             let failed = match &result {
-                Ok((plan, _, history)) => {
+                Ok((plan, history)) => {
                     judge(&plan.settings, history, self.strict).validity == Validity::Invalid
                 }
                 Err(_) => true,
@@ -563,7 +556,7 @@ impl Harness {
             Label::Regression(_) => None,
         };
         match result {
-            Ok((plan, left_out, history)) => {
+            Ok((plan, history)) => {
                 let verdict = judge(&plan.settings, &history, self.strict);
                 let saved = self.save_if_failed(&label, &plan, &history, &verdict);
                 SeedRun {
@@ -574,7 +567,7 @@ impl Harness {
                     },
                     outcome: Ok((history, verdict)),
                     saved,
-                    left_out,
+                    left_out: plan.left_out.clone(),
                     plan: Some(plan),
                     shrunk: None,
                 }
@@ -712,8 +705,9 @@ impl Harness {
     }
 }
 
-/// One run as it ran (its plan, the faults left out, its history), or why it could not.
-type RunResult = Result<(Plan, Vec<LeftOut>, History), String>;
+/// One run as it ran (its plan, naming the faults left out, and its history), or why it could
+/// not.
+type RunResult = Result<(Plan, History), String>;
 
 /// What a run of a harness was: a seed, or a saved regression.
 enum Label {
@@ -784,6 +778,16 @@ impl Report {
                 Err(_) => Validity::Unknown,
             })
             .fold(Validity::Valid, Validity::worst)
+    }
+
+    /// Every fault left out of the seeds' plans, added up over the seeds by family, target and
+    /// reason: what this report did not test.
+    pub fn left_out(&self) -> Vec<LeftOut> {
+        let mut total = Vec::new();
+        for run in &self.runs {
+            add_left_out(&mut total, &run.left_out);
+        }
+        total
     }
 
     /// Runs whose history proved an anomaly or that could not run.
@@ -881,6 +885,9 @@ impl Report {
             }
             let _ = write!(message, "\n    replay: {}", self.replay_line(run));
         }
+        for left in self.left_out() {
+            let _ = write!(message, "\n  left out: {left}");
+        }
         message
     }
 
@@ -893,7 +900,7 @@ impl Report {
                 .count()
         };
         let errors = self.runs.iter().filter(|run| run.outcome.is_err()).count();
-        format!(
+        let mut summary = format!(
             "{}: {} runs, {} valid, {} invalid, {} unknown, {} could not run",
             self.validity().name(),
             self.runs.len(),
@@ -901,7 +908,13 @@ impl Report {
             count(Validity::Invalid),
             count(Validity::Unknown),
             errors
-        )
+        );
+        let left_out = self.left_out();
+        if !left_out.is_empty() {
+            let named: Vec<String> = left_out.iter().map(LeftOut::to_string).collect();
+            let _ = write!(summary, "; left out: {}", named.join("; "));
+        }
+        summary
     }
 }
 

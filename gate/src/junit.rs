@@ -82,6 +82,15 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         );
         xml.push_str("    </testcase>\n");
     }
+    // The suite's own output comes after its test cases, as the JUnit schema orders them.
+    if !summary.left_out.is_empty() {
+        let named: Vec<String> = summary.left_out.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            xml,
+            "    <system-out>{}</system-out>",
+            escape(&format!("left out: {}", named.join("; ")))
+        );
+    }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
 }

@@ -41,7 +41,7 @@ const DEFAULT_GAP_NS: u64 = 10_000_000_000;
 const RESTART_GAP_NS: u64 = 60_000_000_000;
 
 /// Every mutant, lock service first, then stores, then workers.
-pub const ZOO: [Mutant; 10] = [
+pub const ZOO: [Mutant; 11] = [
     Mutant {
         name: "unsafe-release",
         models: "release deletes the lease without comparing the owner (Redis DEL instead of \
@@ -100,6 +100,22 @@ pub const ZOO: [Mutant; 10] = [
         nemesis: &[FaultKind::Restart],
         mean_fault_gap_ns: RESTART_GAP_NS,
         lock: LockBackend::SimVolatileCounter,
+        store: StoreBackend::Sqlite,
+        worker: WorkerVariant::Reference,
+    },
+    Mutant {
+        name: "late-renew",
+        models: "renew accepts a lease up to a grace period (a fiftieth of the TTL) after it \
+                 expired, even when a rival was granted the lock meanwhile (leases kept per \
+                 owner, an 'expires > now - grace' skew tolerance): the late renew revives the \
+                 old lease beside its successor",
+        expected_class: "overlapping-leases",
+        // A mutex holder is done before its first held renew goes out; a register holder is
+        // still waiting for its write at the lease's edge, and so is its renewal.
+        workload: Workload::FencedRegister,
+        nemesis: &[FaultKind::LeaseEdge],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        lock: LockBackend::SimLateRenew,
         store: StoreBackend::Sqlite,
         worker: WorkerVariant::Reference,
     },

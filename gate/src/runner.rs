@@ -17,7 +17,7 @@ use fencer_harness::History;
 
 use crate::divergence::{Divergence, first_divergence};
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, LeftOut, RunError};
+use fencer_run::{Backends, Launch, Launched, RunError};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
@@ -43,10 +43,9 @@ pub struct RunnerConfig {
 pub struct PlanResult {
     /// Position in the batch.
     pub index: usize,
-    /// What ran: the plan without the faults its backends could not take.
+    /// What ran: the plan without the faults its backends could not take, which it names
+    /// ([`Plan::left_out`]).
     pub plan: Plan,
-    /// The faults left out.
-    pub left_out: Vec<LeftOut>,
     /// What happened to it.
     pub outcome: Outcome,
 }
@@ -127,14 +126,13 @@ pub fn run_batch(
                     if index >= count || index > limit.load(Ordering::SeqCst) {
                         return;
                     }
-                    let (plan, left_out, outcome) = run_one(&plan_for(index), config);
+                    let (plan, outcome) = run_one(&plan_for(index), config);
                     if outcome.is_failure() && !config.keep_going {
                         limit.fetch_min(index, Ordering::SeqCst);
                     }
                     let result = PlanResult {
                         index,
                         plan,
-                        left_out,
                         outcome,
                     };
                     if sender.send(result).is_err() {
@@ -172,34 +170,25 @@ pub fn run_batch(
 }
 
 /// Runs and checks one plan (twice, comparing histories, when asked); returns the plan as it
-/// ran (without the faults its backends could not take), those faults, and what became of it.
-pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Vec<LeftOut>, Outcome) {
+/// ran (without the faults its backends could not take, which it names) and what became of it.
+pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
     let launch = Launch::new(&config.backends);
     let launched = match launch.run(plan) {
         Ok(launched) => launched,
-        Err(error) => return (plan.clone(), Vec::new(), Outcome::Error(error)),
+        Err(error) => return (plan.clone(), Outcome::Error(error)),
     };
     if config.check_determinism {
         let again = match launch.run(plan) {
             Ok(again) => again,
-            Err(error) => return (launched.plan, launched.left_out, Outcome::Error(error)),
+            Err(error) => return (launched.plan, Outcome::Error(error)),
         };
         if let Some(divergence) = first_divergence(&launched.history, &again.history) {
-            return (
-                launched.plan,
-                launched.left_out,
-                Outcome::Nondeterministic(divergence),
-            );
+            return (launched.plan, Outcome::Nondeterministic(divergence));
         }
     }
-    let Launched {
-        plan,
-        history,
-        left_out,
-        ..
-    } = launched;
+    let Launched { plan, history, .. } = launched;
     let outcome = checked(&plan, history, config.strict, config.keep_histories);
-    (plan, left_out, outcome)
+    (plan, outcome)
 }
 
 /// Judges `history` of `plan` (warnings fail under `strict`), keeping the history when the

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use fencer_checkers::AnomalyClass;
 use fencer_results::save::{FinishedRun, save_run};
 use fencer_run::plan::Plan;
+use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
 use fencer_run::{Backends, RunError};
 
@@ -275,6 +276,7 @@ impl Gate<'_> {
         mut replay: Vec<String>,
     ) -> bool {
         let PlanResult { plan, outcome, .. } = result;
+        add_left_out(&mut self.summary.left_out, &plan.left_out);
         let (kind, explanation, counts, class, divergence, run_dir) = match outcome {
             Outcome::Checked {
                 verdict,

@@ -9,6 +9,8 @@ use crate::divergence::Divergence;
 use crate::seeds::{SeedRange, Shard};
 use crate::shrink::PlanSize;
 use fencer_checkers::{AnomalyClass, Validity};
+use fencer_run::LeftOut;
+use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
 
 /// Seeds per JUnit test case for passing seeds: one test case per chunk keeps a 100 000-seed
@@ -136,6 +138,10 @@ pub struct GateSummary {
     pub validity: BTreeMap<Tally, u64>,
     /// Anomalies over all runs, by class.
     pub anomalies: BTreeMap<String, u64>,
+    /// Faults the runs' plans drew that their backends cannot take, added up by family,
+    /// target and reason: what this gate did not test.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
     /// Passing seeds per [`CHUNK_SEEDS`]-wide range of seed values, for JUnit.
     pub chunks: Vec<Chunk>,
     /// Every failing run, in seed order (regressions first).
@@ -166,6 +172,7 @@ impl GateSummary {
             events: 0,
             validity: BTreeMap::new(),
             anomalies: BTreeMap::new(),
+            left_out: Vec::new(),
             chunks: Vec::new(),
             failures: Vec::new(),
             wall_s: 0.0,
@@ -362,6 +369,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
         for (name, count) in &part.anomalies {
             *merged.anomalies.entry(name.clone()).or_default() += count;
         }
+        add_left_out(&mut merged.left_out, &part.left_out);
         for chunk in &part.chunks {
             let entry = chunks.entry(chunk.first_seed).or_insert(Chunk {
                 first_seed: chunk.first_seed,
@@ -445,6 +453,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("appears twice"), "{error}");
+    }
+
+    #[test]
+    fn merging_shards_adds_up_the_faults_they_left_out() {
+        let restarts = |faults| LeftOut {
+            family: fencer_nemesis::FaultKind::Restart,
+            target: "lock".into(),
+            faults,
+            why: "`user-lock` offers no restart hook".into(),
+        };
+        let mut one = summary("1/2".parse().unwrap(), &[(0, Tally::Valid)]);
+        one.left_out = vec![restarts(2)];
+        let mut two = summary("2/2".parse().unwrap(), &[(1, Tally::Valid)]);
+        two.left_out = vec![restarts(3)];
+        let merged = merge(&[("a".into(), one), ("b".into(), two)]).unwrap();
+        assert_eq!(merged.left_out, [restarts(5)]);
+        let json = String::from_utf8(merged.to_json()).unwrap();
+        assert!(json.contains("\"left_out\""), "{json}");
+        let nothing_left = summary("1/1".parse().unwrap(), &[]);
+        let json = String::from_utf8(nothing_left.to_json()).unwrap();
+        assert!(!json.contains("left_out"), "{json}");
     }
 
     #[test]

@@ -262,6 +262,23 @@ pub trait LockService: Send + Sync {
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
         None
     }
+
+    /// True when the service offers [`LockService::restart`]. Optional: without it, fencer
+    /// leaves the nemesis's `restart` faults out of the plan, and names them as left out in
+    /// the run's record and report.
+    fn offers_restart(&self) -> bool {
+        false
+    }
+
+    /// Loses, now, whatever the service keeps only in memory, as a crash and restart of its
+    /// process would: leases, a token counter it does not persist. Called by the nemesis's
+    /// `restart` fault when [`LockService::offers_restart`] is true. While the fault lasts,
+    /// fencer refuses every call to the service itself (recorded `fail`, "connection
+    /// refused"), so the hook need not model the downtime. An error ends the run: its history
+    /// would claim a restart that did not happen.
+    async fn restart(&self) -> Result<(), String> {
+        Err("this lock service offers no restart".into())
+    }
 }
 
 /// A store that protects a value with fencing tokens.

@@ -5,6 +5,12 @@
 //! applied even if its sender is frozen, times out or gives up — exactly the cases where a
 //! reply is lost and the caller must record `info`. An adapter that panics or never answers
 //! becomes an `info` completion, never a crashed or hung harness.
+//!
+//! Before a call goes out, a lease-edge attack may hold its caller until just before or after
+//! the lease's expiry ([`ProcessFaults::edge_hold_until`]); the invoke is recorded when the
+//! call is really sent. While the adapter runs, [`caller_clock`] gives it the calling
+//! process's own clock (which the nemesis skews), so a client-side library under test reads
+//! the time its process believes, not the true time.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -123,28 +129,44 @@ impl Process {
         &self.faults
     }
 
+    /// Holds the caller while a lease-edge attack says a call of `f` must wait for the edge;
+    /// the edge is read again on waking, since a renewal may have moved it meanwhile.
+    async fn hold_for_lease_edge(&self, f: Op) {
+        if !self.faults.lease_edge_attacked() {
+            return;
+        }
+        let truth = self.clock.truth();
+        while let Some(until_ns) = self.faults.edge_hold_until(f, truth.now_ns()) {
+            tokio::time::sleep_until(truth.instant_at(until_ns)).await;
+        }
+    }
+
     fn event(&self, kind: EventType, f: Op) -> Event {
         Event::new(&*self.name, kind, f)
     }
 
     /// Records `invoke`, delivers `apply` over the wire, waits for the reply within the call
     /// timeout and records the completion. `annotate` fills the completion's columns from a
-    /// reply and says whether it was `ok` or `fail`.
+    /// reply and says whether it was `ok` or `fail`. Returns the reply and the true time the
+    /// request was sent.
     async fn call<T, Apply>(
         &self,
         invoke: Event,
         apply: Apply,
         annotate: fn(&T, &mut Event) -> EventType,
-    ) -> Result<T, CallError>
+    ) -> (Result<T, CallError>, u64)
     where
         T: Send + 'static,
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let f = invoke.f;
+        // Held before it is sent: a call cancelled while held never happened.
+        self.hold_for_lease_edge(f).await;
         let mut guard = OpenCall {
             process: self,
             completion: Some(invoke.clone()),
         };
+        let sent_ns = self.clock.truth().now_ns();
         self.recorder.record_on(invoke, &self.clock);
         let deadline = tokio::time::Instant::now() + self.network.call_timeout;
         let reply = self.deliver(f, apply).await;
@@ -170,7 +192,7 @@ impl Process {
             }
         };
         self.recorder.record_on(completion, &self.clock);
-        reply
+        (reply, sent_ns)
     }
 
     /// Sends `apply` on its own task: request latency, the adapter (panics caught), then the
@@ -193,11 +215,16 @@ impl Process {
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);
         let truth = self.clock.truth();
+        let caller = Caller {
+            process: Arc::clone(&self.name),
+            clock: self.clock.clone(),
+        };
         tokio::spawn(async move {
             if !request_latency.is_zero() {
                 tokio::time::sleep(request_latency).await;
             }
-            let result = match AssertUnwindSafe(apply).catch_unwind().await {
+            let applied = CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind());
+            let result = match applied.await {
                 Ok(result) => result,
                 Err(panic) => Err(CallError::Unknown(format!(
                     "adapter panicked: {}",
@@ -215,6 +242,34 @@ impl Process {
         });
         reply_rx
     }
+}
+
+/// Who is calling the adapter, while it runs.
+#[derive(Clone, Debug)]
+struct Caller {
+    process: Arc<str>,
+    clock: LocalClock,
+}
+
+tokio::task_local! {
+    static CALLER: Caller;
+}
+
+/// The calling process's own clock, from inside an adapter call fencer delivers: the clock the
+/// nemesis offsets, steps and makes drift for that process (`caller_clock()?.now_ns()` is the
+/// time it believes). `None` outside an adapter call, and inside tasks the adapter spawns
+/// itself (a task-local value does not follow them: read it first, then hand it on).
+///
+/// A client-side lock library under test reads its notion of "now" here, so a worker's clock
+/// skew reaches the library as it would on a skewed machine.
+pub fn caller_clock() -> Option<LocalClock> {
+    CALLER.try_with(|caller| caller.clock.clone()).ok()
+}
+
+/// The calling process's name (`w0`, `w0:renew`), from inside an adapter call; `None`
+/// elsewhere, as for [`caller_clock`].
+pub fn caller_process() -> Option<String> {
+    CALLER.try_with(|caller| caller.process.to_string()).ok()
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
@@ -280,7 +335,8 @@ impl LockClient {
         let service = Arc::clone(&self.service);
         let lock = lock.to_string();
         let apply = async move { service.acquire(&lock, owner, ttl).await };
-        self.process
+        let (reply, sent_ns) = self
+            .process
             .call(invoke, apply, |reply: &Acquired, event| match reply {
                 Acquired::Granted { fencing_token } => {
                     event.token = Some(*fencing_token);
@@ -291,7 +347,11 @@ impl LockClient {
                     EventType::Fail
                 }
             })
-            .await
+            .await;
+        if let Ok(Acquired::Granted { .. }) = reply {
+            self.process.faults.publish_lease(owner, edge(sent_ns, ttl));
+        }
+        reply
     }
 
     /// Recorded [`LockService::renew`].
@@ -310,7 +370,13 @@ impl LockClient {
         let service = Arc::clone(&self.service);
         let lock = lock.to_string();
         let apply = async move { service.renew(&lock, owner, ttl).await };
-        self.process.call(invoke, apply, annotate_owned).await
+        let (reply, sent_ns) = self.process.call(invoke, apply, annotate_owned).await;
+        match reply {
+            Ok(Owned::Done) => self.process.faults.publish_lease(owner, edge(sent_ns, ttl)),
+            Ok(Owned::NotOwner) => self.process.faults.end_lease(owner),
+            Err(_) => {}
+        }
+        reply
     }
 
     /// Recorded [`LockService::release`].
@@ -323,8 +389,18 @@ impl LockClient {
         let service = Arc::clone(&self.service);
         let lock = lock.to_string();
         let apply = async move { service.release(&lock, owner).await };
-        self.process.call(invoke, apply, annotate_owned).await
+        let (reply, _) = self.process.call(invoke, apply, annotate_owned).await;
+        if reply.is_ok() {
+            self.process.faults.end_lease(owner);
+        }
+        reply
     }
+}
+
+/// Where a lease granted or renewed by a request sent at true time `sent_ns` ends: the
+/// service's expiry, but for the request's latency.
+fn edge(sent_ns: u64, ttl: Duration) -> u64 {
+    sent_ns.saturating_add(ttl.as_nanos() as u64)
 }
 
 fn annotate_owned(reply: &Owned, event: &mut Event) -> EventType {
@@ -368,7 +444,8 @@ impl StoreClient {
         let store = Arc::clone(&self.store);
         let (key, write_id, value) = (key.to_string(), write_id.to_string(), value.to_string());
         let apply = async move { store.write(&key, fencing_token, &write_id, &value).await };
-        self.process
+        let (reply, _) = self
+            .process
             .call(invoke, apply, |reply: &Written, event| match reply {
                 Written::Applied => EventType::Ok,
                 Written::Rejected { current_token } => {
@@ -377,7 +454,8 @@ impl StoreClient {
                     EventType::Fail
                 }
             })
-            .await
+            .await;
+        reply
     }
 
     /// Recorded [`FencedStore::read`].
@@ -389,13 +467,232 @@ impl StoreClient {
         let store = Arc::clone(&self.store);
         let key = key.to_string();
         let apply = async move { store.read(&key).await };
-        self.process
+        let (reply, _) = self
+            .process
             .call(invoke, apply, |reply: &ReadValue, event| {
                 event.token = Some(reply.fencing_token);
                 event.write_id = reply.write_id.clone();
                 event.value = reply.value.clone();
                 EventType::Ok
             })
+            .await;
+        reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::clock::{NodeClock, TrueClock};
+    use crate::freeze::{LeaseBoard, WorkerFault};
+    use crate::runtime::simulation_runtime;
+
+    const MS: u64 = 1_000_000;
+
+    /// Remembers what [`caller_clock`] and [`caller_process`] said inside each call.
+    #[derive(Default)]
+    struct Witness {
+        seen: Mutex<Vec<(Option<String>, Option<i64>)>>,
+    }
+
+    impl Witness {
+        fn note(&self) {
+            let clock = caller_clock().map(|clock| clock.now_ns());
+            self.seen.lock().unwrap().push((caller_process(), clock));
+        }
+    }
+
+    #[async_trait]
+    impl LockService for Witness {
+        async fn acquire(
+            &self,
+            _: &str,
+            _: OwnerToken,
+            _: Duration,
+        ) -> Result<Acquired, CallError> {
+            self.note();
+            Ok(Acquired::Granted { fencing_token: 1 })
+        }
+        async fn renew(&self, _: &str, _: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+            self.note();
+            Ok(Owned::Done)
+        }
+        async fn release(&self, _: &str, _: OwnerToken) -> Result<Owned, CallError> {
+            self.note();
+            Ok(Owned::Done)
+        }
+    }
+
+    fn process(
+        name: &str,
+        truth: TrueClock,
+        recorder: &Arc<Recorder>,
+        faults: ProcessFaults,
+    ) -> Process {
+        let network = Network::new(
+            LatencyModel {
+                min_ns: MS,
+                max_ns: MS,
+            },
+            crate::rng::stream_rng(0, crate::rng::Stream::Latency, 0),
+            Duration::from_secs(1),
+        );
+        Process::new(
+            name,
+            LocalClock::new(truth, NodeClock::with_offset(0)),
+            Arc::new(faults),
+            Arc::clone(recorder),
+            Arc::new(network),
+        )
+    }
+
+    #[test]
+    fn an_adapter_reads_the_calling_worker_s_skewed_clock() {
+        let witness = Arc::new(Witness::default());
+        simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let w0 = process("w0", truth, &recorder, ProcessFaults::default());
+            let client = LockClient::new(w0.clone(), Arc::clone(&witness) as Arc<dyn LockService>);
+            let ttl = Duration::from_secs(1);
+            client.acquire("L", OwnerToken(1), ttl).await.unwrap();
+            // The nemesis steps w0's clock back 5 s; the adapter's next call sees it.
+            w0.clock().jump(-5_000_000_000);
+            LockClient::new(
+                w0.sibling("renew"),
+                Arc::clone(&witness) as Arc<dyn LockService>,
+            )
+            .renew("L", OwnerToken(1), ttl)
             .await
+            .unwrap();
+        });
+        assert_eq!(caller_clock().map(|_| ()), None, "no caller outside a call");
+        let seen = witness.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                // Each request spends 1 ms on the wire before the adapter runs.
+                (Some("w0".to_string()), Some(MS as i64)),
+                (
+                    Some("w0:renew".to_string()),
+                    Some((3 * MS) as i64 - 5_000_000_000)
+                ),
+            ]
+        );
+    }
+
+    /// Grants the first acquire, then answers renews as scripted.
+    struct Scripted {
+        renews: Mutex<Vec<Result<Owned, CallError>>>,
+    }
+
+    #[async_trait]
+    impl LockService for Scripted {
+        async fn acquire(
+            &self,
+            _: &str,
+            _: OwnerToken,
+            _: Duration,
+        ) -> Result<Acquired, CallError> {
+            Ok(Acquired::Granted { fencing_token: 1 })
+        }
+        async fn renew(&self, _: &str, _: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+            self.renews.lock().unwrap().remove(0)
+        }
+        async fn release(&self, _: &str, _: OwnerToken) -> Result<Owned, CallError> {
+            Ok(Owned::Done)
+        }
+    }
+
+    #[test]
+    fn the_client_path_keeps_the_lease_s_edge_from_confirmed_calls_only() {
+        let edges = simulate_edges(vec![
+            Ok(Owned::Done),
+            Err(CallError::Unknown("timeout".into())),
+            Ok(Owned::NotOwner),
+        ]);
+        // 1 ms each way: granted by the acquire sent at 0, renewed by the one sent at 2 ms; an
+        // unknown renew leaves the edge, a refused one ends the lease, as a release does.
+        assert_eq!(
+            edges,
+            [
+                Some(1_000 * MS),
+                Some(1_002 * MS),
+                Some(1_002 * MS),
+                None,
+                None
+            ]
+        );
+    }
+
+    fn simulate_edges(renews: Vec<Result<Owned, CallError>>) -> Vec<Option<u64>> {
+        simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let w0 = process("w0", truth, &recorder, ProcessFaults::default());
+            let lock: Arc<dyn LockService> = Arc::new(Scripted {
+                renews: Mutex::new(renews),
+            });
+            let client = LockClient::new(w0.clone(), lock);
+            let (owner, ttl) = (OwnerToken(1), Duration::from_secs(1));
+            let mut edges = Vec::new();
+            client.acquire("L", owner, ttl).await.unwrap();
+            edges.push(w0.faults().lease_edge_ns());
+            for _ in 0..3 {
+                let _ = client.renew("L", owner, ttl).await;
+                edges.push(w0.faults().lease_edge_ns());
+            }
+            w0.faults().publish_lease(owner, 5_000 * MS);
+            client.release("L", owner).await.unwrap();
+            edges.push(w0.faults().lease_edge_ns());
+            edges
+        })
+    }
+
+    #[test]
+    fn a_lease_edge_attack_sends_the_holder_s_renew_and_a_rival_s_acquire_at_the_edge() {
+        let witness = Arc::new(Witness::default());
+        let history = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let board = LeaseBoard::new(2);
+            let holder = process("w0", truth, &recorder, ProcessFaults::on_board(&board, 0));
+            let rival = process("w1", truth, &recorder, ProcessFaults::on_board(&board, 1));
+            holder.faults().publish_lease(OwnerToken(1), 1_000 * MS);
+            holder.faults().start(
+                WorkerFault::LeaseEdge {
+                    own_offset_ns: -(20 * MS as i64),
+                    rival_offset_ns: (30 * MS) as i64,
+                },
+                5_000 * MS,
+            );
+            let lock = Arc::clone(&witness) as Arc<dyn LockService>;
+            let ttl = Duration::from_secs(1);
+            let holder = LockClient::new(holder, Arc::clone(&lock));
+            let rival = LockClient::new(rival, lock);
+            let (renewed, acquired) = tokio::join!(
+                holder.renew("L", OwnerToken(1), ttl),
+                rival.acquire("L", OwnerToken(2), ttl)
+            );
+            renewed.unwrap();
+            acquired.unwrap();
+            recorder.take_history()
+        });
+        let invokes: Vec<(&str, Op, u64)> = history
+            .events
+            .iter()
+            .filter(|event| event.kind == EventType::Invoke)
+            .map(|event| (event.process.as_str(), event.f, event.time_ns))
+            .collect();
+        // The renew goes 20 ms before the edge at 1 s; once it is confirmed, the lease ends
+        // at 1.98 s, and the rival's acquire, held for 1.03 s, waits on for 2.01 s.
+        assert_eq!(
+            invokes,
+            [("w0", Op::Renew, 980 * MS), ("w1", Op::Acquire, 2_010 * MS)]
+        );
     }
 }

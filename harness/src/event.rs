@@ -117,6 +117,27 @@ pub enum Op {
     HealDropReplies,
     /// Nemesis: fencer's proxy closes every connection to a real server.
     Cut,
+    /// Nemesis: acquires sent by a process are held in flight for `duration_ns` before
+    /// delivery.
+    DelayAcquire,
+    /// Nemesis: acquires sent by a process are delivered promptly again.
+    HealDelayAcquire,
+    /// Nemesis: renews sent by a process (and its renewal task) are held in flight for
+    /// `duration_ns` before delivery.
+    DelayRenew,
+    /// Nemesis: renews sent by a process are delivered promptly again.
+    HealDelayRenew,
+    /// Nemesis: releases sent by a process are held in flight for `duration_ns` before
+    /// delivery.
+    DelayRelease,
+    /// Nemesis: releases sent by a process are delivered promptly again.
+    HealDelayRelease,
+    /// Nemesis: for `duration_ns`, the lease of a process is attacked at its edge: its renews,
+    /// releases and writes, and its rivals' acquires, are held until just before or after the
+    /// moment the lease is about to expire.
+    LeaseEdge,
+    /// Nemesis: calls around the process's lease go out when they are made again.
+    HealLeaseEdge,
 }
 
 impl Op {
@@ -124,7 +145,7 @@ impl Op {
     /// iterate over (the fast history reader's above all, which would otherwise send a new
     /// op's every line to the slow path unnoticed). A test checks the list against the enum's
     /// JSON names, so a variant added but not listed fails it.
-    pub const ALL: [Op; 28] = [
+    pub const ALL: [Op; 36] = [
         Op::Acquire,
         Op::Renew,
         Op::Release,
@@ -153,6 +174,14 @@ impl Op {
         Op::DropReplies,
         Op::HealDropReplies,
         Op::Cut,
+        Op::DelayAcquire,
+        Op::HealDelayAcquire,
+        Op::DelayRenew,
+        Op::HealDelayRenew,
+        Op::DelayRelease,
+        Op::HealDelayRelease,
+        Op::LeaseEdge,
+        Op::HealLeaseEdge,
     ];
 
     /// The kebab-case name, as in the JSONL form.
@@ -186,6 +215,14 @@ impl Op {
             Op::DropReplies => "drop-replies",
             Op::HealDropReplies => "heal-drop-replies",
             Op::Cut => "cut",
+            Op::DelayAcquire => "delay-acquire",
+            Op::HealDelayAcquire => "heal-delay-acquire",
+            Op::DelayRenew => "delay-renew",
+            Op::HealDelayRenew => "heal-delay-renew",
+            Op::DelayRelease => "delay-release",
+            Op::HealDelayRelease => "heal-delay-release",
+            Op::LeaseEdge => "lease-edge",
+            Op::HealLeaseEdge => "heal-lease-edge",
         }
     }
 

@@ -265,6 +265,14 @@ fn op(name: &str) -> Option<Op> {
         "drop-replies" => Op::DropReplies,
         "heal-drop-replies" => Op::HealDropReplies,
         "cut" => Op::Cut,
+        "delay-acquire" => Op::DelayAcquire,
+        "heal-delay-acquire" => Op::HealDelayAcquire,
+        "delay-renew" => Op::DelayRenew,
+        "heal-delay-renew" => Op::HealDelayRenew,
+        "delay-release" => Op::DelayRelease,
+        "heal-delay-release" => Op::HealDelayRelease,
+        "lease-edge" => Op::LeaseEdge,
+        "heal-lease-edge" => Op::HealLeaseEdge,
         _ => return None,
     })
 }

@@ -7,11 +7,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use tokio::time::{Sleep, sleep_until};
 
+use crate::adapter::OwnerToken;
 use crate::clock::TrueClock;
 use crate::event::Op;
 
@@ -30,6 +32,18 @@ pub enum WorkerFault {
         /// How long each request is held.
         delay_ns: u64,
     },
+    /// The process's lease is attacked at its edge: its renews, releases and writes are held
+    /// by the caller until the lease's published expiry plus `own_offset_ns`, and acquires by
+    /// rivals (or its own, while another process holds the lease) until that holder's expiry
+    /// plus `rival_offset_ns`. Races between a call and the lease's own expiry, which random
+    /// faults almost never line up, then happen on every lease the fault catches.
+    LeaseEdge {
+        /// Where the process's own calls land relative to its lease's expiry (negative:
+        /// before it).
+        own_offset_ns: i64,
+        /// Where rivals' acquires land relative to the holder's expiry.
+        rival_offset_ns: i64,
+    },
 }
 
 /// The calls a fault can single out, each with its own windows.
@@ -39,20 +53,101 @@ fn call_slot(op: Op) -> Option<usize> {
     CALLS.iter().position(|call| *call == op)
 }
 
-/// Faults the nemesis applies to one process, read by its futures and its client calls.
+/// Where every process of a run holds a lease until, and which leases the nemesis is attacking
+/// at their edge: one slot per process, shared by all of a run's [`ProcessFaults`], because an
+/// acquire is aimed at the edge of *another* process's lease.
+///
+/// The recorded client path keeps each slot: a confirmed grant or renew sets the lease's edge
+/// to the true time the request was sent plus its TTL (where the service's expiry is, but for
+/// the request's latency, whatever the process's own clock says), and a confirmed release or
+/// a refused renew by the same owner clears it.
+#[derive(Debug)]
+pub struct LeaseBoard {
+    slots: Vec<EdgeSlot>,
+    /// Lease-edge attacks started and not yet healed: with none, no call needs a clock read.
+    attacks: AtomicUsize,
+}
+
+#[derive(Debug, Default)]
+struct EdgeSlot {
+    /// The process's current lease: its owner token and its edge on the true clock.
+    lease: Mutex<Option<(OwnerToken, u64)>>,
+    attacked_until_ns: AtomicU64,
+    own_offset_ns: AtomicI64,
+    rival_offset_ns: AtomicI64,
+}
+
+impl EdgeSlot {
+    fn attacked_at(&self, now_ns: u64) -> bool {
+        now_ns < self.attacked_until_ns.load(Ordering::Relaxed)
+    }
+
+    fn lease(&self) -> std::sync::MutexGuard<'_, Option<(OwnerToken, u64)>> {
+        self.lease.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn edge_ns(&self) -> Option<u64> {
+        self.lease().map(|(_, edge_ns)| edge_ns)
+    }
+}
+
+impl LeaseBoard {
+    /// A board for `processes` processes, slots `0..processes`.
+    pub fn new(processes: usize) -> Arc<LeaseBoard> {
+        Arc::new(LeaseBoard {
+            slots: (0..processes).map(|_| EdgeSlot::default()).collect(),
+            attacks: AtomicUsize::new(0),
+        })
+    }
+}
+
+/// `base` moved by `offset_ns`, within `u64`.
+fn offset(base: u64, offset_ns: i64) -> u64 {
+    base.saturating_add_signed(offset_ns)
+}
+
+/// Faults the nemesis applies to one process, read by its futures and its client calls, and
+/// the process's slot on its run's [`LeaseBoard`].
 ///
 /// Every window is an end time on the true clock: a fault is on while `now < until`. Windows
 /// only ever grow while a fault is on (a longer one set meanwhile wins), so overlapping faults
 /// never shorten one another.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ProcessFaults {
     frozen_until_ns: AtomicU64,
     replies_lost_until_ns: [AtomicU64; CALLS.len()],
     requests_delayed_until_ns: [AtomicU64; CALLS.len()],
     request_delay_ns: [AtomicU64; CALLS.len()],
+    board: Arc<LeaseBoard>,
+    slot: usize,
+}
+
+impl Default for ProcessFaults {
+    /// A process alone on its own board: no rival's lease to aim at.
+    fn default() -> Self {
+        ProcessFaults::on_board(&LeaseBoard::new(1), 0)
+    }
 }
 
 impl ProcessFaults {
+    /// The faults of the process in `slot` of `board` (its run's other processes hold the
+    /// other slots).
+    pub fn on_board(board: &Arc<LeaseBoard>, slot: usize) -> ProcessFaults {
+        assert!(slot < board.slots.len(), "slot {slot} is not on the board");
+        ProcessFaults {
+            frozen_until_ns: AtomicU64::new(0),
+            replies_lost_until_ns: Default::default(),
+            requests_delayed_until_ns: Default::default(),
+            request_delay_ns: Default::default(),
+            board: Arc::clone(board),
+            slot,
+        }
+    }
+
+    fn own_slot(&self) -> &EdgeSlot {
+        &self.board.slots[self.slot]
+    }
+
     /// Puts `fault` on the process until true time `until_ns`.
     pub fn start(&self, fault: WorkerFault, until_ns: u64) {
         match fault {
@@ -70,6 +165,19 @@ impl ProcessFaults {
                     self.request_delay_ns[slot].fetch_max(delay_ns, Ordering::Relaxed);
                 }
             }
+            WorkerFault::LeaseEdge {
+                own_offset_ns,
+                rival_offset_ns,
+            } => {
+                // The newest attack's offsets hold for the rest of the combined window.
+                self.board.attacks.fetch_add(1, Ordering::Relaxed);
+                let slot = self.own_slot();
+                slot.attacked_until_ns
+                    .fetch_max(until_ns, Ordering::Relaxed);
+                slot.own_offset_ns.store(own_offset_ns, Ordering::Relaxed);
+                slot.rival_offset_ns
+                    .store(rival_offset_ns, Ordering::Relaxed);
+            }
         }
     }
 
@@ -77,14 +185,115 @@ impl ProcessFaults {
     /// was set meanwhile. Pauses and lost replies end by themselves when their window passes;
     /// a request delay also forgets its length, so the next window starts afresh.
     pub fn heal(&self, fault: WorkerFault, until_ns: u64) {
-        if let WorkerFault::DelayRequests { op, .. } = fault
-            && let Some(slot) = call_slot(op)
-            && self.requests_delayed_until_ns[slot]
-                .compare_exchange(until_ns, 0, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-        {
-            self.request_delay_ns[slot].store(0, Ordering::Relaxed);
+        match fault {
+            WorkerFault::DelayRequests { op, .. } => {
+                if let Some(slot) = call_slot(op)
+                    && self.requests_delayed_until_ns[slot]
+                        .compare_exchange(until_ns, 0, Ordering::Relaxed, Ordering::Relaxed)
+                        .is_ok()
+                {
+                    self.request_delay_ns[slot].store(0, Ordering::Relaxed);
+                }
+            }
+            WorkerFault::LeaseEdge { .. } => {
+                let _ = self.board.attacks.fetch_update(
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                    |attacks| attacks.checked_sub(1),
+                );
+                let _ = self.own_slot().attacked_until_ns.compare_exchange(
+                    until_ns,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+            }
+            WorkerFault::Freeze | WorkerFault::LoseReplies(_) => {}
         }
+    }
+
+    /// Records that the process holds the lease of `owner` until true time `edge_ns` (a grant
+    /// or renew was confirmed), for lease-edge faults to aim at.
+    pub fn publish_lease(&self, owner: OwnerToken, edge_ns: u64) {
+        *self.own_slot().lease() = Some((owner, edge_ns));
+    }
+
+    /// Records that the lease of `owner` is over (released, or a renew refused); a lease the
+    /// process holds under another owner token stays.
+    pub fn end_lease(&self, owner: OwnerToken) {
+        let mut lease = self.own_slot().lease();
+        if lease.is_some_and(|(held, _)| held == owner) {
+            *lease = None;
+        }
+    }
+
+    /// Where the process's current lease ends, in true time, if it holds one.
+    pub fn lease_edge_ns(&self) -> Option<u64> {
+        self.own_slot().edge_ns()
+    }
+
+    /// True while some lease-edge attack on the run's board has started and not healed: only
+    /// then can [`ProcessFaults::edge_hold_until`] hold a call.
+    pub fn lease_edge_attacked(&self) -> bool {
+        self.board.attacks.load(Ordering::Relaxed) > 0
+    }
+
+    /// Until when (true time) a call of `f` the process is about to make at true time `now_ns`
+    /// is held back by a lease-edge attack; `None` when it goes out now.
+    ///
+    /// An attack is on the race for a lease, whichever side its target is on. The holder's
+    /// renews, releases and writes wait for its own lease's edge plus the own offset, when the
+    /// holder is attacked or some process that holds no lease (a rival) is; an acquire waits
+    /// for the edge of a lease another process holds (the earliest, if several claim one) plus
+    /// the rival offset, when either that holder or the acquiring process is attacked. So a
+    /// lease runs up to its edge, and the race for it is run there.
+    pub fn edge_hold_until(&self, f: Op, now_ns: u64) -> Option<u64> {
+        let own = self.own_slot();
+        let until_ns = match f {
+            Op::Renew | Op::Release | Op::Write => {
+                let edge_ns = own.edge_ns()?;
+                let attack = if own.attacked_at(now_ns) {
+                    own
+                } else {
+                    self.board
+                        .slots
+                        .iter()
+                        .enumerate()
+                        .find(|&(slot, rival)| {
+                            slot != self.slot
+                                && rival.attacked_at(now_ns)
+                                && rival.edge_ns().is_none()
+                        })
+                        .map(|(_, rival)| rival)?
+                };
+                offset(edge_ns, attack.own_offset_ns.load(Ordering::Relaxed))
+            }
+            Op::Acquire => {
+                let attacking_self = own.attacked_at(now_ns);
+                self.board
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .filter(|&(slot, _)| slot != self.slot)
+                    .filter_map(|(_, holder)| {
+                        let edge_ns = holder.edge_ns().filter(|&edge| edge > now_ns)?;
+                        let attack = if holder.attacked_at(now_ns) {
+                            holder
+                        } else if attacking_self {
+                            own
+                        } else {
+                            return None;
+                        };
+                        Some(offset(
+                            edge_ns,
+                            attack.rival_offset_ns.load(Ordering::Relaxed),
+                        ))
+                    })
+                    .min()?
+            }
+            _ => return None,
+        };
+        (until_ns > now_ns).then_some(until_ns)
     }
 
     /// Forgets a pause that ended at `until_ns`, unless a longer one was set meanwhile.
@@ -202,22 +411,123 @@ mod tests {
     }
 
     #[test]
-    fn writes_are_delayed_only_inside_the_window_and_heal_keeps_a_later_one() {
+    fn requests_are_delayed_only_inside_the_window_and_heal_keeps_a_later_one() {
+        for op in [Op::Write, Op::Acquire, Op::Renew, Op::Release] {
+            delays_only_inside_the_window(op);
+        }
+    }
+
+    fn delays_only_inside_the_window(op: Op) {
         let faults = ProcessFaults::default();
-        let delay = |delay_ns| WorkerFault::DelayRequests {
-            op: Op::Write,
-            delay_ns,
+        let delay = |delay_ns| WorkerFault::DelayRequests { op, delay_ns };
+        let other = if op == Op::Write {
+            Op::Acquire
+        } else {
+            Op::Write
         };
         faults.start(delay(7), 10);
-        assert_eq!(faults.request_delay_at(Op::Write, 9), 7);
-        assert_eq!(faults.request_delay_at(Op::Acquire, 9), 0);
-        assert_eq!(faults.request_delay_at(Op::Write, 10), 0);
+        assert_eq!(faults.request_delay_at(op, 9), 7);
+        assert_eq!(faults.request_delay_at(other, 9), 0);
+        assert_eq!(faults.request_delay_at(op, 10), 0);
         faults.start(delay(3), 20);
         // Healing the first window must not end the second, longer one.
         faults.heal(delay(7), 10);
-        assert_eq!(faults.request_delay_at(Op::Write, 15), 7);
+        assert_eq!(faults.request_delay_at(op, 15), 7);
         faults.heal(delay(3), 20);
-        assert_eq!(faults.request_delay_at(Op::Write, 15), 0);
+        assert_eq!(faults.request_delay_at(op, 15), 0);
+    }
+
+    fn attack(own_offset_ns: i64, rival_offset_ns: i64) -> WorkerFault {
+        WorkerFault::LeaseEdge {
+            own_offset_ns,
+            rival_offset_ns,
+        }
+    }
+
+    #[test]
+    fn an_attacked_holder_s_own_calls_wait_for_its_edge_plus_its_offset() {
+        let board = LeaseBoard::new(2);
+        let holder = ProcessFaults::on_board(&board, 0);
+        holder.publish_lease(OwnerToken(7), 1_000);
+        assert!(!holder.lease_edge_attacked());
+        assert_eq!(holder.edge_hold_until(Op::Renew, 0), None, "no attack yet");
+        holder.start(attack(-30, 50), 500);
+        assert!(holder.lease_edge_attacked());
+        for f in [Op::Renew, Op::Release, Op::Write] {
+            assert_eq!(holder.edge_hold_until(f, 100), Some(970), "{f:?}");
+        }
+        assert_eq!(holder.edge_hold_until(Op::Read, 100), None);
+        assert_eq!(
+            holder.edge_hold_until(Op::Renew, 970),
+            None,
+            "the edge came"
+        );
+        assert_eq!(
+            holder.edge_hold_until(Op::Renew, 500),
+            None,
+            "the window closed"
+        );
+        holder.end_lease(OwnerToken(8));
+        assert_eq!(
+            holder.edge_hold_until(Op::Renew, 100),
+            Some(970),
+            "another owner's end is not this lease's"
+        );
+        holder.end_lease(OwnerToken(7));
+        assert_eq!(holder.lease_edge_ns(), None);
+        assert_eq!(
+            holder.edge_hold_until(Op::Renew, 100),
+            None,
+            "no lease, no edge"
+        );
+        holder.heal(attack(-30, 50), 500);
+        assert!(!holder.lease_edge_attacked());
+    }
+
+    #[test]
+    fn a_rival_s_acquire_waits_for_the_attacked_holder_s_edge() {
+        let board = LeaseBoard::new(3);
+        let holder = ProcessFaults::on_board(&board, 0);
+        let rival = ProcessFaults::on_board(&board, 1);
+        let bystander = ProcessFaults::on_board(&board, 2);
+        holder.publish_lease(OwnerToken(7), 1_000);
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), None, "no attack");
+        holder.start(attack(-30, 50), 2_000);
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), Some(1_050));
+        assert_eq!(bystander.edge_hold_until(Op::Acquire, 100), Some(1_050));
+        assert_eq!(
+            holder.edge_hold_until(Op::Acquire, 100),
+            None,
+            "its own lease is no rival's"
+        );
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 999), Some(1_050));
+        assert_eq!(
+            rival.edge_hold_until(Op::Acquire, 1_000),
+            None,
+            "an expired lease is nobody's edge"
+        );
+        holder.heal(attack(-30, 50), 2_000);
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), None);
+        // An attacked acquirer aims at whoever holds the lease, with its own rival offset, and
+        // holds the holder's calls back to the edge, with its own offset.
+        rival.start(attack(10, -20), 2_000);
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), Some(980));
+        assert_eq!(bystander.edge_hold_until(Op::Acquire, 100), None);
+        assert_eq!(holder.edge_hold_until(Op::Renew, 100), Some(1_010));
+        // Once the rival holds a lease of its own, it attacks that one instead.
+        rival.publish_lease(OwnerToken(9), 3_000);
+        assert_eq!(holder.edge_hold_until(Op::Renew, 100), None);
+        assert_eq!(rival.edge_hold_until(Op::Renew, 100), Some(3_010));
+    }
+
+    #[test]
+    fn a_process_alone_on_its_board_has_no_rival_edge() {
+        let alone = ProcessFaults::default();
+        alone.start(attack(10, 10), 1_000);
+        alone.publish_lease(OwnerToken(1), 500);
+        assert_eq!(alone.lease_edge_ns(), Some(500));
+        assert_eq!(alone.edge_hold_until(Op::Acquire, 0), None);
+        assert_eq!(alone.edge_hold_until(Op::Write, 0), Some(510));
     }
 
     #[test]

@@ -24,13 +24,15 @@ pub use adapter::{
     Acquired, AppliedWrite, BadOwnerToken, CallError, FencedStore, FencingToken, LockChange,
     LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
 };
-pub use client::{LatencyModel, LockClient, Network, Process, StoreClient};
+pub use client::{
+    LatencyModel, LockClient, Network, Process, StoreClient, caller_clock, caller_process,
+};
 pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, Op};
-pub use freeze::{Freezable, ProcessFaults, WorkerFault};
+pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
 pub use packed::{PackedHistory, Row, Strings, Sym};
 pub use recorder::Recorder;
-pub use restart::Restartable;
+pub use restart::{RestartGate, Restartable};
 pub use rng::{Stream, stream_rng};
 pub use workload::{UnknownWorkload, Workload};

@@ -152,6 +152,29 @@ pub fn describe(event: &Event) -> String {
             format!("the nemesis began holding writes from {target} in flight{duration}")
         }
         (EventType::Nemesis, Op::HealWrite) => format!("writes from {target} flow again"),
+        (EventType::Nemesis, Op::DelayAcquire) => {
+            format!("the nemesis began holding acquires from {target} in flight{duration}")
+        }
+        (EventType::Nemesis, Op::HealDelayAcquire) => {
+            format!("acquires from {target} flow again")
+        }
+        (EventType::Nemesis, Op::DelayRenew) => {
+            format!("the nemesis began holding renews from {target} in flight{duration}")
+        }
+        (EventType::Nemesis, Op::HealDelayRenew) => format!("renews from {target} flow again"),
+        (EventType::Nemesis, Op::DelayRelease) => {
+            format!("the nemesis began holding releases from {target} in flight{duration}")
+        }
+        (EventType::Nemesis, Op::HealDelayRelease) => {
+            format!("releases from {target} flow again")
+        }
+        (EventType::Nemesis, Op::LeaseEdge) => format!(
+            "the nemesis began aiming {target}'s lease calls, and its rivals' acquires, at \
+             the edge of its lease{duration}"
+        ),
+        (EventType::Nemesis, Op::HealLeaseEdge) => {
+            format!("{target}'s lease calls go out when made again")
+        }
         (EventType::Nemesis, Op::Restart) => {
             format!("the nemesis restarted {server}{duration}")
         }

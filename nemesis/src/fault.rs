@@ -27,6 +27,18 @@ pub enum FaultKind {
     /// The lock service restarts: down for a while, every lease lost; whether its token
     /// counter survives is the backend's property.
     Restart,
+    /// A worker's acquires are held in flight and delivered late: the grant lands after the
+    /// worker gave up on it.
+    DelayAcquire,
+    /// A worker's renews (its renewal task's) are held in flight and delivered late: a renew
+    /// lands after the lease it meant to extend expired or was granted to a rival.
+    DelayRenew,
+    /// A worker's releases are held in flight and delivered late: a release lands after the
+    /// lease expired and a rival holds the lock.
+    DelayRelease,
+    /// A worker's lease is attacked at its edge: its renews, releases and writes, and its
+    /// rivals' acquires, go out just before or just after the moment the lease expires.
+    LeaseEdge,
     /// The lock service applies an acquire but its reply is lost (real tier: the grant happened,
     /// the worker records `info`).
     DropAcquire,
@@ -46,19 +58,23 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// The default families (`--nemesis default`): every fault that reaches any backend, in
-    /// the simulation and against any server, so a plain run meets them all.
-    pub const DEFAULT: [FaultKind; 5] = [
+    /// The default families (`--nemesis default`, and a `Harness`'s): pauses, skew, lost renew
+    /// replies, restarts, every kind of call held in flight, and races at the lease's edge —
+    /// faults that reach any backend through its calls, so a plain run meets them all.
+    pub const DEFAULT: [FaultKind; 9] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
         FaultKind::DelayWrite,
         FaultKind::Restart,
+        FaultKind::DelayAcquire,
+        FaultKind::DelayRenew,
+        FaultKind::DelayRelease,
+        FaultKind::LeaseEdge,
     ];
 
-    /// Families that are never on by default (the simulation's default schedule, and so its
-    /// histories, stay as they were) but can be asked for by name: lost acquire and write
-    /// replies.
+    /// Families that are not on by default but can be asked for by name: lost acquire and
+    /// write replies.
     pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
 
     /// Families only a real server fencer started itself can suffer (its process or fencer's
@@ -82,6 +98,10 @@ impl FaultKind {
             FaultKind::Restart => "restart",
             FaultKind::DropAcquire => "drop-acquire",
             FaultKind::DropWrite => "drop-write",
+            FaultKind::DelayAcquire => "delay-acquire",
+            FaultKind::DelayRenew => "delay-renew",
+            FaultKind::DelayRelease => "delay-release",
+            FaultKind::LeaseEdge => "lease-edge",
             FaultKind::ServerPause => "server-pause",
             FaultKind::Partition => "partition",
             FaultKind::DelayReplies => "delay-replies",
@@ -92,12 +112,16 @@ impl FaultKind {
 
     /// Every family fencer knows: [`FaultKind::DEFAULT`], then [`FaultKind::OPT_IN`], then
     /// [`FaultKind::SERVER`].
-    pub const ALL: [FaultKind; 12] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
         FaultKind::DelayWrite,
         FaultKind::Restart,
+        FaultKind::DelayAcquire,
+        FaultKind::DelayRenew,
+        FaultKind::DelayRelease,
+        FaultKind::LeaseEdge,
         FaultKind::DropAcquire,
         FaultKind::DropWrite,
         FaultKind::ServerPause,
@@ -156,6 +180,36 @@ impl FaultKind {
                 target: worker,
                 duration_ns: rng.random_range(ttl / 10..=ttl / 2),
             },
+            // Up to a TTL: an acquire held longer only blocks the lock for a grant nobody
+            // waits for any more.
+            FaultKind::DelayAcquire => Fault::DelayAcquire {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 20..=ttl),
+            },
+            // As writes: from a renew answered late to one landing after its lease expired.
+            FaultKind::DelayRenew => Fault::DelayRenew {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+            },
+            FaultKind::DelayRelease => Fault::DelayRelease {
+                at_ns,
+                target: worker,
+                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+            },
+            // A window long enough to contain at least one edge of a lease the worker holds
+            // (or is racing for); offsets within a fortieth of a TTL of the edge, either side.
+            FaultKind::LeaseEdge => {
+                let window = (ttl / crate::schedule::EDGE_WINDOW_PER_TTL) as i64;
+                Fault::LeaseEdge {
+                    at_ns,
+                    target: worker,
+                    duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                    own_offset_ns: rng.random_range(-window..=window),
+                    rival_offset_ns: rng.random_range(-window..=window),
+                }
+            }
             FaultKind::ServerPause => Fault::ServerPause {
                 at_ns,
                 target: config.pick_server(rng),
@@ -362,6 +416,54 @@ pub enum Fault {
         /// The server's role.
         target: String,
     },
+    /// Acquires `target` sends in `[at_ns, at_ns + duration_ns)` are each held in flight for
+    /// `duration_ns` before delivery.
+    DelayAcquire {
+        /// True time the window opens.
+        at_ns: u64,
+        /// The worker whose acquires are delayed.
+        target: String,
+        /// Window length, and how long each acquire in it is held.
+        duration_ns: u64,
+    },
+    /// Renews `target` (its renewal task) sends in `[at_ns, at_ns + duration_ns)` are each
+    /// held in flight for `duration_ns` before delivery.
+    DelayRenew {
+        /// True time the window opens.
+        at_ns: u64,
+        /// The worker whose renews are delayed.
+        target: String,
+        /// Window length, and how long each renew in it is held.
+        duration_ns: u64,
+    },
+    /// Releases `target` sends in `[at_ns, at_ns + duration_ns)` are each held in flight for
+    /// `duration_ns` before delivery.
+    DelayRelease {
+        /// True time the window opens.
+        at_ns: u64,
+        /// The worker whose releases are delayed.
+        target: String,
+        /// Window length, and how long each release in it is held.
+        duration_ns: u64,
+    },
+    /// From `at_ns` for `duration_ns`, the race between `target` and the lease it holds or
+    /// wants is run at the lease's edge: the holder's renews, releases and writes wait until
+    /// its lease's expiry (the send time of its last confirmed grant or renew, plus the TTL)
+    /// plus `own_offset_ns`, and acquires for that lease (rivals' when `target` holds it,
+    /// `target`'s when another does) until the expiry plus `rival_offset_ns`
+    /// ([`fencer_harness::ProcessFaults::edge_hold_until`]).
+    LeaseEdge {
+        /// True time the attack starts.
+        at_ns: u64,
+        /// The worker whose lease is attacked.
+        target: String,
+        /// How long the attack lasts.
+        duration_ns: u64,
+        /// Where `target`'s own calls land relative to its lease's expiry (negative: before).
+        own_offset_ns: i64,
+        /// Where rivals' acquires land relative to the holder's expiry.
+        rival_offset_ns: i64,
+    },
 }
 
 /// What a fault does to its target in a run where fencer owns the target (a worker, a node
@@ -417,7 +519,11 @@ impl Fault {
             | Fault::Partition { at_ns, .. }
             | Fault::DelayReplies { at_ns, .. }
             | Fault::DropReplies { at_ns, .. }
-            | Fault::Cut { at_ns, .. } => *at_ns,
+            | Fault::Cut { at_ns, .. }
+            | Fault::DelayAcquire { at_ns, .. }
+            | Fault::DelayRenew { at_ns, .. }
+            | Fault::DelayRelease { at_ns, .. }
+            | Fault::LeaseEdge { at_ns, .. } => *at_ns,
         }
     }
 
@@ -436,7 +542,11 @@ impl Fault {
             | Fault::Partition { target, .. }
             | Fault::DelayReplies { target, .. }
             | Fault::DropReplies { target, .. }
-            | Fault::Cut { target, .. } => target,
+            | Fault::Cut { target, .. }
+            | Fault::DelayAcquire { target, .. }
+            | Fault::DelayRenew { target, .. }
+            | Fault::DelayRelease { target, .. }
+            | Fault::LeaseEdge { target, .. } => target,
         }
     }
 
@@ -455,6 +565,10 @@ impl Fault {
             Fault::DelayReplies { .. } => FaultKind::DelayReplies,
             Fault::DropReplies { .. } => FaultKind::DropReplies,
             Fault::Cut { .. } => FaultKind::Cut,
+            Fault::DelayAcquire { .. } => FaultKind::DelayAcquire,
+            Fault::DelayRenew { .. } => FaultKind::DelayRenew,
+            Fault::DelayRelease { .. } => FaultKind::DelayRelease,
+            Fault::LeaseEdge { .. } => FaultKind::LeaseEdge,
         }
     }
 
@@ -468,6 +582,26 @@ impl Fault {
             Fault::DelayWrite { duration_ns, .. } => Effect::Worker(WorkerFault::DelayRequests {
                 op: Op::Write,
                 delay_ns: *duration_ns,
+            }),
+            Fault::DelayAcquire { duration_ns, .. } => Effect::Worker(WorkerFault::DelayRequests {
+                op: Op::Acquire,
+                delay_ns: *duration_ns,
+            }),
+            Fault::DelayRenew { duration_ns, .. } => Effect::Worker(WorkerFault::DelayRequests {
+                op: Op::Renew,
+                delay_ns: *duration_ns,
+            }),
+            Fault::DelayRelease { duration_ns, .. } => Effect::Worker(WorkerFault::DelayRequests {
+                op: Op::Release,
+                delay_ns: *duration_ns,
+            }),
+            Fault::LeaseEdge {
+                own_offset_ns,
+                rival_offset_ns,
+                ..
+            } => Effect::Worker(WorkerFault::LeaseEdge {
+                own_offset_ns: *own_offset_ns,
+                rival_offset_ns: *rival_offset_ns,
             }),
             Fault::ClockJump { jump_ns, .. } => Effect::ClockJump(*jump_ns),
             Fault::ClockDrift { drift_ppm, .. } => Effect::ClockDrift(*drift_ppm),
@@ -504,7 +638,11 @@ impl Fault {
             | Fault::DropRenew { .. }
             | Fault::DelayWrite { .. }
             | Fault::DropAcquire { .. }
-            | Fault::DropWrite { .. } => return None,
+            | Fault::DropWrite { .. }
+            | Fault::DelayAcquire { .. }
+            | Fault::DelayRenew { .. }
+            | Fault::DelayRelease { .. }
+            | Fault::LeaseEdge { .. } => return None,
         })
     }
 
@@ -548,6 +686,10 @@ impl Fault {
             Fault::DelayReplies { .. } => (Op::DelayReplies, Some(Op::HealDelayReplies)),
             Fault::DropReplies { .. } => (Op::DropReplies, Some(Op::HealDropReplies)),
             Fault::Cut { .. } => (Op::Cut, None),
+            Fault::DelayAcquire { .. } => (Op::DelayAcquire, Some(Op::HealDelayAcquire)),
+            Fault::DelayRenew { .. } => (Op::DelayRenew, Some(Op::HealDelayRenew)),
+            Fault::DelayRelease { .. } => (Op::DelayRelease, Some(Op::HealDelayRelease)),
+            Fault::LeaseEdge { .. } => (Op::LeaseEdge, Some(Op::HealLeaseEdge)),
         }
     }
 
@@ -579,16 +721,19 @@ impl Fault {
         })
     }
 
-    /// True when workers can make no progress while the fault lasts (their process, or the
-    /// server they need, is stopped or cut off): a run's time budget must allow for it.
-    pub fn stalls_workers(&self) -> bool {
-        matches!(
-            self,
-            Fault::Pause { .. }
-                | Fault::ServerPause { .. }
-                | Fault::Restart { .. }
-                | Fault::Partition { .. }
-        )
+    /// How long the fault can keep workers from making progress, for a lease TTL of `ttl_ns`:
+    /// its whole duration when their process, or the server they need, is stopped or cut
+    /// off, and for a lease-edge attack its duration plus the TTL (a call made as it ends
+    /// still waits for its lease's edge). A run's time budget must allow for it.
+    pub fn stalls_workers_ns(&self, ttl_ns: u64) -> u64 {
+        match self {
+            Fault::Pause { duration_ns, .. }
+            | Fault::ServerPause { duration_ns, .. }
+            | Fault::Restart { duration_ns, .. }
+            | Fault::Partition { duration_ns, .. } => *duration_ns,
+            Fault::LeaseEdge { duration_ns, .. } => duration_ns.saturating_add(ttl_ns),
+            _ => 0,
+        }
     }
 
     /// How long a request may be held in flight by the fault (zero for faults that hold none):
@@ -620,7 +765,11 @@ impl Fault {
             | Fault::ServerPause { duration_ns, .. }
             | Fault::Partition { duration_ns, .. }
             | Fault::DelayReplies { duration_ns, .. }
-            | Fault::DropReplies { duration_ns, .. } => *duration_ns,
+            | Fault::DropReplies { duration_ns, .. }
+            | Fault::DelayAcquire { duration_ns, .. }
+            | Fault::DelayRenew { duration_ns, .. }
+            | Fault::DelayRelease { duration_ns, .. }
+            | Fault::LeaseEdge { duration_ns, .. } => *duration_ns,
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } | Fault::Cut { .. } => 0,
         }
     }

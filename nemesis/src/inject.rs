@@ -194,7 +194,10 @@ async fn start(
         }
         Effect::Restart => {
             recorder.record(event);
-            targets.servers[target].restart(fault.duration_ns());
+            targets.servers[target]
+                .restart(fault.duration_ns())
+                .await
+                .map_err(|error| FaultFailed(format!("restart of {target}: {error}")))?;
             Heal::Nothing
         }
         Effect::ServerOnly => unreachable!("validate refuses server faults without a real server"),
@@ -300,9 +303,11 @@ mod tests {
     #[derive(Debug, Default)]
     struct Restarts(std::sync::Mutex<Vec<u64>>);
 
+    #[async_trait::async_trait]
     impl Restartable for Restarts {
-        fn restart(&self, down_ns: u64) {
+        async fn restart(&self, down_ns: u64) -> Result<(), String> {
             self.0.lock().unwrap().push(down_ns);
+            Ok(())
         }
     }
 
@@ -359,6 +364,80 @@ mod tests {
         );
         assert_eq!((delay_inside, delay_after), (100 * MS, 0));
         assert_eq!(*server.0.lock().unwrap(), [50 * MS]);
+    }
+
+    #[test]
+    fn call_delays_and_lease_edge_attacks_reach_their_worker_and_heal() {
+        let (history, inside, after) = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let worker = Arc::new(ProcessFaults::default());
+            worker.publish_lease(fencer_harness::OwnerToken(1), 500 * MS);
+            let targets = Targets {
+                processes: [("w0".to_string(), Arc::clone(&worker))].into(),
+                ..Targets::default()
+            };
+            let window = |at_ms: u64| (at_ms * MS, "w0".to_string(), 100 * MS);
+            let (at_ns, target, duration_ns) = window(10);
+            let faults = vec![
+                Fault::DelayAcquire {
+                    at_ns,
+                    target: target.clone(),
+                    duration_ns,
+                },
+                Fault::DelayRenew {
+                    at_ns: at_ns + MS,
+                    target: target.clone(),
+                    duration_ns,
+                },
+                Fault::DelayRelease {
+                    at_ns: at_ns + 2 * MS,
+                    target: target.clone(),
+                    duration_ns,
+                },
+                Fault::LeaseEdge {
+                    at_ns: at_ns + 3 * MS,
+                    target,
+                    duration_ns,
+                    own_offset_ns: -(7 * MS as i64),
+                    rival_offset_ns: 0,
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let now = truth.now_ns();
+            let probe = |worker: &ProcessFaults, now| {
+                (
+                    [Op::Acquire, Op::Renew, Op::Release, Op::Write]
+                        .map(|op| worker.request_delay_at(op, now)),
+                    worker.edge_hold_until(Op::Write, now),
+                )
+            };
+            let inside = probe(&worker, now);
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let after = probe(&worker, truth.now_ns());
+            let _ = stop_tx.send(());
+            injector.await.unwrap().unwrap();
+            (recorder.take_history(), inside, after)
+        });
+        let story: Vec<(u64, Op)> = history.events.iter().map(|e| (e.time_ns, e.f)).collect();
+        assert_eq!(
+            story,
+            [
+                (10 * MS, Op::DelayAcquire),
+                (11 * MS, Op::DelayRenew),
+                (12 * MS, Op::DelayRelease),
+                (13 * MS, Op::LeaseEdge),
+                (110 * MS, Op::HealDelayAcquire),
+                (111 * MS, Op::HealDelayRenew),
+                (112 * MS, Op::HealDelayRelease),
+                (113 * MS, Op::HealLeaseEdge),
+            ]
+        );
+        assert_eq!(inside, ([100 * MS, 100 * MS, 100 * MS, 0], Some(493 * MS)));
+        assert_eq!(after, ([0; 4], None));
     }
 
     #[test]

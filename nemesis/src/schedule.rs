@@ -32,6 +32,10 @@ pub struct ScheduleConfig {
 /// Largest drift the nemesis sets, in ppm: 5 %, far beyond NTP's 500 ppm bound on purpose.
 pub const MAX_DRIFT_PPM: i64 = 50_000;
 
+/// Lease-edge offsets are drawn within a TTL divided by this, either side of the edge: a
+/// quarter second for a 10 s lease, close enough that a call and the lease's expiry race.
+pub const EDGE_WINDOW_PER_TTL: u64 = 40;
+
 /// Largest lock-server clock step, in TTLs: a VM restored from a snapshot or an operator
 /// setting the date by hand moves the clock by minutes, not by a fraction of a lease.
 pub const MAX_BIG_JUMP_TTLS: u64 = 5;
@@ -195,6 +199,55 @@ mod tests {
             }
         }
         assert!(delays > 10 && restarts > 10, "{delays} {restarts}");
+    }
+
+    #[test]
+    fn call_delays_and_lease_edge_attacks_are_drawn_relative_to_ttl() {
+        let kinds = [
+            FaultKind::DelayAcquire,
+            FaultKind::DelayRenew,
+            FaultKind::DelayRelease,
+            FaultKind::LeaseEdge,
+        ];
+        let config = config(&kinds);
+        let faults = schedule(&config, &mut stream_rng(8, Stream::Nemesis, 0));
+        let ttl = config.ttl_ns;
+        let window = (ttl / EDGE_WINDOW_PER_TTL) as i64;
+        let mut seen = BTreeSet::new();
+        let mut offsets_below_edge = 0;
+        for fault in &faults {
+            seen.insert(fault.kind());
+            assert!(["w0", "w1", "w2"].contains(&fault.target()), "{fault:?}");
+            match fault {
+                Fault::DelayAcquire { duration_ns, .. } => {
+                    assert!((ttl / 20..=ttl).contains(duration_ns), "{fault:?}");
+                }
+                Fault::DelayRenew { duration_ns, .. } | Fault::DelayRelease { duration_ns, .. } => {
+                    assert!((ttl / 20..=ttl * 3 / 2).contains(duration_ns), "{fault:?}");
+                }
+                Fault::LeaseEdge {
+                    duration_ns,
+                    own_offset_ns,
+                    rival_offset_ns,
+                    ..
+                } => {
+                    assert!((ttl / 2..=ttl * 2).contains(duration_ns), "{fault:?}");
+                    assert!((-window..=window).contains(own_offset_ns), "{fault:?}");
+                    assert!((-window..=window).contains(rival_offset_ns), "{fault:?}");
+                    offsets_below_edge += usize::from(*own_offset_ns < 0);
+                }
+                other => panic!("not enabled: {other:?}"),
+            }
+        }
+        assert_eq!(seen.len(), kinds.len(), "every family drawn");
+        let attacks = faults
+            .iter()
+            .filter(|f| f.kind() == FaultKind::LeaseEdge)
+            .count();
+        assert!(
+            (1..attacks).contains(&offsets_below_edge),
+            "offsets on both sides of the edge: {offsets_below_edge} of {attacks} below"
+        );
     }
 
     #[test]

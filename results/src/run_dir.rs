@@ -23,6 +23,10 @@ pub struct RunRecord {
     /// Wall-clock time the run directory was written (UTC), for listing runs; never used by
     /// the simulation.
     pub written_at: String,
+    /// Faults the seed drew that the run's backends could not take, by family, target and
+    /// reason (as in the plan): what the run did not test. Absent when nothing was left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<fencer_run::LeftOut>,
 }
 
 /// Why a run directory could not be written or read.

@@ -54,6 +54,7 @@ pub fn save_run(
         history_sha256: sha256_hex(&history),
         validity: run.verdict.validity.name().to_string(),
         written_at: utc_stamp(wall_clock_s()),
+        left_out: run.plan.left_out.clone(),
     };
     let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     record_json.push(b'\n');
@@ -78,4 +79,54 @@ pub fn save_run(
         Archive::new(root).point_latest_at(dir)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_run::{BackendName, Reach, Roles};
+    use fencer_run::{Plan, Settings, simulate};
+
+    use super::*;
+
+    /// Saves a one-worker run of `plan` under a fresh directory and returns its `run.json`.
+    fn saved_record(plan: &Plan) -> serde_json::Value {
+        let history = simulate(plan).unwrap();
+        let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("run");
+        let run = FinishedRun {
+            command: "run",
+            plan,
+            history: &history,
+            verdict: &verdict,
+        };
+        save_run(&run, &dir, None).unwrap();
+        serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn run_json_names_the_faults_the_plan_left_out_and_omits_the_field_otherwise() {
+        let settings = Settings {
+            workers: 1,
+            ops_per_worker: 3,
+            mean_fault_gap_ns: 1_000_000_000,
+            ..Settings::default()
+        };
+        let plan = Plan::generate(&settings);
+        assert!(saved_record(&plan).get("left_out").is_none());
+        let user = BackendName::new("user-lock");
+        let roles = Roles {
+            lock: (&user, Reach::default()),
+            store: (&user, Reach::default()),
+        };
+        let fitted = roles.fit(&plan);
+        assert!(!fitted.left_out.is_empty(), "lock faults were drawn");
+        let record = saved_record(&fitted);
+        assert_eq!(
+            record["left_out"],
+            serde_json::to_value(&fitted.left_out).unwrap()
+        );
+        let back: RunRecord = serde_json::from_value(record).unwrap();
+        assert_eq!(back.left_out, fitted.left_out);
+    }
 }

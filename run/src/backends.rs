@@ -156,11 +156,9 @@ pub struct RunContext<'a> {
 
 type Factory<T> = Arc<dyn Fn(&RunContext<'_>) -> Result<Built<T>, BackendError> + Send + Sync>;
 
-/// One registered backend: how it keeps time, what fencer can do to it, what it is, and how
-/// to build one for a run.
+/// One registered backend: how it keeps time, what it is, and how to build one for a run.
 struct Registered<T: ?Sized> {
     time: Time,
-    reach: Reach,
     about: String,
     factory: Factory<T>,
 }
@@ -169,7 +167,6 @@ impl<T: ?Sized> Clone for Registered<T> {
     fn clone(&self) -> Self {
         Registered {
             time: self.time,
-            reach: self.reach,
             about: self.about.clone(),
             factory: Arc::clone(&self.factory),
         }
@@ -213,7 +210,7 @@ impl Backends {
         L: LockService + 'static,
         F: Fn() -> L + Send + Sync + 'static,
     {
-        self.lock_built(name, time, Reach::default(), about, move |_| {
+        self.lock_built(name, time, about, move |_| {
             Ok(Built::adapter(Arc::new(factory()) as Arc<dyn LockService>))
         })
     }
@@ -230,19 +227,18 @@ impl Backends {
         S: FencedStore + 'static,
         F: Fn() -> S + Send + Sync + 'static,
     {
-        self.store_built(name, time, Reach::default(), about, move |_| {
+        self.store_built(name, time, about, move |_| {
             Ok(Built::adapter(Arc::new(factory()) as Arc<dyn FencedStore>))
         })
     }
 
     /// Registers a lock service whose factory builds everything a run may use of it: its
-    /// clock, its restart, its process, as `reach` declares (what the plan's faults aimed at
-    /// `lock` may act on; the rest are left out of its runs).
+    /// clock, its restart, its process (what the plan's faults aimed at `lock` may act on; the
+    /// rest are left out of its runs).
     pub fn lock_built<F>(
         &mut self,
         name: &str,
         time: Time,
-        reach: Reach,
         about: &str,
         factory: F,
     ) -> Result<&mut Backends, BackendError>
@@ -253,7 +249,7 @@ impl Backends {
             + 'static,
     {
         check_free(name, "lock", builtin_lock_time(name).is_some())?;
-        register(&mut self.locks, name, time, reach, about, Arc::new(factory));
+        register(&mut self.locks, name, time, about, Arc::new(factory));
         Ok(self)
     }
 
@@ -263,7 +259,6 @@ impl Backends {
         &mut self,
         name: &str,
         time: Time,
-        reach: Reach,
         about: &str,
         factory: F,
     ) -> Result<&mut Backends, BackendError>
@@ -274,14 +269,7 @@ impl Backends {
             + 'static,
     {
         check_free(name, "store", builtin_store_time(name).is_some())?;
-        register(
-            &mut self.stores,
-            name,
-            time,
-            reach,
-            about,
-            Arc::new(factory),
-        );
+        register(&mut self.stores, name, time, about, Arc::new(factory));
         Ok(self)
     }
 
@@ -336,26 +324,13 @@ impl Backends {
         }
     }
 
-    /// What fencer can do to the lock service `name`.
-    pub fn lock_reach(&self, name: &BackendName) -> Result<Reach, BackendError> {
-        if let Some(entry) = self.locks.get(name.as_str()) {
-            return Ok(entry.reach);
-        }
-        self.lock_time(name)?;
-        Ok(builtin_reach(
-            name,
-            parse_kebab::<LockBackend>(name.as_str()).is_ok(),
-        ))
-    }
-
-    /// What fencer can do to the store `name`.
-    pub fn store_reach(&self, name: &BackendName) -> Result<Reach, BackendError> {
-        if let Some(entry) = self.stores.get(name.as_str()) {
-            return Ok(entry.reach);
-        }
-        self.store_time(name)?;
-        // fencer's SQLite store has neither a clock of its own nor a server.
-        Ok(builtin_reach(name, false))
+    /// What fencer can do to the backend `name` (in either role), when its name alone tells:
+    /// fencer's own backends, so a plan can be refused before any connection is made. `None`
+    /// for a registered backend, whose reach is known once it is built.
+    pub fn reach_by_name(&self, name: &BackendName) -> Option<Reach> {
+        let registered =
+            self.locks.contains_key(name.as_str()) || self.stores.contains_key(name.as_str());
+        (!registered).then(|| builtin_reach(name))
     }
 
     /// Builds the lock service `name` for one run.
@@ -448,9 +423,11 @@ impl Backends {
     }
 }
 
-/// What fencer can do to one of its own backends: the simulated lease service's clock and
-/// restart (`simulated_lock`), the process of a server it runs.
-fn builtin_reach(name: &BackendName, simulated_lock: bool) -> Reach {
+/// What fencer can do to one of its own backends, known by name before it is built: the
+/// simulated lease service's clock and restart, the process of a server it runs; nothing to
+/// a server behind a URL, or to a name it does not know.
+pub fn builtin_reach(name: &BackendName) -> Reach {
+    let simulated_lock = parse_kebab::<LockBackend>(name.as_str()).is_ok();
     Reach {
         clock: simulated_lock,
         restart: simulated_lock,
@@ -463,13 +440,11 @@ fn register<T: ?Sized>(
     table: &mut BTreeMap<String, Registered<T>>,
     name: &str,
     time: Time,
-    reach: Reach,
     about: &str,
     factory: Factory<T>,
 ) {
     let entry = Registered {
         time,
-        reach,
         about: about.to_string(),
         factory,
     };

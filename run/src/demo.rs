@@ -53,6 +53,7 @@ pub fn plan(store: StoreBackend) -> Plan {
             target: "w0".into(),
             duration_ns: 12 * SECOND_NS,
         }],
+        left_out: Vec::new(),
     }
 }
 

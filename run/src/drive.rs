@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::{
-    FencedStore, Freezable, History, LocalClock, LockClient, LockService, Network, NodeClock,
-    Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, stream_rng,
+    FencedStore, Freezable, History, LeaseBoard, LocalClock, LockClient, LockService, Network,
+    NodeClock, Process, ProcessFaults, Recorder, RestartGate, Restartable, StoreClient, Stream,
+    TrueClock, stream_rng,
 };
-use fencer_nemesis::{Fault, ServerFaults, Targets};
+use fencer_nemesis::{ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
 use tokio::sync::oneshot;
 
@@ -53,8 +54,10 @@ impl RunNames {
 /// the store's applied log (for `names.key`) appended as `store` `log` events and the lock
 /// service's log (for `names.lock`) as `lock` `log` events, when they offer them.
 ///
-/// Faults may target workers only: a server's clock is not reachable at the adapter boundary.
-/// [`drive_with_servers`] also reaches servers fencer started itself.
+/// Faults may target workers, and the lock service's restart when it offers one
+/// ([`LockService::offers_restart`]: fencer refuses calls while it is down and calls its hook);
+/// a server's clock is not reachable at the adapter boundary. [`drive_with_servers`] also
+/// reaches servers fencer started itself.
 pub async fn drive(
     plan: Arc<Plan>,
     lock: Arc<dyn LockService>,
@@ -86,11 +89,37 @@ pub async fn drive_with_servers(
         recorder: &recorder,
         truth,
     };
-    run.to_deadline(&lock, &store, |targets| targets.real_servers = servers)
-        .await?;
+    // A lock server fencer started is restarted as a process; otherwise the service's own
+    // restart hook, if it offers one, behind a gate that keeps it down meanwhile.
+    let (lock, restart) = if servers.contains_key("lock") {
+        (lock, None)
+    } else {
+        gate_restart(lock, truth)
+    };
+    run.to_deadline(&lock, &store, |targets| {
+        targets.real_servers = servers;
+        if let Some(restart) = restart {
+            targets.servers.insert("lock".into(), restart);
+        }
+    })
+    .await?;
     crate::launch::append_applied_log(&recorder, store.as_ref(), &names.key).await;
     crate::launch::append_lock_log(&recorder, lock.as_ref(), &names.lock).await;
     Ok(recorder.take_history())
+}
+
+/// `lock` as the workers and the nemesis see it: behind a [`RestartGate`] when it offers a
+/// restart of its own ([`LockService::offers_restart`]), so the nemesis can restart it and
+/// calls meanwhile are refused, with the gate as the restart's target.
+pub(crate) fn gate_restart(
+    lock: Arc<dyn LockService>,
+    truth: TrueClock,
+) -> (Arc<dyn LockService>, Option<Arc<dyn Restartable>>) {
+    if !lock.offers_restart() {
+        return (lock, None);
+    }
+    let gate = Arc::new(RestartGate::new(lock, truth));
+    (Arc::clone(&gate) as Arc<dyn LockService>, Some(gate))
 }
 
 /// One run's plan, workload view and recording, for the drivers of both tiers.
@@ -168,7 +197,8 @@ impl Run<'_> {
 
 /// Spawns one task per worker of `plan` (each frozen with its own [`ProcessFaults`], calling
 /// `lock` and `store` through recorded clients on its own clock) and returns the tasks with the
-/// workers' fault switches and clocks as nemesis targets. Shared by the simulation and the real
+/// workers' fault switches and clocks as nemesis targets. The workers share one lease board,
+/// so a lease-edge fault on one of them can hold its rivals' acquires. Shared by the simulation and the real
 /// tier, so both run exactly the same workers.
 pub(crate) fn spawn_workers(
     plan: &Arc<Plan>,
@@ -181,9 +211,10 @@ pub(crate) fn spawn_workers(
 ) -> (Vec<tokio::task::JoinHandle<()>>, Targets) {
     let mut targets = Targets::default();
     let mut workers = Vec::with_capacity(plan.workers.len());
+    let board = LeaseBoard::new(plan.workers.len());
     for index in 0..plan.workers.len() {
         let name = format!("w{index}");
-        let faults = Arc::new(ProcessFaults::default());
+        let faults = Arc::new(ProcessFaults::on_board(&board, index));
         let clock = LocalClock::new(truth, NodeClock::with_offset(0));
         targets.processes.insert(name.clone(), Arc::clone(&faults));
         targets.clocks.insert(name.clone(), clock.clone());
@@ -232,9 +263,8 @@ fn run_budget(plan: &Plan) -> Duration {
     let paused_ns: u64 = plan
         .faults
         .iter()
-        .filter(|fault| fault.stalls_workers())
-        .map(Fault::duration_ns)
-        .sum();
+        .map(|fault| fault.stalls_workers_ns(settings.ttl_ns))
+        .fold(0, u64::saturating_add);
     Duration::from_nanos(
         cycles
             .saturating_mul(per_cycle_ns)

@@ -5,8 +5,8 @@
 //! function of the plan), otherwise the real tier (real time and I/O, a deadline on the run,
 //! the backends probed first). Either way the same workers and nemesis run, and a fault aimed
 //! at a backend that cannot take it (a lock service with no clock of fencer's to skew, a store
-//! behind a plain URL) is left out of the run and named in [`Launched::left_out`], never
-//! dropped silently.
+//! behind a plain URL) is left out of the run and named in the plan it ran
+//! ([`Plan::left_out`]), never dropped silently.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,9 +22,9 @@ use tokio::sync::oneshot;
 
 use crate::RunError;
 use crate::backends::{Backends, Built, Note, RunContext, Time};
-use crate::drive::{Run, RunNames, spawn_workers};
+use crate::drive::{Run, RunNames, gate_restart, spawn_workers};
 use crate::plan::Plan;
-use crate::reach::{LeftOut, Roles};
+use crate::reach::{Reach, Roles};
 
 /// How long a store or lock service may take to hand over its log at the end of a run.
 const LOG_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,17 +42,20 @@ pub struct Launch<'a> {
     /// The lock and key names of the run; by default the simulation's fixed ones, and in real
     /// time names of its own, so runs sharing a server never meet.
     pub names: Option<RunNames>,
+    /// Refuse a plan holding a fault its backends cannot take, instead of leaving the fault out
+    /// and naming it: for plans written by hand or saved from another run, whose every fault
+    /// was meant.
+    pub refuse_unreachable: bool,
 }
 
 /// What a run did.
 #[derive(Debug)]
 pub struct Launched {
-    /// The plan as it ran: the given one without the faults left out.
+    /// The plan as it ran: the given one without the faults its backends could not take, which
+    /// it names in [`Plan::left_out`].
     pub plan: Plan,
     /// What was recorded.
     pub history: History,
-    /// The faults left out, in plan order.
-    pub left_out: Vec<LeftOut>,
     /// The tier it ran in.
     pub time: Time,
 }
@@ -64,27 +67,44 @@ impl<'a> Launch<'a> {
             backends,
             note: Arc::new(|_| {}),
             names: None,
+            refuse_unreachable: false,
         }
     }
 
-    /// The run's backends with what fencer can do to each.
-    fn roles<'p>(&self, plan: &'p Plan) -> Result<Roles<'p>, RunError> {
-        let (lock, store) = (&plan.settings.lock, &plan.settings.store);
-        Ok(Roles {
-            lock: (lock, self.backends.lock_reach(lock)?),
-            store: (store, self.backends.store_reach(store)?),
-        })
+    /// `plan` as the built backends can run it: its faults they cannot take left out and
+    /// named, or the plan refused ([`Launch::refuse_unreachable`]).
+    fn fit(
+        &self,
+        plan: &Plan,
+        lock: &Built<dyn LockService>,
+        store: &Built<dyn FencedStore>,
+    ) -> Result<Plan, RunError> {
+        let roles = Roles {
+            lock: (&plan.settings.lock, Reach::of(lock)),
+            store: (&plan.settings.store, Reach::of(store)),
+        };
+        if self.refuse_unreachable {
+            roles.check(plan)?;
+            return Ok(plan.clone());
+        }
+        Ok(roles.fit(plan))
     }
 
-    /// `plan` as it would run: without the faults its backends cannot take, and those faults.
-    pub fn fit(&self, plan: &Plan) -> Result<(Plan, Vec<LeftOut>), RunError> {
-        Ok(self.roles(plan)?.fit(plan))
-    }
-
-    /// Refuses a plan one of whose faults its backends cannot take (a plan written by hand,
-    /// whose every fault was meant), naming the fault at its place in the plan.
-    pub fn check_reach(&self, plan: &Plan) -> Result<(), RunError> {
-        Ok(self.roles(plan)?.check(plan)?)
+    /// Refuses a fault fencer's own backends cannot take before any of them is built (no
+    /// server started, no connection made); a registered backend's faults are judged once it
+    /// is built ([`Launch::fit`]).
+    fn refuse_by_name(&self, plan: &Plan) -> Result<(), RunError> {
+        let unknown_yet = Reach {
+            clock: true,
+            restart: true,
+            server: true,
+        };
+        let reach = |name| self.backends.reach_by_name(name).unwrap_or(unknown_yet);
+        let roles = Roles {
+            lock: (&plan.settings.lock, reach(&plan.settings.lock)),
+            store: (&plan.settings.store, reach(&plan.settings.store)),
+        };
+        Ok(roles.check(plan)?)
     }
 
     /// The tier a plan with these backends runs in: simulated only when both are.
@@ -116,6 +136,9 @@ impl<'a> Launch<'a> {
     /// several runs share one.
     pub async fn drive(&self, plan: &Plan) -> Result<Launched, RunError> {
         plan.check()?;
+        if self.refuse_unreachable {
+            self.refuse_by_name(plan)?;
+        }
         match self.time(plan)? {
             Time::Simulated => self.simulated(plan).await,
             Time::Real => self.real(plan).await,
@@ -134,8 +157,13 @@ impl<'a> Launch<'a> {
             recorder,
             note: &self.note,
         };
-        let lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
+        let mut lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
         let store = self.backends.build_store(&plan.settings.store, &cx)?;
+        if lock.restart.is_none() && lock.server.is_none() {
+            let (adapter, restart) = gate_restart(Arc::clone(&lock.adapter), truth);
+            lock.adapter = adapter;
+            lock.restart = restart;
+        }
         Ok((lock, store))
     }
 
@@ -144,8 +172,7 @@ impl<'a> Launch<'a> {
         let recorder = Arc::new(Recorder::new(truth));
         let network = network(plan);
         let (lock, store) = self.build(plan, truth, &recorder)?;
-        let (fitted, left_out) = self.roles(plan)?.fit(plan);
-        let plan = Arc::new(fitted);
+        let plan = Arc::new(self.fit(plan, &lock, &store)?);
         let config = match &self.names {
             Some(names) => names.config(&plan.settings),
             None => plan.settings.register_config(),
@@ -189,7 +216,6 @@ impl<'a> Launch<'a> {
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history: recorder.take_history(),
-            left_out,
             time: Time::Simulated,
         })
     }
@@ -201,8 +227,7 @@ impl<'a> Launch<'a> {
         for probe in [&lock.probe, &store.probe].into_iter().flatten() {
             probe.ping().await?;
         }
-        let (fitted, left_out) = self.roles(plan)?.fit(plan);
-        let plan = Arc::new(fitted);
+        let plan = Arc::new(self.fit(plan, &lock, &store)?);
         let names = self
             .names
             .clone()
@@ -226,7 +251,6 @@ impl<'a> Launch<'a> {
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history,
-            left_out,
             time: Time::Real,
         })
     }

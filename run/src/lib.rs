@@ -25,6 +25,6 @@ pub use backends::{BackendName, Backends, Time};
 pub use error::RunError;
 pub use launch::{Launch, Launched};
 pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};
-pub use reach::{LeftOut, Reach};
+pub use reach::{LeftOut, Reach, Roles};
 pub use settings::{DurationError, Settings, SettingsError};
 pub use simulate::simulate;

@@ -10,6 +10,7 @@ use fencer_workloads::{RegisterConfig, WorkerPlan, plan_workers};
 use serde::{Deserialize, Serialize};
 
 use crate::plan_locate::{Step, line_of};
+use crate::reach::LeftOut;
 use crate::settings::Settings;
 
 /// Version of the plan format; bumped when the same plan would run differently.
@@ -29,6 +30,11 @@ pub struct Plan {
     pub workers: Vec<WorkerPlan>,
     /// Faults, sorted by start time.
     pub faults: Vec<Fault>,
+    /// Faults the seed drew that this run's backends cannot take, by family and reason
+    /// ([`crate::reach::Roles::fit`]); they are not in `faults`. Informational: a run executes
+    /// `faults` only. Absent when nothing was left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
 }
 
 /// Why a plan file cannot be used.
@@ -89,6 +95,7 @@ impl Plan {
             settings: settings.clone(),
             workers,
             faults,
+            left_out: Vec::new(),
         }
     }
 

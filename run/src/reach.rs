@@ -1,17 +1,23 @@
-//! Which of a plan's faults its backends can take: a fault aimed at a role (`lock`, `store`)
-//! reaches the backend only where fencer owns what the fault acts on — the simulated lease
-//! service's clock and restart, a server fencer started, an `exec:` child. Everything else is
-//! the backend's own (a server behind a plain URL keeps its process and clock), so such a
-//! fault is left out of the run and named, never dropped silently.
+//! Which of a plan's faults its backends can take. A fault aimed at a role (`lock`, `store`)
+//! reaches the backend only where fencer owns what the fault acts on: the simulated lease
+//! service's clock and restart, a user's lock service that offers a restart hook
+//! ([`fencer_harness::LockService::offers_restart`]), a server fencer started itself
+//! (`private:`), an `exec:` child. Everything else is the backend's own — a server behind a
+//! plain URL keeps its process and clock, a user's service its clock — so such faults are taken
+//! out of the plan and named in it ([`Plan::left_out`]: family, target, how many and why), never
+//! dropped silently; the run's record says what it did not test.
+
+use std::collections::BTreeMap;
 
 use fencer_backends::registry::{EXEC_SCHEME, exec_refusal};
-use fencer_nemesis::{Effect, Fault};
+use fencer_nemesis::{Effect, Fault, FaultKind};
 use fencer_servers::PrivateBackend;
+use serde::{Deserialize, Serialize};
 
-use crate::backends::BackendName;
+use crate::backends::{BackendName, Built};
 use crate::plan::{InvalidPlan, Plan};
 
-/// What fencer can do to one backend.
+/// What fencer can do to one backend besides calling it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reach {
     /// Its clock is fencer's to step and skew.
@@ -23,8 +29,18 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// Whether the backend `name` can take `fault`, or why not.
-    pub fn takes(&self, name: &BackendName, fault: &Fault) -> Result<(), String> {
+    /// What fencer can do to a backend as built for a run.
+    pub fn of<T: ?Sized>(built: &Built<T>) -> Reach {
+        Reach {
+            clock: built.clock.is_some(),
+            restart: built.restart.is_some(),
+            server: built.server.is_some(),
+        }
+    }
+
+    /// Whether the backend `name`, in the role `fault` aims at, can take `fault`, or why not,
+    /// in words that hold for every fault of its family on that role (so they group).
+    fn takes(&self, name: &BackendName, fault: &Fault) -> Result<(), String> {
         let own = match fault.effect() {
             Effect::ClockJump(_) | Effect::ClockDrift(_) => self.clock,
             Effect::Restart => self.restart,
@@ -33,26 +49,36 @@ impl Reach {
         if own {
             return Ok(());
         }
-        if !self.server || fault.server_action().is_none() {
-            return Err(match fault.effect() {
-                Effect::ClockJump(_) | Effect::ClockDrift(_) => format!(
-                    "`{name}` keeps its own clock: fencer steps only its simulated lease \
-                     service's and those of servers it starts ({})",
-                    PrivateBackend::URLS
-                ),
-                Effect::Restart => format!(
-                    "`{name}` offers no restart: fencer restarts only its simulated lease \
-                     service and servers it starts ({}) or runs (exec:COMMAND)",
-                    PrivateBackend::URLS
-                ),
-                _ => format!(
-                    "`{name}` is not fencer's own server: start one with --{} {}",
-                    fault.target(),
-                    PrivateBackend::URLS
-                ),
-            });
+        if self.server {
+            // A process fencer runs takes what that kind of server can be made to do.
+            return server_takes(name, fault);
         }
-        server_takes(name, fault)
+        let role = fault.target();
+        let url = name.as_str().contains("://");
+        let private = PrivateBackend::URLS;
+        Err(match fault.effect() {
+            Effect::Restart if url => format!(
+                "`{name}` is not fencer's own server, and its adapter offers no restart hook (a \
+                 server fencer starts itself takes restarts: --{role} {private})"
+            ),
+            Effect::Restart => format!(
+                "`{name}` offers no restart hook (LockService::offers_restart): fencer restarts \
+                 its simulated lease service, servers it starts ({private}) and exec children"
+            ),
+            Effect::ClockJump(_) | Effect::ClockDrift(_) if url => format!(
+                "`{name}` is not fencer's own server and keeps its own clock (a server fencer \
+                 starts itself takes clock steps: --{role} {private}); the workers' clocks are \
+                 skewed, and adapters read them through fencer::caller_clock"
+            ),
+            Effect::ClockJump(_) | Effect::ClockDrift(_) => format!(
+                "`{name}` keeps its own clock, out of fencer's reach; the workers' clocks are \
+                 skewed, and adapters read them through fencer::caller_clock"
+            ),
+            _ => format!(
+                "`{name}` is not fencer's own server (a server fencer starts itself takes it: \
+                 --{role} {private})"
+            ),
+        })
     }
 }
 
@@ -65,10 +91,11 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
         return Ok(());
     };
     if let Fault::ClockDrift { .. } = fault {
-        return Err(format!(
-            "clock drift on the private {backend:?} server: a real server's clock can be \
-             stepped (libfaketime, Redis expiry rewrite), not made to drift"
-        ));
+        return Err(
+            "a real server's clock can be stepped (libfaketime, Redis expiry rewrite), \
+                    not made to drift"
+                .into(),
+        );
     }
     if let Fault::ClockJump { .. } = fault
         && !backend.takes_clock_jumps()
@@ -81,15 +108,45 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
     Ok(())
 }
 
-/// A fault of a plan its backends could not take.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Faults of one family, aimed at one target, that a plan left out for one reason.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct LeftOut {
-    /// The fault's family.
-    pub kind: &'static str,
-    /// What it aimed at (`lock`, `store`).
+    /// The fault family.
+    pub family: FaultKind,
+    /// What the faults were aimed at (`lock`, `store`).
     pub target: String,
-    /// Why that target cannot take it.
+    /// How many were left out.
+    pub faults: usize,
+    /// Why the run's backends cannot take them.
     pub why: String,
+}
+
+impl std::fmt::Display for LeftOut {
+    /// `3 restart faults on lock: `my-lock` offers no restart hook (...)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.faults == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{} {} fault{plural} on {}: {}",
+            self.faults,
+            self.family.name(),
+            self.target,
+            self.why
+        )
+    }
+}
+
+/// Adds `more` to `total`, by family, target and reason: what several seeds left out.
+pub fn add_left_out(total: &mut Vec<LeftOut>, more: &[LeftOut]) {
+    for left in more {
+        match total.iter_mut().find(|seen| {
+            (seen.family, &seen.target, &seen.why) == (left.family, &left.target, &left.why)
+        }) {
+            Some(seen) => seen.faults += left.faults,
+            None => total.push(left.clone()),
+        }
+    }
 }
 
 /// The backends of a run, each by name with what fencer can do to it.
@@ -102,7 +159,7 @@ pub struct Roles<'a> {
 }
 
 impl Roles<'_> {
-    /// Why the role `target` cannot take `fault`; `Ok` for faults aimed at a worker.
+    /// Why the role `fault` aims at cannot take it; `Ok` for faults aimed at a worker.
     fn takes(&self, fault: &Fault) -> Result<(), String> {
         let (name, reach) = match fault.target() {
             "lock" => self.lock,
@@ -112,33 +169,43 @@ impl Roles<'_> {
         reach.takes(name, fault)
     }
 
-    /// `plan` without the faults its backends cannot take, and what was left out.
-    pub fn fit(&self, plan: &Plan) -> (Plan, Vec<LeftOut>) {
+    /// `plan` without the faults its backends cannot take, each group of them recorded in
+    /// [`Plan::left_out`].
+    pub fn fit(&self, plan: &Plan) -> Plan {
         let mut fitted = plan.clone();
-        let mut left_out = Vec::new();
+        let mut groups: BTreeMap<(FaultKind, String, String), usize> = BTreeMap::new();
         fitted.faults.retain(|fault| match self.takes(fault) {
             Ok(()) => true,
             Err(why) => {
-                left_out.push(LeftOut {
-                    kind: fault.kind().name(),
-                    target: fault.target().to_string(),
-                    why,
-                });
+                *groups
+                    .entry((fault.kind(), fault.target().to_string(), why))
+                    .or_default() += 1;
                 false
             }
         });
-        (fitted, left_out)
+        fitted.left_out.extend(
+            groups
+                .into_iter()
+                .map(|((family, target, why), faults)| LeftOut {
+                    family,
+                    target,
+                    faults,
+                    why,
+                }),
+        );
+        fitted
     }
 
     /// Refuses the first fault of `plan` its backends cannot take, at its place in the plan:
-    /// for plans written by hand, whose every fault was meant.
+    /// for plans written by hand or saved from another run, whose every fault was meant.
     pub fn check(&self, plan: &Plan) -> Result<(), InvalidPlan> {
         for (index, fault) in plan.faults.iter().enumerate() {
             self.takes(fault).map_err(|why| {
                 InvalidPlan::at_fault(
                     index,
                     format!(
-                        "faults[{index}]: `{}` at {} ns aims at the {}: {why}",
+                        "faults[{index}]: `{}` at {} ns aims at the {}, which cannot take it: \
+                         {why}",
                         fault.kind().name(),
                         fault.at_ns(),
                         fault.target()
@@ -150,33 +217,10 @@ impl Roles<'_> {
     }
 }
 
-/// The faults left out, counted by family and target, in words: `3 restart aimed at lock
-/// (`my-lock` offers no restart: …)`.
-pub fn describe_left_out(left_out: &[LeftOut]) -> Vec<String> {
-    let mut counted: Vec<(&LeftOut, usize)> = Vec::new();
-    for fault in left_out {
-        match counted
-            .iter_mut()
-            .find(|(seen, _)| seen.kind == fault.kind && seen.target == fault.target)
-        {
-            Some((_, count)) => *count += 1,
-            None => counted.push((fault, 1)),
-        }
-    }
-    counted
-        .into_iter()
-        .map(|(fault, count)| {
-            format!(
-                "{count} {} aimed at {} ({})",
-                fault.kind, fault.target, fault.why
-            )
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settings::Settings;
 
     fn restart() -> Fault {
         Fault::Restart {
@@ -186,49 +230,170 @@ mod tests {
         }
     }
 
+    const SIM: Reach = Reach {
+        clock: true,
+        restart: true,
+        server: false,
+    };
+
+    const SERVER: Reach = Reach {
+        clock: false,
+        restart: false,
+        server: true,
+    };
+
     #[test]
     fn a_fault_reaches_only_what_fencer_owns() {
-        let sim = Reach {
-            clock: true,
-            restart: true,
-            server: false,
-        };
-        let name = BackendName::new("sim");
-        assert!(sim.takes(&name, &restart()).is_ok());
-        let mine = BackendName::new("my-lock");
-        let why = Reach::default().takes(&mine, &restart()).unwrap_err();
-        assert!(why.starts_with("`my-lock` offers no restart"), "{why}");
+        assert!(SIM.takes(&"sim".into(), &restart()).is_ok());
+        let why = Reach::default()
+            .takes(&"my-lock".into(), &restart())
+            .unwrap_err();
+        assert!(
+            why.starts_with("`my-lock` offers no restart hook (LockService::offers_restart)"),
+            "{why}"
+        );
+        let why = Reach::default()
+            .takes(&"redis://h:1".into(), &restart())
+            .unwrap_err();
+        assert!(why.contains("--lock private:redis"), "{why}");
         let cut = Fault::Cut {
             at_ns: 1,
             target: "store".into(),
         };
-        let server = Reach {
-            server: true,
-            ..Reach::default()
-        };
-        assert!(server.takes(&"private:redis".into(), &cut).is_ok());
-        let why = server.takes(&"exec:python3 x.py".into(), &cut).unwrap_err();
+        assert!(SERVER.takes(&"private:redis".into(), &cut).is_ok());
+        let why = SERVER.takes(&"exec:python3 x.py".into(), &cut).unwrap_err();
         assert!(why.contains("takes only server-pause and restart"), "{why}");
         let jump = Fault::ClockJump {
             at_ns: 1,
             target: "store".into(),
             jump_ns: 5,
         };
-        assert!(server.takes(&"private:redis".into(), &jump).is_ok());
-        assert!(server.takes(&"private:etcd".into(), &jump).is_err());
+        assert!(SERVER.takes(&"private:redis".into(), &jump).is_ok());
+        assert!(SERVER.takes(&"private:etcd".into(), &jump).is_err());
+        let drift = Fault::ClockDrift {
+            at_ns: 1,
+            target: "lock".into(),
+            drift_ppm: 5,
+        };
+        let why = SERVER.takes(&"private:redis".into(), &drift).unwrap_err();
+        assert!(why.contains("not made to drift"), "{why}");
+    }
+
+    fn plan(settings: Settings) -> Plan {
+        Plan::generate(&Settings {
+            nemesis: [FaultKind::Pause, FaultKind::Skew, FaultKind::Restart]
+                .into_iter()
+                .collect(),
+            ..settings
+        })
+    }
+
+    fn server_faults(plan: &Plan, kind: FaultKind) -> usize {
+        plan.faults
+            .iter()
+            .filter(|fault| fault.kind() == kind && fault.aims_at_server())
+            .count()
+    }
+
+    fn roles<'a>(lock: &'a BackendName, store: &'a BackendName, reach: Reach) -> Roles<'a> {
+        Roles {
+            lock: (lock, reach),
+            store: (store, Reach::default()),
+        }
     }
 
     #[test]
-    fn left_out_faults_are_counted_by_family_and_target() {
-        let why = "`my-lock` offers no restart".to_string();
+    fn a_user_s_backend_loses_server_clock_and_restart_faults_and_they_are_named() {
+        let generated = plan(Settings::default());
+        let restarts = server_faults(&generated, FaultKind::Restart);
+        let lock_skews = server_faults(&generated, FaultKind::Skew);
+        assert!(restarts > 0 && lock_skews > 0);
+        let (lock, store) = ("my-lock".into(), "my-store".into());
+        let fitted = roles(&lock, &store, Reach::default()).fit(&generated);
+        assert!(fitted.faults.iter().all(|fault| !fault.aims_at_server()));
+        let named: Vec<(FaultKind, &str, usize)> = fitted
+            .left_out
+            .iter()
+            .map(|left| (left.family, left.target.as_str(), left.faults))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                (FaultKind::Skew, "lock", lock_skews),
+                (FaultKind::Restart, "lock", restarts)
+            ]
+        );
+        assert!(
+            fitted.left_out[1].to_string().starts_with(&format!(
+                "{restarts} restart faults on lock: `my-lock` offers"
+            )),
+            "{}",
+            fitted.left_out[1]
+        );
+        assert_eq!(
+            fitted.faults.len() + lock_skews + restarts,
+            generated.faults.len(),
+            "nothing else is dropped"
+        );
+    }
+
+    #[test]
+    fn a_lock_service_that_offers_restart_keeps_its_restarts_and_a_plan_is_refused_otherwise() {
+        let generated = plan(Settings::default());
+        let (lock, store) = ("my-lock".into(), "my-store".into());
+        let restarting = Reach {
+            restart: true,
+            ..Reach::default()
+        };
+        let fitted = roles(&lock, &store, restarting).fit(&generated);
+        assert_eq!(
+            server_faults(&fitted, FaultKind::Restart),
+            server_faults(&generated, FaultKind::Restart)
+        );
+        assert!(
+            fitted
+                .left_out
+                .iter()
+                .all(|left| left.family == FaultKind::Skew)
+        );
+        let refused = roles(&lock, &store, Reach::default())
+            .check(&fitted)
+            .unwrap_err();
+        assert!(
+            refused.message.contains("which cannot take it"),
+            "{refused}"
+        );
+        assert_eq!(roles(&lock, &store, restarting).check(&fitted), Ok(()));
+    }
+
+    #[test]
+    fn left_out_faults_survive_plan_json_and_a_plan_without_them_omits_the_field() {
+        let (lock, store) = ("my-lock".into(), "my-store".into());
+        let fitted = roles(&lock, &store, Reach::default()).fit(&plan(Settings::default()));
+        assert!(!fitted.left_out.is_empty());
+        let json = fitted.to_json();
+        assert_eq!(Plan::from_json(&json, "plan.json").unwrap(), fitted);
+        let text = String::from_utf8(plan(Settings::default()).to_json()).unwrap();
+        assert!(!text.contains("left_out"), "{text}");
+    }
+
+    #[test]
+    fn left_out_faults_add_up_over_seeds() {
+        let why = "`my-lock` offers no restart hook".to_string();
         let fault = LeftOut {
-            kind: "restart",
+            family: FaultKind::Restart,
             target: "lock".into(),
+            faults: 2,
             why: why.clone(),
         };
+        let mut total = Vec::new();
+        add_left_out(&mut total, std::slice::from_ref(&fault));
+        add_left_out(&mut total, &[fault]);
+        assert_eq!(total.len(), 1);
+        assert_eq!(total[0].faults, 4);
         assert_eq!(
-            describe_left_out(&[fault.clone(), fault]),
-            [format!("2 restart aimed at lock ({why})")]
+            total[0].to_string(),
+            format!("4 restart faults on lock: {why}")
         );
     }
 }

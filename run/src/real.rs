@@ -16,36 +16,38 @@ use fencer_harness::runtime::real_runtime;
 use fencer_harness::{FencedStore, History, LockService};
 
 use crate::RunError;
-use crate::backends::Backends;
+use crate::backends::builtin_reach;
 use crate::drive::{RunNames, ServerTargets, drive_with_servers};
-use crate::launch::Launch;
-use crate::plan::Plan;
-use crate::reach::LeftOut;
+use crate::plan::{InvalidPlan, Plan};
+use crate::reach::Roles;
 use crate::settings::Settings;
 
 /// Expands `settings` into a plan for the real tier ([`Settings::in_real_time`]) with only the
-/// server faults its servers can take ([`fit_to_servers`]).
+/// faults fencer's own backends by those names can take ([`fit_to_servers`]).
 pub fn real_plan(settings: &Settings) -> Plan {
-    let plan = Plan::generate(&settings.in_real_time());
-    match fit_to_servers(&plan) {
-        Ok((fitted, _)) => fitted,
-        // A name no backend has: the run itself says so.
-        Err(_) => plan,
+    fit_to_servers(&Plan::generate(&settings.in_real_time()))
+}
+
+/// The backends `plan` names, if they are fencer's own, with what fencer can do to each.
+fn own_roles(plan: &Plan) -> Roles<'_> {
+    Roles {
+        lock: (&plan.settings.lock, builtin_reach(&plan.settings.lock)),
+        store: (&plan.settings.store, builtin_reach(&plan.settings.store)),
     }
 }
 
 /// `plan` without the faults aimed at a server (`lock`, `store`) that fencer's own backends by
 /// those names cannot take (a server behind a plain URL keeps its own time and process; a
-/// private server takes all but clock drift; an exec child pauses and restarts), and those
-/// faults.
-pub fn fit_to_servers(plan: &Plan) -> Result<(Plan, Vec<LeftOut>), RunError> {
-    Launch::new(&Backends::new()).fit(plan)
+/// private server takes all but clock drift; an exec child pauses and restarts), named in its
+/// [`Plan::left_out`].
+pub fn fit_to_servers(plan: &Plan) -> Plan {
+    own_roles(plan).fit(plan)
 }
 
 /// Why fencer's own backends named by `plan` cannot take one of its faults (a hand-written
 /// or simulation plan run against servers): the error names the fault at its place.
-pub fn check_servers_take_faults(plan: &Plan) -> Result<(), RunError> {
-    Launch::new(&Backends::new()).check_reach(plan)
+pub fn check_servers_take_faults(plan: &Plan) -> Result<(), InvalidPlan> {
+    own_roles(plan).check(plan)
 }
 
 /// Runs `plan` in real time against `lock` and `store` on a fresh runtime, using `names` for
@@ -107,6 +109,6 @@ mod tests {
         assert_ne!(real.workers, simulated.workers);
         // The shape decides the workers' scripts only: the fault schedule is the simulation's
         // minus what a plain URL's servers cannot take.
-        assert_eq!(real.faults, fit_to_servers(&simulated).unwrap().0.faults);
+        assert_eq!(real.faults, fit_to_servers(&simulated).faults);
     }
 }

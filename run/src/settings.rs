@@ -439,8 +439,8 @@ mod tests {
         assert_eq!(
             settings.run_command(7, true),
             "run --seed 7 --workload fenced-register --worker reference --workers 5 --ops 100 \
-             --ttl 10s --renew-every 3s --nemesis pause,skew,drop-renew,delay-write,restart \
-             --fault-gap 10s --store sqlite --lock 'exec:python3 lock.py' --on-renew-failure \
+             --ttl 10s --renew-every 3s --nemesis pause,skew,drop-renew,delay-write,restart,\
+             delay-acquire,delay-renew,delay-release,lease-edge --fault-gap 10s --store sqlite --lock 'exec:python3 lock.py' --on-renew-failure \
              stop --call-timeout 1s --swarm"
         );
     }

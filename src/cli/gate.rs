@@ -250,6 +250,9 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             anomalies.join(", ")
         },
     );
+    for left in &summary.left_out {
+        row("left out", left.to_string());
+    }
     let failing: Vec<&str> = summary.failures.iter().map(|f| f.label.as_str()).collect();
     if !failing.is_empty() {
         row("failing", failing.join(", "));

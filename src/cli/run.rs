@@ -12,9 +12,8 @@ use std::sync::Arc;
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
-use fencer_run::reach::describe_left_out;
 use fencer_run::settings::shell_word;
-use fencer_run::{Launch, Launched, Time};
+use fencer_run::{Launch, Launched, RunError, Time};
 
 use super::{Context, Failure, Outcome, RunArgs, summary};
 use crate::Plan;
@@ -24,6 +23,8 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
         note: Arc::new(|line: &str| println!("{line}")),
+        // A plan given by file meant every fault it holds: refuse it rather than drop one.
+        refuse_unreachable: args.plan.is_some(),
         ..Launch::new(&context.backends)
     };
     let plan = match &args.plan {
@@ -34,9 +35,6 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
                 plan.settings.lock = base.lock.clone();
                 plan.settings.store = base.store.clone();
             }
-            launch
-                .check_reach(&plan)
-                .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
             plan
         }
         None => {
@@ -62,14 +60,17 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         plan.settings.describe()
     );
     let started = std::time::Instant::now();
-    let Launched {
-        plan,
-        history,
-        left_out,
-        ..
-    } = launch.run(&plan)?;
-    for line in describe_left_out(&left_out) {
-        println!("note: left out {line}");
+    let Launched { plan, history, .. } =
+        launch
+            .run(&plan)
+            .map_err(|error| match (error, &args.plan) {
+                (RunError::Plan(error), Some(path)) => {
+                    Failure::BadInput(format!("{}: {error}", path.display()))
+                }
+                (error, _) => Failure::from(error),
+            })?;
+    for left in &plan.left_out {
+        println!("left out: {left}");
     }
     let verdict = judge(&plan.settings, &history, args.strict);
     summary::print_summary(

@@ -84,7 +84,11 @@ impl Shape {
                 | Op::ClockDrift
                 | Op::DropRenew
                 | Op::DelayWrite
-                | Op::Restart,
+                | Op::Restart
+                | Op::DelayAcquire
+                | Op::DelayRenew
+                | Op::DelayRelease
+                | Op::LeaseEdge,
             ) => &mut self.faults,
             _ => return,
         };

@@ -246,6 +246,51 @@ mod tests {
     ];
 
     #[test]
+    fn a_lease_edge_attack_sends_the_write_renew_and_release_at_the_lease_s_edge() {
+        let history = run_worker(
+            &config(10 * S, 3 * S),
+            vec![cycle(S, 0, 0)],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |faults| {
+                faults.start(
+                    WorkerFault::LeaseEdge {
+                        own_offset_ns: -100 * MS as i64,
+                        rival_offset_ns: 0,
+                    },
+                    u64::MAX,
+                )
+            },
+        );
+        let sent = |f| times(&events(&history, "w0", EventType::Invoke, f));
+        // Granted at 0 with a 10 s TTL: everything the worker does next waits for 9.9 s.
+        assert_eq!(sent(Op::Write), [9_900 * MS]);
+        let renews = times(&events(&history, "w0:renew", EventType::Invoke, Op::Renew));
+        assert_eq!(renews, [9_900 * MS]);
+        // The renew sent at 9.9 s moved the edge to 19.9 s: the release waits for 19.8 s.
+        assert_eq!(sent(Op::Release), [19_800 * MS]);
+    }
+
+    #[test]
+    fn the_client_path_publishes_the_edge_while_the_lease_is_held_and_clears_it_on_release() {
+        let edges = simulate(async {
+            let rig = Rig::new(0);
+            let worker = rig.worker(FakeLock::granting(1), FakeStore::default());
+            let plan = WorkerPlan {
+                cycles: vec![cycle(2 * S, 0, 0)],
+            };
+            let faults = std::sync::Arc::clone(rig.faults_arc());
+            let watcher = tokio::spawn(async move {
+                sleep_ns(S).await;
+                faults.lease_edge_ns()
+            });
+            worker.run(&plan, &config(10 * S, 3 * S), 0).await;
+            (watcher.await.unwrap(), rig.faults().lease_edge_ns())
+        });
+        assert_eq!(edges, (Some(10 * S), None), "granted at 0 with a 10 s TTL");
+    }
+
+    #[test]
     fn a_cycle_acquires_reads_writes_then_releases() {
         let history = run_worker(
             &config(10 * S, 3 * S),

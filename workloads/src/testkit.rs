@@ -237,6 +237,11 @@ impl Rig {
         self.process.faults()
     }
 
+    /// As [`Rig::faults`], shared (for a task watching them).
+    pub(crate) fn faults_arc(&self) -> &Arc<ProcessFaults> {
+        self.process.faults()
+    }
+
     /// Worker 0, calling `lock` and `store`.
     pub(crate) fn worker(&self, lock: FakeLock, store: FakeStore) -> Worker {
         let lock: Arc<dyn LockService> = Arc::new(lock);

@@ -28,13 +28,11 @@ pub const EXEC_SCHEME: &str = "exec:";
 pub fn exec_refusal(fault: &Fault) -> Option<String> {
     match fault {
         Fault::ServerPause { .. } | Fault::Restart { .. } => None,
-        other => Some(format!(
-            "`{}` at {} ns aims at the {} exec child, which takes only server-pause and \
-             restart (its pipes have no proxy to fault, and its clock is the machine's)",
-            other.kind().name(),
-            other.at_ns(),
-            other.target()
-        )),
+        _ => Some(
+            "an exec child takes only server-pause and restart (its pipes have no proxy to \
+             fault, and its clock is the machine's)"
+                .into(),
+        ),
     }
 }
 

@@ -30,17 +30,20 @@ pub enum LockBackend {
     TestNondeterministic,
     /// Mutant: the token counter resets when the lock service restarts.
     SimVolatileCounter,
+    /// Mutant: renew accepts a lease a grace period after it expired, beside its successor.
+    SimLateRenew,
 }
 
 impl LockBackend {
     /// Every backend, reference first.
-    pub const ALL: [LockBackend; 6] = [
+    pub const ALL: [LockBackend; 7] = [
         LockBackend::Sim,
         LockBackend::SimUnsafeRelease,
         LockBackend::SimUncheckedRenew,
         LockBackend::SimResurrectingRenew,
         LockBackend::SimClockTokens,
         LockBackend::SimVolatileCounter,
+        LockBackend::SimLateRenew,
     ];
 
     /// The rules the simulated service follows.
@@ -54,6 +57,7 @@ impl LockBackend {
             #[cfg(feature = "test-backends")]
             LockBackend::TestNondeterministic => LeaseRules::Reference,
             LockBackend::SimVolatileCounter => LeaseRules::VolatileCounter,
+            LockBackend::SimLateRenew => LeaseRules::LateRenew,
         }
     }
 

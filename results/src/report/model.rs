@@ -315,6 +315,10 @@ fn faults(events: &[Event]) -> Vec<FaultSpan> {
                 | Op::Restart
                 | Op::ClockJump
                 | Op::ClockDrift
+                | Op::DelayAcquire
+                | Op::DelayRenew
+                | Op::DelayRelease
+                | Op::LeaseEdge
         );
         if starts {
             let end_ns = match event.duration_ns {
@@ -345,6 +349,10 @@ fn faults(events: &[Event]) -> Vec<FaultSpan> {
             Op::HealPartition => Op::Partition,
             Op::HealDelayReplies => Op::DelayReplies,
             Op::HealDropReplies => Op::DropReplies,
+            Op::HealDelayAcquire => Op::DelayAcquire,
+            Op::HealDelayRenew => Op::DelayRenew,
+            Op::HealDelayRelease => Op::DelayRelease,
+            Op::HealLeaseEdge => Op::LeaseEdge,
             _ => continue,
         };
         if let Some(open) = waiting.get_mut(&(opened_by, target))

@@ -349,6 +349,10 @@ impl<'m, 'e> Drawing<'m, 'e> {
                             | Op::HealPartition
                             | Op::HealDelayReplies
                             | Op::HealDropReplies
+                            | Op::HealDelayAcquire
+                            | Op::HealDelayRenew
+                            | Op::HealDelayRelease
+                            | Op::HealLeaseEdge
                     )
                     && self.drawn(event.time_ns, event.time_ns)
                 {

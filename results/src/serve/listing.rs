@@ -221,6 +221,7 @@ mod tests {
             history_sha256: String::new(),
             validity: validity.into(),
             written_at: written_at.into(),
+            left_out: Vec::new(),
         }
     }
 
