@@ -17,7 +17,7 @@ use crate::context::{Context, is_lock_log, worker_of};
 use crate::explain::{
     Story, count, faults_between, secs, secs_signed, short_owner, when, who_owns,
 };
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -128,7 +128,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut open: FastMap<Sym, Option<StaleCall>> = FastMap::default();
     let mut hits: Hits<AckedHit> = Hits::new();
     let mut seen: FastMap<(Sym, Sym), Option<usize>> = FastMap::default();
-    let mut maybe_foreign = 0usize;
+    let mut maybe_foreign = Undecided::new();
     for (position, row) in ctx.rows.iter().enumerate() {
         let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
             continue;
@@ -192,7 +192,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
             }
             (EventType::Info, Op::Renew | Op::Release) => {
                 if let Some(Some(_)) = open.remove(&row.process) {
-                    maybe_foreign += 1;
+                    maybe_foreign.push(position);
                 }
             }
             (EventType::Fail, Op::Renew | Op::Release) => {
@@ -201,13 +201,17 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
             _ => {}
         }
     }
-    maybe_foreign += open.values().filter(|call| call.is_some()).count();
+    let mut never_answered: Vec<usize> = open.values().flatten().map(|call| call.invoke).collect();
+    never_answered.sort_unstable();
+    for invoke in never_answered {
+        maybe_foreign.push(invoke);
+    }
     let anomalies = hits
         .kept
         .iter()
         .map(|hit| explain_acked(ctx, hit))
         .collect();
-    let inconclusive = (maybe_foreign > 0).then(|| {
+    let inconclusive = maybe_foreign.into_inconclusive(ctx, |maybe_foreign| {
         format!(
             "{} with unknown outcome by an owner already superseded may have been \
              applied",

@@ -57,8 +57,8 @@ use crate::context::Context;
 use crate::findings::Outcome;
 pub use crate::options::{CheckOptions, UnknownWorkload, Workload};
 pub use crate::verdict::{
-    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Severity, UnknownAnomalyClass,
-    Validity, Verdict,
+    Anomaly, AnomalyClass, CheckerReport, Inconclusive, MAX_ANOMALIES_PER_CLASS,
+    MAX_INCONCLUSIVE_EVENTS, Severity, UnknownAnomalyClass, Validity, Verdict,
 };
 
 /// Runs every checker that applies to a `fenced-register` history, non-strict: the same as

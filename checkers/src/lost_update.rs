@@ -12,7 +12,7 @@ use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{Story, at_store_order, count, faults_between, when};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::{FastMap, FastSet, Positions};
 use crate::superseded::superseded_write_ids;
 use crate::verdict::{Anomaly, AnomalyClass};
@@ -178,10 +178,13 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
     };
     let mut excused = 0usize;
     let mut hits = Hits::new();
-    let mut unresolved = 0usize;
+    let mut unresolved = Undecided::new();
     for (key, final_read, final_write) in finals {
         let Ok(final_write) = final_write else {
-            unresolved += 1;
+            // Only a final read can fail to name its write (the log's last write is named).
+            if let Some(read) = final_read {
+                unresolved.push(read);
+            }
             continue;
         };
         // Walk the chain back from the final write.
@@ -195,7 +198,7 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
                 Some(&read) => match counter.seen_by(ctx, read) {
                     Ok(parent) => parent,
                     Err(()) => {
-                        unresolved += 1;
+                        unresolved.push(read);
                         None
                     }
                 },
@@ -221,7 +224,7 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|hit| explain_lost(ctx, &counter, hit))
         .collect();
-    let inconclusive = (unresolved > 0).then(|| {
+    let inconclusive = unresolved.into_inconclusive(ctx, |unresolved| {
         format!(
             "{} whose write could not be identified",
             count(unresolved, "read saw a value", "reads saw values")

@@ -15,7 +15,7 @@ use fencer_harness::{Event, Op, Row, Sym};
 
 use crate::context::{Context, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -30,13 +30,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
     // (lock, revived token, newest token) -> slot of the first hit, if it was kept.
     let mut revived: FastMap<(Sym, u64, u64), Option<usize>> = FastMap::default();
-    let mut unreadable = 0usize;
+    let mut unreadable = Undecided::new();
     for (position, row) in ctx.rows.iter().enumerate() {
         if !is_lock_log(row) {
             continue;
         }
         let Some(lock) = row.lock else {
-            unreadable += 1;
+            unreadable.push(position);
             continue;
         };
         match row.f {
@@ -44,7 +44,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 let (Some(token), Some(owner), Some(now_ns), Some(expires_ns)) =
                     (row.token(), row.owner, row.local_ns(), row.expires_ns())
                 else {
-                    unreadable += 1;
+                    unreadable.push(position);
                     continue;
                 };
                 if let Some(&previous) = current.get(&lock)
@@ -82,7 +82,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     continue;
                 }
                 let (Some(old_token), Some(now_ns)) = (row.holder_token(), row.local_ns()) else {
-                    unreadable += 1;
+                    unreadable.push(position);
                     continue;
                 };
                 if old_token < lease.token && lease.is_live_at(now_ns) {
@@ -119,7 +119,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         }
     }
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
-    let inconclusive = (unreadable > 0).then(|| {
+    let inconclusive = unreadable.into_inconclusive(ctx, |unreadable| {
         format!(
             "{} a lock, token, owner or server clock reading",
             count(unreadable, "lock log entry lacks", "lock log entries lack")

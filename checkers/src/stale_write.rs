@@ -10,7 +10,7 @@ use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_store_log, worker_of};
 use crate::explain::{Story, at_store_order, count, faults_between, secs, when};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::{FastMap, FastSet};
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -38,13 +38,13 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
     // A stale write applied twice is one stale write (the repeat is a duplicate effect).
     let mut reported: FastSet<(Sym, Sym)> = FastSet::default();
     let mut hits = Hits::new();
-    let mut unreadable = 0usize;
+    let mut unreadable = Undecided::new();
     for (position, event) in ctx.rows.iter().enumerate() {
         if !is_store_log(event) {
             continue;
         }
         let (Some(key), Some(token)) = (event.key, event.token()) else {
-            unreadable += 1;
+            unreadable.push(position);
             continue;
         };
         match newest.get_mut(&key) {
@@ -74,7 +74,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|hit| explain_applied(ctx, hit))
         .collect();
-    let inconclusive = (unreadable > 0).then(|| {
+    let inconclusive = unreadable.into_inconclusive(ctx, |unreadable| {
         format!(
             "{} a key or token",
             count(
@@ -90,6 +90,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
 /// A write call in flight, with the newest token already acknowledged for its key when it was
 /// sent.
 struct OpenWrite {
+    invoke: usize,
     token: u64,
     newest_acked: Option<(u64, usize)>,
 }
@@ -106,7 +107,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut newest_acked: FastMap<Sym, (u64, usize)> = FastMap::default();
     let mut open: FastMap<Sym, OpenWrite> = FastMap::default();
     let mut hits = Hits::new();
-    let mut maybe_stale = 0usize;
+    let mut maybe_stale = Undecided::new();
     for (position, event) in ctx.rows.iter().enumerate() {
         if event.f != Op::Write {
             continue;
@@ -117,6 +118,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     open.insert(
                         event.process,
                         OpenWrite {
+                            invoke: position,
                             token,
                             newest_acked: newest_acked.get(&key).copied(),
                         },
@@ -145,7 +147,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     .remove(&event.process)
                     .is_some_and(|call| call.is_behind())
                 {
-                    maybe_stale += 1;
+                    maybe_stale.push(position);
                 }
             }
             EventType::Fail => {
@@ -155,13 +157,21 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
         }
     }
     // Calls never completed are as unknown as `info` ones.
-    maybe_stale += open.values().filter(|call| call.is_behind()).count();
+    let mut never_answered: Vec<usize> = open
+        .values()
+        .filter(|call| call.is_behind())
+        .map(|call| call.invoke)
+        .collect();
+    never_answered.sort_unstable();
+    for invoke in never_answered {
+        maybe_stale.push(invoke);
+    }
     let anomalies = hits
         .kept
         .iter()
         .map(|hit| explain_acknowledged(ctx, hit))
         .collect();
-    let inconclusive = (maybe_stale > 0).then(|| {
+    let inconclusive = maybe_stale.into_inconclusive(ctx, |maybe_stale| {
         format!(
             "{} with unknown outcome carried a token below one already acknowledged for the \
              key and may have been applied",
@@ -439,17 +449,16 @@ mod tests {
         let mut b = Builder::new();
         b.write("w2", "k", 2, "new", false);
         b.invoke_write("w1", "k", 1, "old");
-        b.info("w1");
-        b.invoke_write("w3", "k", 1, "never-answered");
+        let info = b.info("w1");
+        let never = b.invoke_write("w3", "k", 1, "never-answered");
         let outcome = run(&b);
         assert_eq!(outcome.report.validity, Validity::Unknown);
+        let why = outcome.report.inconclusive.unwrap();
         assert!(
-            outcome
-                .report
-                .evidence
-                .contains("2 writes with unknown outcome"),
+            why.reason.starts_with("2 writes with unknown outcome"),
             "{}",
-            outcome.report.evidence
+            why.reason
         );
+        assert_eq!(why.events, vec![info, never]);
     }
 }
