@@ -18,8 +18,17 @@
 //!
 //! Server logs (`type: log`) are ground truth and preferred; histories without them (a user's
 //! own recording) fall back to what clients were told, and a checker that cannot work from
-//! replies alone is reported as skipped rather than guessed. `info` replies are never taken as
-//! `ok` or `fail`: when one could hide an anomaly, the checker says `unknown`.
+//! replies alone is reported as skipped rather than guessed.
+//!
+//! An `info` call may or may not have been applied (Jepsen's indeterminate operation) and is
+//! never taken as `ok` or `fail`. Working from replies, a checker judges what clients were
+//! told and what later calls observed; an `info` call acknowledged nothing, so it matters only
+//! through what another event shows it did: a read that returned its write (it was applied), a
+//! grant inside a lease it may have ended. One that no recorded event depends on is consistent
+//! with a correct backend (which refused it, or applied it harmlessly) and leaves the checker
+//! valid. A checker is `unknown` only when it cannot settle what an event means (a read naming
+//! a value two writes sent, an unreadable log entry, a search out of time), and its report
+//! then names those events ([`CheckerReport::inconclusive`]).
 //!
 //! Every checker is a single pass over the events with per-key, per-lock or per-process state,
 //! so checking is O(n log n); the index that explanations need is built once, and only when
@@ -280,19 +289,27 @@ mod tests {
     }
 
     #[test]
-    fn an_inconclusive_checker_makes_the_verdict_unknown() {
+    fn an_inconclusive_checker_makes_the_verdict_unknown_and_names_the_events() {
         let mut b = Builder::new();
-        b.write("w2", "k", 2, "w2-0", false);
-        b.invoke_write("w1", "k", 1, "w1-0");
-        b.info("w1");
+        b.write("w2", "k", 2, "w2-0", true);
+        // A store log entry without a token cannot be ordered against the others.
+        b.log("store", Op::Write, |e| e.key = Some("k".into()));
         let verdict = check(&b.build());
         assert_eq!(verdict.validity, Validity::Unknown);
         assert!(
             verdict.summary_line().starts_with(
-                "unknown: 0 anomalies in 4 events, inconclusive: stale-write-accepted"
+                "unknown: 0 anomalies in 4 events, inconclusive: stale-write-accepted (1 store \
+                 log entry lacks a key or token: event 3)"
             ),
             "{}",
             verdict.summary_line()
+        );
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert!(
+            json.contains(
+                r#""inconclusive":{"reason":"1 store log entry lacks a key or token","events":[3],"count":1}"#
+            ),
+            "{json}"
         );
     }
 
