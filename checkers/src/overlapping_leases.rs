@@ -8,8 +8,9 @@
 //! a grant while the current lease is unreleased and unexpired, and a renew that revives a
 //! replaced lease while the newer one is live.
 //!
-//! Client replies cannot show this (a worker never learns another's expiry), so without the
-//! lock service's log the checker is skipped.
+//! Without the lock service's log, a worker never learns another's expiry, but every holder
+//! knows what the service promised it: [`crate::lease_windows`] judges grants against those
+//! promises from client replies.
 
 use fencer_harness::{Event, Op, Row, Sym};
 
@@ -21,10 +22,10 @@ use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
 
-/// Runs the checker on the lock service's log, or reports it skipped.
+/// Runs the checker on the lock service's log if there is one, else on client replies.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_lock_log {
-        return Outcome::skipped(CLASS, "needs the lock service's log");
+        return crate::lease_windows::check(ctx);
     }
     let mut current: FastMap<Sym, Lease> = FastMap::default();
     let mut hits = Hits::new();
@@ -416,15 +417,13 @@ mod tests {
     }
 
     #[test]
-    fn without_a_lock_log_the_checker_is_skipped() {
+    fn without_a_lock_log_the_checker_judges_client_replies() {
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
         b.acquire("w2", "L", "o2", 2, false);
         let outcome = run(&b);
-        assert_eq!(
-            outcome.report.skipped.as_deref(),
-            Some("needs the lock service's log")
-        );
-        assert_eq!(outcome.report.anomalies, 0);
+        assert_eq!(outcome.report.skipped, None);
+        assert_eq!(outcome.report.evidence, "client replies");
+        assert_eq!(outcome.report.anomalies, 1);
     }
 }
