@@ -178,3 +178,134 @@ fn the_overlap_check_runs_from_client_replies() {
     assert_eq!(overlap.skipped, None);
     assert_eq!(overlap.evidence, "client replies");
 }
+
+/// A store that keeps the first token it accepts per key and refuses every other, naming a
+/// fence it never accepted: every new holder is told it was superseded.
+#[derive(Default)]
+struct RefusingStore(LoglessStore);
+
+#[async_trait]
+impl FencedStore for RefusingStore {
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
+        let first = self.0.read(key).await?.fencing_token;
+        if first != 0 && fencing_token != first {
+            return Ok(Written::Rejected {
+                current_token: fencing_token + 1,
+            });
+        }
+        self.0.write(key, fencing_token, write_id, value).await
+    }
+
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        self.0.read(key).await
+    }
+}
+
+#[test]
+fn a_store_that_refuses_every_new_holder_is_caught() {
+    let report = Harness::new(OneLock::default(), RefusingStore::default())
+        .seeds(0..3)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    for run in &report.runs {
+        let (_, verdict) = run.outcome.as_ref().unwrap();
+        assert_eq!(
+            verdict.validity,
+            Validity::Invalid,
+            "{}",
+            verdict.summary_line()
+        );
+        assert!(
+            verdict.anomaly_counts.contains_key("unfounded-rejection"),
+            "{}",
+            verdict.summary_line()
+        );
+    }
+}
+
+/// A lease service that never lets a lease go: release answers done and changes nothing, and
+/// leases never expire, so after the first grant every acquire is busy.
+#[derive(Default)]
+struct StickyLock(Mutex<BTreeMap<String, (OwnerToken, u64)>>);
+
+#[async_trait]
+impl LockService for StickyLock {
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        _: Duration,
+    ) -> Result<Acquired, CallError> {
+        let mut locks = self.0.lock().unwrap();
+        if locks.contains_key(lock) {
+            return Ok(Acquired::Busy);
+        }
+        locks.insert(lock.to_string(), (owner, 1));
+        Ok(Acquired::Granted { fencing_token: 1 })
+    }
+
+    async fn renew(&self, lock: &str, owner: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+        let locks = self.0.lock().unwrap();
+        Ok(match locks.get(lock) {
+            Some((holder, _)) if *holder == owner => Owned::Done,
+            _ => Owned::NotOwner,
+        })
+    }
+
+    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        self.renew(lock, owner, Duration::ZERO).await
+    }
+}
+
+#[test]
+fn a_lock_that_stays_busy_after_its_release_is_warned_about_and_fails_strict() {
+    let report = Harness::new(StickyLock::default(), LoglessStore::default())
+        .workers(2)
+        .ops(2)
+        .seeds(0..1)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    let (history, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
+    assert_eq!(verdict.warning_counts.get("stuck-lock"), Some(&1));
+    assert!(
+        verdict.summary_line().ends_with("; warnings: 1 stuck-lock"),
+        "{}",
+        verdict.summary_line()
+    );
+    let strict = fencer_checkers::check_with(
+        history,
+        &fencer_checkers::CheckOptions {
+            strict: true,
+            ..fencer_checkers::CheckOptions::default()
+        },
+    );
+    assert_eq!(strict.validity, Validity::Invalid);
+    // The same workers against a lock that lets go are not warned about.
+    let report = Harness::new(OneLock::default(), LoglessStore::default())
+        .workers(2)
+        .ops(2)
+        .seeds(0..1)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    let (_, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    assert!(
+        verdict.warning_counts.is_empty(),
+        "{}",
+        verdict.summary_line()
+    );
+}

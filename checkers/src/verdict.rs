@@ -115,11 +115,26 @@ pub enum AnomalyClass {
     StaleRead,
     /// The reads and writes of the protected value admit no linearization as a register.
     NonlinearizableRegister,
+    /// The store refused a write as stale although it had accepted no higher token for the key.
+    UnfoundedRejection,
+    /// A read returned a write no client sent, one whose every send was refused, one the store
+    /// never applied, or a sent write with another token or value.
+    PhantomRead,
+    /// A lock call's reply contradicts the lock service's log: a grant, renew or release
+    /// answered `ok` that the log never applied (or with another token), answered `fail` that
+    /// it applied, or `busy` while the log shows no live lease.
+    LockReplyMismatch,
+    /// The lock service renewed a lease its own log shows expired or released, with no newer
+    /// lease live (a warning unless strict; with one live it is `overlapping-leases`).
+    ExpiredLeaseRenewed,
+    /// The lock stayed busy for more than two TTLs after its last lease ended, with no grant in
+    /// between: a liveness failure (a warning unless strict).
+    StuckLock,
 }
 
 impl AnomalyClass {
     /// Every class, in the order checkers run and summaries list them.
-    pub const ALL: [AnomalyClass; 11] = [
+    pub const ALL: [AnomalyClass; 16] = [
         AnomalyClass::StaleWriteAccepted,
         AnomalyClass::ForeignRelease,
         AnomalyClass::OverlappingLeases,
@@ -131,6 +146,11 @@ impl AnomalyClass {
         AnomalyClass::ZombieRenewal,
         AnomalyClass::StaleRead,
         AnomalyClass::NonlinearizableRegister,
+        AnomalyClass::UnfoundedRejection,
+        AnomalyClass::PhantomRead,
+        AnomalyClass::LockReplyMismatch,
+        AnomalyClass::ExpiredLeaseRenewed,
+        AnomalyClass::StuckLock,
     ];
 
     /// The kebab-case name (`stale-write-accepted`, ...), identical to the serde form.
@@ -147,6 +167,11 @@ impl AnomalyClass {
             AnomalyClass::ZombieRenewal => "zombie-renewal",
             AnomalyClass::StaleRead => "stale-read",
             AnomalyClass::NonlinearizableRegister => "nonlinearizable-register",
+            AnomalyClass::UnfoundedRejection => "unfounded-rejection",
+            AnomalyClass::PhantomRead => "phantom-read",
+            AnomalyClass::LockReplyMismatch => "lock-reply-mismatch",
+            AnomalyClass::ExpiredLeaseRenewed => "expired-lease-renewed",
+            AnomalyClass::StuckLock => "stuck-lock",
         }
     }
 }
@@ -162,7 +187,8 @@ impl fmt::Display for AnomalyClass {
 #[error(
     "expected an anomaly class (stale-write-accepted, foreign-release, overlapping-leases, \
      token-regression, ack-mismatch, superseded-write-accepted, lost-update, duplicate-effect, \
-     zombie-renewal, stale-read or nonlinearizable-register), found {found:?}"
+     zombie-renewal, stale-read, nonlinearizable-register, unfounded-rejection, phantom-read, \
+     lock-reply-mismatch, expired-lease-renewed or stuck-lock), found {found:?}"
 )]
 pub struct UnknownAnomalyClass {
     /// The name that was given.

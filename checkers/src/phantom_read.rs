@@ -1,0 +1,390 @@
+//! `phantom-read`: did a read return a write that cannot have been in the store?
+//!
+//! A read returns the last applied write's token, id and value. So what it names must be a
+//! write some client sent to that key before the read returned, carrying that token and value;
+//! one whose every send was answered `fail` (definitely not applied) cannot be there; and with
+//! the store's log, it must be a write the store applied (before the read returned, when the
+//! log is timed). A read that names no write id is held to its value instead: some write must
+//! have sent it (the initial value, no value, `""` or `0`, is never a phantom).
+//!
+//! Stale or lost values are other checkers' questions; this one catches a store that invents,
+//! corrupts or resurrects data.
+
+use fencer_harness::{EventType, Op, Sym};
+
+use crate::context::{Context, is_store_log};
+use crate::explain::{at_store_order, when};
+use crate::findings::{Hits, Outcome};
+use crate::index::{FastMap, FastSet, Positions};
+use crate::verdict::{Anomaly, AnomalyClass};
+
+const CLASS: AnomalyClass = AnomalyClass::PhantomRead;
+
+/// The first send of one write id to one key, and whether any send may have applied it.
+struct Sent {
+    invoke: usize,
+    token: Option<u64>,
+    value: Option<Sym>,
+    /// Some send was answered `ok`, `info`, or never answered.
+    maybe_applied: bool,
+}
+
+/// What a phantom read contradicts.
+enum Why {
+    /// No write with that id (or value) was sent to the key before the read returned.
+    NeverSent,
+    /// The write was sent with another token or value (its first send).
+    Altered { sent: usize },
+    /// Every send of the write was refused.
+    Refused { sent: usize },
+    /// The store log never applied it (before the read returned, if the log is timed).
+    NeverApplied { sent: usize },
+}
+
+struct Hit {
+    invoke: usize,
+    reply: usize,
+    why: Why,
+}
+
+/// Writes sent, by (key, write id).
+type SentById = FastMap<(Sym, Sym), Sent>;
+
+/// The first invoke that sent each value to each key, by (key, value).
+type SentByValue = FastMap<(Sym, Sym), usize>;
+
+/// Every write sent, by key and write id, and the values sent to each key.
+fn sends(ctx: &Context<'_>) -> (SentById, SentByValue) {
+    let mut by_id = SentById::default();
+    let mut by_value = SentByValue::default();
+    let mut open: FastMap<Sym, (Sym, Sym)> = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.f != Op::Write || !(row.kind == EventType::Invoke || row.kind.is_completion()) {
+            continue;
+        }
+        let Some(key) = row.key else { continue };
+        if row.kind == EventType::Invoke {
+            if let Some(value) = row.value {
+                by_value.entry((key, value)).or_insert(position);
+            }
+            let Some(write_id) = row.write_id else {
+                continue;
+            };
+            by_id.entry((key, write_id)).or_insert(Sent {
+                invoke: position,
+                token: row.token(),
+                value: row.value,
+                maybe_applied: false,
+            });
+            open.insert(row.process, (key, write_id));
+            continue;
+        }
+        if let Some(write) = open.remove(&row.process)
+            && row.kind != EventType::Fail
+            && let Some(sent) = by_id.get_mut(&write)
+        {
+            sent.maybe_applied = true;
+        }
+    }
+    for write in open.into_values() {
+        if let Some(sent) = by_id.get_mut(&write) {
+            sent.maybe_applied = true;
+        }
+    }
+    (by_id, by_value)
+}
+
+/// Whether a value may be the register's initial one.
+fn is_initial(text: &str) -> bool {
+    text.is_empty() || text == "0"
+}
+
+/// Runs the check on client calls (and the store log, if any).
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let (by_id, by_value) = sends(ctx);
+    let mut applied: FastMap<(Sym, Sym), Positions> = FastMap::default();
+    let mut applied_anywhere: FastSet<(Sym, Sym)> = FastSet::default();
+    if ctx.has_store_log {
+        for (position, row) in ctx.rows.iter().enumerate() {
+            if let (true, Some(key), Some(write_id)) = (is_store_log(row), row.key, row.write_id) {
+                Positions::record(&mut applied, (key, write_id), position);
+                applied_anywhere.insert((key, write_id));
+            }
+        }
+    }
+    let mut open: FastMap<Sym, usize> = FastMap::default();
+    let mut hits = Hits::new();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if row.f != Op::Read {
+            continue;
+        }
+        match row.kind {
+            EventType::Invoke => {
+                open.insert(row.process, position);
+                continue;
+            }
+            EventType::Ok => {}
+            _ => {
+                open.remove(&row.process);
+                continue;
+            }
+        }
+        let Some(invoke) = open.remove(&row.process) else {
+            continue;
+        };
+        let Some(key) = row.key else { continue };
+        let why = match row.write_id {
+            Some(write_id) => match by_id.get(&(key, write_id)) {
+                Some(sent) if sent.invoke < position => {
+                    let altered = row.token().is_some_and(|token| Some(token) != sent.token)
+                        || row.value.is_some_and(|value| Some(value) != sent.value);
+                    let applied = if ctx.store_log_timed {
+                        applied
+                            .get(&(key, write_id))
+                            .and_then(|applied| applied.last_before(position))
+                            .is_some()
+                    } else {
+                        applied_anywhere.contains(&(key, write_id))
+                    };
+                    if altered {
+                        Some(Why::Altered { sent: sent.invoke })
+                    } else if !sent.maybe_applied {
+                        Some(Why::Refused { sent: sent.invoke })
+                    } else if ctx.has_store_log && !applied {
+                        Some(Why::NeverApplied { sent: sent.invoke })
+                    } else {
+                        None
+                    }
+                }
+                _ => Some(Why::NeverSent),
+            },
+            None => row
+                .value
+                .filter(|&value| !is_initial(ctx.text(value)))
+                .filter(|&value| {
+                    by_value
+                        .get(&(key, value))
+                        .is_none_or(|&sent| sent > position)
+                })
+                .map(|_| Why::NeverSent),
+        };
+        if let Some(why) = why {
+            hits.push(Hit {
+                invoke,
+                reply: position,
+                why,
+            });
+        }
+    }
+    let evidence = if ctx.has_store_log {
+        "client calls + store log"
+    } else {
+        "client calls"
+    };
+    let anomalies = hits
+        .kept
+        .iter()
+        .map(|hit| explain(ctx, &applied, hit))
+        .collect();
+    Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
+}
+
+fn explain(ctx: &Context<'_>, applied: &FastMap<(Sym, Sym), Positions>, hit: &Hit) -> Anomaly {
+    let invoke = ctx.at(hit.invoke);
+    let reply = ctx.at(hit.reply);
+    let key = reply.key.as_deref().unwrap_or("(no key)");
+    let mut cited = vec![hit.invoke, hit.reply];
+    let seen = match (reply.write_id.as_deref(), reply.value.as_deref()) {
+        (Some(id), _) => format!(
+            "write {id} (token {}, value {})",
+            reply
+                .token
+                .map_or("(none)".to_string(), |token| token.to_string()),
+            reply.value.as_deref().unwrap_or("(none)")
+        ),
+        (None, value) => format!("value {}", value.unwrap_or("(none)")),
+    };
+    let sent_phrase = |sent: usize| {
+        let call = ctx.at(sent);
+        format!(
+            "{} sent write {} with token {} and value {} {}",
+            call.process,
+            call.write_id.as_deref().unwrap_or("(no id)"),
+            call.token
+                .map_or("(none)".to_string(), |token| token.to_string()),
+            call.value.as_deref().unwrap_or("(none)"),
+            when(&call, "its")
+        )
+    };
+    let why = match hit.why {
+        Why::NeverSent => format!("no client had sent that to key {key} before the read returned"),
+        Why::Altered { sent } => {
+            cited.push(sent);
+            format!(
+                "{}: the read does not return what was written",
+                sent_phrase(sent)
+            )
+        }
+        Why::Refused { sent } => {
+            cited.push(sent);
+            format!(
+                "{}, and every send of it was answered fail (definitely not applied)",
+                sent_phrase(sent)
+            )
+        }
+        Why::NeverApplied { sent } => {
+            cited.push(sent);
+            let row = &ctx.rows[hit.reply];
+            let later = row
+                .key
+                .zip(row.write_id)
+                .and_then(|write| applied.get(&write))
+                .and_then(|applied| applied.first_from(hit.reply));
+            match later {
+                Some(applied) => {
+                    cited.push(applied);
+                    format!(
+                        "{}, but the store applied it only {}, after the read had returned",
+                        sent_phrase(sent),
+                        at_store_order(&ctx.at(applied))
+                    )
+                }
+                None => format!(
+                    "{}, but the store's log never applied it",
+                    sent_phrase(sent)
+                ),
+            }
+        }
+    };
+    Anomaly {
+        class: CLASS,
+        severity: crate::verdict::Severity::Failure,
+        events: ctx.indexes(cited),
+        explanation: format!(
+            "{} read key {key} {} and got {seen} (reply {}); but {why}. A read must return a \
+             write the store applied, as it was written; this store returned data that cannot \
+             have been there.",
+            invoke.process,
+            when(&invoke, "its"),
+            when(&reply, "its"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::{Event, PackedHistory};
+
+    use super::*;
+    use crate::testkit::Builder;
+    use crate::verdict::Validity;
+
+    fn run(builder: &Builder) -> Outcome {
+        check(&Context::new(&PackedHistory::pack(&builder.build())))
+    }
+
+    fn read(b: &mut Builder, fill: impl FnOnce(&mut Event)) -> u64 {
+        b.invoke("r", Op::Read, |e| e.key = Some("k".into()));
+        b.complete("r", EventType::Ok, fill)
+    }
+
+    fn saw(write_id: &str, token: u64) -> impl FnOnce(&mut Event) {
+        let write_id = write_id.to_string();
+        move |e| {
+            e.token = Some(token);
+            e.value = Some(format!("v-{write_id}"));
+            e.write_id = Some(write_id);
+        }
+    }
+
+    #[test]
+    fn reads_of_written_values_and_of_the_initial_one_are_real_both_ways() {
+        for logged in [true, false] {
+            let mut b = Builder::new();
+            read(&mut b, |e| e.token = Some(0));
+            read(&mut b, |e| e.value = Some("0".into()));
+            b.write("w1", "k", 1, "a", logged);
+            read(&mut b, saw("a", 1));
+            // A write whose reply was lost may have been applied.
+            b.invoke_write("w2", "k", 2, "b");
+            if logged {
+                b.applied("k", 2, "b");
+            }
+            b.info("w2");
+            read(&mut b, saw("b", 2));
+            // A store that returns values only, which some write sent.
+            read(&mut b, |e| e.value = Some("v-b".into()));
+            let outcome = run(&b);
+            assert_eq!(outcome.report.validity, Validity::Valid, "logged {logged}");
+        }
+    }
+
+    #[test]
+    fn a_read_of_a_write_nobody_sent_or_sent_otherwise_is_a_phantom() {
+        let mut b = Builder::new();
+        let sent = b.invoke_write("w1", "k", 1, "a");
+        b.ok("w1");
+        let invented = read(&mut b, saw("z", 1));
+        let altered = read(&mut b, saw("a", 7));
+        read(&mut b, |e| e.value = Some("v-nobody".into()));
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 3);
+        assert!(outcome.anomalies[0].events.contains(&invented));
+        let text = &outcome.anomalies[0].explanation;
+        assert!(text.contains("got write z (token 1, value v-z)"), "{text}");
+        assert!(
+            text.contains("no client had sent that to key k before the read returned"),
+            "{text}"
+        );
+        assert!(outcome.anomalies[1].events.contains(&altered));
+        assert!(outcome.anomalies[1].events.contains(&sent));
+        assert!(
+            outcome.anomalies[1]
+                .explanation
+                .contains("w1 sent write a with token 1 and value v-a"),
+            "{}",
+            outcome.anomalies[1].explanation
+        );
+        assert!(
+            outcome.anomalies[2]
+                .explanation
+                .contains("got value v-nobody"),
+            "{}",
+            outcome.anomalies[2].explanation
+        );
+    }
+
+    #[test]
+    fn a_read_of_a_refused_or_unapplied_write_is_a_phantom() {
+        let mut b = Builder::new();
+        b.write("w0", "k", 5, "top", false);
+        b.rejected_write("w1", "k", 1, "old", 5);
+        read(&mut b, saw("old", 1));
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("every send of it was answered fail"),
+            "{}",
+            outcome.anomalies[0].explanation
+        );
+        // With the store log: sent, answered unknown, never applied before the read.
+        let mut b = Builder::new();
+        b.invoke_write("w1", "k", 1, "a");
+        b.info("w1");
+        read(&mut b, saw("a", 1));
+        b.applied("k", 1, "a");
+        // A later call answered after a log entry: the log was recorded as writes applied.
+        b.write("w2", "k", 2, "b", true);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("the store applied it only at"),
+            "{}",
+            outcome.anomalies[0].explanation
+        );
+    }
+}
