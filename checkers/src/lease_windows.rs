@@ -440,16 +440,6 @@ mod tests {
         check(&Context::new(&PackedHistory::pack(&history)))
     }
 
-    fn renew(b: &mut Builder, process: &str, owner: &str, kind: EventType) -> u64 {
-        let invoke = b.invoke_lock_call(process, Op::Renew, "L", owner);
-        match kind {
-            EventType::Ok => b.ok(process),
-            EventType::Fail => b.fail(process, "not-owner"),
-            _ => b.info(process),
-        };
-        invoke
-    }
-
     /// w1 is granted token 1 at 0 s (TTL 10 s), renews at `renew_at` (if any) with `renewed`
     /// as the answer, and w2 is granted token 2 at `granted_at`.
     fn two_grants(renew_at: Option<(f64, EventType)>, granted_at: f64) -> Builder {
@@ -457,7 +447,7 @@ mod tests {
         b.acquire("w1", "L", "o1", 1, false);
         if let Some((at, kind)) = renew_at {
             b.at(at);
-            renew(&mut b, "w1:renew", "o1", kind);
+            b.lock_call("w1:renew", Op::Renew, "L", "o1", kind);
         }
         b.at(granted_at);
         b.acquire("w2", "L", "o2", 2, false);
@@ -532,7 +522,7 @@ mod tests {
         b.acquire("w1", "L", "o1", 1, false);
         b.at(3.0);
         b.invoke_lock_call("w1", Op::Release, "L", "o1");
-        renew(&mut b, "w1:renew", "o1", EventType::Ok);
+        b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
         b.at(4.0);
         b.acquire("w2", "L", "o2", 2, false);
         assert_eq!(run(&b).report.validity, Validity::Valid);
@@ -616,7 +606,7 @@ mod tests {
         b.at(10.5);
         b.acquire("w2", "L", "o2", 2, false);
         b.at(11.0);
-        renew(&mut b, "w1:renew", "o1", EventType::Ok);
+        b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
         b.at(12.0);
         b.invoke_lock_call("w2", Op::Release, "L", "o2");
         b.ok("w2");

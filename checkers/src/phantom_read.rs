@@ -283,11 +283,6 @@ mod tests {
         check(&Context::new(&PackedHistory::pack(&builder.build())))
     }
 
-    fn read(b: &mut Builder, fill: impl FnOnce(&mut Event)) -> u64 {
-        b.invoke("r", Op::Read, |e| e.key = Some("k".into()));
-        b.complete("r", EventType::Ok, fill)
-    }
-
     fn saw(write_id: &str, token: u64) -> impl FnOnce(&mut Event) {
         let write_id = write_id.to_string();
         move |e| {
@@ -301,19 +296,19 @@ mod tests {
     fn reads_of_written_values_and_of_the_initial_one_are_real_both_ways() {
         for logged in [true, false] {
             let mut b = Builder::new();
-            read(&mut b, |e| e.token = Some(0));
-            read(&mut b, |e| e.value = Some("0".into()));
+            b.read("r", "k", |e| e.token = Some(0));
+            b.read("r", "k", |e| e.value = Some("0".into()));
             b.write("w1", "k", 1, "a", logged);
-            read(&mut b, saw("a", 1));
+            b.read("r", "k", saw("a", 1));
             // A write whose reply was lost may have been applied.
             b.invoke_write("w2", "k", 2, "b");
             if logged {
                 b.applied("k", 2, "b");
             }
             b.info("w2");
-            read(&mut b, saw("b", 2));
+            b.read("r", "k", saw("b", 2));
             // A store that returns values only, which some write sent.
-            read(&mut b, |e| e.value = Some("v-b".into()));
+            b.read("r", "k", |e| e.value = Some("v-b".into()));
             let outcome = run(&b);
             assert_eq!(outcome.report.validity, Validity::Valid, "logged {logged}");
         }
@@ -324,9 +319,9 @@ mod tests {
         let mut b = Builder::new();
         let sent = b.invoke_write("w1", "k", 1, "a");
         b.ok("w1");
-        let invented = read(&mut b, saw("z", 1));
-        let altered = read(&mut b, saw("a", 7));
-        read(&mut b, |e| e.value = Some("v-nobody".into()));
+        let invented = b.read("r", "k", saw("z", 1));
+        let altered = b.read("r", "k", saw("a", 7));
+        b.read("r", "k", |e| e.value = Some("v-nobody".into()));
         let outcome = run(&b);
         assert_eq!(outcome.report.anomalies, 3);
         assert!(outcome.anomalies[0].events.contains(&invented));
@@ -359,7 +354,7 @@ mod tests {
         let mut b = Builder::new();
         b.write("w0", "k", 5, "top", false);
         b.rejected_write("w1", "k", 1, "old", 5);
-        read(&mut b, saw("old", 1));
+        b.read("r", "k", saw("old", 1));
         let outcome = run(&b);
         assert_eq!(outcome.report.anomalies, 1);
         assert!(
@@ -373,7 +368,7 @@ mod tests {
         let mut b = Builder::new();
         b.invoke_write("w1", "k", 1, "a");
         b.info("w1");
-        read(&mut b, saw("a", 1));
+        b.read("r", "k", saw("a", 1));
         b.applied("k", 1, "a");
         // A later call answered after a log entry: the log was recorded as writes applied.
         b.write("w2", "k", 2, "b", true);

@@ -549,8 +549,7 @@ mod tests {
     }
 
     fn read(b: &mut Builder, process: &str, write_id: Option<&str>, value: &str) -> u64 {
-        b.invoke(process, Op::Read, |e| e.key = Some("k".into()));
-        b.complete(process, EventType::Ok, |e| {
+        b.read(process, "k", |e| {
             e.write_id = write_id.map(str::to_string);
             e.value = Some(value.into());
         })

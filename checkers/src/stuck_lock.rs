@@ -333,12 +333,6 @@ mod tests {
         check(&Context::new(&PackedHistory::pack(&builder.build())))
     }
 
-    fn busy(b: &mut Builder, process: &str, owner: &str) -> u64 {
-        let invoke = b.invoke_acquire(process, "L", owner);
-        b.fail(process, "busy");
-        invoke
-    }
-
     /// w1 is granted L (TTL 10 s) and releases it at 1 s (`released`) or lets it lapse; w2
     /// asks every 5 s from 2 s to 42 s and is refused every time.
     fn refused_after(released: bool) -> (Builder, u64) {
@@ -352,7 +346,7 @@ mod tests {
         let mut first_stuck = 0;
         for n in 0..9 {
             b.at(2.0 + 5.0 * f64::from(n));
-            let invoke = busy(&mut b, "w2", &format!("o2-{n}"));
+            let invoke = b.busy("w2", "L", &format!("o2-{n}"));
             // Free from 1.001 s (release) or 10.001 s (lapse); stuck from 20 s more.
             let stuck_from = if released { 21.001 } else { 30.001 };
             if first_stuck == 0 && 2.0 + 5.0 * f64::from(n) >= stuck_from {
@@ -400,14 +394,14 @@ mod tests {
             } else {
                 b.info("w1:renew")
             };
-            busy(&mut b, "w2", &format!("o2-{n}"));
+            b.busy("w2", "L", &format!("o2-{n}"));
         }
         assert_eq!(run(&b).report.validity, Validity::Valid);
         // Busy only within two TTLs of the end, then granted.
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
         b.at(25.0);
-        busy(&mut b, "w2", "o2");
+        b.busy("w2", "L", "o2");
         b.acquire("w2", "L", "o3", 2, false);
         assert_eq!(run(&b).report.validity, Validity::Valid);
     }
@@ -421,15 +415,15 @@ mod tests {
         b.info("w3");
         // Free by 10.001 s, but w3 may hold it until 15.001 + 10 s.
         b.at(34.0);
-        busy(&mut b, "w2", "o2");
+        b.busy("w2", "L", "o2");
         assert_eq!(run(&b).report.validity, Validity::Valid);
         b.at(36.0);
         b.invoke_acquire("w4", "L", "o4");
-        busy(&mut b, "w2", "o5");
+        b.busy("w2", "L", "o5");
         b.info("w4");
         assert_eq!(run(&b).report.validity, Validity::Valid);
         b.at(70.0);
-        busy(&mut b, "w2", "o6");
+        b.busy("w2", "L", "o6");
         let outcome = run(&b);
         assert_eq!(outcome.report.anomalies, 1);
         assert!(
@@ -450,7 +444,7 @@ mod tests {
             e.jump_ns = Some(-20_000_000_000)
         });
         b.at(35.0);
-        busy(&mut b, "w2", "o2");
+        b.busy("w2", "L", "o2");
         assert_eq!(run(&b).report.validity, Validity::Valid);
         let mut b = Builder::new();
         b.nemesis(Op::ClockDrift, LOCK_SERVER, |e| {
@@ -458,7 +452,7 @@ mod tests {
         });
         b.acquire("w1", "L", "o1", 1, false);
         b.at(35.0);
-        busy(&mut b, "w2", "o2");
+        b.busy("w2", "L", "o2");
         assert_eq!(run(&b).report.validity, Validity::Valid);
     }
 
@@ -467,7 +461,7 @@ mod tests {
         let mut b = Builder::new();
         for n in 0..4 {
             b.at(10.0 * f64::from(n));
-            busy(&mut b, "w2", &format!("o{n}"));
+            b.busy("w2", "L", &format!("o{n}"));
         }
         let granted = b.acquire("w3", "L", "o9", 1, false);
         let outcome = run(&b);
