@@ -19,7 +19,7 @@
 //! | `phantom-read` | did a read return a write nobody sent, one whose every send was refused, one the store never applied, or a sent write altered? | anomaly | client calls (+ store log) |
 //! | `lock-reply-mismatch` | did a lock reply contradict the lock log: `ok` unapplied or with another token, `fail` applied, `busy` with no live lease? | anomaly | lock log + client replies |
 //! | `expired-lease-renewed` | did the service renew a lease its log shows ended, while no newer one was live? | warning | lock log only |
-//! | `stuck-lock` | did acquires stay busy for over two TTLs after the last lease ended, with no grant? | warning | client replies |
+//! | `stuck-lock` | did acquires stay busy for over a TTL plus a margin (one more TTL, at least 2 s) after the last lease surely ended, with no grant? | warning | client replies |
 //!
 //! Anomalies fail the verdict. Warnings are reported (`warning_counts`, the summary line) and
 //! fail it only under `strict`: fencing's documented limit, a contract breach that harmed

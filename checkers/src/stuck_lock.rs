@@ -2,8 +2,10 @@
 //!
 //! Safety checkers are satisfied by a lock service that never grants again; workers then wait
 //! forever and every verdict stays valid. This is the bounded liveness check: once the holder's
-//! lease has surely ended, acquires answered `busy` for longer than a TTL plus a margin of one
-//! more TTL, with no grant in between, are reported (a warning unless strict).
+//! lease has surely ended, acquires answered `busy` for longer than a TTL plus a margin, with
+//! no grant in between, are reported (a warning unless strict). The margin is one more TTL,
+//! and at least [`MIN_MARGIN_NS`]: services that round a lease up (etcd to whole seconds, and
+//! to at least 2 s by default) hold it that much longer than asked, which is safe.
 //!
 //! Judged from client replies (the lock log is not needed), on the true clock, with upper
 //! bounds on when a lease can still be live:
@@ -32,6 +34,14 @@ use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::StuckLock;
 
+/// The least margin past a TTL before busy answers count as stuck.
+pub(crate) const MIN_MARGIN_NS: u64 = 2_000_000_000;
+
+/// How long after a lease with `ttl_ns` surely ended the lock may still answer busy.
+fn patience_ns(ttl_ns: u64) -> u64 {
+    ttl_ns.saturating_add(ttl_ns.max(MIN_MARGIN_NS))
+}
+
 /// The newest acknowledged lease on a lock, and the latest it can still be live.
 #[derive(Clone, Copy)]
 struct Holder {
@@ -55,6 +65,8 @@ struct Stuck {
     holder: Option<Holder>,
     /// True time from which no lease could be live.
     free_ns: u64,
+    /// The TTL the first busy acquire asked for.
+    ttl_ns: u64,
     first_invoke: usize,
     first_reply: usize,
     last_reply: usize,
@@ -181,7 +193,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                             .max(state.hidden_until_ns);
                         let sent_ns = ctx.rows[invoke].time_ns;
                         let lease_ns = state.holder.map_or(ttl_ns, |holder| holder.ttl_ns);
-                        if sent_ns < free_ns.saturating_add(lease_ns.saturating_mul(2)) {
+                        if sent_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
                             continue;
                         }
                         match state.stuck.as_mut() {
@@ -193,6 +205,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                                 state.stuck = Some(Stuck {
                                     holder: state.holder,
                                     free_ns,
+                                    ttl_ns,
                                     first_invoke: invoke,
                                     first_reply: position,
                                     last_reply: position,
@@ -310,13 +323,16 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
         explanation: format!(
             "On lock {lock} {ended}{hidden}. Yet {} from {} sent {} on were all answered busy, \
              the last {}, {until}, with no grant in between: the lock stayed busy for more than \
-             two TTLs after it was free. Judged from client replies: a lock service must grant a \
+             {} (its TTL plus a margin) after it was free. Judged from client replies: a lock service must grant a \
              lock nobody holds; one that keeps answering busy stops every worker (a liveness \
              failure, a warning unless strict).",
             count(stuck.answers, "acquire", "acquires"),
             first.process,
             when(&first, "its"),
             when(&last, "its"),
+            secs(patience_ns(
+                stuck.holder.map_or(stuck.ttl_ns, |holder| holder.ttl_ns)
+            )),
         ),
     }
 }
@@ -382,6 +398,31 @@ mod tests {
     }
 
     #[test]
+    fn the_margin_is_one_more_ttl_and_at_least_two_seconds() {
+        assert_eq!(patience_ns(10_000_000_000), 20_000_000_000);
+        assert_eq!(patience_ns(300_000_000), 2_300_000_000);
+        // A 300 ms lease its service held for 2 s is not stuck; one held for 3 s is.
+        let acquire = |b: &mut Builder, process: &str, owner: &str| {
+            b.invoke(process, Op::Acquire, |e| {
+                e.lock = Some("L".into());
+                e.owner = Some(owner.into());
+                e.ttl_ns = Some(300_000_000);
+            })
+        };
+        let after = |busy_at: f64| {
+            let mut b = Builder::new();
+            acquire(&mut b, "w1", "o1");
+            b.ok_acquire("w1", 1);
+            b.at(busy_at);
+            acquire(&mut b, "w2", "o2");
+            b.fail("w2", "busy");
+            run(&b).report.anomalies
+        };
+        assert_eq!(after(2.0), 0);
+        assert_eq!(after(3.0), 1);
+    }
+
+    #[test]
     fn a_lock_held_by_renewals_or_granted_again_is_not_stuck() {
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
@@ -397,7 +438,7 @@ mod tests {
             b.busy("w2", "L", &format!("o2-{n}"));
         }
         assert_eq!(run(&b).report.validity, Validity::Valid);
-        // Busy only within two TTLs of the end, then granted.
+        // Busy only within the TTL plus its margin of the end, then granted.
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
         b.at(25.0);

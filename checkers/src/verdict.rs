@@ -127,8 +127,8 @@ pub enum AnomalyClass {
     /// The lock service renewed a lease its own log shows expired or released, with no newer
     /// lease live (a warning unless strict; with one live it is `overlapping-leases`).
     ExpiredLeaseRenewed,
-    /// The lock stayed busy for more than two TTLs after its last lease ended, with no grant in
-    /// between: a liveness failure (a warning unless strict).
+    /// The lock stayed busy for over a TTL plus a margin after its last lease ended, with no
+    /// grant in between: a liveness failure (a warning unless strict).
     StuckLock,
 }
 
