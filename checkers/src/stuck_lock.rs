@@ -8,20 +8,22 @@
 //! to at least 2 s by default) hold it that much longer than asked, which is safe.
 //!
 //! Judged from client replies (the lock log is not needed), on the true clock, with upper
-//! bounds on when a lease can still be live:
+//! bounds on when each lease acknowledged on the lock can still be live (every one, whatever
+//! its token: a service whose tokens regress still hands out real leases):
 //! - a release answered `ok` ends the lease by its reply;
 //! - otherwise the lease lapses by the reply to its grant or last renew plus the TTL (a renew
 //!   applies no later than its reply); a renew with unknown outcome counts as applied by its
 //!   completion (the margin covers a request still on the wire a little longer), and while a
-//!   renew of the holder is in flight nothing is judged;
+//!   renew of a lease is in flight nothing is judged;
 //! - an acquire with unknown outcome may have been granted: that hidden lease may hold the lock
 //!   until its completion plus the TTL; while another acquire is in flight nothing is judged;
 //! - the lock server's clock may run slow: a backward step of it (recorded against `lock`)
 //!   lengthens every lease it can revive by the step, and the slowest recorded drift stretches
 //!   every TTL.
 //!
-//! A renew or release by a superseded owner is not trusted to have been refused: if the service
-//! let it keep the lock busy, that is the bug this check reports.
+//! The lock is free once every bound has passed. A lease is forgotten once it is surely over
+//! and a later grant came, so a superseded owner's renew answered later is not believed to
+//! have kept the lock busy: if the service let it, that is the bug this check reports.
 
 use fencer_harness::{EventType, Op, Sym};
 
@@ -42,9 +44,9 @@ fn patience_ns(ttl_ns: u64) -> u64 {
     ttl_ns.saturating_add(ttl_ns.max(MIN_MARGIN_NS))
 }
 
-/// The newest acknowledged lease on a lock, and the latest it can still be live.
+/// One acknowledged lease on a lock, and the latest it can still be live.
 #[derive(Clone, Copy)]
-struct Holder {
+struct Lease {
     owner: Sym,
     token: u64,
     /// The grant's `ok`.
@@ -62,7 +64,8 @@ struct Holder {
 /// A stretch of busy answers past the point the lock was surely free.
 #[derive(Clone, Copy)]
 struct Stuck {
-    holder: Option<Holder>,
+    /// The lease that ended last before the stretch, if any was granted.
+    last: Option<Lease>,
     /// True time from which no lease could be live.
     free_ns: u64,
     /// The TTL the first busy acquire asked for.
@@ -77,12 +80,27 @@ struct Stuck {
 
 #[derive(Default)]
 struct LockState {
-    holder: Option<Holder>,
+    /// Leases acknowledged and not yet surely over before a later grant.
+    leases: Vec<Lease>,
     /// True time until which an acquire with unknown outcome may hold the lock.
     hidden_until_ns: u64,
     /// Acquires in flight.
     acquiring: u32,
     stuck: Option<Stuck>,
+}
+
+impl LockState {
+    fn lease_of(&mut self, owner: Sym) -> Option<&mut Lease> {
+        self.leases.iter_mut().find(|lease| lease.owner == owner)
+    }
+
+    /// The lease that can stay live longest.
+    fn last_to_end(&self) -> Option<Lease> {
+        self.leases
+            .iter()
+            .copied()
+            .max_by_key(|lease| lease.ends_by_ns)
+    }
 }
 
 /// The slowest a TTL can run on the lock server's clock, in true time.
@@ -108,8 +126,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 Op::ClockJump if row.jump_ns().is_some_and(|jump| jump < 0) => {
                     let back_ns = row.jump_ns().unwrap_or_default().unsigned_abs();
                     for state in locks.values_mut() {
-                        if let Some(holder) = state.holder.as_mut().filter(|h| !h.released) {
-                            holder.ends_by_ns = holder.ends_by_ns.saturating_add(back_ns);
+                        for lease in state.leases.iter_mut().filter(|lease| !lease.released) {
+                            lease.ends_by_ns = lease.ends_by_ns.saturating_add(back_ns);
                         }
                         state.hidden_until_ns = state.hidden_until_ns.saturating_add(back_ns);
                     }
@@ -129,14 +147,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             continue;
         };
         let state = locks.entry(lock).or_default();
-        let holds = |state: &LockState| state.holder.is_some_and(|h| h.owner == owner);
         if row.kind == EventType::Invoke {
             open.insert(row.process, position);
             match row.f {
                 Op::Acquire => state.acquiring += 1,
-                Op::Renew if holds(state) => {
-                    if let Some(holder) = state.holder.as_mut() {
-                        holder.renewing += 1;
+                Op::Renew => {
+                    if let Some(lease) = state.lease_of(owner) {
+                        lease.renewing += 1;
                     }
                 }
                 _ => {}
@@ -147,96 +164,95 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             continue;
         };
         let ttl_ns = stretched(
-            ctx.rows[invoke]
-                .ttl_ns()
-                .or(state.holder.map(|holder| holder.ttl_ns))
-                .unwrap_or_default(),
+            ctx.rows[invoke].ttl_ns().unwrap_or_default(),
             slowest_drift_ppm,
         );
         let now_ns = row.time_ns;
         match (row.f, row.kind) {
-            (Op::Acquire, kind) => {
+            (Op::Acquire, EventType::Ok) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                match kind {
-                    EventType::Ok => {
-                        let Some(token) = row.token() else { continue };
-                        if state.holder.is_some_and(|holder| holder.token >= token) {
-                            continue;
-                        }
-                        if let Some(mut stuck) = state.stuck.take() {
-                            stuck.granted = Some(position);
-                            hits.push(stuck);
-                        }
-                        state.holder = Some(Holder {
-                            owner,
-                            token,
-                            ok: position,
+                let Some(token) = row.token() else { continue };
+                if let Some(mut stuck) = state.stuck.take() {
+                    stuck.granted = Some(position);
+                    hits.push(stuck);
+                }
+                // Leases surely over by now can no longer hold the lock.
+                state
+                    .leases
+                    .retain(|lease| lease.ends_by_ns > now_ns && !lease.released);
+                state.leases.push(Lease {
+                    owner,
+                    token,
+                    ok: position,
+                    ttl_ns,
+                    ends_by_ns: now_ns.saturating_add(ttl_ns),
+                    ended_by: position,
+                    released: false,
+                    renewing: 0,
+                });
+            }
+            (Op::Acquire, EventType::Info) => {
+                state.acquiring = state.acquiring.saturating_sub(1);
+                state.hidden_until_ns = state.hidden_until_ns.max(now_ns.saturating_add(ttl_ns));
+            }
+            (Op::Acquire, EventType::Fail) => {
+                state.acquiring = state.acquiring.saturating_sub(1);
+                if row.error.is_none_or(|error| ctx.text(error) != "busy") {
+                    continue;
+                }
+                let renewing = state
+                    .leases
+                    .iter()
+                    .any(|lease| !lease.released && lease.renewing > 0);
+                if state.acquiring > 0 || renewing {
+                    continue;
+                }
+                let last = state.last_to_end();
+                let free_ns = last
+                    .map_or(start_ns, |lease| lease.ends_by_ns)
+                    .max(state.hidden_until_ns);
+                let lease_ns = last.map_or(ttl_ns, |lease| lease.ttl_ns);
+                if ctx.rows[invoke].time_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
+                    continue;
+                }
+                match state.stuck.as_mut() {
+                    Some(stuck) => {
+                        stuck.last_reply = position;
+                        stuck.answers += 1;
+                    }
+                    None => {
+                        state.stuck = Some(Stuck {
+                            last,
+                            free_ns,
                             ttl_ns,
-                            ends_by_ns: now_ns.saturating_add(ttl_ns),
-                            ended_by: position,
-                            released: false,
-                            renewing: 0,
+                            first_invoke: invoke,
+                            first_reply: position,
+                            last_reply: position,
+                            answers: 1,
+                            granted: None,
                         });
                     }
-                    EventType::Info => {
-                        state.hidden_until_ns =
-                            state.hidden_until_ns.max(now_ns.saturating_add(ttl_ns));
-                    }
-                    _ if row.error.is_some_and(|error| ctx.text(error) == "busy") => {
-                        let renewing = state.holder.is_some_and(|h| !h.released && h.renewing > 0);
-                        if state.acquiring > 0 || renewing {
-                            continue;
-                        }
-                        let free_ns = state
-                            .holder
-                            .map_or(start_ns, |holder| holder.ends_by_ns)
-                            .max(state.hidden_until_ns);
-                        let sent_ns = ctx.rows[invoke].time_ns;
-                        let lease_ns = state.holder.map_or(ttl_ns, |holder| holder.ttl_ns);
-                        if sent_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
-                            continue;
-                        }
-                        match state.stuck.as_mut() {
-                            Some(stuck) => {
-                                stuck.last_reply = position;
-                                stuck.answers += 1;
-                            }
-                            None => {
-                                state.stuck = Some(Stuck {
-                                    holder: state.holder,
-                                    free_ns,
-                                    ttl_ns,
-                                    first_invoke: invoke,
-                                    first_reply: position,
-                                    last_reply: position,
-                                    answers: 1,
-                                    granted: None,
-                                });
-                            }
-                        }
-                    }
-                    _ => {}
                 }
             }
-            (Op::Renew, kind) if holds(state) => {
-                let Some(holder) = state.holder.as_mut() else {
+            (Op::Renew, kind) => {
+                let Some(lease) = state.lease_of(owner) else {
                     continue;
                 };
-                holder.renewing = holder.renewing.saturating_sub(1);
-                if holder.released || kind == EventType::Fail {
+                lease.renewing = lease.renewing.saturating_sub(1);
+                if lease.released || kind == EventType::Fail {
                     continue;
                 }
                 let ends_by_ns = now_ns.saturating_add(ttl_ns);
-                if ends_by_ns > holder.ends_by_ns {
-                    holder.ends_by_ns = ends_by_ns;
-                    holder.ended_by = position;
+                if ends_by_ns > lease.ends_by_ns {
+                    lease.ends_by_ns = ends_by_ns;
+                    lease.ended_by = position;
                 }
             }
-            (Op::Release, EventType::Ok) if holds(state) => {
-                if let Some(holder) = state.holder.as_mut() {
-                    holder.released = true;
-                    holder.ends_by_ns = holder.ends_by_ns.min(now_ns);
-                    holder.ended_by = position;
+            (Op::Release, EventType::Ok) => {
+                if let Some(lease) = state.lease_of(owner) {
+                    lease.released = true;
+                    lease.ends_by_ns = lease.ends_by_ns.min(now_ns);
+                    lease.ended_by = position;
                 }
             }
             _ => {}
@@ -261,7 +277,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
     let last = ctx.at(stuck.last_reply);
     let lock = first.lock.as_deref().unwrap_or("?");
     let mut cited = vec![stuck.first_invoke, stuck.first_reply, stuck.last_reply];
-    let ended = match stuck.holder {
+    let ended = match stuck.last {
         Some(holder) => {
             cited.extend([holder.ok, holder.ended_by]);
             let granted = ctx.at(holder.ok);
@@ -294,7 +310,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
         None => "nobody had been granted it".to_string(),
     };
     let hidden = if stuck
-        .holder
+        .last
         .is_none_or(|holder| stuck.free_ns > holder.ends_by_ns)
     {
         format!(
@@ -331,7 +347,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
             when(&first, "its"),
             when(&last, "its"),
             secs(patience_ns(
-                stuck.holder.map_or(stuck.ttl_ns, |holder| holder.ttl_ns)
+                stuck.last.map_or(stuck.ttl_ns, |holder| holder.ttl_ns)
             )),
         ),
     }
@@ -420,6 +436,21 @@ mod tests {
         };
         assert_eq!(after(2.0), 0);
         assert_eq!(after(3.0), 1);
+    }
+
+    #[test]
+    fn a_grant_with_a_regressed_token_still_holds_the_lock() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 5, false);
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Ok);
+        // The service lost its counter: token 1 again, a real lease, kept alive by renewals.
+        b.acquire("w2", "L", "o2", 1, false);
+        for n in 1..12 {
+            b.at(3.0 * f64::from(n));
+            b.lock_call("w2:renew", Op::Renew, "L", "o2", EventType::Ok);
+            b.busy("w3", "L", &format!("o3-{n}"));
+        }
+        assert_eq!(run(&b).report.validity, Validity::Valid);
     }
 
     #[test]
