@@ -57,6 +57,7 @@ mod index;
 mod lease_windows;
 mod linearizable;
 mod lock_contract;
+mod lock_pass;
 mod lost_update;
 mod options;
 mod overlapping_leases;

@@ -49,7 +49,7 @@ struct Unexplained {
 }
 
 fn read_mapping(ctx: &Context<'_>) -> Outcome {
-    let versions = StoreVersions::build(ctx.rows);
+    let versions = ctx.versions();
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut hits = Hits::new();
     for (position, row) in ctx.rows.iter().enumerate() {
@@ -99,7 +99,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
     let anomalies = hits
         .kept
         .iter()
-        .map(|hit| explain_read(ctx, &versions, hit))
+        .map(|hit| explain_read(ctx, versions, hit))
         .collect();
     Outcome::ran(
         CLASS,

@@ -14,7 +14,7 @@
 
 use fencer_harness::{EventType, Op, Row, Sym};
 
-use crate::context::{Context, is_lock_log};
+use crate::context::Context;
 use crate::explain::{secs, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
@@ -22,7 +22,7 @@ use crate::lease_windows::LOCK_SERVER;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 /// What a reply claimed that the log contradicts.
-enum Mismatch {
+pub(crate) enum Mismatch {
     /// `ok`, but no entry for the call.
     NotApplied,
     /// An acquire `ok` with a token the logged grant did not carry.
@@ -33,16 +33,15 @@ enum Mismatch {
     BusyWhileFree,
 }
 
-struct ReplyHit {
+pub(crate) struct ReplyHit {
     invoke: usize,
     reply: usize,
     mismatch: Mismatch,
 }
 
-/// A lock call in flight.
+/// What [`ReplyScan`] noted when a lock call was sent.
 #[derive(Clone, Copy)]
-struct OpenCall {
-    invoke: usize,
+pub(crate) struct SentCall {
     /// For an acquire: the lock was free when it was sent.
     free: bool,
     /// Grants and renews logged on the lock before it was sent.
@@ -94,99 +93,116 @@ impl LockLeases {
     }
 }
 
-/// The lock server's clock as its log last read it; forgotten on a backward step.
-fn lock_clock_reading(ctx: &Context<'_>, row: &Row, reading: &mut Option<i64>) {
-    let lock_server = ctx.sym(LOCK_SERVER);
-    if row.kind == EventType::Nemesis
-        && row.f == Op::ClockJump
-        && row.target.is_some()
-        && row.target == lock_server
-        && row.jump_ns().is_some_and(|jump| jump < 0)
-    {
-        *reading = None;
-    } else if is_lock_log(row)
-        && let Some(local_ns) = row.local_ns()
-    {
-        *reading = Some(reading.map_or(local_ns, |now| now.max(local_ns)));
-    }
+/// `lock-reply-mismatch` as a state machine over the rows, fed by [`crate::lock_pass`].
+pub(crate) struct ReplyScan {
+    lock_server: Option<Sym>,
+    busy: Option<Sym>,
+    locks: FastMap<Sym, LockLeases>,
+    /// The lock server's clock as its log last read it; forgotten on a backward step.
+    reading: Option<i64>,
+    /// Calls in flight by owner and operation, with the log entry that answered each so far.
+    calling: FastMap<(Sym, Op), Option<usize>>,
+    pub hits: Hits<ReplyHit>,
 }
 
-/// `lock-reply-mismatch`: every lock reply against the log.
-pub(crate) fn check_replies(ctx: &Context<'_>) -> Outcome {
-    const CLASS: AnomalyClass = AnomalyClass::LockReplyMismatch;
-    if !ctx.has_lock_log {
-        return Outcome::skipped(CLASS, "needs the lock service's log");
+impl ReplyScan {
+    pub fn new(ctx: &Context<'_>) -> ReplyScan {
+        ReplyScan {
+            lock_server: ctx.sym(LOCK_SERVER),
+            busy: ctx.sym("busy"),
+            locks: FastMap::default(),
+            reading: None,
+            calling: FastMap::default(),
+            hits: Hits::new(),
+        }
     }
-    // The latest entry answering a call, by requesting owner and operation.
-    let mut answered: FastMap<(Sym, Op), usize> = FastMap::default();
-    let mut locks: FastMap<Sym, LockLeases> = FastMap::default();
-    let mut reading: Option<i64> = None;
-    let mut open: FastMap<Sym, OpenCall> = FastMap::default();
-    let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        lock_clock_reading(ctx, row, &mut reading);
-        if is_lock_log(row) {
-            if let Some(lock) = row.lock {
-                locks.entry(lock).or_default().apply(row);
-            }
-            if row.error.is_none()
-                && let Some(owner) = row.owner
-            {
-                answered.insert((owner, row.f), position);
-            }
-            continue;
+
+    /// A fault: a backward step of the lock server's clock forgets the reading.
+    pub fn nemesis(&mut self, row: &Row) {
+        if row.f == Op::ClockJump
+            && row.target.is_some()
+            && row.target == self.lock_server
+            && row.jump_ns().is_some_and(|jump| jump < 0)
+        {
+            self.reading = None;
         }
-        if !matches!(row.f, Op::Acquire | Op::Renew | Op::Release) {
-            continue;
+    }
+
+    /// A lock log entry.
+    pub fn log(&mut self, position: usize, row: &Row) {
+        if let Some(local_ns) = row.local_ns() {
+            self.reading = Some(self.reading.map_or(local_ns, |now| now.max(local_ns)));
         }
-        let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
-            continue;
-        };
-        if row.kind == EventType::Invoke {
-            let leases = locks.entry(lock).or_default();
-            open.insert(
-                row.process,
-                OpenCall {
-                    invoke: position,
-                    free: row.f == Op::Acquire && leases.is_free(reading),
-                    entries: leases.entries,
-                },
-            );
-            continue;
+        if let Some(lock) = row.lock {
+            self.locks.entry(lock).or_default().apply(row);
         }
-        let Some(call) = open.remove(&row.process) else {
-            continue;
-        };
-        let logged = answered
-            .get(&(owner, row.f))
-            .copied()
-            .filter(|&logged| logged > call.invoke);
+        if row.error.is_none()
+            && let Some(owner) = row.owner
+            && let Some(logged) = self.calling.get_mut(&(owner, row.f))
+        {
+            *logged = Some(position);
+        }
+    }
+
+    /// A lock call by `owner` on `lock` was sent: what to remember until it completes.
+    pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) -> SentCall {
+        self.calling.insert((owner, row.f), None);
+        let leases = self.locks.entry(lock).or_default();
+        SentCall {
+            free: row.f == Op::Acquire && leases.is_free(self.reading),
+            entries: leases.entries,
+        }
+    }
+
+    /// The call sent at `invoke` (noted as `sent`) by `owner` on `lock` completed at
+    /// `position` (`row`); `rows` are the history's.
+    pub fn completion(
+        &mut self,
+        rows: &[Row],
+        position: usize,
+        invoke: usize,
+        sent: SentCall,
+        (lock, owner): (Sym, Sym),
+    ) {
+        let row = &rows[position];
+        let token_of = |logged: usize| rows[logged].token();
+        let logged = self.calling.remove(&(owner, row.f)).flatten();
         let mismatch = match (row.kind, logged) {
             (EventType::Ok, None) => Some(Mismatch::NotApplied),
             (EventType::Ok, Some(logged))
-                if row.f == Op::Acquire && ctx.rows[logged].token() != row.token() =>
+                if row.f == Op::Acquire && token_of(logged) != row.token() =>
             {
                 Some(Mismatch::OtherToken { logged })
             }
             (EventType::Fail, Some(logged)) => Some(Mismatch::Applied { logged }),
             (EventType::Fail, None)
                 if row.f == Op::Acquire
-                    && call.free
-                    && row.error.is_some_and(|error| ctx.text(error) == "busy")
-                    && locks.get(&lock).map_or(0, |leases| leases.entries) == call.entries =>
+                    && sent.free
+                    && row.error.is_some()
+                    && row.error == self.busy
+                    && self.locks.get(&lock).map_or(0, |leases| leases.entries) == sent.entries =>
             {
                 Some(Mismatch::BusyWhileFree)
             }
             _ => None,
         };
         if let Some(mismatch) = mismatch {
-            hits.push(ReplyHit {
-                invoke: call.invoke,
+            self.hits.push(ReplyHit {
+                invoke,
                 reply: position,
                 mismatch,
             });
         }
     }
+}
+
+/// `lock-reply-mismatch`: every lock reply against the log, from the lock pass.
+pub(crate) fn check_replies(ctx: &Context<'_>) -> Outcome {
+    const CLASS: AnomalyClass = AnomalyClass::LockReplyMismatch;
+    if !ctx.has_lock_log {
+        return Outcome::skipped(CLASS, "needs the lock service's log");
+    }
+    let hits = &ctx.lock_pass().replies;
     let anomalies = hits
         .kept
         .iter()
@@ -281,33 +297,37 @@ struct Logged {
 }
 
 /// A renew the log applied to an ended lease.
-struct RenewHit {
+pub(crate) struct RenewHit {
     renew: usize,
     lease: Logged,
 }
 
-/// `expired-lease-renewed`: renews the log applied to leases it shows ended, while no newer
-/// lease was live (with one live, `overlapping-leases` reports it).
-pub(crate) fn check_renewals(ctx: &Context<'_>) -> Outcome {
-    const CLASS: AnomalyClass = AnomalyClass::ExpiredLeaseRenewed;
-    if !ctx.has_lock_log {
-        return Outcome::skipped(CLASS, "needs the lock service's log");
-    }
-    let mut leases: FastMap<(Sym, u64), Logged> = FastMap::default();
-    // Per lock: the token of the newest grant.
-    let mut current: FastMap<Sym, u64> = FastMap::default();
-    let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if !is_lock_log(row) {
-            continue;
+/// `expired-lease-renewed` as a state machine over the lock log, fed by [`crate::lock_pass`].
+pub(crate) struct RenewalScan {
+    leases: FastMap<(Sym, u64), Logged>,
+    /// Per lock: the token of the newest grant.
+    current: FastMap<Sym, u64>,
+    pub hits: Hits<RenewHit>,
+}
+
+impl RenewalScan {
+    pub fn new() -> RenewalScan {
+        RenewalScan {
+            leases: FastMap::default(),
+            current: FastMap::default(),
+            hits: Hits::new(),
         }
-        let Some(lock) = row.lock else { continue };
+    }
+
+    /// A lock log entry.
+    pub fn log(&mut self, position: usize, row: &Row) {
+        let Some(lock) = row.lock else { return };
         match row.f {
             Op::Acquire => {
                 if let (Some(token), Some(owner), Some(expires_ns)) =
                     (row.token(), row.owner, row.expires_ns())
                 {
-                    leases.insert(
+                    self.leases.insert(
                         (lock, token),
                         Logged {
                             grant: position,
@@ -316,13 +336,13 @@ pub(crate) fn check_renewals(ctx: &Context<'_>) -> Outcome {
                             released: None,
                         },
                     );
-                    current.insert(lock, token);
+                    self.current.insert(lock, token);
                 }
             }
             Op::Release => {
                 if let Some(lease) = row
                     .holder_token()
-                    .and_then(|token| leases.get_mut(&(lock, token)))
+                    .and_then(|token| self.leases.get_mut(&(lock, token)))
                 {
                     lease.released = Some(position);
                 }
@@ -331,19 +351,20 @@ pub(crate) fn check_renewals(ctx: &Context<'_>) -> Outcome {
                 let (Some(token), Some(now_ns), Some(expires_ns)) =
                     (row.holder_token(), row.local_ns(), row.expires_ns())
                 else {
-                    continue;
+                    return;
                 };
-                let newer_live = current.get(&lock).is_some_and(|&newest| {
+                let leases = &self.leases;
+                let newer_live = self.current.get(&lock).is_some_and(|&newest| {
                     newest > token
                         && leases.get(&(lock, newest)).is_some_and(|newer| {
                             newer.released.is_none() && newer.expires_ns > now_ns
                         })
                 });
-                let Some(lease) = leases.get_mut(&(lock, token)) else {
-                    continue;
+                let Some(lease) = self.leases.get_mut(&(lock, token)) else {
+                    return;
                 };
                 if (lease.released.is_some() || lease.expires_ns <= now_ns) && !newer_live {
-                    hits.push(RenewHit {
+                    self.hits.push(RenewHit {
                         renew: position,
                         lease: *lease,
                     });
@@ -354,6 +375,16 @@ pub(crate) fn check_renewals(ctx: &Context<'_>) -> Outcome {
             _ => {}
         }
     }
+}
+
+/// `expired-lease-renewed`: renews the log applied to leases it shows ended, while no newer
+/// lease was live (with one live, `overlapping-leases` reports it), from the lock pass.
+pub(crate) fn check_renewals(ctx: &Context<'_>) -> Outcome {
+    const CLASS: AnomalyClass = AnomalyClass::ExpiredLeaseRenewed;
+    if !ctx.has_lock_log {
+        return Outcome::skipped(CLASS, "needs the lock service's log");
+    }
+    let hits = &ctx.lock_pass().renewals;
     let anomalies = hits
         .kept
         .iter()

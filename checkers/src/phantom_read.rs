@@ -2,31 +2,33 @@
 //!
 //! A read returns the last applied write's token, id and value. So what it names must be a
 //! write some client sent to that key before the read returned, carrying that token and value;
-//! one whose every send was answered `fail` (definitely not applied) cannot be there; and with
-//! the store's log, it must be a write the store applied (before the read returned, when the
-//! log is timed). A read that names no write id is held to its value instead: some write must
+//! one whose every send had been answered `fail` (definitely not applied) by then, with none
+//! still in flight, cannot be there; and with the store's log, it must be a write the store
+//! applied (before the read returned, when the log is timed). A read that names no write id is held to its value instead: some write must
 //! have sent it (the initial value, no value, `""` or `0`, is never a phantom).
 //!
 //! Stale or lost values are other checkers' questions; this one catches a store that invents,
 //! corrupts or resurrects data.
 
-use fencer_harness::{EventType, Op, Sym};
+use fencer_harness::{EventType, Op, Row, Sym};
 
-use crate::context::{Context, is_store_log};
+use crate::context::Context;
 use crate::explain::{at_store_order, when};
 use crate::findings::{Hits, Outcome};
-use crate::index::{FastMap, FastSet, Positions};
+use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::PhantomRead;
 
-/// The first send of one write id to one key, and whether any send may have applied it.
+/// The first send of one write id to one key, and what its sends were told so far.
 struct Sent {
     invoke: usize,
     token: Option<u64>,
     value: Option<Sym>,
-    /// Some send was answered `ok`, `info`, or never answered.
+    /// Some send was answered `ok` or `info`.
     maybe_applied: bool,
+    /// Sends not answered yet.
+    in_flight: u32,
 }
 
 /// What a phantom read contradicts.
@@ -35,7 +37,7 @@ enum Why {
     NeverSent,
     /// The write was sent with another token or value (its first send).
     Altered { sent: usize },
-    /// Every send of the write was refused.
+    /// Every send of the write had been refused before the read returned.
     Refused { sent: usize },
     /// The store log never applied it (before the read returned, if the log is timed).
     NeverApplied { sent: usize },
@@ -47,149 +49,157 @@ struct Hit {
     why: Why,
 }
 
-/// Writes sent, by (key, write id).
-type SentById = FastMap<(Sym, Sym), Sent>;
-
-/// The first invoke that sent each value to each key, by (key, value).
-type SentByValue = FastMap<(Sym, Sym), usize>;
-
-/// Every write sent, by key and write id, and the values sent to each key.
-fn sends(ctx: &Context<'_>) -> (SentById, SentByValue) {
-    let mut by_id = SentById::default();
-    let mut by_value = SentByValue::default();
-    let mut open: FastMap<Sym, (Sym, Sym)> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f != Op::Write || !(row.kind == EventType::Invoke || row.kind.is_completion()) {
-            continue;
-        }
-        let Some(key) = row.key else { continue };
-        if row.kind == EventType::Invoke {
-            if let Some(value) = row.value {
-                by_value.entry((key, value)).or_insert(position);
-            }
-            let Some(write_id) = row.write_id else {
-                continue;
-            };
-            by_id.entry((key, write_id)).or_insert(Sent {
-                invoke: position,
-                token: row.token(),
-                value: row.value,
-                maybe_applied: false,
-            });
-            open.insert(row.process, (key, write_id));
-            continue;
-        }
-        if let Some(write) = open.remove(&row.process)
-            && row.kind != EventType::Fail
-            && let Some(sent) = by_id.get_mut(&write)
-        {
-            sent.maybe_applied = true;
-        }
-    }
-    for write in open.into_values() {
-        if let Some(sent) = by_id.get_mut(&write) {
-            sent.maybe_applied = true;
-        }
-    }
-    (by_id, by_value)
-}
-
 /// Whether a value may be the register's initial one.
 fn is_initial(text: &str) -> bool {
     text.is_empty() || text == "0"
 }
 
-/// Runs the check on client calls (and the store log, if any).
-pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    let (by_id, by_value) = sends(ctx);
-    let mut applied: FastMap<(Sym, Sym), Positions> = FastMap::default();
-    let mut applied_anywhere: FastSet<(Sym, Sym)> = FastSet::default();
-    if ctx.has_store_log {
-        for (position, row) in ctx.rows.iter().enumerate() {
-            if let (true, Some(key), Some(write_id)) = (is_store_log(row), row.key, row.write_id) {
-                Positions::record(&mut applied, (key, write_id), position);
-                applied_anywhere.insert((key, write_id));
-            }
-        }
+/// Judges a read that names write `write_id` of `key`, answered at `reply`.
+fn judge_named(
+    ctx: &Context<'_>,
+    sent: Option<&Sent>,
+    read: &Row,
+    key: Sym,
+    write_id: Sym,
+    reply: usize,
+) -> Option<Why> {
+    let Some(sent) = sent else {
+        return Some(Why::NeverSent);
+    };
+    let altered = read.token().is_some_and(|token| Some(token) != sent.token)
+        || read.value.is_some_and(|value| Some(value) != sent.value);
+    if altered {
+        return Some(Why::Altered { sent: sent.invoke });
     }
-    let mut open: FastMap<Sym, usize> = FastMap::default();
-    let mut hits = Hits::new();
+    if !sent.maybe_applied && sent.in_flight == 0 {
+        return Some(Why::Refused { sent: sent.invoke });
+    }
+    // A log read back after the run has no times: any application counts.
+    let before = if ctx.store_log_timed {
+        reply
+    } else {
+        usize::MAX
+    };
+    let applied = ctx.versions().applied_before(key, write_id, before);
+    (ctx.has_store_log && applied.is_none()).then_some(Why::NeverApplied { sent: sent.invoke })
+}
+
+/// Runs the check on client calls (and the store log, if any), in one pass; reads that name
+/// only a value are judged after it, against every value sent before them.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let mut sent: FastMap<(Sym, Sym), Sent> = FastMap::default();
+    let mut writing: FastMap<Sym, (Sym, Sym)> = FastMap::default();
+    let mut reading: FastMap<Sym, usize> = FastMap::default();
+    let mut by_value: Vec<(usize, usize)> = Vec::new();
+    let mut found: Vec<Hit> = Vec::new();
     for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f != Op::Read {
-            continue;
-        }
-        match row.kind {
-            EventType::Invoke => {
-                open.insert(row.process, position);
-                continue;
+        match (row.f, row.kind) {
+            (Op::Write, EventType::Invoke) => {
+                let (Some(key), Some(write_id)) = (row.key, row.write_id) else {
+                    continue;
+                };
+                let entry = sent.entry((key, write_id)).or_insert(Sent {
+                    invoke: position,
+                    token: row.token(),
+                    value: row.value,
+                    maybe_applied: false,
+                    in_flight: 0,
+                });
+                entry.in_flight += 1;
+                writing.insert(row.process, (key, write_id));
             }
-            EventType::Ok => {}
-            _ => {
-                open.remove(&row.process);
-                continue;
+            (Op::Write, kind) if kind.is_completion() => {
+                if let Some(write) = writing.remove(&row.process)
+                    && let Some(entry) = sent.get_mut(&write)
+                {
+                    entry.in_flight = entry.in_flight.saturating_sub(1);
+                    entry.maybe_applied |= kind != EventType::Fail;
+                }
             }
-        }
-        let Some(invoke) = open.remove(&row.process) else {
-            continue;
-        };
-        let Some(key) = row.key else { continue };
-        let why = match row.write_id {
-            Some(write_id) => match by_id.get(&(key, write_id)) {
-                Some(sent) if sent.invoke < position => {
-                    let altered = row.token().is_some_and(|token| Some(token) != sent.token)
-                        || row.value.is_some_and(|value| Some(value) != sent.value);
-                    let applied = if ctx.store_log_timed {
-                        applied
-                            .get(&(key, write_id))
-                            .and_then(|applied| applied.last_before(position))
-                            .is_some()
-                    } else {
-                        applied_anywhere.contains(&(key, write_id))
-                    };
-                    if altered {
-                        Some(Why::Altered { sent: sent.invoke })
-                    } else if !sent.maybe_applied {
-                        Some(Why::Refused { sent: sent.invoke })
-                    } else if ctx.has_store_log && !applied {
-                        Some(Why::NeverApplied { sent: sent.invoke })
-                    } else {
-                        None
+            (Op::Read, EventType::Invoke) => {
+                reading.insert(row.process, position);
+            }
+            (Op::Read, EventType::Ok) => {
+                let (Some(invoke), Some(key)) = (reading.remove(&row.process), row.key) else {
+                    continue;
+                };
+                match row.write_id {
+                    Some(write_id) => {
+                        let why = judge_named(
+                            ctx,
+                            sent.get(&(key, write_id)),
+                            row,
+                            key,
+                            write_id,
+                            position,
+                        );
+                        if let Some(why) = why {
+                            found.push(Hit {
+                                invoke,
+                                reply: position,
+                                why,
+                            });
+                        }
+                    }
+                    None => {
+                        if row.value.is_some_and(|value| !is_initial(ctx.text(value))) {
+                            by_value.push((invoke, position));
+                        }
                     }
                 }
-                _ => Some(Why::NeverSent),
-            },
-            None => row
-                .value
-                .filter(|&value| !is_initial(ctx.text(value)))
-                .filter(|&value| {
-                    by_value
-                        .get(&(key, value))
-                        .is_none_or(|&sent| sent > position)
-                })
-                .map(|_| Why::NeverSent),
-        };
-        if let Some(why) = why {
-            hits.push(Hit {
-                invoke,
-                reply: position,
-                why,
-            });
+            }
+            (Op::Read, _) => {
+                reading.remove(&row.process);
+            }
+            _ => {}
         }
+    }
+    if !by_value.is_empty() {
+        found.extend(values_never_sent(ctx, &by_value));
+        found.sort_by_key(|hit| hit.reply);
+    }
+    let mut hits = Hits::new();
+    for hit in found {
+        hits.push(hit);
     }
     let evidence = if ctx.has_store_log {
         "client calls + store log"
     } else {
         "client calls"
     };
-    let anomalies = hits
-        .kept
-        .iter()
-        .map(|hit| explain(ctx, &applied, hit))
-        .collect();
+    let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
     Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
 }
 
-fn explain(ctx: &Context<'_>, applied: &FastMap<(Sym, Sym), Positions>, hit: &Hit) -> Anomaly {
+/// The reads (invoke, reply) among `reads` whose value no write sent to their key before they
+/// returned.
+fn values_never_sent(ctx: &Context<'_>, reads: &[(usize, usize)]) -> Vec<Hit> {
+    let mut first_sent: FastMap<(Sym, Sym), usize> = FastMap::default();
+    for (position, row) in ctx.rows.iter().enumerate() {
+        if let (true, Some(key), Some(value)) =
+            (row.is(EventType::Invoke, Op::Write), row.key, row.value)
+        {
+            first_sent.entry((key, value)).or_insert(position);
+        }
+    }
+    reads
+        .iter()
+        .filter(|&&(_, reply)| {
+            let row = &ctx.rows[reply];
+            row.key
+                .zip(row.value)
+                .and_then(|read| first_sent.get(&read))
+                .is_none_or(|&sent| sent > reply)
+        })
+        .map(|&(invoke, reply)| Hit {
+            invoke,
+            reply,
+            why: Why::NeverSent,
+        })
+        .collect()
+}
+
+fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let invoke = ctx.at(hit.invoke);
     let reply = ctx.at(hit.reply);
     let key = reply.key.as_deref().unwrap_or("(no key)");
@@ -238,8 +248,10 @@ fn explain(ctx: &Context<'_>, applied: &FastMap<(Sym, Sym), Positions>, hit: &Hi
             let later = row
                 .key
                 .zip(row.write_id)
-                .and_then(|write| applied.get(&write))
-                .and_then(|applied| applied.first_from(hit.reply));
+                .and_then(|(key, write_id)| {
+                    ctx.versions().applied_before(key, write_id, usize::MAX)
+                })
+                .filter(|&applied| applied > hit.reply);
             match later {
                 Some(applied) => {
                     cited.push(applied);

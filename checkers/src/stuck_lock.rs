@@ -25,7 +25,7 @@
 //! and a later grant came, so a superseded owner's renew answered later is not believed to
 //! have kept the lock busy: if the service let it, that is the bug this check reports.
 
-use fencer_harness::{EventType, Op, Sym};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{count, secs, when};
@@ -63,7 +63,7 @@ struct Lease {
 
 /// A stretch of busy answers past the point the lock was surely free.
 #[derive(Clone, Copy)]
-struct Stuck {
+pub(crate) struct Stuck {
     /// The lease that ended last before the stretch, if any was granted.
     last: Option<Lease>,
     /// True time from which no lease could be live.
@@ -105,76 +105,107 @@ impl LockState {
 
 /// The slowest a TTL can run on the lock server's clock, in true time.
 fn stretched(ttl_ns: u64, slowest_drift_ppm: u64) -> u64 {
+    if slowest_drift_ppm == 0 {
+        return ttl_ns;
+    }
     let slow = slowest_drift_ppm.min(999_999);
     u64::try_from(u128::from(ttl_ns) * 1_000_000 / u128::from(1_000_000 - slow)).unwrap_or(u64::MAX)
 }
 
-/// Runs the check on client replies.
-pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    let lock_server = ctx.sym(LOCK_SERVER);
-    let start_ns = ctx.rows.first().map_or(0, |row| row.time_ns);
-    let mut locks: FastMap<Sym, LockState> = FastMap::default();
-    let mut open: FastMap<Sym, usize> = FastMap::default();
-    let mut slowest_drift_ppm = 0u64;
-    let mut hits: Hits<Stuck> = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if row.kind == EventType::Nemesis {
-            if row.target.is_none() || row.target != lock_server {
-                continue;
-            }
-            match row.f {
-                Op::ClockJump if row.jump_ns().is_some_and(|jump| jump < 0) => {
-                    let back_ns = row.jump_ns().unwrap_or_default().unsigned_abs();
-                    for state in locks.values_mut() {
-                        for lease in state.leases.iter_mut().filter(|lease| !lease.released) {
-                            lease.ends_by_ns = lease.ends_by_ns.saturating_add(back_ns);
-                        }
-                        state.hidden_until_ns = state.hidden_until_ns.saturating_add(back_ns);
+/// The check as a state machine over the rows, fed by [`crate::lock_pass`] together with the
+/// lock log's checks, so the lock's rows are read once.
+pub(crate) struct StuckScan {
+    lock_server: Option<Sym>,
+    busy: Option<Sym>,
+    start_ns: u64,
+    locks: FastMap<Sym, LockState>,
+    slowest_drift_ppm: u64,
+    /// The last (TTL asked, slowest drift) and the TTL stretched by it.
+    stretch_memo: (u64, u64, u64),
+    hits: Hits<Stuck>,
+}
+
+impl StuckScan {
+    pub fn new(ctx: &Context<'_>) -> StuckScan {
+        StuckScan {
+            lock_server: ctx.sym(LOCK_SERVER),
+            busy: ctx.sym("busy"),
+            start_ns: ctx.rows.first().map_or(0, |row| row.time_ns),
+            locks: FastMap::default(),
+            slowest_drift_ppm: 0,
+            stretch_memo: (0, 0, 0),
+            hits: Hits::new(),
+        }
+    }
+
+    /// [`stretched`], remembered for the last TTL and drift (they rarely change).
+    fn stretched(&mut self, ttl_ns: u64) -> u64 {
+        let (ttl, slow, _) = self.stretch_memo;
+        if (ttl, slow) != (ttl_ns, self.slowest_drift_ppm) {
+            let out = stretched(ttl_ns, self.slowest_drift_ppm);
+            self.stretch_memo = (ttl_ns, self.slowest_drift_ppm, out);
+        }
+        self.stretch_memo.2
+    }
+
+    /// A fault: only the lock server's clock matters.
+    pub fn nemesis(&mut self, row: &Row) {
+        if row.target.is_none() || row.target != self.lock_server {
+            return;
+        }
+        match row.f {
+            Op::ClockJump if row.jump_ns().is_some_and(|jump| jump < 0) => {
+                let back_ns = row.jump_ns().unwrap_or_default().unsigned_abs();
+                for state in self.locks.values_mut() {
+                    for lease in state.leases.iter_mut().filter(|lease| !lease.released) {
+                        lease.ends_by_ns = lease.ends_by_ns.saturating_add(back_ns);
                     }
+                    state.hidden_until_ns = state.hidden_until_ns.saturating_add(back_ns);
                 }
-                Op::ClockDrift => {
-                    let slow = row.drift_ppm().unwrap_or_default().min(0).unsigned_abs();
-                    slowest_drift_ppm = slowest_drift_ppm.max(slow);
-                }
-                _ => {}
             }
-            continue;
-        }
-        if !matches!(row.f, Op::Acquire | Op::Renew | Op::Release) {
-            continue;
-        }
-        let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
-            continue;
-        };
-        let state = locks.entry(lock).or_default();
-        if row.kind == EventType::Invoke {
-            open.insert(row.process, position);
-            match row.f {
-                Op::Acquire => state.acquiring += 1,
-                Op::Renew => {
-                    if let Some(lease) = state.lease_of(owner) {
-                        lease.renewing += 1;
-                    }
-                }
-                _ => {}
+            Op::ClockDrift => {
+                let slow = row.drift_ppm().unwrap_or_default().min(0).unsigned_abs();
+                self.slowest_drift_ppm = self.slowest_drift_ppm.max(slow);
             }
-            continue;
+            _ => {}
         }
-        let Some(invoke) = open.remove(&row.process) else {
-            continue;
-        };
-        let ttl_ns = stretched(
-            ctx.rows[invoke].ttl_ns().unwrap_or_default(),
-            slowest_drift_ppm,
-        );
+    }
+
+    /// A lock call (`row`, an invoke) by `owner` on `lock` was sent.
+    pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) {
+        let state = self.locks.entry(lock).or_default();
+        match row.f {
+            Op::Acquire => state.acquiring += 1,
+            Op::Renew => {
+                if let Some(lease) = state.lease_of(owner) {
+                    lease.renewing += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The lock call sent at `invoke` completed at `position` (`row`).
+    pub fn completion(
+        &mut self,
+        ctx: &Context<'_>,
+        position: usize,
+        row: &Row,
+        invoke: usize,
+        lock: Sym,
+        owner: Sym,
+    ) {
+        let ttl_ns = self.stretched(ctx.rows[invoke].ttl_ns().unwrap_or_default());
+        let (busy, start_ns) = (self.busy, self.start_ns);
+        let state = self.locks.entry(lock).or_default();
         let now_ns = row.time_ns;
         match (row.f, row.kind) {
             (Op::Acquire, EventType::Ok) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                let Some(token) = row.token() else { continue };
+                let Some(token) = row.token() else { return };
                 if let Some(mut stuck) = state.stuck.take() {
                     stuck.granted = Some(position);
-                    hits.push(stuck);
+                    self.hits.push(stuck);
                 }
                 // Leases surely over by now can no longer hold the lock.
                 state
@@ -197,15 +228,15 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             }
             (Op::Acquire, EventType::Fail) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                if row.error.is_none_or(|error| ctx.text(error) != "busy") {
-                    continue;
+                if row.error.is_none() || row.error != busy {
+                    return;
                 }
                 let renewing = state
                     .leases
                     .iter()
                     .any(|lease| !lease.released && lease.renewing > 0);
                 if state.acquiring > 0 || renewing {
-                    continue;
+                    return;
                 }
                 let last = state.last_to_end();
                 let free_ns = last
@@ -213,7 +244,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     .max(state.hidden_until_ns);
                 let lease_ns = last.map_or(ttl_ns, |lease| lease.ttl_ns);
                 if ctx.rows[invoke].time_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
-                    continue;
+                    return;
                 }
                 match state.stuck.as_mut() {
                     Some(stuck) => {
@@ -236,11 +267,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             }
             (Op::Renew, kind) => {
                 let Some(lease) = state.lease_of(owner) else {
-                    continue;
+                    return;
                 };
                 lease.renewing = lease.renewing.saturating_sub(1);
                 if lease.released || kind == EventType::Fail {
-                    continue;
+                    return;
                 }
                 let ends_by_ns = now_ns.saturating_add(ttl_ns);
                 if ends_by_ns > lease.ends_by_ns {
@@ -258,16 +289,27 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             _ => {}
         }
     }
-    // Stretches still running when the history ended, in the order they began.
-    let mut unfinished: Vec<Stuck> = locks
-        .into_values()
-        .filter_map(|state| state.stuck)
-        .collect();
-    unfinished.sort_unstable_by_key(|stuck| stuck.first_reply);
-    for stuck in unfinished {
-        hits.push(stuck);
+
+    /// The stuck stretches found, each ended by a grant or by the end of the history, in the
+    /// order they began.
+    pub fn finish(mut self) -> Hits<Stuck> {
+        let mut unfinished: Vec<Stuck> = self
+            .locks
+            .into_values()
+            .filter_map(|state| state.stuck)
+            .collect();
+        unfinished.sort_unstable_by_key(|stuck| stuck.first_reply);
+        for stuck in unfinished {
+            self.hits.push(stuck);
+        }
+        self.hits.kept.sort_by_key(|stuck| stuck.first_reply);
+        self.hits
     }
-    hits.kept.sort_by_key(|stuck| stuck.first_reply);
+}
+
+/// The check's report, from the lock pass.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let hits = &ctx.lock_pass().stuck;
     let anomalies = hits.kept.iter().map(|stuck| explain(ctx, stuck)).collect();
     Outcome::ran(CLASS, "client replies", hits.count, anomalies, None)
 }

@@ -10,7 +10,7 @@
 //! back after the run); without it, a write sent with a higher token before the refusal and
 //! not itself refused (`fail` means never applied; `ok` and unknown outcomes may have been).
 
-use fencer_harness::{EventType, Op, Sym};
+use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{at_store_order, secs, when};
@@ -38,7 +38,7 @@ impl Accepted {
         self.highest.push(best);
     }
 
-    /// The highest token (and where it was sent or applied) among entries before `before`.
+    /// The highest token (and where it was sent) among entries before `before`.
     fn highest_before(&self, before: usize) -> Option<(u64, usize)> {
         let end = self
             .positions
@@ -47,20 +47,9 @@ impl Accepted {
     }
 }
 
-/// What the store can have accepted, by key: applied writes from its log, else writes sent and
-/// not refused (by their invoke).
-fn accepted(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
-    let mut by_key: FastMap<Sym, Accepted> = FastMap::default();
-    if ctx.has_store_log {
-        for (position, row) in ctx.rows.iter().enumerate() {
-            if let (true, Some(key), Some(token)) = (is_store_log(row), row.key, row.token()) {
-                // A log read back after the run gives order, not time: every entry counts.
-                let at = if ctx.store_log_timed { position } else { 0 };
-                by_key.entry(key).or_default().push(at, token);
-            }
-        }
-        return by_key;
-    }
+/// Without the store's log: by key, the writes sent and not refused, by their invoke (their
+/// outcome is known only once they complete, so this takes its own pass).
+fn sent_and_not_refused(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut sent: Vec<usize> = Vec::new();
     for (position, row) in ctx.rows.iter().enumerate() {
@@ -80,6 +69,7 @@ fn accepted(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     }
     sent.extend(open.into_values());
     sent.sort_unstable();
+    let mut by_key: FastMap<Sym, Accepted> = FastMap::default();
     for invoke in sent {
         let row = &ctx.rows[invoke];
         if let (Some(key), Some(token)) = (row.key, row.token()) {
@@ -89,51 +79,69 @@ fn accepted(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     by_key
 }
 
-/// A refusal no accepted token justified: the write's invoke and reply, and the highest token
-/// the store can have accepted by then (with where it came from), if any.
+/// A refusal no accepted token justified: the reply, and the highest token the store can have
+/// accepted by then (with where it was applied or sent), if any.
 struct Hit {
-    invoke: usize,
     reply: usize,
     highest: Option<(u64, usize)>,
 }
 
-/// Runs the check on the store log if there is one, else on client replies.
-pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    let accepted = accepted(ctx);
-    let mut open: FastMap<Sym, usize> = FastMap::default();
-    let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f != Op::Write {
-            continue;
+/// Keeps, per key, the highest token a store log entry applied and where.
+fn record_applied(applied: &mut FastMap<Sym, (u64, usize)>, position: usize, row: &Row) {
+    if let (true, Some(key), Some(token)) = (is_store_log(row), row.key, row.token()) {
+        let top = applied.entry(key).or_insert((token, position));
+        if token > top.0 {
+            *top = (token, position);
         }
-        match row.kind {
-            EventType::Invoke => {
-                open.insert(row.process, position);
+    }
+}
+
+/// A refusal as stale names the fence (`current_token`); other failures claim nothing.
+fn is_refusal(row: &Row) -> bool {
+    row.is(EventType::Fail, Op::Write) && row.current_token().is_some()
+}
+
+/// Runs the check on the store log if there is one, else on client replies. With a log
+/// recorded as writes applied, one pass keeps each key's highest applied token; a log read
+/// back after the run counts whole; without one, what may have been accepted is what was sent
+/// and not refused.
+pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
+    let mut hits = Hits::new();
+    let mut judge = |position: usize, highest: Option<(u64, usize)>| {
+        let row = &ctx.rows[position];
+        if row.token().is_some() && highest.is_none_or(|(top, _)| Some(top) <= row.token()) {
+            hits.push(Hit {
+                reply: position,
+                highest,
+            });
+        }
+    };
+    if ctx.has_store_log {
+        let mut applied: FastMap<Sym, (u64, usize)> = FastMap::default();
+        if !ctx.store_log_timed {
+            for (position, row) in ctx.rows.iter().enumerate() {
+                record_applied(&mut applied, position, row);
             }
-            EventType::Ok | EventType::Info => {
-                open.remove(&row.process);
+        }
+        for (position, row) in ctx.rows.iter().enumerate() {
+            if ctx.store_log_timed {
+                record_applied(&mut applied, position, row);
             }
-            EventType::Fail => {
-                let Some(invoke) = open.remove(&row.process) else {
-                    continue;
-                };
-                // Only a refusal as stale names the fence; other failures claim nothing.
-                let (Some(key), Some(token), Some(_)) = (row.key, row.token(), row.current_token())
-                else {
-                    continue;
-                };
-                let highest = accepted
-                    .get(&key)
+            if is_refusal(row) {
+                let highest = row.key.and_then(|key| applied.get(&key).copied());
+                judge(position, highest);
+            }
+        }
+    } else {
+        let accepted = sent_and_not_refused(ctx);
+        for (position, row) in ctx.rows.iter().enumerate() {
+            if is_refusal(row) {
+                let highest = row
+                    .key
+                    .and_then(|key| accepted.get(&key))
                     .and_then(|accepted| accepted.highest_before(position));
-                if highest.is_none_or(|(top, _)| top <= token) {
-                    hits.push(Hit {
-                        invoke,
-                        reply: position,
-                        highest,
-                    });
-                }
+                judge(position, highest);
             }
-            EventType::Nemesis | EventType::Log => {}
         }
     }
     let evidence = if ctx.has_store_log {
@@ -146,11 +154,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 }
 
 fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
-    let call = ctx.at(hit.invoke);
+    let invoke = ctx.lookup().partner(hit.reply).unwrap_or(hit.reply);
+    let call = ctx.at(invoke);
     let reply = ctx.at(hit.reply);
     let token = call.token.unwrap_or_default();
     let key = call.key.as_deref().unwrap_or("(no key)");
-    let mut cited = vec![hit.invoke, hit.reply];
+    let mut cited = vec![invoke, hit.reply];
     let accepted = match hit.highest {
         None if ctx.has_store_log => format!("the store's log shows no write applied to key {key}"),
         None => format!("no write to key {key} had been sent that the store did not refuse"),
