@@ -69,11 +69,27 @@ pub(crate) fn margin_ns(ttl_ns: u64) -> u64 {
 }
 
 /// A call that may have ended a lease: sent at `sent_ns`, answered at `answered_ns` (never,
-/// when its outcome is unknown).
+/// when its outcome is unknown); a release, else a renew refused.
 #[derive(Clone, Copy)]
 struct Cap {
     sent_ns: u64,
     answered_ns: u64,
+    release: bool,
+}
+
+/// What ended a promise: its TTL, or what may have ended the lease sooner.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Limit {
+    Ttl,
+    /// The holder's release, or a renew of it refused, sent at this true time.
+    OwnCall {
+        sent_ns: u64,
+        release: bool,
+    },
+    /// A restart or forward clock step of the lock server at this true time.
+    LockServer {
+        at_ns: u64,
+    },
 }
 
 /// One acknowledged grant and what its holder was told afterwards.
@@ -98,6 +114,7 @@ struct Promise {
     anchor: usize,
     /// True time until which the lease was guaranteed live, margin already taken off.
     until_ns: u64,
+    limit: Limit,
 }
 
 /// A grant acknowledged while an older lease was still promised.
@@ -210,6 +227,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
                             scanned.leases[lease].caps.push(Cap {
                                 sent_ns,
                                 answered_ns,
+                                release: row.f == Op::Release,
                             });
                         }
                     }
@@ -230,6 +248,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
             scanned.leases[lease].caps.push(Cap {
                 sent_ns: row.time_ns,
                 answered_ns: u64::MAX,
+                release: true,
             });
         }
     }
@@ -248,17 +267,30 @@ impl Leases {
             .filter_map(|anchor| {
                 let sent_ns = ctx.rows[anchor].time_ns;
                 let mut until_ns = sent_ns.saturating_add(ttl_ns);
+                let mut limit = Limit::Ttl;
                 let cut = self.cuts_ns.partition_point(|&cut| cut < sent_ns);
-                if let Some(&cut) = self.cuts_ns.get(cut) {
-                    until_ns = until_ns.min(cut);
+                if let Some(&cut) = self.cuts_ns.get(cut)
+                    && cut < until_ns
+                {
+                    until_ns = cut;
+                    limit = Limit::LockServer { at_ns: cut };
                 }
                 for cap in &lease.caps {
-                    if cap.answered_ns >= sent_ns {
-                        until_ns = until_ns.min(cap.sent_ns.max(sent_ns));
+                    let ends_ns = cap.sent_ns.max(sent_ns);
+                    if cap.answered_ns >= sent_ns && ends_ns < until_ns {
+                        until_ns = ends_ns;
+                        limit = Limit::OwnCall {
+                            sent_ns: cap.sent_ns,
+                            release: cap.release,
+                        };
                     }
                 }
                 let until_ns = until_ns.checked_sub(margin_ns)?;
-                Some(Promise { anchor, until_ns })
+                Some(Promise {
+                    anchor,
+                    until_ns,
+                    limit,
+                })
             })
             .max_by_key(|promise| promise.until_ns)
     }
@@ -295,6 +327,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                         promise: Promise {
                             anchor: promise.anchor,
                             until_ns: promise.until_ns,
+                            limit: promise.limit,
                         },
                         newer,
                     });
@@ -387,6 +420,25 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
             story.render()
         )
     };
+    let limit = match hit.promise.limit {
+        Limit::Ttl => format!("its {} TTL counted from that send", secs(older.ttl_ns)),
+        Limit::OwnCall { sent_ns, release } => format!(
+            "its {} TTL counted from that send, cut short by the {} it sent at {}",
+            secs(older.ttl_ns),
+            if release {
+                "release"
+            } else {
+                "renew refused as not-owner"
+            },
+            secs(sent_ns)
+        ),
+        Limit::LockServer { at_ns } => format!(
+            "its {} TTL counted from that send, cut short by a restart or forward clock step of \
+             the lock server at {}",
+            secs(older.ttl_ns),
+            secs(at_ns)
+        ),
+    };
     let foreign = foreign_unknown_releases(ctx, older, newer);
     let foreign_text = match foreign.first() {
         Some(&release) => {
@@ -410,9 +462,8 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
         explanation: format!(
             "On lock {lock} {} was told it acquired token {} {}, while the lease of {} was \
              still valid by the service's own promise: {promised_by}, so the service owed it \
-             the lock until at least {} (its {} TTL counted from that send, less {} for clock \
-             error), and {holder} had sent no release by then. For that time both could act as \
-             the holder.{faults_text} Judged from client replies (the history has no lock log): \
+             the lock until at least {} ({limit}, less {} for clock error), and {holder} had \
+             sent no release by then. For that time both could act as the holder.{faults_text} Judged from client replies (the history has no lock log): \
              the lock service granted a lease while an unexpired one existed.{foreign_text} A \
              lock service must not grant a lease while an unexpired one exists, judged on its \
              own clock.",
@@ -421,7 +472,6 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
             when(&granted, "its"),
             who_owns(ctx, ctx.text(older.owner)),
             secs(hit.promise.until_ns),
-            secs(older.ttl_ns),
             secs(margin_ns(older.ttl_ns)),
         ),
     }
@@ -554,6 +604,26 @@ mod tests {
         assert!(
             text.contains(
                 "Meanwhile w1 had its clock jumped forward 60.000s at 2.001s and was paused 20.000s"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_promise_cut_short_says_by_what() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.at(3.0);
+        b.acquire("w2", "L", "o2", 2, false);
+        b.at(4.0);
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Fail);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.contains(
+                "until at least 3.989s (its 10.000s TTL counted from that send, cut short by the \
+                 release it sent at 4.000s, less 0.011s for clock error)"
             ),
             "{text}"
         );
