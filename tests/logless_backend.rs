@@ -19,7 +19,10 @@ use tokio::time::Instant;
 /// lease left over from an earlier seed (with an expiry read on that seed's runtime) cannot
 /// hold up the next one.
 #[derive(Default)]
-struct OneLock(Mutex<BTreeMap<String, (Option<(OwnerToken, Instant)>, u64)>>);
+struct OneLock(Mutex<BTreeMap<String, LockState>>);
+
+/// One lock's live lease (owner, expiry), if any, and its last fencing token.
+type LockState = (Option<(OwnerToken, Instant)>, u64);
 
 #[async_trait]
 impl LockService for OneLock {
