@@ -15,30 +15,33 @@
 //! SQLite store stands in for the user's store):
 //!
 //! ```
+//! use std::collections::BTreeMap;
 //! use std::sync::Mutex;
 //! use std::time::Duration;
 //! use fencer::backends::{SqliteStore, StoreRules};
 //! use fencer::{Acquired, CallError, Harness, LockService, Owned, OwnerToken};
 //! use tokio::time::Instant;
 //!
-//! /// One lock's lease (owner, expiry) and last token; correct, so fencer finds nothing.
+//! /// Per lock name (every run uses its own): the lease (owner, expiry) and the last token.
+//! /// Correct, so fencer finds nothing.
 //! #[derive(Default)]
-//! struct OneLock(Mutex<(Option<(OwnerToken, Instant)>, u64)>);
+//! struct Leases(Mutex<BTreeMap<String, (Option<(OwnerToken, Instant)>, u64)>>);
 //!
 //! #[fencer::async_trait]
-//! impl LockService for OneLock {
-//!     async fn acquire(&self, _: &str, owner: OwnerToken, ttl: Duration) -> Result<Acquired, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         if state.0.is_some_and(|(_, expires)| expires > Instant::now()) {
+//! impl LockService for Leases {
+//!     async fn acquire(&self, lock: &str, owner: OwnerToken, ttl: Duration) -> Result<Acquired, CallError> {
+//!         let mut locks = self.0.lock().unwrap();
+//!         let (lease, last_token) = locks.entry(lock.to_string()).or_default();
+//!         if lease.is_some_and(|(_, expires)| expires > Instant::now()) {
 //!             return Ok(Acquired::Busy);
 //!         }
-//!         state.1 += 1;
-//!         state.0 = Some((owner, Instant::now() + ttl));
-//!         Ok(Acquired::Granted { fencing_token: state.1 })
+//!         *last_token += 1;
+//!         *lease = Some((owner, Instant::now() + ttl));
+//!         Ok(Acquired::Granted { fencing_token: *last_token })
 //!     }
-//!     async fn renew(&self, _: &str, owner: OwnerToken, ttl: Duration) -> Result<Owned, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         match &mut state.0 {
+//!     async fn renew(&self, lock: &str, owner: OwnerToken, ttl: Duration) -> Result<Owned, CallError> {
+//!         let mut locks = self.0.lock().unwrap();
+//!         match locks.get_mut(lock).and_then(|(lease, _)| lease.as_mut()) {
 //!             Some((holder, expires)) if *holder == owner && *expires > Instant::now() => {
 //!                 *expires = Instant::now() + ttl;
 //!                 Ok(Owned::Done)
@@ -46,11 +49,14 @@
 //!             _ => Ok(Owned::NotOwner),
 //!         }
 //!     }
-//!     async fn release(&self, _: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-//!         let mut state = self.0.lock().unwrap();
-//!         match state.0 {
+//!     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+//!         let mut locks = self.0.lock().unwrap();
+//!         let Some((lease, _)) = locks.get_mut(lock) else {
+//!             return Ok(Owned::NotOwner);
+//!         };
+//!         match *lease {
 //!             Some((holder, expires)) if holder == owner && expires > Instant::now() => {
-//!                 state.0 = None;
+//!                 *lease = None;
 //!                 Ok(Owned::Done)
 //!             }
 //!             _ => Ok(Owned::NotOwner),
@@ -60,7 +66,7 @@
 //!
 //! // fencer's own fenced SQLite store stands in for the user's store.
 //! let store = SqliteStore::in_memory(StoreRules::Fenced, None).unwrap();
-//! let report = Harness::new(OneLock::default(), store)
+//! let report = Harness::new(Leases::default(), store)
 //!     .name("one_lock_is_safe")
 //!     .workers(3)
 //!     .ops(10)

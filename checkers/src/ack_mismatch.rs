@@ -13,7 +13,7 @@ use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{Story, at_store_order, count, faults_between, when};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::{FastMap, Positions};
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -46,7 +46,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
 
     let mut hits = Hits::new();
-    let mut unmatched = 0usize;
+    let mut unmatched = Undecided::new();
     let mut open: FastMap<Sym, usize> = FastMap::default();
     for (position, event) in ctx.rows.iter().enumerate() {
         if event.f != Op::Write {
@@ -61,7 +61,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     continue;
                 };
                 let Some(write_id) = event.write_id else {
-                    unmatched += 1;
+                    unmatched.push(position);
                     continue;
                 };
                 let retry = invokes
@@ -91,7 +91,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         }
     }
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
-    let inconclusive = (unmatched > 0).then(|| {
+    let inconclusive = unmatched.into_inconclusive(ctx, |unmatched| {
         format!(
             "{} no write id and could not be matched",
             count(unmatched, "write reply carries", "write replies carry")

@@ -14,7 +14,9 @@ use std::collections::BTreeMap;
 use fencer_harness::{Event, EventType, Op, PackedHistory, Row, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
+use crate::lock_pass::LockPass;
 use crate::options::CheckOptions;
+use crate::versions::StoreVersions;
 
 /// True when some client call completes after a store log entry: the log was recorded as the
 /// store applied writes, not appended once the run was over (where every entry follows every
@@ -66,6 +68,8 @@ pub(crate) struct Context<'h> {
     /// What the check was asked to do.
     pub options: CheckOptions,
     lookup: OnceCell<Lookup>,
+    versions: OnceCell<StoreVersions>,
+    lock_pass: OnceCell<LockPass>,
 }
 
 impl<'h> Context<'h> {
@@ -88,7 +92,21 @@ impl<'h> Context<'h> {
             lock_log_timed: lock_log_is_timed(rows),
             options,
             lookup: OnceCell::new(),
+            versions: OnceCell::new(),
+            lock_pass: OnceCell::new(),
         }
+    }
+
+    /// The shared pass of the lock's call and log checks, run on first use.
+    pub fn lock_pass(&self) -> &LockPass {
+        self.lock_pass.get_or_init(|| LockPass::run(self))
+    }
+
+    /// The store log indexed by key and write id, built on first use and shared by the
+    /// checkers that read it.
+    pub fn versions(&self) -> &StoreVersions {
+        self.versions
+            .get_or_init(|| StoreVersions::build(self.rows))
     }
 
     /// The explanation index, built on first use.

@@ -1,8 +1,10 @@
 //! How a checker's raw hits become a report: exact counting, the per-class storage cap, and the
 //! three-valued result.
 
+use crate::context::Context;
 use crate::verdict::{
-    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Severity, Validity,
+    Anomaly, AnomalyClass, CheckerReport, Inconclusive, MAX_ANOMALIES_PER_CLASS,
+    MAX_INCONCLUSIVE_EVENTS, Severity, Validity,
 };
 
 /// Hits found by a detection pass: all are counted, only the first
@@ -32,6 +34,57 @@ impl<T> Hits<T> {
     }
 }
 
+/// The events that left a checker undecided (history positions): all are counted, the first
+/// [`MAX_INCONCLUSIVE_EVENTS`] kept to be named in the report.
+pub(crate) struct Undecided {
+    count: usize,
+    positions: Vec<usize>,
+}
+
+impl Undecided {
+    pub fn new() -> Undecided {
+        Undecided {
+            count: 0,
+            positions: Vec::new(),
+        }
+    }
+
+    /// Counts the event at `position`.
+    pub fn push(&mut self, position: usize) {
+        self.count += 1;
+        if self.positions.len() < MAX_INCONCLUSIVE_EVENTS {
+            self.positions.push(position);
+        }
+    }
+
+    /// How many events were counted.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The report's account of them, `None` when there are none; `reason` words the count.
+    pub fn into_inconclusive(
+        self,
+        ctx: &Context<'_>,
+        reason: impl FnOnce(usize) -> String,
+    ) -> Option<Inconclusive> {
+        (self.count > 0).then(|| {
+            let reason = reason(self.count);
+            self.with_reason(ctx, reason)
+        })
+    }
+
+    /// The report's account of them under `reason`, even when no single event is to blame
+    /// (a search that ran out of time).
+    pub fn with_reason(self, ctx: &Context<'_>, reason: String) -> Inconclusive {
+        Inconclusive {
+            reason,
+            events: ctx.indexes(self.positions),
+            count: self.count,
+        }
+    }
+}
+
 /// One checker's report plus the anomalies it explains.
 pub(crate) struct Outcome {
     pub report: CheckerReport,
@@ -49,19 +102,20 @@ impl Outcome {
                 evidence: "none".into(),
                 skipped: Some(why.into()),
                 severity: Severity::Failure,
+                inconclusive: None,
             },
             anomalies: Vec::new(),
         }
     }
 
     /// The checker ran on `evidence`, found `count` anomalies (explaining the kept ones), and
-    /// could not rule out more when `inconclusive` says why.
+    /// could not rule out more when `inconclusive` says why and names the events.
     pub fn ran(
         class: AnomalyClass,
         evidence: &str,
         count: usize,
         anomalies: Vec<Anomaly>,
-        inconclusive: Option<String>,
+        inconclusive: Option<Inconclusive>,
     ) -> Outcome {
         debug_assert!(anomalies.len() <= count.min(MAX_ANOMALIES_PER_CLASS));
         debug_assert!(anomalies.iter().all(|anomaly| anomaly.class == class));
@@ -72,18 +126,15 @@ impl Outcome {
         } else {
             Validity::Valid
         };
-        let evidence = match inconclusive {
-            Some(why) => format!("{evidence}; inconclusive: {why}"),
-            None => evidence.to_string(),
-        };
         Outcome {
             report: CheckerReport {
                 checker: class,
                 validity,
                 anomalies: count,
-                evidence,
+                evidence: evidence.to_string(),
                 skipped: None,
                 severity: Severity::Failure,
+                inconclusive,
             },
             anomalies,
         }
@@ -121,18 +172,37 @@ mod tests {
     }
 
     #[test]
-    fn inconclusive_checker_is_unknown_and_says_why() {
+    fn inconclusive_checker_is_unknown_and_names_the_events() {
+        let mut b = crate::testkit::Builder::new();
+        for _ in 0..MAX_INCONCLUSIVE_EVENTS + 3 {
+            b.pause("w1", 1.0);
+        }
+        let packed = fencer_harness::PackedHistory::pack(&b.build());
+        let ctx = Context::new(&packed);
+        let mut undecided = Undecided::new();
+        for position in (0..MAX_INCONCLUSIVE_EVENTS + 3).rev() {
+            undecided.push(position);
+        }
+        let inconclusive = undecided.into_inconclusive(&ctx, |n| format!("{n} calls timed out"));
         let outcome = Outcome::ran(
             AnomalyClass::StaleWriteAccepted,
             "client replies",
             0,
             Vec::new(),
-            Some("1 write timed out".into()),
+            inconclusive,
         );
         assert_eq!(outcome.report.validity, Validity::Unknown);
-        assert_eq!(
-            outcome.report.evidence,
-            "client replies; inconclusive: 1 write timed out"
+        assert_eq!(outcome.report.evidence, "client replies");
+        let why = outcome.report.inconclusive.as_ref().unwrap();
+        assert_eq!(why.reason, "103 calls timed out");
+        assert_eq!(why.count, MAX_INCONCLUSIVE_EVENTS + 3);
+        // The first ones found, in history order.
+        assert_eq!(why.events.len(), MAX_INCONCLUSIVE_EVENTS);
+        assert_eq!(why.events[0], 3);
+        assert!(
+            Undecided::new()
+                .into_inconclusive(&ctx, |_| unreachable!())
+                .is_none()
         );
         let outcome = Outcome::ran(
             AnomalyClass::StaleWriteAccepted,

@@ -2,24 +2,44 @@
 //!
 //! One private module per anomaly family, each answering one question about the history:
 //!
-//! | class | question | evidence |
-//! |---|---|---|
-//! | `stale-write-accepted` | did the store accept a write older than one it had accepted? | store log, else client replies |
-//! | `foreign-release` | did a stale owner's renew or release touch another owner's lease? | lock log, else client replies |
-//! | `overlapping-leases` | were two leases on one lock valid at once, per the lock service? | lock log only |
-//! | `token-regression` | did a grant carry a token not above an earlier grant's? | lock log and client replies |
-//! | `ack-mismatch` | did a write reply contradict what the store applied? | store log only |
-//! | `superseded-write-accepted` | did the store accept a write after the lock was granted to a newer token it had not seen? (a warning unless strict) | lock log recorded during the run (else acquire replies) + store log |
-//! | `lost-update` | is an acknowledged increment missing from the final counter? (lock-counter) | reads + final read, else store log |
-//! | `duplicate-effect` | did one write id take effect twice? (lock-counter) | store log, else client replies |
-//! | `zombie-renewal` | did a renewal task renew after its worker released or finished? | client calls |
-//! | `stale-read` | did a read miss a write that completed before it began? | store log, else client replies |
-//! | `nonlinearizable-register` | do the register's reads and writes admit no linearization? | store log (read-mapping), else a bounded search |
+//! | class | question | severity | evidence |
+//! |---|---|---|---|
+//! | `stale-write-accepted` | did the store accept a write older than one it had accepted? | anomaly | store log, else client replies (an `ok`, or a read of a stale write whose reply was lost) |
+//! | `foreign-release` | did a stale owner's renew or release touch another owner's lease? | anomaly | lock log, else client replies |
+//! | `overlapping-leases` | were two leases on one lock valid at once? | anomaly | lock log, else client replies (a grant inside what the service promised the previous holder) |
+//! | `token-regression` | did a grant carry a token not above an earlier grant's? | anomaly | lock log and client replies |
+//! | `ack-mismatch` | did a write reply contradict what the store applied? | anomaly | store log only |
+//! | `superseded-write-accepted` | did the store accept a write after the lock was granted to a newer token it had not seen? | warning | lock log recorded during the run (else acquire replies) + store log |
+//! | `lost-update` | is an acknowledged increment missing from the final counter? (lock-counter) | anomaly | reads + final read, else store log |
+//! | `duplicate-effect` | did one write id take effect twice? (lock-counter) | anomaly | store log, else client replies |
+//! | `zombie-renewal` | did a renewal task renew after its worker released or finished? | anomaly | client calls |
+//! | `stale-read` | did a read miss a write that completed before it began? | anomaly | store log, else client replies |
+//! | `nonlinearizable-register` | do the register's reads and writes admit no linearization? | anomaly | store log (read-mapping), else a bounded search |
+//! | `unfounded-rejection` | did the store refuse a write as stale without having accepted a higher token? | anomaly | store log, else client replies |
+//! | `phantom-read` | did a read return a write nobody sent, one whose every send was refused, one the store never applied, or a sent write altered? | anomaly | client calls (+ store log) |
+//! | `lock-reply-mismatch` | did a lock reply contradict the lock log: `ok` unapplied or with another token, `fail` applied, `busy` with no live lease? | anomaly | lock log + client replies |
+//! | `expired-lease-renewed` | did the service renew a lease its log shows ended, while no newer one was live? | warning | lock log only |
+//! | `stuck-lock` | did acquires stay busy for over a TTL plus a margin (one more TTL, at least 2 s) after the last lease surely ended, with no grant? | warning | client replies |
+//!
+//! Anomalies fail the verdict. Warnings are reported (`warning_counts`, the summary line) and
+//! fail it only under `strict`: fencing's documented limit, a contract breach that harmed
+//! nobody (a revived lease no other holder competed with; with one, it is an overlap), and
+//! liveness, which only a time bound can judge. A reply the contract or a log proves false is
+//! an anomaly even when it is safe (a refusal, a busy answer): workers act on replies.
 //!
 //! Server logs (`type: log`) are ground truth and preferred; histories without them (a user's
 //! own recording) fall back to what clients were told, and a checker that cannot work from
-//! replies alone is reported as skipped rather than guessed. `info` replies are never taken as
-//! `ok` or `fail`: when one could hide an anomaly, the checker says `unknown`.
+//! replies alone is reported as skipped rather than guessed.
+//!
+//! An `info` call may or may not have been applied (Jepsen's indeterminate operation) and is
+//! never taken as `ok` or `fail`. Working from replies, a checker judges what clients were
+//! told and what later calls observed; an `info` call acknowledged nothing, so it matters only
+//! through what another event shows it did: a read that returned its write (it was applied), a
+//! grant inside a lease it may have ended. One that no recorded event depends on is consistent
+//! with a correct backend (which refused it, or applied it harmlessly) and leaves the checker
+//! valid. A checker is `unknown` only when it cannot settle what an event means (a read naming
+//! a value two writes sent, an unreadable log entry, a search out of time), and its report
+//! then names those events ([`CheckerReport::inconclusive`]).
 //!
 //! Every checker is a single pass over the events with per-key, per-lock or per-process state,
 //! so checking is O(n log n); the index that explanations need is built once, and only when
@@ -34,18 +54,24 @@ mod explain;
 mod findings;
 mod foreign_release;
 mod index;
+mod lease_windows;
 mod linearizable;
+mod lock_contract;
+mod lock_pass;
 mod lost_update;
 mod options;
 mod overlapping_leases;
+mod phantom_read;
 mod search;
 mod stale_read;
 mod stale_write;
 pub mod story;
+mod stuck_lock;
 mod superseded;
 #[cfg(test)]
 mod testkit;
 mod token_regression;
+mod unfounded_rejection;
 mod verdict;
 mod versions;
 mod zombie_renewal;
@@ -58,8 +84,8 @@ use crate::context::Context;
 use crate::findings::Outcome;
 pub use crate::options::{CheckOptions, UnknownWorkload, Workload};
 pub use crate::verdict::{
-    Anomaly, AnomalyClass, CheckerReport, MAX_ANOMALIES_PER_CLASS, Severity, UnknownAnomalyClass,
-    Validity, Verdict,
+    Anomaly, AnomalyClass, CheckerReport, Inconclusive, MAX_ANOMALIES_PER_CLASS,
+    MAX_INCONCLUSIVE_EVENTS, Severity, UnknownAnomalyClass, Validity, Verdict,
 };
 
 /// Runs every checker that applies to a `fenced-register` history, non-strict: the same as
@@ -136,9 +162,15 @@ fn check_classes(
     verdict
 }
 
-/// Classes reported as warnings unless the check is strict: the documented limits of fencing.
+/// Classes reported as warnings unless the check is strict: the documented limit of fencing,
+/// a contract breach that harmed nobody, and liveness.
 fn is_warning(class: AnomalyClass) -> bool {
-    class == AnomalyClass::SupersededWriteAccepted
+    matches!(
+        class,
+        AnomalyClass::SupersededWriteAccepted
+            | AnomalyClass::ExpiredLeaseRenewed
+            | AnomalyClass::StuckLock
+    )
 }
 
 /// Whether `class` means anything for histories of `workload`: the store checkers need a
@@ -149,11 +181,16 @@ fn applies(class: AnomalyClass, workload: Workload) -> bool {
         AnomalyClass::ForeignRelease
         | AnomalyClass::OverlappingLeases
         | AnomalyClass::TokenRegression
-        | AnomalyClass::ZombieRenewal => true,
+        | AnomalyClass::ZombieRenewal
+        | AnomalyClass::LockReplyMismatch
+        | AnomalyClass::ExpiredLeaseRenewed
+        | AnomalyClass::StuckLock => true,
         AnomalyClass::StaleWriteAccepted
         | AnomalyClass::SupersededWriteAccepted
         | AnomalyClass::AckMismatch
-        | AnomalyClass::StaleRead => workload != Workload::Mutex,
+        | AnomalyClass::StaleRead
+        | AnomalyClass::UnfoundedRejection
+        | AnomalyClass::PhantomRead => workload != Workload::Mutex,
         AnomalyClass::LostUpdate | AnomalyClass::DuplicateEffect => {
             workload == Workload::LockCounter
         }
@@ -174,6 +211,11 @@ fn run(ctx: &Context<'_>, class: AnomalyClass) -> Outcome {
         AnomalyClass::ZombieRenewal => zombie_renewal::check(ctx),
         AnomalyClass::StaleRead => stale_read::check(ctx),
         AnomalyClass::NonlinearizableRegister => linearizable::check(ctx),
+        AnomalyClass::UnfoundedRejection => unfounded_rejection::check(ctx),
+        AnomalyClass::PhantomRead => phantom_read::check(ctx),
+        AnomalyClass::LockReplyMismatch => lock_contract::check_replies(ctx),
+        AnomalyClass::ExpiredLeaseRenewed => lock_contract::check_renewals(ctx),
+        AnomalyClass::StuckLock => stuck_lock::check(ctx),
     }
 }
 
@@ -211,7 +253,7 @@ mod tests {
             BTreeMap::from([("stale-write-accepted".to_string(), 1)])
         );
         // Every checker but the lock-counter's two runs on a fenced-register history.
-        assert_eq!(verdict.checkers.len(), 9);
+        assert_eq!(verdict.checkers.len(), 14);
         assert!(
             verdict
                 .checkers
@@ -249,15 +291,16 @@ mod tests {
         assert_eq!(
             skipped,
             vec![
-                AnomalyClass::OverlappingLeases,
                 AnomalyClass::AckMismatch,
-                AnomalyClass::SupersededWriteAccepted
+                AnomalyClass::SupersededWriteAccepted,
+                AnomalyClass::LockReplyMismatch,
+                AnomalyClass::ExpiredLeaseRenewed,
             ]
         );
         assert_eq!(
             verdict.summary_line(),
-            "valid: 0 anomalies in 6 events (skipped: overlapping-leases, ack-mismatch, \
-             superseded-write-accepted)"
+            "valid: 0 anomalies in 6 events (skipped: ack-mismatch, superseded-write-accepted, \
+             lock-reply-mismatch, expired-lease-renewed)"
         );
         let evidence: Vec<&str> = verdict
             .checkers
@@ -269,31 +312,44 @@ mod tests {
             vec![
                 "client replies",
                 "client replies",
-                "none",
+                "client replies",
                 "client replies",
                 "none",
                 "none",
                 "client calls",
                 "client replies",
-                "client replies (linearizability search)"
+                "client replies (linearizability search)",
+                "client replies",
+                "client calls",
+                "none",
+                "none",
+                "client replies",
             ]
         );
     }
 
     #[test]
-    fn an_inconclusive_checker_makes_the_verdict_unknown() {
+    fn an_inconclusive_checker_makes_the_verdict_unknown_and_names_the_events() {
         let mut b = Builder::new();
-        b.write("w2", "k", 2, "w2-0", false);
-        b.invoke_write("w1", "k", 1, "w1-0");
-        b.info("w1");
+        b.write("w2", "k", 2, "w2-0", true);
+        // A store log entry without a token cannot be ordered against the others.
+        b.log("store", Op::Write, |e| e.key = Some("k".into()));
         let verdict = check(&b.build());
         assert_eq!(verdict.validity, Validity::Unknown);
         assert!(
             verdict.summary_line().starts_with(
-                "unknown: 0 anomalies in 4 events, inconclusive: stale-write-accepted"
+                "unknown: 0 anomalies in 4 events, inconclusive: stale-write-accepted (1 store \
+                 log entry lacks a key or token: event 3)"
             ),
             "{}",
             verdict.summary_line()
+        );
+        let json = serde_json::to_string(&verdict).unwrap();
+        assert!(
+            json.contains(
+                r#""inconclusive":{"reason":"1 store log entry lacks a key or token","events":[3],"count":1}"#
+            ),
+            "{json}"
         );
     }
 
@@ -310,8 +366,8 @@ mod tests {
         assert_eq!(verdict.anomalies.len(), MAX_ANOMALIES_PER_CLASS);
         assert_eq!(
             verdict.summary_line(),
-            "invalid: 1500 stale-write-accepted (skipped: overlapping-leases, \
-             superseded-write-accepted)"
+            "invalid: 1500 stale-write-accepted (skipped: superseded-write-accepted, \
+             lock-reply-mismatch, expired-lease-renewed)"
         );
     }
 

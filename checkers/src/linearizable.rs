@@ -16,7 +16,7 @@ use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::Context;
 use crate::explain::{at_store_order, count, when};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::FastMap;
 use crate::search::{Call, INITIAL, RegisterOp, Search, linearize};
 use crate::verdict::{Anomaly, AnomalyClass};
@@ -49,7 +49,7 @@ struct Unexplained {
 }
 
 fn read_mapping(ctx: &Context<'_>) -> Outcome {
-    let versions = StoreVersions::build(ctx.rows);
+    let versions = ctx.versions();
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut hits = Hits::new();
     for (position, row) in ctx.rows.iter().enumerate() {
@@ -99,7 +99,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
     let anomalies = hits
         .kept
         .iter()
-        .map(|hit| explain_read(ctx, &versions, hit))
+        .map(|hit| explain_read(ctx, versions, hit))
         .collect();
     Outcome::ran(
         CLASS,
@@ -282,6 +282,9 @@ fn search(ctx: &Context<'_>) -> Outcome {
     key_order.sort_unstable_by_key(|&key| ctx.text(key));
     let mut hits = Hits::new();
     let mut out_of_budget = Vec::new();
+    // The unknown-outcome writes of the keys left unsettled: the calls that multiplied the
+    // orders to try.
+    let mut unsettled = Undecided::new();
     for key in key_order {
         let calls = &keys[&key];
         match linearize(&calls.calls, deadline) {
@@ -294,6 +297,11 @@ fn search(ctx: &Context<'_>) -> Outcome {
                 hits.push((key, blocked, state, depth));
             }
             Search::OutOfBudget { explored } => {
+                for call in &calls.calls {
+                    if call.reply.is_none() {
+                        unsettled.push(call.invoke);
+                    }
+                }
                 out_of_budget.push(format!(
                     "key {} ({}, {} explored)",
                     ctx.text(key),
@@ -311,11 +319,15 @@ fn search(ctx: &Context<'_>) -> Outcome {
         })
         .collect();
     let inconclusive = (!out_of_budget.is_empty()).then(|| {
-        format!(
+        let mut reason = format!(
             "the {} ms search budget ran out on {}",
             ctx.options.search_budget_ms,
             out_of_budget.join(", ")
-        )
+        );
+        if unsettled.count() > 0 {
+            reason.push_str("; the writes with unknown outcome it had to place");
+        }
+        unsettled.with_reason(ctx, reason)
     });
     Outcome::ran(
         CLASS,
@@ -549,16 +561,24 @@ mod tests {
     }
 
     #[test]
-    fn the_search_says_unknown_when_its_budget_is_spent() {
-        let outcome = run(&concurrent(false, false), 0);
+    fn the_search_says_unknown_when_its_budget_is_spent_naming_the_unknown_writes() {
+        let outcome = run(&concurrent(false, true), 0);
         assert_eq!(outcome.report.validity, Validity::Unknown);
+        let why = outcome.report.inconclusive.as_ref().unwrap();
         assert!(
-            outcome
-                .report
-                .evidence
-                .contains("the 0 ms search budget ran out on key k"),
-            "{}",
-            outcome.report.evidence
+            why.reason
+                .starts_with("the 0 ms search budget ran out on key k (5 calls"),
+            "{why:?}"
         );
+        assert!(
+            why.reason
+                .ends_with("the writes with unknown outcome it had to place"),
+            "{why:?}"
+        );
+        // w1's write (invoked first), which read "a" saw but whose reply was lost.
+        assert_eq!((why.events.clone(), why.count), (vec![0], 1));
+        let answered = run(&concurrent(false, false), 0);
+        let why = answered.report.inconclusive.unwrap();
+        assert_eq!((why.events.len(), why.count), (0, 0));
     }
 }

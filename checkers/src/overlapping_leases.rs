@@ -8,35 +8,36 @@
 //! a grant while the current lease is unreleased and unexpired, and a renew that revives a
 //! replaced lease while the newer one is live.
 //!
-//! Client replies cannot show this (a worker never learns another's expiry), so without the
-//! lock service's log the checker is skipped.
+//! Without the lock service's log, a worker never learns another's expiry, but every holder
+//! knows what the service promised it: [`crate::lease_windows`] judges grants against those
+//! promises from client replies.
 
 use fencer_harness::{Event, Op, Row, Sym};
 
 use crate::context::{Context, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
 
-/// Runs the checker on the lock service's log, or reports it skipped.
+/// Runs the checker on the lock service's log if there is one, else on client replies.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_lock_log {
-        return Outcome::skipped(CLASS, "needs the lock service's log");
+        return crate::lease_windows::check(ctx);
     }
     let mut current: FastMap<Sym, Lease> = FastMap::default();
     let mut hits = Hits::new();
     // (lock, revived token, newest token) -> slot of the first hit, if it was kept.
     let mut revived: FastMap<(Sym, u64, u64), Option<usize>> = FastMap::default();
-    let mut unreadable = 0usize;
+    let mut unreadable = Undecided::new();
     for (position, row) in ctx.rows.iter().enumerate() {
         if !is_lock_log(row) {
             continue;
         }
         let Some(lock) = row.lock else {
-            unreadable += 1;
+            unreadable.push(position);
             continue;
         };
         match row.f {
@@ -44,7 +45,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 let (Some(token), Some(owner), Some(now_ns), Some(expires_ns)) =
                     (row.token(), row.owner, row.local_ns(), row.expires_ns())
                 else {
-                    unreadable += 1;
+                    unreadable.push(position);
                     continue;
                 };
                 if let Some(&previous) = current.get(&lock)
@@ -82,7 +83,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     continue;
                 }
                 let (Some(old_token), Some(now_ns)) = (row.holder_token(), row.local_ns()) else {
-                    unreadable += 1;
+                    unreadable.push(position);
                     continue;
                 };
                 if old_token < lease.token && lease.is_live_at(now_ns) {
@@ -119,7 +120,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         }
     }
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
-    let inconclusive = (unreadable > 0).then(|| {
+    let inconclusive = unreadable.into_inconclusive(ctx, |unreadable| {
         format!(
             "{} a lock, token, owner or server clock reading",
             count(unreadable, "lock log entry lacks", "lock log entries lack")
@@ -416,15 +417,13 @@ mod tests {
     }
 
     #[test]
-    fn without_a_lock_log_the_checker_is_skipped() {
+    fn without_a_lock_log_the_checker_judges_client_replies() {
         let mut b = Builder::new();
         b.acquire("w1", "L", "o1", 1, false);
         b.acquire("w2", "L", "o2", 2, false);
         let outcome = run(&b);
-        assert_eq!(
-            outcome.report.skipped.as_deref(),
-            Some("needs the lock service's log")
-        );
-        assert_eq!(outcome.report.anomalies, 0);
+        assert_eq!(outcome.report.skipped, None);
+        assert_eq!(outcome.report.evidence, "client replies");
+        assert_eq!(outcome.report.anomalies, 1);
     }
 }

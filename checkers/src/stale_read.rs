@@ -12,7 +12,7 @@ use crate::explain::{at_store_order, when};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
-use crate::versions::{StoreVersions, Version};
+use crate::versions::Version;
 
 const CLASS: AnomalyClass = AnomalyClass::StaleRead;
 
@@ -40,7 +40,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 }
 
 fn from_store_log(ctx: &Context<'_>) -> Outcome {
-    let versions = StoreVersions::build(ctx.rows);
+    let versions = ctx.versions();
     // Per key: the newest version (by store position) among acknowledged writes, and its ok.
     let mut newest_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
     let mut open_reads: OpenReads = FastMap::default();

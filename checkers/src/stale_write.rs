@@ -10,7 +10,7 @@ use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_store_log, worker_of};
 use crate::explain::{Story, at_store_order, count, faults_between, secs, when};
-use crate::findings::{Hits, Outcome};
+use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::{FastMap, FastSet};
 use crate::verdict::{Anomaly, AnomalyClass};
 
@@ -38,13 +38,13 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
     // A stale write applied twice is one stale write (the repeat is a duplicate effect).
     let mut reported: FastSet<(Sym, Sym)> = FastSet::default();
     let mut hits = Hits::new();
-    let mut unreadable = 0usize;
+    let mut unreadable = Undecided::new();
     for (position, event) in ctx.rows.iter().enumerate() {
         if !is_store_log(event) {
             continue;
         }
         let (Some(key), Some(token)) = (event.key, event.token()) else {
-            unreadable += 1;
+            unreadable.push(position);
             continue;
         };
         match newest.get_mut(&key) {
@@ -74,7 +74,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|hit| explain_applied(ctx, hit))
         .collect();
-    let inconclusive = (unreadable > 0).then(|| {
+    let inconclusive = unreadable.into_inconclusive(ctx, |unreadable| {
         format!(
             "{} a key or token",
             count(
@@ -90,6 +90,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
 /// A write call in flight, with the newest token already acknowledged for its key when it was
 /// sent.
 struct OpenWrite {
+    invoke: usize,
     token: u64,
     newest_acked: Option<(u64, usize)>,
 }
@@ -101,71 +102,157 @@ impl OpenWrite {
     }
 }
 
+/// A write sent with a token below one already acknowledged for its key, not (yet) answered
+/// `ok` or `fail`: applied or not, until a read shows it was.
+#[derive(Clone, Copy)]
+struct Unanswered {
+    invoke: usize,
+    /// The `ok` of the newer write it fell behind.
+    newer: usize,
+    /// Whether a read has already convicted it.
+    reported: bool,
+}
+
+/// A stale write proven accepted from client replies: its invoke, the newer write's `ok` it
+/// fell behind, and the proof (its own `ok`, or a read that returned it).
+struct RepliedHit {
+    invoke: usize,
+    newer: usize,
+    proof: usize,
+}
+
+/// Judges what clients were told and what reads saw, without the store's log.
+///
+/// Two signs prove a stale write was accepted: its `ok` (it was sent after a write with a
+/// higher token had been acknowledged, so the store applied it after that one), and a read
+/// that returned a stale write whose reply had not come (a read returns only what the store
+/// applied, and the store applied it after its send). A stale write with unknown outcome that
+/// no read returned is consistent with a store that refused it and changes nothing any
+/// recorded reply says: it leaves the checker valid, as Jepsen treats an indeterminate
+/// operation. Only a read that names its value without a write id, when another write sent the
+/// same value, leaves the checker undecided.
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     // Per key: the highest token of an acknowledged write, and that write's `ok`.
     let mut newest_acked: FastMap<Sym, (u64, usize)> = FastMap::default();
     let mut open: FastMap<Sym, OpenWrite> = FastMap::default();
+    // Stale writes not answered `ok` or `fail`, by key and write id, and by key and value for
+    // reads that name no write id.
+    let mut unanswered: FastMap<(Sym, Sym), Unanswered> = FastMap::default();
+    let mut unanswered_values: FastMap<(Sym, Sym), Sym> = FastMap::default();
+    // How many writes sent each value to each key (a value two writes wrote names neither).
+    let mut writers_of_value: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut hits = Hits::new();
-    let mut maybe_stale = 0usize;
+    let mut ambiguous = Undecided::new();
     for (position, event) in ctx.rows.iter().enumerate() {
-        if event.f != Op::Write {
-            continue;
-        }
-        match event.kind {
-            EventType::Invoke => {
-                if let (Some(key), Some(token)) = (event.key, event.token()) {
-                    open.insert(
-                        event.process,
-                        OpenWrite {
-                            token,
-                            newest_acked: newest_acked.get(&key).copied(),
-                        },
-                    );
+        match (event.kind, event.f) {
+            (EventType::Invoke, Op::Write) => {
+                let (Some(key), Some(token)) = (event.key, event.token()) else {
+                    continue;
+                };
+                if let Some(value) = event.value {
+                    *writers_of_value.entry((key, value)).or_default() += 1;
                 }
+                let call = OpenWrite {
+                    invoke: position,
+                    token,
+                    newest_acked: newest_acked.get(&key).copied(),
+                };
+                if let (Some((_, newer)), Some(write_id)) = (call.newest_acked, event.write_id)
+                    && call.is_behind()
+                {
+                    let stale = Unanswered {
+                        invoke: position,
+                        newer,
+                        reported: false,
+                    };
+                    unanswered.insert((key, write_id), stale);
+                    if let Some(value) = event.value {
+                        unanswered_values.insert((key, value), write_id);
+                    }
+                }
+                open.insert(event.process, call);
             }
-            EventType::Ok => {
+            (EventType::Ok | EventType::Fail, Op::Write) => {
                 let Some(call) = open.remove(&event.process) else {
                     continue;
                 };
-                if let Some((_, newer)) = call.newest_acked.filter(|_| call.is_behind()) {
-                    hits.push(StaleHit {
-                        stale: position,
+                let (Some(key), ok) = (event.key, event.kind == EventType::Ok) else {
+                    continue;
+                };
+                // Answered: no longer unknown (a read of a write answered fail is a phantom
+                // read, judged there).
+                let read_first = event
+                    .write_id
+                    .and_then(|write_id| unanswered.remove(&(key, write_id)))
+                    .is_some_and(|stale| stale.reported);
+                if !ok {
+                    continue;
+                }
+                if let Some((_, newer)) = call.newest_acked.filter(|_| call.is_behind())
+                    && !read_first
+                {
+                    hits.push(RepliedHit {
+                        invoke: call.invoke,
                         newer,
+                        proof: position,
                     });
                 }
-                if let Some(key) = event.key {
-                    let entry = newest_acked.entry(key).or_insert((call.token, position));
-                    if call.token > entry.0 {
-                        *entry = (call.token, position);
-                    }
+                let entry = newest_acked.entry(key).or_insert((call.token, position));
+                if call.token > entry.0 {
+                    *entry = (call.token, position);
                 }
             }
-            EventType::Info => {
-                if open
-                    .remove(&event.process)
-                    .is_some_and(|call| call.is_behind())
-                {
-                    maybe_stale += 1;
-                }
-            }
-            EventType::Fail => {
+            (EventType::Info, Op::Write) => {
                 open.remove(&event.process);
             }
-            EventType::Nemesis | EventType::Log => {}
+            (EventType::Ok, Op::Read) => {
+                let Some(key) = event.key else { continue };
+                let named = match (event.write_id, event.value) {
+                    (Some(write_id), _) => Some(write_id),
+                    (None, Some(value)) => {
+                        let write_id = unanswered_values.get(&(key, value)).copied();
+                        let unique = writers_of_value.get(&(key, value)).copied() == Some(1);
+                        match write_id {
+                            Some(write_id) if !unique => {
+                                if let Some(stale) = unanswered.get(&(key, write_id)) {
+                                    ambiguous.push(position);
+                                    ambiguous.push(stale.invoke);
+                                }
+                                None
+                            }
+                            other => other,
+                        }
+                    }
+                    (None, None) => None,
+                };
+                if let Some(stale) = named.and_then(|id| unanswered.get_mut(&(key, id)))
+                    && !stale.reported
+                {
+                    stale.reported = true;
+                    hits.push(RepliedHit {
+                        invoke: stale.invoke,
+                        newer: stale.newer,
+                        proof: position,
+                    });
+                }
+            }
+            _ => {}
         }
     }
-    // Calls never completed are as unknown as `info` ones.
-    maybe_stale += open.values().filter(|call| call.is_behind()).count();
     let anomalies = hits
         .kept
         .iter()
-        .map(|hit| explain_acknowledged(ctx, hit))
+        .map(|hit| explain_replied(ctx, hit))
         .collect();
-    let inconclusive = (maybe_stale > 0).then(|| {
+    let inconclusive = ambiguous.into_inconclusive(ctx, |events| {
         format!(
-            "{} with unknown outcome carried a token below one already acknowledged for the \
-             key and may have been applied",
-            count(maybe_stale, "write", "writes")
+            "{} by value only, which a stale write with unknown outcome and another write both \
+             sent",
+            count(
+                events / 2,
+                "read named what it saw",
+                "reads named what they saw"
+            )
         )
     });
     Outcome::ran(CLASS, "client replies", hits.count, anomalies, inconclusive)
@@ -262,24 +349,51 @@ fn explain_applied(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
     }
 }
 
-fn explain_acknowledged(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
-    let stale = ctx.at(hit.stale);
+fn explain_replied(ctx: &Context<'_>, hit: &RepliedHit) -> Anomaly {
+    let proof = ctx.at(hit.proof);
     let newer = ctx.at(hit.newer);
-    let invoke = ctx.lookup().partner(hit.stale).unwrap_or(hit.stale);
-    let (mut story, mut cited) = writer_story(ctx, invoke, hit.stale);
-    cited.extend([hit.newer, hit.stale]);
-    story.add(
-        hit.stale,
-        format!(
-            "was told ok {} although the store had already acknowledged token {} to {} (write \
-             {}, ok at {}) before that write was sent",
-            when(&stale, "its"),
-            newer.token.unwrap_or_default(),
-            newer.process,
-            newer.write_id.as_deref().unwrap_or("(no id)"),
-            secs(newer.time_ns)
-        ),
+    let (mut story, mut cited) = writer_story(ctx, hit.invoke, hit.proof);
+    cited.extend([hit.newer, hit.proof]);
+    let before = format!(
+        "the store had already acknowledged token {} to {} (write {}, ok at {}) before that \
+         write was sent",
+        newer.token.unwrap_or_default(),
+        newer.process,
+        newer.write_id.as_deref().unwrap_or("(no id)"),
+        secs(newer.time_ns)
     );
+    if proof.f == Op::Write {
+        story.add(
+            hit.proof,
+            format!("was told ok {} although {before}", when(&proof, "its")),
+        );
+    } else {
+        let sent = ctx.at(hit.invoke);
+        let (at, reply) = match ctx.lookup().partner(hit.invoke) {
+            Some(reply) if reply < hit.proof => {
+                cited.push(reply);
+                let event = ctx.at(reply);
+                let text = format!(
+                    "got no answer (unknown outcome, {}) {}",
+                    event.error.as_deref().unwrap_or("no reason given"),
+                    when(&event, "its")
+                );
+                (reply, text)
+            }
+            _ => (hit.invoke, "had no answer yet".to_string()),
+        };
+        story.add(at, format!("{reply}, although {before}"));
+        story.add(
+            hit.proof,
+            format!(
+                "then {}'s read of key {} returned write {} {}, so the store had applied it",
+                proof.process,
+                proof.key.as_deref().unwrap_or("(no key)"),
+                sent.write_id.as_deref().unwrap_or("(no id)"),
+                when(&proof, "its"),
+            ),
+        );
+    }
     Anomaly {
         class: CLASS,
         severity: crate::verdict::Severity::Failure,
@@ -434,22 +548,102 @@ mod tests {
         assert_eq!(outcome.report.anomalies, 0);
     }
 
+    fn read(b: &mut Builder, process: &str, write_id: Option<&str>, value: &str) -> u64 {
+        b.read(process, "k", |e| {
+            e.write_id = write_id.map(str::to_string);
+            e.value = Some(value.into());
+        })
+    }
+
     #[test]
-    fn client_replies_with_a_timed_out_stale_write_are_inconclusive() {
+    fn a_stale_write_with_unknown_outcome_that_no_read_saw_is_no_evidence() {
         let mut b = Builder::new();
         b.write("w2", "k", 2, "new", false);
         b.invoke_write("w1", "k", 1, "old");
         b.info("w1");
         b.invoke_write("w3", "k", 1, "never-answered");
+        // Reads that saw the newer write say the stale ones were refused, or not yet applied.
+        read(&mut b, "w4", Some("new"), "v-new");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Valid);
+        assert_eq!(outcome.report.inconclusive, None);
+    }
+
+    #[test]
+    fn a_read_of_a_stale_write_whose_reply_was_lost_proves_it_was_accepted() {
+        let mut b = Builder::new();
+        let newer = b.write("w2", "k", 2, "new", false);
+        let invoke = b.invoke_write("w1", "k", 1, "old");
+        let lost = b.info("w1");
+        b.at(3.0);
+        let seen = read(&mut b, "w4", Some("old"), "v-old");
+        read(&mut b, "w4", Some("old"), "v-old");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.anomalies, 1);
+        let anomaly = &outcome.anomalies[0];
+        assert_eq!(anomaly.events, vec![newer, invoke, lost, seen]);
+        let text = &anomaly.explanation;
+        for needle in [
+            "w1 sent write old with token 1 to key k at 0.002s",
+            "got no answer (unknown outcome, timeout) at 0.003s",
+            "although the store had already acknowledged token 2 to w2 (write new, ok at 0.001s)",
+            "and then w4's read of key k returned write old at 3.001s (its clock 3.001s), so the \
+             store had applied it",
+            "no store log",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in: {text}");
+        }
+    }
+
+    #[test]
+    fn a_stale_write_read_in_flight_and_then_acknowledged_is_one_anomaly() {
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "new", false);
+        b.invoke_write("w1", "k", 1, "old");
+        read(&mut b, "w4", Some("old"), "v-old");
+        b.ok("w1");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("had no answer yet"),
+            "{}",
+            outcome.anomalies[0].explanation
+        );
+    }
+
+    #[test]
+    fn a_read_naming_only_a_value_two_writes_sent_is_undecided() {
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "new", false);
+        let stale = b.invoke_write("w1", "k", 1, "same");
+        b.info("w1");
+        // Another write (not stale) sent the same value.
+        b.invoke("w3", Op::Write, |e| {
+            e.key = Some("k".into());
+            e.token = Some(3);
+            e.write_id = Some("other".into());
+            e.value = Some("v-same".into());
+        });
+        b.ok("w3");
+        let seen = read(&mut b, "w4", None, "v-same");
         let outcome = run(&b);
         assert_eq!(outcome.report.validity, Validity::Unknown);
-        assert!(
-            outcome
-                .report
-                .evidence
-                .contains("2 writes with unknown outcome"),
-            "{}",
-            outcome.report.evidence
+        let why = outcome.report.inconclusive.unwrap();
+        assert_eq!(why.events, vec![stale, seen]);
+        assert_eq!(
+            why.reason,
+            "1 read named what it saw by value only, which a stale write with unknown outcome \
+             and another write both sent"
         );
+        // A value only the stale write sent names it.
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "new", false);
+        b.invoke_write("w1", "k", 1, "mine");
+        b.info("w1");
+        read(&mut b, "w4", None, "v-mine");
+        assert_eq!(run(&b).report.validity, Validity::Invalid);
     }
 }

@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use crate::{Anomaly, Verdict};
+use crate::{Anomaly, Validity, Verdict};
 use fencer_harness::words::{both_clocks, describe, secs};
 use fencer_harness::{Event, EventType, History, Op};
 
@@ -41,10 +41,41 @@ fn lesson(class: &str) -> Lesson {
             remedy: "never derive tokens from a clock; use a counter that only grows and \
                      survives restarts (persisted, or above every token ever issued)",
         },
-        "ack-mismatch" => Lesson {
+        "ack-mismatch" | "phantom-read" => Lesson {
             defence: "honest replies",
             remedy: "reply with what the store really applied, and record a call whose reply \
                      was lost as unknown (info), never as ok or fail",
+        },
+        "unfounded-rejection" => Lesson {
+            defence: "honest replies",
+            remedy: "refuse a write as stale only when the store has accepted a higher token \
+                     for that key: compare with the stored fence (WHERE fence <= ?), not with \
+                     anything the client or a cache believes",
+        },
+        "lock-reply-mismatch" => Lesson {
+            defence: "honest replies",
+            remedy: "answer ok only for a change the lock service applied, busy only while an \
+                     unexpired lease is held, and unknown when the outcome cannot be told",
+        },
+        "expired-lease-renewed" => Lesson {
+            defence: "lease expiry",
+            remedy: "renew only a lease that is still live on the service's clock, checked \
+                     atomically with the extension; an expired lease must be acquired again",
+        },
+        "stuck-lock" => Lesson {
+            defence: "liveness",
+            remedy: "let every lease lapse at its TTL on the service's clock, and free the lock \
+                     when its holder releases it (no session or key that outlives its lease)",
+        },
+        "duplicate-effect" | "lost-update" => Lesson {
+            defence: "idempotent writes",
+            remedy: "give every write an id the store records atomically with its effect, so a \
+                     retried or delayed copy is recognised and applied once",
+        },
+        "stale-read" | "nonlinearizable-register" => Lesson {
+            defence: "linearizable store",
+            remedy: "serve reads from the store's current state (the primary, a quorum read), \
+                     never from a replica or cache that may lag behind acknowledged writes",
         },
         _ => Lesson {
             defence: "the lease protocol",
@@ -103,20 +134,51 @@ fn what_failed(history: &History, anomaly: &Anomaly) -> String {
     }
 }
 
+/// Each check that could not conclude, why, and the first events that left it undecided.
+fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
+    const SHOWN_EVENTS: usize = 5;
+    for (class, why) in verdict.inconclusive() {
+        let Some(why) = why else {
+            let _ = writeln!(out, "\n{class}: could not conclude");
+            continue;
+        };
+        let _ = writeln!(out, "\n{class}: could not conclude: {}", why.reason);
+        for &index in why.events.iter().take(SHOWN_EVENTS) {
+            if let Some(event) = history.events.get(index as usize) {
+                let _ = writeln!(
+                    out,
+                    "  - {} — {} (#{index})",
+                    both_clocks(event),
+                    describe(event)
+                );
+            }
+        }
+        let more = why.count.saturating_sub(why.events.len().min(SHOWN_EVENTS));
+        if more > 0 {
+            let _ = writeln!(out, "  ... and {more} more such events");
+        }
+    }
+}
+
 /// The story of every anomaly in `verdict` (at most `limit`), or why there is none.
 pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "verdict: {}", verdict.summary_line());
     if verdict.anomalies.is_empty() {
+        let unknown = verdict.validity == Validity::Unknown;
         let _ = writeln!(
             out,
             "No anomaly to explain: every checker that ran found the history consistent{}.",
-            if verdict.validity.name() == "unknown" {
-                ", but calls with unknown outcome could hide one (see verdict.json's checkers)"
+            if unknown {
+                ", but these checks could not conclude, and what they could not decide could \
+                 hide one"
             } else {
                 ""
             }
         );
+        if unknown {
+            tell_inconclusive(&mut out, history, verdict);
+        }
         return out;
     }
     for (k, anomaly) in verdict.anomalies.iter().take(limit).enumerate() {
@@ -177,4 +239,43 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use fencer_harness::Op;
+
+    use super::*;
+    use crate::check;
+    use crate::testkit::Builder;
+
+    #[test]
+    fn an_unknown_verdict_names_each_undecided_check_and_its_events() {
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "w2-0", true);
+        // A store log entry without a token cannot be ordered against the others.
+        b.log("store", Op::Write, |e| e.key = Some("k".into()));
+        let history = b.build();
+        let verdict = check(&history);
+        let story = tell(&history, &verdict, "stop", 5);
+        assert!(story.contains("could not conclude, and what"), "{story}");
+        assert!(
+            story.contains(
+                "stale-write-accepted: could not conclude: 1 store log entry lacks a key or token"
+            ),
+            "{story}"
+        );
+        assert!(story.contains("(#3)"), "{story}");
+    }
+
+    #[test]
+    fn every_anomaly_class_has_a_lesson_of_its_own() {
+        for class in crate::AnomalyClass::ALL {
+            assert_ne!(
+                lesson(class.name()).defence,
+                "the lease protocol",
+                "{class} falls back to the default lesson"
+            );
+        }
+    }
 }

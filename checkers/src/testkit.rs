@@ -221,6 +221,38 @@ impl Builder {
         })
     }
 
+    /// A whole renew or release (`f`) by `owner`, answered `kind` (`fail` as not-owner, `info`
+    /// as a timeout). Returns the invoke.
+    pub fn lock_call(
+        &mut self,
+        process: &str,
+        f: Op,
+        lock: &str,
+        owner: &str,
+        kind: EventType,
+    ) -> u64 {
+        let invoke = self.invoke_lock_call(process, f, lock, owner);
+        match kind {
+            EventType::Ok => self.ok(process),
+            EventType::Fail => self.fail(process, "not-owner"),
+            _ => self.info(process),
+        };
+        invoke
+    }
+
+    /// An acquire the lock service refuses as busy. Returns the invoke.
+    pub fn busy(&mut self, process: &str, lock: &str, owner: &str) -> u64 {
+        let invoke = self.invoke_acquire(process, lock, owner);
+        self.fail(process, "busy");
+        invoke
+    }
+
+    /// A whole read of `key`; `fill` sets what it returned. Returns the `ok`.
+    pub fn read(&mut self, process: &str, key: &str, fill: impl FnOnce(&mut Event)) -> u64 {
+        self.invoke(process, Op::Read, |e| e.key = Some(key.into()));
+        self.complete(process, EventType::Ok, fill)
+    }
+
     pub fn invoke_write(&mut self, process: &str, key: &str, token: u64, write_id: &str) -> u64 {
         self.invoke(process, Op::Write, |e| {
             e.key = Some(key.into());

@@ -115,11 +115,26 @@ pub enum AnomalyClass {
     StaleRead,
     /// The reads and writes of the protected value admit no linearization as a register.
     NonlinearizableRegister,
+    /// The store refused a write as stale although it had accepted no higher token for the key.
+    UnfoundedRejection,
+    /// A read returned a write no client sent, one whose every send was refused, one the store
+    /// never applied, or a sent write with another token or value.
+    PhantomRead,
+    /// A lock call's reply contradicts the lock service's log: a grant, renew or release
+    /// answered `ok` that the log never applied (or with another token), answered `fail` that
+    /// it applied, or `busy` while the log shows no live lease.
+    LockReplyMismatch,
+    /// The lock service renewed a lease its own log shows expired or released, with no newer
+    /// lease live (a warning unless strict; with one live it is `overlapping-leases`).
+    ExpiredLeaseRenewed,
+    /// The lock stayed busy for over a TTL plus a margin after its last lease ended, with no
+    /// grant in between: a liveness failure (a warning unless strict).
+    StuckLock,
 }
 
 impl AnomalyClass {
     /// Every class, in the order checkers run and summaries list them.
-    pub const ALL: [AnomalyClass; 11] = [
+    pub const ALL: [AnomalyClass; 16] = [
         AnomalyClass::StaleWriteAccepted,
         AnomalyClass::ForeignRelease,
         AnomalyClass::OverlappingLeases,
@@ -131,6 +146,11 @@ impl AnomalyClass {
         AnomalyClass::ZombieRenewal,
         AnomalyClass::StaleRead,
         AnomalyClass::NonlinearizableRegister,
+        AnomalyClass::UnfoundedRejection,
+        AnomalyClass::PhantomRead,
+        AnomalyClass::LockReplyMismatch,
+        AnomalyClass::ExpiredLeaseRenewed,
+        AnomalyClass::StuckLock,
     ];
 
     /// The kebab-case name (`stale-write-accepted`, ...), identical to the serde form.
@@ -147,6 +167,11 @@ impl AnomalyClass {
             AnomalyClass::ZombieRenewal => "zombie-renewal",
             AnomalyClass::StaleRead => "stale-read",
             AnomalyClass::NonlinearizableRegister => "nonlinearizable-register",
+            AnomalyClass::UnfoundedRejection => "unfounded-rejection",
+            AnomalyClass::PhantomRead => "phantom-read",
+            AnomalyClass::LockReplyMismatch => "lock-reply-mismatch",
+            AnomalyClass::ExpiredLeaseRenewed => "expired-lease-renewed",
+            AnomalyClass::StuckLock => "stuck-lock",
         }
     }
 }
@@ -162,7 +187,8 @@ impl fmt::Display for AnomalyClass {
 #[error(
     "expected an anomaly class (stale-write-accepted, foreign-release, overlapping-leases, \
      token-regression, ack-mismatch, superseded-write-accepted, lost-update, duplicate-effect, \
-     zombie-renewal, stale-read or nonlinearizable-register), found {found:?}"
+     zombie-renewal, stale-read, nonlinearizable-register, unfounded-rejection, phantom-read, \
+     lock-reply-mismatch, expired-lease-renewed or stuck-lock), found {found:?}"
 )]
 pub struct UnknownAnomalyClass {
     /// The name that was given.
@@ -238,6 +264,46 @@ pub struct CheckerReport {
     /// Whether its findings fail the verdict or are warnings (omitted from JSON for failures).
     #[serde(default, skip_serializing_if = "Severity::is_failure")]
     pub severity: Severity,
+    /// What the checker could not decide, when it is unknown: the reason and the events that
+    /// left it undecided, so a person can look at exactly those calls (omitted from JSON when
+    /// the checker decided).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inconclusive: Option<Inconclusive>,
+}
+
+/// At most this many event indexes are stored per [`Inconclusive`]; its count stays exact.
+pub const MAX_INCONCLUSIVE_EVENTS: usize = 100;
+
+/// Why a checker's result is unknown, and which events made it so.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inconclusive {
+    /// One line: what could not be decided (`1 read saw value 3, which 2 writes wrote`).
+    pub reason: String,
+    /// History indexes of the events that left the checker undecided (calls with unknown
+    /// outcome, reads that name no single write, unreadable log entries), ascending; at most
+    /// [`MAX_INCONCLUSIVE_EVENTS`].
+    pub events: Vec<u64>,
+    /// Exact number of such events, even beyond the stored ones.
+    pub count: usize,
+}
+
+impl Inconclusive {
+    /// `reason: events 3, 9 and 12` — the reason with the first few events named.
+    pub fn describe(&self) -> String {
+        const SHOWN: usize = 5;
+        let mut shown: Vec<String> = self.events.iter().take(SHOWN).map(u64::to_string).collect();
+        let more = self.count.saturating_sub(shown.len());
+        let list = match (shown.len(), more) {
+            (0, _) => return self.reason.clone(),
+            (1, 0) => return format!("{}: event {}", self.reason, shown[0]),
+            (_, 0) => {
+                let last = shown.pop().unwrap_or_default();
+                format!("{} and {last}", shown.join(", "))
+            }
+            (_, more) => format!("{} and {more} more", shown.join(", ")),
+        };
+        format!("{}: events {list}", self.reason)
+    }
 }
 
 /// The answer for a whole history: the worst result of the checkers that ran, with proof.
@@ -302,21 +368,29 @@ impl Verdict {
                 format!("valid: 0 anomalies in {} events{skipped_note}", self.events)
             }
             Validity::Unknown => {
-                let inconclusive: Vec<&str> = self
-                    .checkers
-                    .iter()
-                    .filter(|report| {
-                        report.skipped.is_none() && report.validity == Validity::Unknown
+                let inconclusive: Vec<String> = self
+                    .inconclusive()
+                    .map(|(class, why)| match why {
+                        Some(why) => format!("{class} ({})", why.describe()),
+                        None => class.name().to_string(),
                     })
-                    .map(|report| report.checker.name())
                     .collect();
                 format!(
                     "unknown: 0 anomalies in {} events, inconclusive: {}{skipped_note}",
                     self.events,
-                    inconclusive.join(", ")
+                    inconclusive.join("; ")
                 )
             }
         }
+    }
+
+    /// The checkers that ran but could not decide, in [`AnomalyClass::ALL`] order, each with
+    /// what left it undecided: for a report that names the calls behind an unknown verdict.
+    pub fn inconclusive(&self) -> impl Iterator<Item = (AnomalyClass, Option<&Inconclusive>)> {
+        self.checkers
+            .iter()
+            .filter(|report| report.skipped.is_none() && report.validity == Validity::Unknown)
+            .map(|report| (report.checker, report.inconclusive.as_ref()))
     }
 }
 
@@ -394,6 +468,7 @@ mod tests {
                     evidence: "store log".into(),
                     skipped: None,
                     severity: Severity::Failure,
+                    inconclusive: None,
                 },
                 CheckerReport {
                     checker: AnomalyClass::OverlappingLeases,
@@ -402,6 +477,7 @@ mod tests {
                     evidence: "none".into(),
                     skipped: Some("needs the lock service's log".into()),
                     severity: Severity::Failure,
+                    inconclusive: None,
                 },
                 CheckerReport {
                     checker: AnomalyClass::AckMismatch,
@@ -410,6 +486,7 @@ mod tests {
                     evidence: "store log + client replies".into(),
                     skipped: None,
                     severity: Severity::Failure,
+                    inconclusive: None,
                 },
             ],
         }
@@ -455,10 +532,56 @@ mod tests {
             evidence: "client replies".into(),
             skipped: None,
             severity: Severity::Failure,
+            inconclusive: None,
         });
         assert_eq!(
             verdict.summary_line(),
             "unknown: 0 anomalies in 1234 events, inconclusive: foreign-release"
+        );
+        verdict.checkers.push(CheckerReport {
+            checker: AnomalyClass::NonlinearizableRegister,
+            validity: Validity::Unknown,
+            anomalies: 0,
+            evidence: "client replies (linearizability search)".into(),
+            skipped: None,
+            severity: Severity::Failure,
+            inconclusive: Some(Inconclusive {
+                reason: "the search budget ran out on key k".into(),
+                events: vec![4, 9],
+                count: 2,
+            }),
+        });
+        assert_eq!(
+            verdict.summary_line(),
+            "unknown: 0 anomalies in 1234 events, inconclusive: foreign-release; \
+             nonlinearizable-register (the search budget ran out on key k: events 4 and 9)"
+        );
+        let kinds: Vec<(AnomalyClass, bool)> = verdict
+            .inconclusive()
+            .map(|(class, why)| (class, why.is_some()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (AnomalyClass::ForeignRelease, false),
+                (AnomalyClass::NonlinearizableRegister, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_inconclusive_reason_names_its_first_events_and_counts_the_rest() {
+        let why = |events: Vec<u64>, count: usize| Inconclusive {
+            reason: "r".into(),
+            events,
+            count,
+        };
+        assert_eq!(why(vec![], 0).describe(), "r");
+        assert_eq!(why(vec![7], 1).describe(), "r: event 7");
+        assert_eq!(why(vec![1, 2, 3], 3).describe(), "r: events 1, 2 and 3");
+        assert_eq!(
+            why((0..100).collect(), 250).describe(),
+            "r: events 0, 1, 2, 3, 4 and 245 more"
         );
     }
 }

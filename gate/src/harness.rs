@@ -594,7 +594,14 @@ impl Harness {
         history: &History,
         verdict: &Verdict,
     ) -> Option<PathBuf> {
-        if verdict.validity != Validity::Invalid {
+        // An unknown verdict fails the test too, unless allowed: its run is kept so the events
+        // it names can be looked at.
+        let failed = match verdict.validity {
+            Validity::Invalid => true,
+            Validity::Unknown => !self.allow_unknown,
+            Validity::Valid => false,
+        };
+        if !failed {
             return None;
         }
         let root = self.save_failures_to.as_ref()?;
@@ -666,6 +673,7 @@ impl Harness {
             match &run.outcome {
                 Ok((history, verdict)) => {
                     summary.count_run(seed, verdict.validity.into(), history.events.len());
+                    summary.note_unknown(seed, &run.label(), verdict);
                     if verdict.validity == Validity::Invalid {
                         summary.failures.push(FailureRecord {
                             seed,
@@ -858,14 +866,16 @@ impl Report {
                     if let Some(anomaly) = verdict.anomalies.first() {
                         let _ = write!(message, "\n    {}: {}", anomaly.class, anomaly.explanation);
                     }
-                    for checker in &verdict.checkers {
-                        if checker.validity == Validity::Unknown {
-                            let _ = write!(
+                    for (class, why) in verdict.inconclusive() {
+                        match why {
+                            Some(why) => write!(
                                 message,
-                                "\n    {} could not conclude ({})",
-                                checker.checker, checker.evidence
-                            );
+                                "\n    {class} could not conclude: {}",
+                                why.describe()
+                            ),
+                            None => write!(message, "\n    {class} could not conclude"),
                         }
+                        .expect("writing to a String cannot fail");
                     }
                 }
                 Err(error) => {

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use fencer_checkers::AnomalyClass;
 
-use crate::summary::{CHUNK_SEEDS, GateSummary};
+use crate::summary::{CHUNK_SEEDS, Chunk, GateSummary};
 
 /// The JUnit document for `summary`.
 pub fn junit_xml(summary: &GateSummary) -> String {
@@ -33,7 +33,6 @@ pub fn junit_xml(summary: &GateSummary) -> String {
     );
     for chunk in &summary.chunks {
         let last = chunk.first_seed.saturating_add(CHUNK_SEEDS);
-        let passed = chunk.seeds_run - chunk.failed;
         let _ = writeln!(
             xml,
             "    <testcase classname=\"{class}\" name=\"seeds {first}..{last}\">",
@@ -43,10 +42,7 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         let _ = writeln!(
             xml,
             "      <system-out>{}</system-out>",
-            escape(&format!(
-                "{} seeds ran, {passed} passed ({} unknown), {} failed (reported as their own test cases)",
-                chunk.seeds_run, chunk.unknown, chunk.failed
-            ))
+            escape(&chunk_output(summary, chunk))
         );
         xml.push_str("    </testcase>\n");
     }
@@ -93,6 +89,30 @@ pub fn junit_xml(summary: &GateSummary) -> String {
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
+}
+
+/// What a chunk's test case prints: its counts, then each unknown seed of it and what its
+/// checks could not decide.
+fn chunk_output(summary: &GateSummary, chunk: &Chunk) -> String {
+    let passed = chunk.seeds_run - chunk.failed;
+    let mut out = format!(
+        "{} seeds ran, {passed} passed ({} unknown), {} failed (reported as their own test cases)",
+        chunk.seeds_run, chunk.unknown, chunk.failed
+    );
+    let last = chunk.first_seed.saturating_add(CHUNK_SEEDS);
+    for unknown in &summary.unknowns {
+        if unknown
+            .seed
+            .is_some_and(|seed| (chunk.first_seed..last).contains(&seed))
+        {
+            let _ = write!(
+                out,
+                "\n{}: unknown: {}",
+                unknown.label, unknown.inconclusive
+            );
+        }
+    }
+    out
 }
 
 /// Escapes text for XML content and attribute values; drops the control characters XML 1.0

@@ -285,6 +285,7 @@ impl Gate<'_> {
             } => {
                 self.summary
                     .count_run(seed, verdict.validity.into(), events);
+                self.summary.note_unknown(seed, label, &verdict);
                 for (class, count) in &verdict.anomaly_counts {
                     *self.summary.anomalies.entry(class.clone()).or_default() += *count as u64;
                 }

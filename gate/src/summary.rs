@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::divergence::Divergence;
 use crate::seeds::{SeedRange, Shard};
 use crate::shrink::PlanSize;
-use fencer_checkers::{AnomalyClass, Validity};
+use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_run::LeftOut;
 use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
@@ -146,6 +146,10 @@ pub struct GateSummary {
     pub chunks: Vec<Chunk>,
     /// Every failing run, in seed order (regressions first).
     pub failures: Vec<FailureRecord>,
+    /// The first [`MAX_UNKNOWN_RECORDS`] runs whose verdict was unknown, with what their checks
+    /// could not decide (their count is in `validity`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unknowns: Vec<UnknownRecord>,
     /// Wall time spent running plans, shrinking excluded (the longest shard's, after a
     /// merge): what runs/s is measured over.
     pub wall_s: f64,
@@ -175,6 +179,7 @@ impl GateSummary {
             left_out: Vec::new(),
             chunks: Vec::new(),
             failures: Vec::new(),
+            unknowns: Vec::new(),
             wall_s: 0.0,
             shrink_s: 0.0,
         }
@@ -217,6 +222,20 @@ pub struct FailureRecord {
     pub divergence: Option<Divergence>,
     /// What shrinking achieved.
     pub shrunk: Option<ShrinkRecord>,
+}
+
+/// At most this many unknown runs are described in a summary.
+pub const MAX_UNKNOWN_RECORDS: usize = 100;
+
+/// A run whose verdict was unknown: nothing proven wrong, and what could not be decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnknownRecord {
+    /// The seed, for generated plans.
+    pub seed: Option<u64>,
+    /// `seed 17`, or the regression file's name.
+    pub label: String,
+    /// Each check that could not conclude, why, and the events behind it.
+    pub inconclusive: String,
 }
 
 /// Before and after sizes of a shrink.
@@ -275,6 +294,26 @@ impl GateSummary {
         let mut bytes = serde_json::to_vec_pretty(self).expect("summaries always serialise");
         bytes.push(b'\n');
         bytes
+    }
+
+    /// Describes the run `label` (seed `seed`) if its verdict is unknown, up to
+    /// [`MAX_UNKNOWN_RECORDS`] of them.
+    pub fn note_unknown(&mut self, seed: Option<u64>, label: &str, verdict: &Verdict) {
+        if verdict.validity != Validity::Unknown || self.unknowns.len() >= MAX_UNKNOWN_RECORDS {
+            return;
+        }
+        let inconclusive: Vec<String> = verdict
+            .inconclusive()
+            .map(|(class, why)| match why {
+                Some(why) => format!("{class}: {}", why.describe()),
+                None => class.name().to_string(),
+            })
+            .collect();
+        self.unknowns.push(UnknownRecord {
+            seed,
+            label: label.to_string(),
+            inconclusive: inconclusive.join("; "),
+        });
     }
 
     /// Records one run of seed `seed` (None for a regression plan) into the counts.
@@ -382,6 +421,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
             entry.unknown += chunk.unknown;
         }
         merged.failures.extend(part.failures.iter().cloned());
+        merged.unknowns.extend(part.unknowns.iter().cloned());
         merged.wall_s = merged.wall_s.max(part.wall_s);
         merged.shrink_s = merged.shrink_s.max(part.shrink_s);
     }
@@ -390,6 +430,10 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
     merged
         .failures
         .sort_by_key(|failure| (failure.seed.is_some(), failure.seed));
+    merged
+        .unknowns
+        .sort_by_key(|unknown| (unknown.seed.is_some(), unknown.seed));
+    merged.unknowns.truncate(MAX_UNKNOWN_RECORDS);
     Ok(merged)
 }
 
@@ -474,6 +518,57 @@ mod tests {
         let nothing_left = summary("1/1".parse().unwrap(), &[]);
         let json = String::from_utf8(nothing_left.to_json()).unwrap();
         assert!(!json.contains("left_out"), "{json}");
+    }
+
+    /// A verdict that cannot conclude: a store log entry without a token cannot be ordered.
+    fn unknown_verdict() -> Verdict {
+        use fencer_harness::{Event, EventType, History, Op};
+        let write = |kind, process: &str| Event {
+            key: Some("k".into()),
+            token: Some(2),
+            write_id: Some("w2-0".into()),
+            value: Some("v".into()),
+            ..Event::new(process, kind, Op::Write)
+        };
+        let mut events = vec![
+            write(EventType::Invoke, "w2"),
+            Event {
+                seq: Some(1),
+                ..write(EventType::Log, "store")
+            },
+            write(EventType::Ok, "w2"),
+            Event {
+                key: Some("k".into()),
+                ..Event::new("store", EventType::Log, Op::Write)
+            },
+        ];
+        for (index, event) in events.iter_mut().enumerate() {
+            event.index = index as u64;
+            event.time_ns = index as u64;
+        }
+        fencer_checkers::check(&History { events })
+    }
+
+    #[test]
+    fn unknown_runs_are_described_and_merged_in_seed_order() {
+        let verdict = unknown_verdict();
+        assert_eq!(verdict.validity, Validity::Unknown);
+        let mut one = summary("1/2".parse().unwrap(), &[(7, Tally::Unknown)]);
+        one.note_unknown(Some(7), "seed 7", &verdict);
+        let mut two = summary("2/2".parse().unwrap(), &[(2, Tally::Unknown)]);
+        two.note_unknown(Some(2), "seed 2", &verdict);
+        let merged = merge(&[("a".into(), one), ("b".into(), two)]).unwrap();
+        let labels: Vec<&str> = merged.unknowns.iter().map(|u| u.label.as_str()).collect();
+        assert_eq!(labels, ["seed 2", "seed 7"]);
+        assert_eq!(
+            merged.unknowns[0].inconclusive,
+            "stale-write-accepted: 1 store log entry lacks a key or token: event 3"
+        );
+        let xml = crate::junit::junit_xml(&merged);
+        assert!(
+            xml.contains("seed 7: unknown: stale-write-accepted: 1 store log entry lacks"),
+            "{xml}"
+        );
     }
 
     #[test]

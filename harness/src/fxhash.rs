@@ -41,6 +41,16 @@ impl Hasher for FxHasher {
         self.add(u64::from(n));
     }
 
+    fn write_u16(&mut self, n: u16) {
+        self.add(u64::from(n));
+    }
+
+    // Interned strings (`Sym`) are `u32`s: without this, every key of the checkers' maps would
+    // take the byte-slice path above.
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+
     fn write_u64(&mut self, n: u64) {
         self.add(n);
     }
@@ -77,5 +87,14 @@ mod tests {
         assert_ne!(hash("w1-10"), hash("w1-01"));
         assert_ne!(hash("abcdefgh"), hash("abcdefgh\0"));
         assert_eq!(hash("w1-10"), hash("w1-10"));
+    }
+
+    #[test]
+    fn a_u32_hashes_as_one_word() {
+        let mut as_u32 = FxHasher::default();
+        as_u32.write_u32(7);
+        let mut as_word = FxHasher::default();
+        as_word.write_u64(7);
+        assert_eq!(as_u32.finish(), as_word.finish());
     }
 }

@@ -250,6 +250,22 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             anomalies.join(", ")
         },
     );
+    const SHOWN_UNKNOWNS: usize = 3;
+    for unknown in summary.unknowns.iter().take(SHOWN_UNKNOWNS) {
+        row(
+            "unknown",
+            format!("{}: {}", unknown.label, unknown.inconclusive),
+        );
+    }
+    if summary.unknowns.len() > SHOWN_UNKNOWNS {
+        row(
+            "",
+            format!(
+                "... {} more in gate.json",
+                summary.unknowns.len() - SHOWN_UNKNOWNS
+            ),
+        );
+    }
     for left in &summary.left_out {
         row("left out", left.to_string());
     }

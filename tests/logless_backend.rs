@@ -1,0 +1,314 @@
+//! A user's correct backend that keeps no logs (the in-memory lease service of the `Harness`
+//! doc example and a fenced in-memory store without `applied_log`), run through
+//! `fencer::Harness`: the checkers must judge it from client replies alone, without false
+//! alarms and without giving up.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use fencer::{
+    Acquired, CallError, FaultKind, FencedStore, FencingToken, Harness, LockService, Owned,
+    OwnerToken, ReadValue, Validity, Written, async_trait,
+};
+use fencer_harness::EventType;
+use tokio::time::Instant;
+
+/// One lock's lease (owner, expiry) and last token: the `Harness` doc example's service, kept
+/// per lock name. One instance serves every seed, and each seed's lock has its own name, so a
+/// lease left over from an earlier seed (with an expiry read on that seed's runtime) cannot
+/// hold up the next one.
+#[derive(Default)]
+struct OneLock(Mutex<BTreeMap<String, LockState>>);
+
+/// One lock's live lease (owner, expiry), if any, and its last fencing token.
+type LockState = (Option<(OwnerToken, Instant)>, u64);
+
+#[async_trait]
+impl LockService for OneLock {
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Acquired, CallError> {
+        let mut locks = self.0.lock().unwrap();
+        let state = locks.entry(lock.to_string()).or_default();
+        if state.0.is_some_and(|(_, expires)| expires > Instant::now()) {
+            return Ok(Acquired::Busy);
+        }
+        state.1 += 1;
+        state.0 = Some((owner, Instant::now() + ttl));
+        Ok(Acquired::Granted {
+            fencing_token: state.1,
+        })
+    }
+
+    async fn renew(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Owned, CallError> {
+        let mut locks = self.0.lock().unwrap();
+        match locks.get_mut(lock).and_then(|state| state.0.as_mut()) {
+            Some((holder, expires)) if *holder == owner && *expires > Instant::now() => {
+                *expires = Instant::now() + ttl;
+                Ok(Owned::Done)
+            }
+            _ => Ok(Owned::NotOwner),
+        }
+    }
+
+    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        let mut locks = self.0.lock().unwrap();
+        let Some(state) = locks.get_mut(lock) else {
+            return Ok(Owned::NotOwner);
+        };
+        match state.0 {
+            Some((holder, expires)) if holder == owner && expires > Instant::now() => {
+                state.0 = None;
+                Ok(Owned::Done)
+            }
+            _ => Ok(Owned::NotOwner),
+        }
+    }
+}
+
+/// A fenced register per key that offers no applied log.
+#[derive(Default)]
+struct LoglessStore(Mutex<BTreeMap<String, ReadValue>>);
+
+#[async_trait]
+impl FencedStore for LoglessStore {
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
+        let mut values = self.0.lock().unwrap();
+        let current = values.entry(key.to_string()).or_default();
+        if fencing_token < current.fencing_token {
+            return Ok(Written::Rejected {
+                current_token: current.fencing_token,
+            });
+        }
+        *current = ReadValue {
+            fencing_token,
+            write_id: Some(write_id.to_string()),
+            value: Some(value.to_string()),
+        };
+        Ok(Written::Applied)
+    }
+
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        Ok(self.0.lock().unwrap().get(key).cloned().unwrap_or_default())
+    }
+}
+
+/// Every fault a user's backend can take at the adapter boundary.
+const ADAPTER_FAULTS: [FaultKind; 6] = [
+    FaultKind::Pause,
+    FaultKind::Skew,
+    FaultKind::DropRenew,
+    FaultKind::DelayWrite,
+    FaultKind::DropAcquire,
+    FaultKind::DropWrite,
+];
+
+/// Runs `seeds` seeds of the log-less backend with `faults` (the Harness defaults when
+/// `None`); returns the number of valid seeds and the summary lines of the unknown ones, and
+/// fails on any invalid verdict.
+fn verdicts(seeds: u64, faults: Option<&[FaultKind]>) -> (usize, Vec<String>) {
+    let mut harness = Harness::new(OneLock::default(), LoglessStore::default())
+        .name("logless_backend")
+        .seeds(0..seeds)
+        .save_failures_to(None);
+    if let Some(faults) = faults {
+        harness = harness.nemesis(faults.iter().copied());
+    }
+    let report = harness.run();
+    let mut valid = 0;
+    let mut unknown = Vec::new();
+    for run in &report.runs {
+        let (history, verdict) = run.outcome.as_ref().expect("the seed ran");
+        assert!(
+            !history
+                .events
+                .iter()
+                .any(|event| event.kind == EventType::Log),
+            "the backend keeps no logs"
+        );
+        match verdict.validity {
+            Validity::Valid => valid += 1,
+            Validity::Unknown => {
+                unknown.push(format!("seed {}: {}", run.seed, verdict.summary_line()))
+            }
+            Validity::Invalid => panic!("seed {}: {}", run.seed, verdict.summary_line()),
+        }
+    }
+    (valid, unknown)
+}
+
+#[test]
+fn a_correct_backend_without_logs_is_valid_under_the_harness_defaults() {
+    let (valid, unknown) = verdicts(200, None);
+    // At least 99 % of 200 seeds.
+    assert!(valid >= 198, "{valid} of 200 valid; unknown: {unknown:#?}");
+}
+
+#[test]
+fn a_correct_backend_without_logs_is_valid_under_every_adapter_fault() {
+    let (valid, unknown) = verdicts(200, Some(&ADAPTER_FAULTS));
+    // At least 95 % of 200 seeds.
+    assert!(valid >= 190, "{valid} of 200 valid; unknown: {unknown:#?}");
+}
+
+#[test]
+fn the_overlap_check_runs_from_client_replies() {
+    let report = Harness::new(OneLock::default(), LoglessStore::default())
+        .seeds(0..1)
+        .save_failures_to(None)
+        .run();
+    let (_, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    let overlap = verdict
+        .checkers
+        .iter()
+        .find(|report| report.checker == fencer_checkers::AnomalyClass::OverlappingLeases)
+        .unwrap();
+    assert_eq!(overlap.skipped, None);
+    assert_eq!(overlap.evidence, "client replies");
+}
+
+/// A store that keeps the first token it accepts per key and refuses every other, naming a
+/// fence it never accepted: every new holder is told it was superseded.
+#[derive(Default)]
+struct RefusingStore(LoglessStore);
+
+#[async_trait]
+impl FencedStore for RefusingStore {
+    async fn write(
+        &self,
+        key: &str,
+        fencing_token: FencingToken,
+        write_id: &str,
+        value: &str,
+    ) -> Result<Written, CallError> {
+        let first = self.0.read(key).await?.fencing_token;
+        if first != 0 && fencing_token != first {
+            return Ok(Written::Rejected {
+                current_token: fencing_token + 1,
+            });
+        }
+        self.0.write(key, fencing_token, write_id, value).await
+    }
+
+    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        self.0.read(key).await
+    }
+}
+
+#[test]
+fn a_store_that_refuses_every_new_holder_is_caught() {
+    let report = Harness::new(OneLock::default(), RefusingStore::default())
+        .seeds(0..3)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    for run in &report.runs {
+        let (_, verdict) = run.outcome.as_ref().unwrap();
+        assert_eq!(
+            verdict.validity,
+            Validity::Invalid,
+            "{}",
+            verdict.summary_line()
+        );
+        assert!(
+            verdict.anomaly_counts.contains_key("unfounded-rejection"),
+            "{}",
+            verdict.summary_line()
+        );
+    }
+}
+
+/// A lease service that never lets a lease go: release answers done and changes nothing, and
+/// leases never expire, so after the first grant every acquire is busy.
+#[derive(Default)]
+struct StickyLock(Mutex<BTreeMap<String, (OwnerToken, u64)>>);
+
+#[async_trait]
+impl LockService for StickyLock {
+    async fn acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        _: Duration,
+    ) -> Result<Acquired, CallError> {
+        let mut locks = self.0.lock().unwrap();
+        if locks.contains_key(lock) {
+            return Ok(Acquired::Busy);
+        }
+        locks.insert(lock.to_string(), (owner, 1));
+        Ok(Acquired::Granted { fencing_token: 1 })
+    }
+
+    async fn renew(&self, lock: &str, owner: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+        let locks = self.0.lock().unwrap();
+        Ok(match locks.get(lock) {
+            Some((holder, _)) if *holder == owner => Owned::Done,
+            _ => Owned::NotOwner,
+        })
+    }
+
+    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        self.renew(lock, owner, Duration::ZERO).await
+    }
+}
+
+#[test]
+fn a_lock_that_stays_busy_after_its_release_is_warned_about_and_fails_strict() {
+    let report = Harness::new(StickyLock::default(), LoglessStore::default())
+        .workers(2)
+        .ops(2)
+        .seeds(0..1)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    let (history, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    assert_eq!(
+        verdict.validity,
+        Validity::Valid,
+        "{}",
+        verdict.summary_line()
+    );
+    assert_eq!(verdict.warning_counts.get("stuck-lock"), Some(&1));
+    assert!(
+        verdict.summary_line().ends_with("; warnings: 1 stuck-lock"),
+        "{}",
+        verdict.summary_line()
+    );
+    let strict = fencer_checkers::check_with(
+        history,
+        &fencer_checkers::CheckOptions {
+            strict: true,
+            ..fencer_checkers::CheckOptions::default()
+        },
+    );
+    assert_eq!(strict.validity, Validity::Invalid);
+    // The same workers against a lock that lets go are not warned about.
+    let report = Harness::new(OneLock::default(), LoglessStore::default())
+        .workers(2)
+        .ops(2)
+        .seeds(0..1)
+        .nemesis([])
+        .save_failures_to(None)
+        .run();
+    let (_, verdict) = report.runs[0].outcome.as_ref().unwrap();
+    assert!(
+        verdict.warning_counts.is_empty(),
+        "{}",
+        verdict.summary_line()
+    );
+}

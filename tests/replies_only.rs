@@ -1,0 +1,124 @@
+//! fencer's own simulations judged as a user's backend would be: with the lock service's log
+//! (and the store's) taken out, the checkers work from client replies alone. The reference
+//! must stay free of anomalies, and the lock mutants must still be caught.
+
+use fencer::{Plan, Settings, Validity, Verdict, Workload, simulate};
+use fencer_gate::mutants::Mutant;
+use fencer_harness::{EventType, History, Op};
+
+/// Which server logs to take out of a history.
+#[derive(Clone, Copy, Debug)]
+enum Strip {
+    /// None: the history as recorded.
+    Nothing,
+    /// The lock service's grants, renewals and releases.
+    LockLog,
+    /// Every server log entry, the store's too.
+    AllLogs,
+}
+
+fn strip(history: History, what: Strip) -> History {
+    let events = history
+        .events
+        .into_iter()
+        .filter(|event| {
+            event.kind != EventType::Log || matches!(what, Strip::LockLog) && event.f == Op::Write
+        })
+        .enumerate()
+        .map(|(index, event)| fencer_harness::Event {
+            index: index as u64,
+            ..event
+        })
+        .collect();
+    History { events }
+}
+
+fn judged(settings: &Settings, what: Strip) -> Verdict {
+    let history = simulate(&Plan::generate(settings)).expect("the plan runs");
+    fencer_run::checking::judge(settings, &strip(history, what), false)
+}
+
+fn small(workload: Workload, seed: u64) -> Settings {
+    Settings {
+        seed,
+        ops_per_worker: 20,
+        workload,
+        ..Settings::default()
+    }
+}
+
+/// Warnings a correct backend must never earn (fencing's documented limit may occur).
+const NEVER_WARNED: [&str; 2] = ["expired-lease-renewed", "stuck-lock"];
+
+/// (unknown, invalid or wrongly warned) seeds of the reference under every fault, with its
+/// logs, without the lock's, and without any.
+fn reference_over(seeds: std::ops::Range<u64>) -> (Vec<String>, Vec<String>) {
+    let mut unknown = Vec::new();
+    let mut invalid = Vec::new();
+    for workload in Workload::ALL {
+        for what in [Strip::Nothing, Strip::LockLog, Strip::AllLogs] {
+            for seed in seeds.clone() {
+                let verdict = judged(&small(workload, seed), what);
+                let line = format!(
+                    "{} {what:?} seed {seed}: {}",
+                    workload.name(),
+                    verdict.summary_line()
+                );
+                let warned = NEVER_WARNED
+                    .iter()
+                    .any(|class| verdict.warning_counts.contains_key(*class));
+                match verdict.validity {
+                    Validity::Invalid => invalid.push(line),
+                    _ if warned => invalid.push(line),
+                    Validity::Valid => {}
+                    Validity::Unknown => unknown.push(line),
+                }
+            }
+        }
+    }
+    (unknown, invalid)
+}
+
+#[test]
+fn the_reference_judged_from_replies_shows_no_anomaly() {
+    let (unknown, invalid) = reference_over(0..40);
+    eprintln!("{} unknown: {unknown:#?}", unknown.len());
+    assert!(invalid.is_empty(), "{invalid:#?}");
+}
+
+/// The false-alarm gate for reply-only reasoning: 1,000 seeds of every workload, each with its
+/// logs, without the lock's and without any. About 5 minutes in release.
+#[test]
+#[ignore = "long: run with cargo test --release -- --ignored"]
+fn the_reference_judged_from_replies_shows_no_anomaly_over_1000_seeds() {
+    let (unknown, invalid) = reference_over(0..1000);
+    eprintln!("{} unknown: {unknown:#?}", unknown.len());
+    assert!(invalid.is_empty(), "{invalid:#?}");
+}
+
+/// The first seed (below `cap`) whose stripped history is invalid, and its classes.
+fn caught_from_replies(mutant: &Mutant, what: Strip, cap: u64) -> Option<(u64, Vec<String>)> {
+    (0..cap).find_map(|seed| {
+        let verdict = judged(&mutant.settings(seed), what);
+        (verdict.validity == Validity::Invalid)
+            .then(|| (seed, verdict.anomaly_counts.keys().cloned().collect()))
+    })
+}
+
+#[test]
+fn lock_mutants_are_caught_from_client_replies() {
+    for (name, expected) in [
+        ("unsafe-release", "foreign-release"),
+        ("unchecked-renew", "foreign-release"),
+        ("resurrecting-renew", "foreign-release"),
+    ] {
+        let mutant = Mutant::named(name).unwrap();
+        let (seed, classes) = caught_from_replies(mutant, Strip::AllLogs, 200)
+            .unwrap_or_else(|| panic!("{name} not caught from replies within 200 seeds"));
+        eprintln!("{name}: seed {seed}: {classes:?}");
+        assert!(
+            classes.iter().any(|class| class == expected),
+            "{name} caught at seed {seed} as {classes:?}"
+        );
+    }
+}
