@@ -268,9 +268,9 @@ struct SettingsArgs {
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
     /// Faults to inject: a comma list of fault families; default (pause, skew, drop-renew,
-    /// delay-write, restart); all (also drop-acquire and drop-write, and on servers fencer
-    /// starts, private:…, also server-pause, partition, delay-replies, drop-replies, cut); or
-    /// none.
+    /// delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge); all (also
+    /// drop-acquire and drop-write, and on servers fencer starts, private:…, also
+    /// server-pause, partition, delay-replies, drop-replies, cut); or none.
     #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
