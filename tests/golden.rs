@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 const CORPUS: &str = "tests/golden/corpus.txt";
 
 /// Backend and worker choices: the reference, then every mutant of the zoo.
-const VARIANTS: [(&str, &[&str]); 12] = [
+const VARIANTS: [(&str, &[&str]); 18] = [
     ("reference", &[]),
     ("sim-unsafe-release", &["--lock", "sim-unsafe-release"]),
     ("sim-unchecked-renew", &["--lock", "sim-unchecked-renew"]),
@@ -33,11 +33,20 @@ const VARIANTS: [(&str, &[&str]); 12] = [
     ("sim-clock-tokens", &["--lock", "sim-clock-tokens"]),
     ("sim-volatile-counter", &["--lock", "sim-volatile-counter"]),
     ("sim-late-renew", &["--lock", "sim-late-renew"]),
+    ("sim-busy-while-free", &["--lock", "sim-busy-while-free"]),
+    ("sim-sticky-lock", &["--lock", "sim-sticky-lock"]),
+    ("sim-revive-expired", &["--lock", "sim-revive-expired"]),
+    (
+        "sim-clock-throttled-renew",
+        &["--lock", "sim-clock-throttled-renew"],
+    ),
     ("sqlite-unfenced", &["--store", "sqlite-unfenced"]),
     (
         "sqlite-check-then-write",
         &["--store", "sqlite-check-then-write"],
     ),
+    ("sqlite-refuses-newer", &["--store", "sqlite-refuses-newer"]),
+    ("sqlite-phantom-read", &["--store", "sqlite-phantom-read"]),
     (
         "ignore-renew-failure",
         &["--worker", "ignore-renew-failure"],

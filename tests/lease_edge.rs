@@ -230,10 +230,13 @@ fn late_renew_caught(kinds: &[FaultKind]) -> (usize, usize) {
     let mutant = Mutant::named("late-renew").unwrap();
     SEEDS
         .map(|seed| {
-            let verdict = verdict_of(&Settings {
-                nemesis: kinds.iter().copied().collect(),
-                ..mutant.settings(seed)
-            })
+            let verdict = verdict_of(
+                &Settings {
+                    nemesis: kinds.iter().copied().collect(),
+                    ..mutant.settings(seed)
+                },
+                mutant.strict,
+            )
             .unwrap();
             (
                 usize::from(verdict.validity == Validity::Invalid),
@@ -265,7 +268,7 @@ fn a_renew_accepted_after_expiry_is_caught_by_lease_edge_faults_and_missed_by_ra
     );
     // The reference lease service under the same lease-edge faults shows nothing.
     for seed in SEEDS {
-        let verdict = verdict_of(&mutant.healed(seed)).unwrap();
+        let verdict = verdict_of(&mutant.healed(seed), mutant.strict).unwrap();
         assert!(
             verdict.anomaly_counts.is_empty(),
             "seed {seed}: {}",

@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fencer_harness::{
     Acquired, CallError, Event, EventType, FencingToken, LocalClock, LockService, Op, Owned,
-    OwnerToken, Recorder, Restartable,
+    OwnerToken, Recorder, Restartable, caller_clock,
 };
 
 /// Which rules the lease service follows: the reference, or one known bug.
@@ -46,14 +46,40 @@ pub enum LeaseRules {
     /// successor. Only a renew that lands within the grace of the expiry, after a rival's
     /// grant, shows it.
     LateRenew,
+    /// Release compares the owner and logs the release, but deletes another key than the one
+    /// the lease lives under (the lock's name built with a different prefix on the release
+    /// path): the lease stays until its TTL runs out, and acquires meanwhile are answered
+    /// busy although the service's own log says the lock was released.
+    BusyWhileFree,
+    /// Renew compares the owner and the expiry, then sets the lease to never expire (Redis
+    /// `SET key owner` without `PX`, which drops the key's TTL, or a `PERSIST` by mistake):
+    /// once renewed, a lease whose holder stops without releasing holds the lock for good.
+    StickyLock,
+    /// The lease outlives its expiry until the next grant takes the lock over, and renew
+    /// compares only the owner (`UPDATE leases SET expires = now + ttl WHERE name = ? AND
+    /// owner = ?`, without `AND expires > now`): a renew arriving after the lease expired, with
+    /// nobody granted the lock in between, revives it.
+    ReviveExpired,
+    /// Renew answers ok without applying anything when, by the caller's clock, the lease was
+    /// granted or last renewed less than a quarter of a TTL ago (repeated renews coalesced on
+    /// the client's timestamp): a caller whose clock steps back or runs slow is told its lease
+    /// was renewed while it runs out.
+    ClockThrottledRenew,
 }
 
 /// [`LeaseRules::LateRenew`]'s grace period, as a fraction of the TTL (`ttl / this`).
 pub const LATE_RENEW_GRACE_PER_TTL: i64 = 50;
 
+/// [`LeaseRules::ClockThrottledRenew`]'s least interval between two applied renews on the
+/// caller's clock, as a fraction of the TTL (`ttl / this`).
+pub const RENEW_THROTTLE_PER_TTL: i64 = 4;
+
+/// The expiry of a [`LeaseRules::StickyLock`] lease once renewed: never.
+pub const NEVER_EXPIRES_NS: i64 = i64::MAX;
+
 impl LeaseRules {
     /// Every variant, reference first.
-    pub const ALL: [LeaseRules; 7] = [
+    pub const ALL: [LeaseRules; 11] = [
         LeaseRules::Reference,
         LeaseRules::UnsafeRelease,
         LeaseRules::UncheckedRenew,
@@ -61,6 +87,10 @@ impl LeaseRules {
         LeaseRules::ClockTokens,
         LeaseRules::VolatileCounter,
         LeaseRules::LateRenew,
+        LeaseRules::BusyWhileFree,
+        LeaseRules::StickyLock,
+        LeaseRules::ReviveExpired,
+        LeaseRules::ClockThrottledRenew,
     ];
 }
 
@@ -69,6 +99,9 @@ struct Lease {
     owner: OwnerToken,
     token: FencingToken,
     expires_ns: i64,
+    /// The caller's clock when the lease was granted or last renewed, read only under
+    /// [`LeaseRules::ClockThrottledRenew`].
+    confirmed_caller_ns: Option<i64>,
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +116,16 @@ impl LockState {
     fn current(&self) -> Option<&Lease> {
         self.leases.last()
     }
+}
+
+/// What a renew did to the lock's state.
+enum Renewed {
+    /// The lease was extended.
+    Applied(Lease),
+    /// No lease of the caller's to renew.
+    Refused,
+    /// Answered ok without being applied ([`LeaseRules::ClockThrottledRenew`]).
+    Skipped,
 }
 
 /// The simulated lock server.
@@ -134,8 +177,23 @@ impl SimLeaseService {
     }
 }
 
+/// The calling process's clock, under [`LeaseRules::ClockThrottledRenew`] (the only rules
+/// that look at it); `None` otherwise or outside a call.
+fn caller_now_ns(rules: LeaseRules) -> Option<i64> {
+    (rules == LeaseRules::ClockThrottledRenew)
+        .then(caller_clock)
+        .flatten()
+        .map(|clock| clock.now_ns())
+}
+
 fn ttl_ns(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
+}
+
+/// How soon after the last applied renew, by the caller's clock, a
+/// [`LeaseRules::ClockThrottledRenew`] service skips another.
+fn renew_throttle_ns(ttl: Duration) -> i64 {
+    ttl_ns(ttl) / RENEW_THROTTLE_PER_TTL
 }
 
 /// How long after its expiry a [`LeaseRules::LateRenew`] service still renews a lease.
@@ -153,6 +211,7 @@ impl LockService for SimLeaseService {
     ) -> Result<Acquired, CallError> {
         self.refuse_while_down()?;
         let now_ns = self.clock.now_ns();
+        let caller_ns = caller_now_ns(self.rules);
         let granted = self.with_lock(lock, |state| {
             if state
                 .current()
@@ -171,6 +230,7 @@ impl LockService for SimLeaseService {
                 owner,
                 token,
                 expires_ns: now_ns.saturating_add(ttl_ns(ttl)),
+                confirmed_caller_ns: caller_ns,
             };
             match self.rules {
                 LeaseRules::ResurrectingRenew => {}
@@ -208,6 +268,7 @@ impl LockService for SimLeaseService {
     ) -> Result<Owned, CallError> {
         self.refuse_while_down()?;
         let now_ns = self.clock.now_ns();
+        let caller_ns = caller_now_ns(self.rules);
         let renewed = self.with_lock(lock, |state| {
             let lease = match self.rules {
                 LeaseRules::ResurrectingRenew => state
@@ -225,16 +286,34 @@ impl LockService for SimLeaseService {
                         lease.owner == owner && lease.expires_ns.saturating_add(grace_ns) > now_ns
                     })
                 }
+                LeaseRules::ReviveExpired => {
+                    state.leases.last_mut().filter(|lease| lease.owner == owner)
+                }
                 _ => state
                     .leases
                     .last_mut()
                     .filter(|lease| lease.owner == owner && lease.expires_ns > now_ns),
-            }?;
-            lease.expires_ns = now_ns.saturating_add(ttl_ns(ttl));
-            Some(*lease)
+            };
+            let Some(lease) = lease else {
+                return Renewed::Refused;
+            };
+            if let (Some(caller_ns), Some(confirmed_ns)) = (caller_ns, lease.confirmed_caller_ns)
+                && caller_ns < confirmed_ns.saturating_add(renew_throttle_ns(ttl))
+            {
+                return Renewed::Skipped;
+            }
+            lease.expires_ns = match self.rules {
+                LeaseRules::StickyLock => NEVER_EXPIRES_NS,
+                _ => now_ns.saturating_add(ttl_ns(ttl)),
+            };
+            lease.confirmed_caller_ns = caller_ns;
+            Renewed::Applied(*lease)
         });
-        let Some(lease) = renewed else {
-            return Ok(Owned::NotOwner);
+        let lease = match renewed {
+            Renewed::Applied(lease) => lease,
+            Renewed::Refused => return Ok(Owned::NotOwner),
+            // Nothing changed, so nothing is logged.
+            Renewed::Skipped => return Ok(Owned::Done),
         };
         self.log(Op::Renew, lock, now_ns, |event| {
             event.owner = Some(owner.to_string());
@@ -261,7 +340,11 @@ impl LockService for SimLeaseService {
                     .checked_sub(1)
                     .filter(|&last| state.leases[last].owner == owner),
             }?;
-            Some(state.leases.remove(position))
+            Some(match self.rules {
+                // The key deleted is not the lease's: the lease stays.
+                LeaseRules::BusyWhileFree => state.leases[position],
+                _ => state.leases.remove(position),
+            })
         });
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
@@ -460,6 +543,123 @@ mod tests {
         let renew = history.events.iter().find(|e| e.f == Op::Renew).unwrap();
         assert_eq!(renew.holder_token, Some(1), "the old lease came back");
         assert_eq!(renew.owner.as_deref(), Some(&*A.to_string()));
+    }
+
+    #[test]
+    fn busy_while_free_logs_the_release_but_keeps_the_lease_until_its_ttl() {
+        let history = with_service(LeaseRules::BusyWhileFree, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            assert_eq!(service.release("L", A).await, Ok(Owned::Done));
+            assert_eq!(service.acquire("L", B, TTL).await, Ok(Acquired::Busy));
+            expire().await;
+            assert_eq!(service.acquire("L", B, TTL).await, granted(2));
+        });
+        let logged: Vec<Op> = history.events.iter().map(|event| event.f).collect();
+        assert_eq!(logged, [Op::Acquire, Op::Release, Op::Acquire]);
+    }
+
+    #[test]
+    fn sticky_lock_keeps_a_renewed_lease_forever_and_lets_an_unrenewed_one_lapse() {
+        let history = with_service(LeaseRules::StickyLock, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            expire().await;
+            assert_eq!(service.acquire("L", B, TTL).await, granted(2));
+            assert_eq!(service.renew("L", B, TTL).await, Ok(Owned::Done));
+            tokio::time::sleep(TTL * 100).await;
+            assert_eq!(service.acquire("L", A, TTL).await, Ok(Acquired::Busy));
+            // A release still frees it.
+            assert_eq!(service.release("L", B).await, Ok(Owned::Done));
+            assert_eq!(service.acquire("L", A, TTL).await, granted(3));
+        });
+        let renew = history.events.iter().find(|e| e.f == Op::Renew).unwrap();
+        assert_eq!(renew.expires_ns, Some(NEVER_EXPIRES_NS));
+    }
+
+    #[test]
+    fn revive_expired_renews_an_expired_lease_until_a_rival_is_granted() {
+        let history = with_service(LeaseRules::ReviveExpired, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            expire().await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
+            assert_eq!(service.acquire("L", B, TTL).await, Ok(Acquired::Busy));
+            expire().await;
+            assert_eq!(service.acquire("L", B, TTL).await, granted(2));
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
+            // A released lease stays released.
+            service.release("L", B).await.unwrap();
+            assert_eq!(service.renew("L", B, TTL).await, Ok(Owned::NotOwner));
+        });
+        let renew = history.events.iter().find(|e| e.f == Op::Renew).unwrap();
+        assert_eq!(renew.holder_token, Some(1), "the expired lease came back");
+    }
+
+    /// A grant, a renew 3 s later, then the caller's clock stepped back 2 s and a renew 3 s
+    /// after that, each through the recorded client path (so the service can read the
+    /// caller's clock); a rival tries once the second renew's lease would have run out.
+    /// Returns the replies: (first renew, second renew, rival's acquire) and the history.
+    fn renews_across_a_backward_step(
+        rules: LeaseRules,
+    ) -> ((Owned, Owned, Acquired), fencer_harness::History) {
+        use fencer_harness::{LatencyModel, LockClient, Network, Process, Stream, stream_rng};
+
+        let mut replies = None;
+        let out = &mut replies;
+        let history = with_service(rules, |service, _| async move {
+            let truth = service.clock.truth();
+            let network = Arc::new(Network::new(
+                LatencyModel::NONE,
+                stream_rng(0, Stream::Latency, 0),
+                Duration::from_secs(1),
+            ));
+            let client = |name: &str| {
+                let clock = LocalClock::new(truth, NodeClock::with_offset(0));
+                let process = Process::new(
+                    name,
+                    clock,
+                    Arc::default(),
+                    Arc::clone(&service.recorder),
+                    Arc::clone(&network),
+                );
+                LockClient::new(process, Arc::clone(&service) as Arc<dyn LockService>)
+            };
+            let (holder, rival) = (client("w0"), client("w1"));
+            holder.acquire("L", A, TTL).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let first = holder.renew("L", A, TTL).await.unwrap();
+            holder.process().clock().jump(-2_000_000_000);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let second = holder.renew("L", A, TTL).await.unwrap();
+            tokio::time::sleep(TTL - Duration::from_secs(3) + Duration::from_millis(1)).await;
+            let rival_got = rival.acquire("L", B, TTL).await.unwrap();
+            *out = Some((first, second, rival_got));
+        });
+        (replies.unwrap(), history)
+    }
+
+    #[test]
+    fn clock_throttled_renew_answers_ok_without_renewing_after_the_caller_s_clock_steps_back() {
+        let renews_logged = |history: &fencer_harness::History| {
+            history
+                .events
+                .iter()
+                .filter(|e| e.is(EventType::Log, Op::Renew))
+                .count()
+        };
+        // By the caller's clock the second renew came 1 s after the first: skipped, told ok.
+        let (replies, history) = renews_across_a_backward_step(LeaseRules::ClockThrottledRenew);
+        assert_eq!(
+            replies,
+            (
+                Owned::Done,
+                Owned::Done,
+                Acquired::Granted { fencing_token: 2 }
+            )
+        );
+        assert_eq!(renews_logged(&history), 1);
+        // The reference renews by its own clock and keeps the rival out.
+        let (replies, history) = renews_across_a_backward_step(LeaseRules::Reference);
+        assert_eq!(replies, (Owned::Done, Owned::Done, Acquired::Busy));
+        assert_eq!(renews_logged(&history), 2);
     }
 
     #[test]

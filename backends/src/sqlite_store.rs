@@ -6,6 +6,7 @@
 //! appended to an `applied` table in the same transaction, and to the history as a `log`
 //! event, so checkers see the store's true order even when replies were lost.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -27,12 +28,22 @@ pub enum StoreRules {
     Fenced,
     /// A plain `UPDATE`: the token is stored but never compared — what most code does.
     Unfenced,
-    /// Reads the fence, compares in the application, then writes unconditionally: the race the
-    /// article warns about, open for `check_gap` between the two statements.
+    /// Reads the fence, compares in the application, then writes unconditionally: a newer
+    /// holder's write that lands in the `check_gap` between the two statements is overwritten
+    /// by the older write that had already passed its check.
     CheckThenWrite {
         /// Time between the check and the write (an application round trip), in nanoseconds.
         check_gap_ns: u64,
     },
+    /// The fence is compared as text, not as a number (a fence column declared `TEXT`, a Lua
+    /// script comparing `GET`'s string with `ARGV` without `tonumber`): `"10"` sorts before
+    /// `"9"`, so once tokens reach another digit the store refuses the new holder's writes as
+    /// stale although it never accepted a higher token (and lets some stale ones through).
+    RefusesNewer,
+    /// A write-back cache in front of the fenced store takes each write as it is sent and
+    /// serves reads from it; a write the store then refuses is not evicted, so reads return a
+    /// value the store never accepted.
+    PhantomRead,
 }
 
 /// Why the store could not be opened.
@@ -49,6 +60,8 @@ pub struct SqliteStore {
     connection: Mutex<Connection>,
     rules: StoreRules,
     recorder: Option<Arc<Recorder>>,
+    /// [`StoreRules::PhantomRead`]'s cache: the last write sent to each key.
+    cache: Mutex<BTreeMap<String, ReadValue>>,
 }
 
 const SCHEMA: &str = "
@@ -113,6 +126,7 @@ impl SqliteStore {
             connection: Mutex::new(connection),
             rules,
             recorder,
+            cache: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -120,32 +134,40 @@ impl SqliteStore {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Applies the write under `rules`; returns the store order of an applied write or the
-    /// fence that rejected it.
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ReadValue>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies the write, comparing the fence as `compare` says; returns the store order of an
+    /// applied write or the fence that rejected it.
     fn write_now(
         &self,
         key: &str,
         token: FencingToken,
         write_id: &str,
         value: &str,
-        compare_fence: bool,
+        compare: Compare,
     ) -> rusqlite::Result<Result<u64, FencingToken>> {
         let mut db = self.db();
         let tx = db.transaction()?;
         tx.prepare_cached("INSERT OR IGNORE INTO register (key, fence) VALUES (?1, 0)")?
             .execute(params![key])?;
-        let changed = if compare_fence {
-            tx.prepare_cached(
+        let update = match compare {
+            Compare::Number => {
                 "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 \
-                 WHERE key = ?1 AND fence <= ?2",
-            )?
-            .execute(params![key, token as i64, write_id, value])?
-        } else {
-            tx.prepare_cached(
-                "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 WHERE key = ?1",
-            )?
-            .execute(params![key, token as i64, write_id, value])?
+                 WHERE key = ?1 AND fence <= ?2"
+            }
+            Compare::Text => {
+                "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 \
+                 WHERE key = ?1 AND CAST(fence AS TEXT) <= CAST(?2 AS TEXT)"
+            }
+            Compare::Nothing => {
+                "UPDATE register SET fence = ?2, write_id = ?3, value = ?4 WHERE key = ?1"
+            }
         };
+        let changed =
+            tx.prepare_cached(update)?
+                .execute(params![key, token as i64, write_id, value])?;
         let outcome = if changed == 1 {
             tx.prepare_cached("INSERT INTO applied (key, fence, write_id) VALUES (?1, ?2, ?3)")?
                 .execute(params![key, token as i64, write_id])?;
@@ -183,6 +205,17 @@ impl SqliteStore {
     }
 }
 
+/// How a write's `UPDATE` compares the stored fence with the write's token.
+#[derive(Clone, Copy)]
+enum Compare {
+    /// `fence <= token`, as numbers: the fenced write.
+    Number,
+    /// `fence <= token`, as text ([`StoreRules::RefusesNewer`]).
+    Text,
+    /// No comparison: the write always applies.
+    Nothing,
+}
+
 /// A database error inside a call: the transaction rolled back, so nothing was applied.
 fn not_applied(error: rusqlite::Error) -> CallError {
     CallError::NotApplied(format!("sqlite: {error}"))
@@ -197,9 +230,9 @@ impl FencedStore for SqliteStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        let compare_fence = match self.rules {
-            StoreRules::Fenced => true,
-            StoreRules::Unfenced => false,
+        let compare = match self.rules {
+            StoreRules::Fenced => Compare::Number,
+            StoreRules::Unfenced => Compare::Nothing,
             StoreRules::CheckThenWrite { check_gap_ns } => {
                 let current = self.current_fence(key).map_err(not_applied)?;
                 if fencing_token < current {
@@ -208,11 +241,23 @@ impl FencedStore for SqliteStore {
                     });
                 }
                 tokio::time::sleep(Duration::from_nanos(check_gap_ns)).await;
-                false
+                Compare::Nothing
+            }
+            StoreRules::RefusesNewer => Compare::Text,
+            StoreRules::PhantomRead => {
+                self.cache_lock().insert(
+                    key.to_string(),
+                    ReadValue {
+                        fencing_token,
+                        write_id: Some(write_id.to_string()),
+                        value: Some(value.to_string()),
+                    },
+                );
+                Compare::Number
             }
         };
         match self
-            .write_now(key, fencing_token, write_id, value, compare_fence)
+            .write_now(key, fencing_token, write_id, value, compare)
             .map_err(not_applied)?
         {
             Ok(seq) => {
@@ -224,6 +269,11 @@ impl FencedStore for SqliteStore {
     }
 
     async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
+        if self.rules == StoreRules::PhantomRead
+            && let Some(cached) = self.cache_lock().get(key)
+        {
+            return Ok(cached.clone());
+        }
         let row = self
             .db()
             .prepare_cached("SELECT fence, write_id, value FROM register WHERE key = ?1")
@@ -339,6 +389,51 @@ mod tests {
             });
             assert_eq!(value, expected_value, "{rules:?}");
         }
+    }
+
+    #[test]
+    fn refuses_newer_compares_fences_as_text() {
+        run(async {
+            for (rules, ten) in [
+                (StoreRules::Fenced, Ok(Written::Applied)),
+                (
+                    StoreRules::RefusesNewer,
+                    Ok(Written::Rejected { current_token: 9 }),
+                ),
+            ] {
+                let store = SqliteStore::in_memory(rules, None).unwrap();
+                assert_eq!(store.write("k", 9, "a", "9").await, Ok(Written::Applied));
+                assert_eq!(store.write("k", 10, "b", "10").await, ten, "{rules:?}");
+            }
+            // As text, "9" <= "90" and "90" > "100".
+            let store = SqliteStore::in_memory(StoreRules::RefusesNewer, None).unwrap();
+            store.write("k", 9, "a", "9").await.unwrap();
+            assert_eq!(store.write("k", 90, "c", "90").await, Ok(Written::Applied));
+            assert_eq!(
+                store.write("k", 100, "d", "100").await,
+                Ok(Written::Rejected { current_token: 90 })
+            );
+        });
+    }
+
+    #[test]
+    fn phantom_read_serves_a_refused_write_from_its_cache() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::PhantomRead, None).unwrap();
+            store.write("k", 2, "b", "B result").await.unwrap();
+            assert_eq!(
+                store.write("k", 1, "a", "late A result").await,
+                Ok(Written::Rejected { current_token: 2 })
+            );
+            let read = store.read("k").await.unwrap();
+            assert_eq!(
+                (read.fencing_token, read.value.as_deref()),
+                (1, Some("late A result"))
+            );
+            let applied = store.applied_log().await.unwrap();
+            assert_eq!(applied.len(), 1, "the database refused it");
+            assert_eq!(applied[0].write_id, "b");
+        });
     }
 
     #[test]

@@ -168,11 +168,16 @@ enum Command {
         workload: Workload,
     },
     /// Run every mutant (a deliberately broken lock, store or worker) over seeds 0.. until
-    /// fencer catches it; exit 1 if any escapes.
+    /// fencer catches it; exit 1 if any escapes. With --seeds, hunt from every start seed of
+    /// the range and print the detection rate and the median and max seeds to detection.
     Mutants {
-        /// Seeds to try per mutant before declaring it not caught.
+        /// Seeds to try per mutant (from each start seed) before declaring it not caught.
         #[arg(long, default_value_t = 200)]
         cap: u64,
+        /// Start seeds to hunt from: A..B (B excluded), A..=B or a single seed
+        /// [default: one hunt from seed 0].
+        #[arg(long)]
+        seeds: Option<fencer_gate::seeds::SeedRange>,
     },
     /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
     /// failed, the remedy.
@@ -276,20 +281,22 @@ struct SettingsArgs {
     /// Mean gap between two faults.
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
-    /// Protected store: sqlite, sqlite-unfenced, sqlite-check-then-write; or a server URL
-    /// (redis://host:port, postgres://user@host:port/db; `?variant=unfenced` for the mutant);
-    /// or private:redis / private:postgres / private:etcd / private:zookeeper for a server
-    /// fencer starts itself; or exec:COMMAND for a store fencer runs as its child
-    /// (docs/exec-protocol.md); or a store this program registered (listed below).
+    /// Protected store: sqlite, or a mutant (sqlite-unfenced, sqlite-check-then-write,
+    /// sqlite-refuses-newer, sqlite-phantom-read); or a server URL (redis://host:port,
+    /// postgres://user@host:port/db; `?variant=unfenced` for the mutant); or private:redis /
+    /// private:postgres / private:etcd / private:zookeeper for a server fencer starts itself;
+    /// or exec:COMMAND for a store fencer runs as its child (docs/exec-protocol.md); or a
+    /// store this program registered (listed below).
     #[arg(long)]
     store: Option<String>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
-    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter); or a server URL
-    /// (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release` for the
-    /// Redis mutant); or private:redis / private:postgres / private:etcd / private:zookeeper
-    /// for a server fencer starts itself; or exec:COMMAND for a lock service fencer runs as
-    /// its child (docs/exec-protocol.md); or a lock service this program registered (listed
-    /// below).
+    /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter, sim-late-renew,
+    /// sim-busy-while-free, sim-sticky-lock, sim-revive-expired, sim-clock-throttled-renew); or
+    /// a server URL (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release`
+    /// for the Redis mutant); or private:redis / private:postgres / private:etcd /
+    /// private:zookeeper for a server fencer starts itself; or exec:COMMAND for a lock service
+    /// fencer runs as its child (docs/exec-protocol.md); or a lock service this program
+    /// registered (listed below).
     #[arg(long)]
     lock: Option<String>,
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
@@ -562,7 +569,7 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
                 ..CheckOptions::default()
             },
         ),
-        Command::Mutants { cap } => mutants::mutants(cap),
+        Command::Mutants { cap, seeds } => mutants::mutants(cap, seeds),
         Command::BenchReal {
             lock,
             store,

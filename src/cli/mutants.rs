@@ -1,21 +1,42 @@
-//! `fencer mutants`: hunt every mutant of the zoo and print how fast each was caught.
+//! `fencer mutants`: hunt every mutant of the zoo and print how fast each was caught, from
+//! seed 0 or from every start seed of a range.
 
-use fencer_gate::mutants::{ZOO, hunt};
+use fencer_gate::mutants::{Detection, ZOO, detect_each, hunt};
+use fencer_gate::seeds::SeedRange;
 
 use super::{Failure, Outcome};
 
-/// Hunts each mutant over seeds `0..cap`; exit 1 if any was not caught.
-pub fn mutants(cap: u64) -> Outcome {
+/// Hunts each mutant over seeds `0..cap`, or from every start seed of `seeds` (each hunt
+/// capped at `cap` seeds); exit 1 if any was not caught (from any start).
+pub fn mutants(cap: u64, seeds: Option<SeedRange>) -> Outcome {
     if cap == 0 {
         return Err(Failure::BadInput("--cap must be at least 1".into()));
     }
+    match seeds {
+        None => from_zero(cap),
+        Some(SeedRange {
+            start,
+            end: Some(end),
+        }) => from_every_start(start..end, cap),
+        Some(range) => Err(Failure::BadInput(format!(
+            "--seeds {range}: expected a closed range A..B (or A..=B, or one seed N)"
+        ))),
+    }
+}
+
+fn internal(error: fencer_run::RunError) -> Failure {
+    Failure::Internal(error.to_string())
+}
+
+/// One hunt per mutant from seed 0: the seeds it took.
+fn from_zero(cap: u64) -> Outcome {
     println!(
         "{:<22} {:<24} {:<22} {:>8} {:>8}",
         "mutant", "expected", "found", "seeds", "runs/s"
     );
     let mut escaped = Vec::new();
     for mutant in &ZOO {
-        let hunt = hunt(mutant, cap).map_err(|error| Failure::Internal(error.to_string()))?;
+        let hunt = hunt(mutant, cap).map_err(internal)?;
         let (found, seeds) = match &hunt.caught {
             Some(catch) => (catch.classes.join(","), (catch.seed + 1).to_string()),
             None => {
@@ -39,4 +60,76 @@ pub fn mutants(cap: u64) -> Outcome {
         println!("not caught within {cap} seeds: {}", escaped.join(", "));
         Ok(1)
     }
+}
+
+/// One hunt per mutant from every start seed: detection rate, median and max seeds to
+/// detection.
+fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
+    println!(
+        "{:<22} {:<24} {:>9} {:>7} {:>6} {:>8}  found",
+        "mutant", "expected", "caught", "median", "max", "runs/s"
+    );
+    let jobs = std::thread::available_parallelism().map_or(1, usize::from);
+    let mut escaped = Vec::new();
+    let mut failed = None;
+    detect_each(&ZOO, starts.clone(), cap, jobs, |result| {
+        if failed.is_some() {
+            return;
+        }
+        match result {
+            Ok(detection) => {
+                let distances = &detection.distances;
+                if distances.caught() < distances.starts() {
+                    escaped.push(format!(
+                        "{} ({} of {})",
+                        detection.mutant.name,
+                        distances.starts() - distances.caught(),
+                        distances.starts()
+                    ));
+                }
+                println!("{}", row(&detection));
+            }
+            Err(error) => failed = Some(internal(error)),
+        }
+    });
+    if let Some(failure) = failed {
+        return Err(failure);
+    }
+    let range = format!("{}..{}", starts.start, starts.end);
+    if escaped.is_empty() {
+        println!("every mutant caught within {cap} seeds from every start seed of {range}");
+        Ok(0)
+    } else {
+        println!(
+            "not caught within {cap} seeds from every start seed of {range}: {}",
+            escaped.join(", ")
+        );
+        Ok(1)
+    }
+}
+
+/// A table row: the mutant, its seeds-to-detection figures, and what the lowest catching seed
+/// found (last, since it may name several classes).
+fn row(detection: &Detection) -> String {
+    let distances = &detection.distances;
+    let cap = distances.cap;
+    let found = detection
+        .first
+        .as_ref()
+        .map_or_else(|| "NOT CAUGHT".to_string(), |catch| catch.classes.join(","));
+    let median = distances
+        .median()
+        .map_or_else(|| format!(">{cap}"), |median| format!("{median:.1}"));
+    let max = distances
+        .max()
+        .map_or_else(|| format!(">{cap}"), |max| max.to_string());
+    format!(
+        "{:<22} {:<24} {:>9} {:>7} {:>6} {:>8.1}  {found}",
+        detection.mutant.name,
+        detection.mutant.expected_class,
+        format!("{}/{}", distances.caught(), distances.starts()),
+        median,
+        max,
+        detection.runs_per_s()
+    )
 }

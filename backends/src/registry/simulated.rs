@@ -32,11 +32,20 @@ pub enum LockBackend {
     SimVolatileCounter,
     /// Mutant: renew accepts a lease a grace period after it expired, beside its successor.
     SimLateRenew,
+    /// Mutant: release answers ok and logs the release but leaves the lease until its TTL.
+    SimBusyWhileFree,
+    /// Mutant: a renewed lease never expires.
+    SimStickyLock,
+    /// Mutant: renew revives the caller's expired lease when nobody took the lock meanwhile.
+    SimReviveExpired,
+    /// Mutant: renew answers ok without applying when the caller's clock says the last renew
+    /// was too recent.
+    SimClockThrottledRenew,
 }
 
 impl LockBackend {
     /// Every backend, reference first.
-    pub const ALL: [LockBackend; 7] = [
+    pub const ALL: [LockBackend; 11] = [
         LockBackend::Sim,
         LockBackend::SimUnsafeRelease,
         LockBackend::SimUncheckedRenew,
@@ -44,6 +53,10 @@ impl LockBackend {
         LockBackend::SimClockTokens,
         LockBackend::SimVolatileCounter,
         LockBackend::SimLateRenew,
+        LockBackend::SimBusyWhileFree,
+        LockBackend::SimStickyLock,
+        LockBackend::SimReviveExpired,
+        LockBackend::SimClockThrottledRenew,
     ];
 
     /// The rules the simulated service follows.
@@ -58,6 +71,10 @@ impl LockBackend {
             LockBackend::TestNondeterministic => LeaseRules::Reference,
             LockBackend::SimVolatileCounter => LeaseRules::VolatileCounter,
             LockBackend::SimLateRenew => LeaseRules::LateRenew,
+            LockBackend::SimBusyWhileFree => LeaseRules::BusyWhileFree,
+            LockBackend::SimStickyLock => LeaseRules::StickyLock,
+            LockBackend::SimReviveExpired => LeaseRules::ReviveExpired,
+            LockBackend::SimClockThrottledRenew => LeaseRules::ClockThrottledRenew,
         }
     }
 
@@ -84,14 +101,20 @@ pub enum StoreBackend {
     SqliteUnfenced,
     /// SQLite, fence read and compared in the application, then written: a race.
     SqliteCheckThenWrite,
+    /// SQLite comparing the fence as text: refuses newer tokens once they gain a digit.
+    SqliteRefusesNewer,
+    /// SQLite behind a write-back cache that serves refused writes to reads.
+    SqlitePhantomRead,
 }
 
 impl StoreBackend {
     /// Every backend, reference first.
-    pub const ALL: [StoreBackend; 3] = [
+    pub const ALL: [StoreBackend; 5] = [
         StoreBackend::Sqlite,
         StoreBackend::SqliteUnfenced,
         StoreBackend::SqliteCheckThenWrite,
+        StoreBackend::SqliteRefusesNewer,
+        StoreBackend::SqlitePhantomRead,
     ];
 
     /// The rules the SQLite store follows.
@@ -103,6 +126,8 @@ impl StoreBackend {
             StoreBackend::SqliteCheckThenWrite => StoreRules::CheckThenWrite {
                 check_gap_ns: 50_000_000,
             },
+            StoreBackend::SqliteRefusesNewer => StoreRules::RefusesNewer,
+            StoreBackend::SqlitePhantomRead => StoreRules::PhantomRead,
         }
     }
 }
