@@ -72,6 +72,40 @@ fn gate_over_the_reference_backend_passes() {
     assert!(!dir.path().join("fencer-regressions").exists());
 }
 
+/// A lock whose renew revives an expired lease nobody took breaks a promise without harming
+/// anyone yet: its warnings pass the gate, and the summary still names them.
+#[test]
+fn a_passing_gate_names_the_warnings_its_runs_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = gate(
+        dir.path(),
+        &[
+            "--lock",
+            "sim-revive-expired",
+            "--workload",
+            "mutex",
+            "--nemesis",
+            "pause",
+            "--fault-gap",
+            "2s",
+            "--seeds",
+            "0..4",
+            "--no-regressions",
+            "--out",
+            "g",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let summary = json(&dir.path().join("g/gate.json"));
+    let renewed = summary["warnings"]["expired-lease-renewed"].as_u64();
+    assert!(renewed.is_some_and(|count| count > 0), "{summary}");
+    let printed = text(&output);
+    assert!(
+        printed.contains("warnings") && printed.contains("expired-lease-renewed"),
+        "{printed}"
+    );
+}
+
 #[test]
 fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     let dir = tempfile::tempdir().unwrap();

@@ -33,9 +33,9 @@ fn strip(history: History, what: Strip) -> History {
     History { events }
 }
 
-fn judged(settings: &Settings, what: Strip) -> Verdict {
+fn judged(settings: &Settings, what: Strip, strict: bool) -> Verdict {
     let history = simulate(&Plan::generate(settings)).expect("the plan runs");
-    fencer_run::checking::judge(settings, &strip(history, what), false)
+    fencer_run::checking::judge(settings, &strip(history, what), strict)
 }
 
 fn small(workload: Workload, seed: u64) -> Settings {
@@ -58,7 +58,7 @@ fn reference_over(seeds: std::ops::Range<u64>) -> (Vec<String>, Vec<String>) {
     for workload in Workload::ALL {
         for what in [Strip::Nothing, Strip::LockLog, Strip::AllLogs] {
             for seed in seeds.clone() {
-                let verdict = judged(&small(workload, seed), what);
+                let verdict = judged(&small(workload, seed), what, false);
                 let line = format!(
                     "{} {what:?} seed {seed}: {}",
                     workload.name(),
@@ -99,10 +99,32 @@ fn the_reference_judged_from_replies_shows_no_anomaly_over_300_seeds() {
 /// The first seed (below `cap`) whose stripped history is invalid, and its classes.
 fn caught_from_replies(mutant: &Mutant, what: Strip, cap: u64) -> Option<(u64, Vec<String>)> {
     (0..cap).find_map(|seed| {
-        let verdict = judged(&mutant.settings(seed), what);
+        let verdict = judged(&mutant.settings(seed), what, mutant.strict);
         (verdict.validity == Validity::Invalid)
             .then(|| (seed, verdict.anomaly_counts.keys().cloned().collect()))
     })
+}
+
+/// Lock mutants whose replies contradict each other need no log: a lease that never lapses
+/// keeps acquires busy long after its holder stopped renewing, and a renew told ok but never
+/// applied lets a rival be granted inside the lease the holder was promised. The other lock
+/// mutants' classes (`lock-reply-mismatch` for a busy answer while the lock was free,
+/// `expired-lease-renewed`) are judged against the lock log only.
+#[test]
+fn lock_mutants_whose_replies_contradict_each_other_are_caught_without_logs() {
+    for (name, expected) in [
+        ("sticky-lock", "stuck-lock"),
+        ("clock-throttled-renew", "overlapping-leases"),
+    ] {
+        let mutant = Mutant::named(name).unwrap();
+        let (seed, classes) = caught_from_replies(mutant, Strip::AllLogs, 200)
+            .unwrap_or_else(|| panic!("{name} not caught from replies within 200 seeds"));
+        eprintln!("{name}: seed {seed}: {classes:?}");
+        assert!(
+            classes.iter().any(|class| class == expected),
+            "{name} caught at seed {seed} as {classes:?}"
+        );
+    }
 }
 
 #[test]

@@ -42,7 +42,7 @@ fn every_mutant_is_caught_as_its_class() {
 }
 
 #[test]
-fn every_mutant_name_is_unique_and_the_zoo_covers_the_issue() {
+fn every_mutant_is_listed_once_in_zoo_order() {
     let names: Vec<&str> = ZOO.iter().map(|mutant| mutant.name).collect();
     assert_eq!(
         names,
@@ -407,9 +407,8 @@ fn reference_shows_zero_anomalies_over_10000_seeds_of_every_workload() {
 }
 
 /// Every mutant is caught from every start seed of 0..100 within the cap, at a median of at
-/// most 2 seeds (check-then-write's race is open 50 ms per write, and takes longer), and every
-/// control stays clean over those seeds under the mutant's judgement. Two threads; about two
-/// minutes in release.
+/// most 2 seeds, and every control stays clean over those seeds under the mutant's judgement.
+/// Two threads; about two minutes in release.
 #[test]
 #[ignore = "long: run with cargo test --release -- --ignored"]
 fn every_mutant_is_caught_from_every_start_seed_and_its_control_stays_clean() {
@@ -436,7 +435,7 @@ fn every_mutant_is_caught_from_every_start_seed_and_its_control_stays_clean() {
             slow.push(detection.mutant.name);
         }
     });
-    assert_eq!(slow, ["check-then-write"]);
+    assert!(slow.is_empty(), "median above 2 seeds: {slow:?}");
     let dirty: Vec<String> = std::thread::scope(|scope| {
         let halves: Vec<_> = (0..2u64)
             .map(|half| {

@@ -221,8 +221,10 @@ pub const ZOO: [Mutant; 17] = [
         expected_class: "stale-write-accepted",
         strict: false,
         workload: Workload::FencedRegister,
-        nemesis: &[FaultKind::Pause, FaultKind::DelayWrite],
-        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        // Writes held in flight arrive in bunches, a holder's beside its successor's: the
+        // race needs two writes within the check's gap of each other.
+        nemesis: &[FaultKind::DelayWrite],
+        mean_fault_gap_ns: FREQUENT_GAP_NS,
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteCheckThenWrite,
@@ -236,7 +238,7 @@ pub const ZOO: [Mutant; 17] = [
         strict: false,
         workload: Workload::FencedRegister,
         nemesis: &[FaultKind::Pause],
-        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        mean_fault_gap_ns: FREQUENT_GAP_NS,
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteUnfenced,

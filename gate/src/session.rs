@@ -289,6 +289,9 @@ impl Gate<'_> {
                 for (class, count) in &verdict.anomaly_counts {
                     *self.summary.anomalies.entry(class.clone()).or_default() += *count as u64;
                 }
+                for (class, count) in &verdict.warning_counts {
+                    *self.summary.warnings.entry(class.clone()).or_default() += *count as u64;
+                }
                 let Some(history) = history else {
                     return false;
                 };

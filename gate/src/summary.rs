@@ -138,6 +138,10 @@ pub struct GateSummary {
     pub validity: BTreeMap<Tally, u64>,
     /// Anomalies over all runs, by class.
     pub anomalies: BTreeMap<String, u64>,
+    /// Warnings over all runs, by class: findings that fail a run only under `--strict`
+    /// (fencing's documented limit, liveness), so a passing gate still shows them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub warnings: BTreeMap<String, u64>,
     /// Faults the runs' plans drew that their backends cannot take, added up by family,
     /// target and reason: what this gate did not test.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -176,6 +180,7 @@ impl GateSummary {
             events: 0,
             validity: BTreeMap::new(),
             anomalies: BTreeMap::new(),
+            warnings: BTreeMap::new(),
             left_out: Vec::new(),
             chunks: Vec::new(),
             failures: Vec::new(),
@@ -408,6 +413,9 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
         for (name, count) in &part.anomalies {
             *merged.anomalies.entry(name.clone()).or_default() += count;
         }
+        for (name, count) in &part.warnings {
+            *merged.warnings.entry(name.clone()).or_default() += count;
+        }
         add_left_out(&mut merged.left_out, &part.left_out);
         for chunk in &part.chunks {
             let entry = chunks.entry(chunk.first_seed).or_insert(Chunk {
@@ -518,6 +526,22 @@ mod tests {
         let nothing_left = summary("1/1".parse().unwrap(), &[]);
         let json = String::from_utf8(nothing_left.to_json()).unwrap();
         assert!(!json.contains("left_out"), "{json}");
+    }
+
+    #[test]
+    fn merging_shards_adds_up_their_warnings() {
+        let mut one = summary("1/2".parse().unwrap(), &[(0, Tally::Valid)]);
+        one.warnings.insert("stuck-lock".into(), 2);
+        let mut two = summary("2/2".parse().unwrap(), &[(1, Tally::Valid)]);
+        two.warnings.insert("stuck-lock".into(), 3);
+        two.warnings.insert("superseded-write-accepted".into(), 1);
+        let merged = merge(&[("a".into(), one), ("b".into(), two)]).unwrap();
+        assert_eq!(merged.warnings["stuck-lock"], 5);
+        assert_eq!(merged.warnings["superseded-write-accepted"], 1);
+        assert_eq!(merged.exit_code(), 0);
+        let quiet = summary("1/1".parse().unwrap(), &[]);
+        let json = String::from_utf8(quiet.to_json()).unwrap();
+        assert!(!json.contains("warnings"), "{json}");
     }
 
     /// A verdict that cannot conclude: a store log entry without a token cannot be ordered.

@@ -250,6 +250,17 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             anomalies.join(", ")
         },
     );
+    if !summary.warnings.is_empty() {
+        let warnings: Vec<String> = summary
+            .warnings
+            .iter()
+            .map(|(class, count)| format!("{class} {count}"))
+            .collect();
+        row(
+            "warnings",
+            format!("{} (they fail only under --strict)", warnings.join(", ")),
+        );
+    }
     const SHOWN_UNKNOWNS: usize = 3;
     for unknown in summary.unknowns.iter().take(SHOWN_UNKNOWNS) {
         row(

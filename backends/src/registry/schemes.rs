@@ -534,6 +534,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "exec")]
     #[test]
     fn one_exec_command_is_one_child_for_lock_and_store_and_a_fault_target() {
         let lock = lock_from_url("exec:python3  'my lock.py' ?variant=x").unwrap();
