@@ -2,6 +2,7 @@
 //! on every core; on a failure keeps the run directory, prints the commands that reproduce it,
 //! shrinks it and saves it as a regression; writes `gate.json` (and JUnit) and a summary table.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -237,28 +238,28 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
         .map(|(tally, count)| format!("{count} {}", tally.name()))
         .collect();
     row("verdicts", verdicts.join(", "));
-    let anomalies: Vec<String> = summary
-        .anomalies
-        .iter()
-        .map(|(class, count)| format!("{class} {count}"))
-        .collect();
+    let by_class = |counts: &BTreeMap<String, u64>| {
+        counts
+            .iter()
+            .map(|(class, count)| format!("{class} {count}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     row(
         "anomalies",
-        if anomalies.is_empty() {
+        if summary.anomalies.is_empty() {
             "none".into()
         } else {
-            anomalies.join(", ")
+            by_class(&summary.anomalies)
         },
     );
     if !summary.warnings.is_empty() {
-        let warnings: Vec<String> = summary
-            .warnings
-            .iter()
-            .map(|(class, count)| format!("{class} {count}"))
-            .collect();
         row(
             "warnings",
-            format!("{} (they fail only under --strict)", warnings.join(", ")),
+            format!(
+                "{} (they fail only under --strict)",
+                by_class(&summary.warnings)
+            ),
         );
     }
     const SHOWN_UNKNOWNS: usize = 3;
