@@ -145,8 +145,8 @@ fn faults_a_user_backend_cannot_take_are_named_in_the_report_and_the_saved_run()
     for run in &report.runs {
         let ran = run.plan.as_ref().expect("every seed ran");
         let drawn = harness.plan(run.seed).faults.len();
-        let left: usize = run.left_out.iter().map(|left| left.faults).sum();
-        assert_eq!(run.left_out, ran.left_out, "seed {}", run.seed);
+        let left: usize = run.left_out().iter().map(|left| left.faults).sum();
+        assert_eq!(run.left_out(), ran.left_out, "seed {}", run.seed);
         assert_eq!(
             ran.faults.len() + left,
             drawn,
@@ -154,11 +154,24 @@ fn faults_a_user_backend_cannot_take_are_named_in_the_report_and_the_saved_run()
             run.seed
         );
     }
+    let junit = dir.path().join("junit.xml");
+    custom_backend::harness(true)
+        .save_failures_to(None)
+        .junit(&junit)
+        .run();
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(&format!(
+            "left out: {} skew faults on lock",
+            left_out[0].faults
+        )),
+        "the Harness's JUnit names what it left out: {xml}"
+    );
     let total: usize = left_out.iter().map(|left| left.faults).sum();
     let per_seed: usize = report
         .runs
         .iter()
-        .flat_map(|run| &run.left_out)
+        .flat_map(|run| run.left_out())
         .map(|l| l.faults)
         .sum();
     assert_eq!(total, per_seed);
@@ -182,7 +195,7 @@ fn faults_a_user_backend_cannot_take_are_named_in_the_report_and_the_saved_run()
         serde_json::from_slice(&std::fs::read(saved.join("run.json")).unwrap()).unwrap();
     assert_eq!(
         record["left_out"],
-        serde_json::to_value(&run.left_out).unwrap()
+        serde_json::to_value(run.left_out()).unwrap()
     );
 }
 

@@ -1,5 +1,5 @@
-//! A user's correct backend that keeps no logs (the in-memory lease service of the `Harness`
-//! doc example and a fenced in-memory store without `applied_log`), run through
+//! A user's correct backend that keeps no logs (the example project's in-memory lease service
+//! and fenced store, neither offering a log), run through
 //! `fencer::Harness`: the checkers must judge it from client replies alone, without false
 //! alarms and without giving up.
 
@@ -12,100 +12,19 @@ use fencer::{
     OwnerToken, ReadValue, Validity, Written, async_trait,
 };
 use fencer_harness::EventType;
-use tokio::time::Instant;
 
-/// One lock's lease (owner, expiry) and last token: the `Harness` doc example's service, kept
-/// per lock name. One instance serves every seed, and each seed's lock has its own name, so a
-/// lease left over from an earlier seed (with an expiry read on that seed's runtime) cannot
-/// hold up the next one.
-#[derive(Default)]
-struct OneLock(Mutex<BTreeMap<String, LockState>>);
+// The example user project's backends: a correct lock and store that keep no logs. One
+// instance serves every seed, and each seed's lock has its own name, so a lease left over from
+// an earlier seed cannot hold up the next one.
+#[allow(dead_code)] // its `cli()` registration is the example's, not used here
+#[path = "../examples/user-project/src/backends.rs"]
+mod backends;
 
-/// One lock's live lease (owner, expiry), if any, and its last fencing token.
-type LockState = (Option<(OwnerToken, Instant)>, u64);
+use backends::{MemoryLock, MemoryStore};
 
-#[async_trait]
-impl LockService for OneLock {
-    async fn acquire(
-        &self,
-        lock: &str,
-        owner: OwnerToken,
-        ttl: Duration,
-    ) -> Result<Acquired, CallError> {
-        let mut locks = self.0.lock().unwrap();
-        let state = locks.entry(lock.to_string()).or_default();
-        if state.0.is_some_and(|(_, expires)| expires > Instant::now()) {
-            return Ok(Acquired::Busy);
-        }
-        state.1 += 1;
-        state.0 = Some((owner, Instant::now() + ttl));
-        Ok(Acquired::Granted {
-            fencing_token: state.1,
-        })
-    }
-
-    async fn renew(
-        &self,
-        lock: &str,
-        owner: OwnerToken,
-        ttl: Duration,
-    ) -> Result<Owned, CallError> {
-        let mut locks = self.0.lock().unwrap();
-        match locks.get_mut(lock).and_then(|state| state.0.as_mut()) {
-            Some((holder, expires)) if *holder == owner && *expires > Instant::now() => {
-                *expires = Instant::now() + ttl;
-                Ok(Owned::Done)
-            }
-            _ => Ok(Owned::NotOwner),
-        }
-    }
-
-    async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        let mut locks = self.0.lock().unwrap();
-        let Some(state) = locks.get_mut(lock) else {
-            return Ok(Owned::NotOwner);
-        };
-        match state.0 {
-            Some((holder, expires)) if holder == owner && expires > Instant::now() => {
-                state.0 = None;
-                Ok(Owned::Done)
-            }
-            _ => Ok(Owned::NotOwner),
-        }
-    }
-}
-
-/// A fenced register per key that offers no applied log.
-#[derive(Default)]
-struct LoglessStore(Mutex<BTreeMap<String, ReadValue>>);
-
-#[async_trait]
-impl FencedStore for LoglessStore {
-    async fn write(
-        &self,
-        key: &str,
-        fencing_token: FencingToken,
-        write_id: &str,
-        value: &str,
-    ) -> Result<Written, CallError> {
-        let mut values = self.0.lock().unwrap();
-        let current = values.entry(key.to_string()).or_default();
-        if fencing_token < current.fencing_token {
-            return Ok(Written::Rejected {
-                current_token: current.fencing_token,
-            });
-        }
-        *current = ReadValue {
-            fencing_token,
-            write_id: Some(write_id.to_string()),
-            value: Some(value.to_string()),
-        };
-        Ok(Written::Applied)
-    }
-
-    async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        Ok(self.0.lock().unwrap().get(key).cloned().unwrap_or_default())
-    }
+/// The example's fenced store.
+fn fenced_store() -> MemoryStore {
+    MemoryStore::new(true)
 }
 
 /// Every fault a user's backend can take at the adapter boundary.
@@ -126,7 +45,7 @@ const ADAPTER_FAULTS: [FaultKind; 10] = [
 /// `None`); returns the number of valid seeds and the summary lines of the unknown ones, and
 /// fails on any invalid verdict.
 fn verdicts(seeds: u64, faults: Option<&[FaultKind]>) -> (usize, Vec<String>) {
-    let mut harness = Harness::new(OneLock::default(), LoglessStore::default())
+    let mut harness = Harness::new(MemoryLock::default(), fenced_store())
         .name("logless_backend")
         .seeds(0..seeds)
         .save_failures_to(None);
@@ -174,7 +93,7 @@ fn a_correct_backend_without_logs_is_valid_under_every_adapter_fault() {
 
 #[test]
 fn the_overlap_check_runs_from_client_replies() {
-    let report = Harness::new(OneLock::default(), LoglessStore::default())
+    let report = Harness::new(MemoryLock::default(), fenced_store())
         .seeds(0..1)
         .save_failures_to(None)
         .run();
@@ -190,8 +109,7 @@ fn the_overlap_check_runs_from_client_replies() {
 
 /// A store that keeps the first token it accepts per key and refuses every other, naming a
 /// fence it never accepted: every new holder is told it was superseded.
-#[derive(Default)]
-struct RefusingStore(LoglessStore);
+struct RefusingStore(MemoryStore);
 
 #[async_trait]
 impl FencedStore for RefusingStore {
@@ -218,7 +136,7 @@ impl FencedStore for RefusingStore {
 
 #[test]
 fn a_store_that_refuses_every_new_holder_is_caught() {
-    let report = Harness::new(OneLock::default(), RefusingStore::default())
+    let report = Harness::new(MemoryLock::default(), RefusingStore(fenced_store()))
         .seeds(0..3)
         .nemesis([])
         .save_failures_to(None)
@@ -275,7 +193,7 @@ impl LockService for StickyLock {
 
 #[test]
 fn a_lock_that_stays_busy_after_its_release_is_warned_about_and_fails_strict() {
-    let report = Harness::new(StickyLock::default(), LoglessStore::default())
+    let report = Harness::new(StickyLock::default(), fenced_store())
         .workers(2)
         .ops(2)
         .seeds(0..1)
@@ -304,7 +222,7 @@ fn a_lock_that_stays_busy_after_its_release_is_warned_about_and_fails_strict() {
     );
     assert_eq!(strict.validity, Validity::Invalid);
     // The same workers against a lock that lets go are not warned about.
-    let report = Harness::new(OneLock::default(), LoglessStore::default())
+    let report = Harness::new(MemoryLock::default(), fenced_store())
         .workers(2)
         .ops(2)
         .seeds(0..1)

@@ -13,29 +13,12 @@ mod backends;
 use std::path::Path;
 use std::process::{Command, ExitCode, Output};
 
-use backends::{MemoryLock, MemoryStore};
-use fencer::{Cli, Time};
-
 /// Set in the environment of the program under test.
 const AS_PROGRAM: &str = "FENCER_USER_CLI";
 
 fn main() -> ExitCode {
     if std::env::var_os(AS_PROGRAM).is_some() {
-        return Cli::new()
-            .lock(
-                "memory-lock",
-                Time::Simulated,
-                "leases in memory",
-                MemoryLock::default,
-            )
-            .store("memory-store", Time::Simulated, "a fenced register", || {
-                MemoryStore::new(true)
-            })
-            .store("leaky-store", Time::Simulated, "no fence check", || {
-                MemoryStore::new(false)
-            })
-            .program("user-cli")
-            .main();
+        return backends::cli().program("user-cli").main();
     }
     let tests: [(&str, fn()); 3] = [
         (

@@ -81,3 +81,9 @@ pub use zookeeper_conn::ZookeeperConnection;
 pub use zookeeper_lock::{ZookeeperLock, ZookeeperLockRules};
 #[cfg(feature = "zookeeper")]
 pub use zookeeper_store::{ZookeeperStore, ZookeeperStoreRules};
+
+/// A TTL in nanoseconds as the services' clocks count them (signed), saturating: a TTL too
+/// long to count is one that never ends.
+pub(crate) fn ttl_ns(ttl: std::time::Duration) -> i64 {
+    i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
+}

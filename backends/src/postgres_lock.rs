@@ -20,6 +20,7 @@ use fencer_harness::{
 };
 
 use crate::postgres_conn::PostgresConnection;
+use crate::ttl_ns;
 use crate::written_keys::WrittenKeys;
 
 /// Which release the service uses.
@@ -82,7 +83,6 @@ fn release_sql(rules: PostgresLockRules) -> String {
 pub struct PostgresLock {
     connection: Arc<PostgresConnection>,
     rules: PostgresLockRules,
-    release_sql: String,
     /// Locks called through this adapter: the lock log is read for these only (the table is
     /// shared by every run in the schema).
     locks: WrittenKeys,
@@ -94,7 +94,6 @@ impl PostgresLock {
         PostgresLock {
             connection,
             rules,
-            release_sql: release_sql(rules),
             locks: WrittenKeys::default(),
         }
     }
@@ -121,10 +120,6 @@ impl PostgresLock {
 
 fn ttl_ms(ttl: Duration) -> f64 {
     ttl.as_secs_f64() * 1e3
-}
-
-fn ttl_ns(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// A server timestamp as nanoseconds since the Unix epoch (negative before it).
@@ -213,7 +208,7 @@ impl LockService for PostgresLock {
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
         self.locks.note(lock);
         let owner = owner.to_string();
-        self.owned(&self.release_sql, &[&lock, &owner]).await
+        self.owned(&release_sql(self.rules), &[&lock, &owner]).await
     }
 
     /// The log rows of every lock called through this adapter, in `seq` order; `None` if the

@@ -16,6 +16,8 @@ use fencer_harness::{
     OwnerToken, Recorder, Restartable, caller_clock,
 };
 
+use crate::ttl_ns;
+
 /// Which rules the lease service follows: the reference, or one known bug.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -184,10 +186,6 @@ fn caller_now_ns(rules: LeaseRules) -> Option<i64> {
         .then(caller_clock)
         .flatten()
         .map(|clock| clock.now_ns())
-}
-
-fn ttl_ns(ttl: Duration) -> i64 {
-    i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX)
 }
 
 /// How soon after the last applied renew, by the caller's clock, a

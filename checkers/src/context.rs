@@ -18,11 +18,12 @@ use crate::lock_pass::LockPass;
 use crate::options::CheckOptions;
 use crate::versions::StoreVersions;
 
-/// True when some client call completes after a store log entry: the log was recorded as the
-/// store applied writes, not appended once the run was over (where every entry follows every
-/// call, since an applied write always precedes its own reply).
-fn store_log_is_timed(rows: &[Row]) -> bool {
-    let Some(first_log) = rows.iter().position(is_store_log) else {
+/// True when some client call completes after the first log entry `is_log` picks: the log was
+/// recorded as the server applied its changes, not appended once the run was over (a real
+/// service's `lock_log()`, a store log read back), where every entry follows every call since
+/// an applied change always precedes its own reply.
+fn log_is_timed(rows: &[Row], is_log: fn(&Row) -> bool) -> bool {
+    let Some(first_log) = rows.iter().position(is_log) else {
         return false;
     };
     rows[first_log..]
@@ -30,17 +31,9 @@ fn store_log_is_timed(rows: &[Row]) -> bool {
         .any(|row| row.f.is_client_op() && row.kind.is_completion())
 }
 
-/// True when some client call completes after a lock log entry: the log was recorded as the
-/// lock service applied its changes, not appended once the run was over (`lock_log()` of a real
-/// service), where every entry follows every call.
-fn lock_log_is_timed(rows: &[Row]) -> bool {
-    let Some(first_log) = rows.iter().position(is_lock_log) else {
-        return false;
-    };
-    rows[first_log..]
-        .iter()
-        .any(|row| row.f.is_client_op() && row.kind.is_completion())
-}
+/// The lock server's process and clock name in nemesis events: its restarts and clock faults
+/// are recorded against it.
+pub(crate) const LOCK_SERVER: &str = "lock";
 
 /// A history plus what checkers need to know about it before they start.
 ///
@@ -87,9 +80,9 @@ impl<'h> Context<'h> {
             rows,
             strings: &history.strings,
             has_store_log: rows.iter().any(is_store_log),
-            store_log_timed: store_log_is_timed(rows),
+            store_log_timed: log_is_timed(rows, is_store_log),
             has_lock_log: rows.iter().any(is_lock_log),
-            lock_log_timed: lock_log_is_timed(rows),
+            lock_log_timed: log_is_timed(rows, is_lock_log),
             options,
             lookup: OnceCell::new(),
             versions: OnceCell::new(),
@@ -362,8 +355,9 @@ mod tests {
         let invoke = row("w0", EventType::Invoke);
         let ok = row("w0", EventType::Ok);
         let log = row("store", EventType::Log);
-        assert!(store_log_is_timed(&[invoke, log, ok]));
-        assert!(!store_log_is_timed(&[invoke, ok, log]));
-        assert!(!store_log_is_timed(&[invoke, ok]));
+        assert!(log_is_timed(&[invoke, log, ok], is_store_log));
+        assert!(!log_is_timed(&[invoke, ok, log], is_store_log));
+        assert!(!log_is_timed(&[invoke, ok], is_store_log));
+        assert!(!log_is_timed(&[invoke, log, ok], is_lock_log));
     }
 }

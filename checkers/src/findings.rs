@@ -57,6 +57,15 @@ impl Undecided {
         }
     }
 
+    /// Counts the event at `position` and keeps it with `cited`, the event that made it
+    /// undecidable (both are named; only the first is counted).
+    pub fn push_citing(&mut self, position: usize, cited: usize) {
+        self.count += 1;
+        if self.positions.len() + 2 <= MAX_INCONCLUSIVE_EVENTS {
+            self.positions.extend([position, cited]);
+        }
+    }
+
     /// How many events were counted.
     pub fn count(&self) -> usize {
         self.count

@@ -45,6 +45,7 @@
 
 use fencer_harness::{EventType, Op, Sym};
 
+use crate::context::LOCK_SERVER;
 use crate::context::{Context, worker_of};
 use crate::explain::{Story, faults_between, secs, short_owner, when, who_owns};
 use crate::findings::{Hits, Outcome};
@@ -52,10 +53,6 @@ use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
-
-/// The lock server's process and clock name in nemesis events: its restarts and clock faults
-/// are recorded against it.
-pub(crate) const LOCK_SERVER: &str = "lock";
 
 /// Rate error of the service's clock the bound allows beyond recorded drift, in ppm.
 const RATE_MARGIN_PPM: u64 = 1_000;

@@ -226,7 +226,7 @@ mod tests {
     use super::*;
     use crate::testkit::Builder;
 
-    /// The brief's scenario with every log: w1 is paused past its TTL, w3 takes over, the
+    /// The stale holder, with every log: w1 is paused past its TTL, w3 takes over, the
     /// store (unfenced) applies w1's late write and acknowledges it.
     fn unfenced_store_after_pause() -> Builder {
         let mut b = Builder::new();
@@ -241,6 +241,72 @@ mod tests {
         b.resume("w1");
         b.write("w1", "k", 1, "w1-1", true);
         b
+    }
+
+    /// A mutex history whose lock log shows w1's renew at 12 s reviving its lease that expired
+    /// at 10 s, with nobody else holding it.
+    fn renewed_after_expiry() -> Builder {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.at(12.0);
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        b.lock_log(Op::Renew, "L", "o1", "o1", 1, 10.0);
+        b.ok("w1:renew");
+        b
+    }
+
+    /// A mutex history without a lock log: after w1's release at 1 s, w2 is answered busy for
+    /// 40 s.
+    fn stuck_after_release() -> Builder {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        b.at(1.0);
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Ok);
+        for busy_at in [10.0, 25.0, 41.0] {
+            b.at(busy_at);
+            b.busy("w2", "L", "o2");
+        }
+        b
+    }
+
+    #[test]
+    fn liveness_and_expired_renewals_are_warnings_that_fail_only_a_strict_check() {
+        for (history, class) in [
+            (renewed_after_expiry().build(), "expired-lease-renewed"),
+            (stuck_after_release().build(), "stuck-lock"),
+        ] {
+            let judged = |strict| {
+                check_with(
+                    &history,
+                    &CheckOptions {
+                        workload: Workload::Mutex,
+                        strict,
+                        ..CheckOptions::default()
+                    },
+                )
+            };
+            let lenient = judged(false);
+            assert_eq!(
+                lenient.validity,
+                Validity::Valid,
+                "{}",
+                lenient.summary_line()
+            );
+            assert!(
+                lenient.anomaly_counts.is_empty(),
+                "{}",
+                lenient.summary_line()
+            );
+            assert_eq!(lenient.warning_counts.get(class), Some(&1), "{class}");
+            let strict = judged(true);
+            assert_eq!(
+                strict.validity,
+                Validity::Invalid,
+                "{}",
+                strict.summary_line()
+            );
+            assert_eq!(strict.anomaly_counts.get(class), Some(&1), "{class}");
+        }
     }
 
     #[test]

@@ -23,10 +23,10 @@
 use fencer_harness::{EventType, Op, Row, Sym};
 
 use crate::context::Context;
+use crate::context::LOCK_SERVER;
 use crate::explain::{secs, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
-use crate::lease_windows::LOCK_SERVER;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 /// What a reply claimed that the log contradicts.

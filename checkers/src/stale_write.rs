@@ -215,8 +215,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                         match write_id {
                             Some(write_id) if !unique => {
                                 if let Some(stale) = unanswered.get(&(key, write_id)) {
-                                    ambiguous.push(position);
-                                    ambiguous.push(stale.invoke);
+                                    ambiguous.push_citing(position, stale.invoke);
                                 }
                                 None
                             }
@@ -244,15 +243,11 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
         .iter()
         .map(|hit| explain_replied(ctx, hit))
         .collect();
-    let inconclusive = ambiguous.into_inconclusive(ctx, |events| {
+    let inconclusive = ambiguous.into_inconclusive(ctx, |reads| {
         format!(
             "{} by value only, which a stale write with unknown outcome and another write both \
              sent",
-            count(
-                events / 2,
-                "read named what it saw",
-                "reads named what they saw"
-            )
+            count(reads, "read named what it saw", "reads named what they saw")
         )
     });
     Outcome::ran(CLASS, "client replies", hits.count, anomalies, inconclusive)
@@ -633,6 +628,10 @@ mod tests {
         assert_eq!(outcome.report.validity, Validity::Unknown);
         let why = outcome.report.inconclusive.unwrap();
         assert_eq!(why.events, vec![stale, seen]);
+        assert_eq!(
+            why.count, 1,
+            "one read is undecided, the stale write is cited"
+        );
         assert_eq!(
             why.reason,
             "1 read named what it saw by value only, which a stale write with unknown outcome \

@@ -27,11 +27,11 @@
 
 use fencer_harness::{EventType, Op, Row, Sym};
 
+use crate::context::LOCK_SERVER;
 use crate::context::{Context, worker_of};
 use crate::explain::{count, secs, when};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
-use crate::lease_windows::LOCK_SERVER;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::StuckLock;

@@ -8,7 +8,7 @@
 
 use fencer_harness::{EventType, Op, Row, Sym};
 
-use crate::context::{Context, is_lock_log, is_store_log};
+use crate::context::{Context, LOCK_SERVER, is_lock_log, is_store_log};
 use crate::explain::{Story, at_store_order, faults_between, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
@@ -181,7 +181,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
                 .grant_to_worker(crate::context::worker_of(&call.process), token, invoke)
         })
         .unwrap_or(0);
-    let faults = faults_between(ctx, "lock", old_grant, hit.newer_grant);
+    let faults = faults_between(ctx, LOCK_SERVER, old_grant, hit.newer_grant);
     let mut server = Story::new("Meanwhile the lock server");
     server.add_faults(ctx, &faults);
     let server = if server.is_empty() {

@@ -13,7 +13,7 @@
 
 use fencer_harness::{Event, EventType, Op, Sym};
 
-use crate::context::{Context, is_lock_log};
+use crate::context::{Context, LOCK_SERVER, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::{FastMap, FastSet};
@@ -23,10 +23,6 @@ const CLASS: AnomalyClass = AnomalyClass::TokenRegression;
 
 const RULE: &str = "Fencing tokens must strictly increase per lock, or a store fencing on them \
                     cannot tell a newer holder from an older one.";
-
-/// The lock server's conventional process name, whose faults explain client-visible
-/// regressions when the history has no lock log to name it.
-const LOCK_SERVER: &str = "lock";
 
 /// A grant whose token did not exceed the earlier grant `earlier`; `repeats` more grants
 /// regressed against the same earlier grant, the last at `last`.

@@ -490,8 +490,9 @@ impl Harness {
                         results.push(match outcome {
                             Outcome::Checked {
                                 history: Some(history),
+                                verdict,
                                 ..
-                            } => Ok((plan, history)),
+                            } => Ok((plan, history, verdict)),
                             Outcome::Checked { history: None, .. } => {
                                 Err("the history was not kept".into())
                             }
@@ -533,12 +534,13 @@ impl Harness {
                 None => simulation_runtime().block_on(job),
             };
             let result = outcome
-                .map(|launched| (launched.plan, launched.history))
+                .map(|launched| {
+                    let verdict = judge(&launched.plan.settings, &launched.history, self.strict);
+                    (launched.plan, launched.history, verdict)
+                })
                 .map_err(|error| error.to_string());
             let failed = match &result {
-                Ok((plan, history)) => {
-                    judge(&plan.settings, history, self.strict).validity == Validity::Invalid
-                }
+                Ok((_, _, verdict)) => verdict.validity == Validity::Invalid,
                 Err(_) => true,
             };
             results.push(result);
@@ -556,8 +558,7 @@ impl Harness {
             Label::Regression(_) => None,
         };
         match result {
-            Ok((plan, history)) => {
-                let verdict = judge(&plan.settings, &history, self.strict);
+            Ok((plan, history, verdict)) => {
                 let saved = self.save_if_failed(&label, &plan, &history, &verdict);
                 SeedRun {
                     seed: plan.settings.seed,
@@ -567,7 +568,6 @@ impl Harness {
                     },
                     outcome: Ok((history, verdict)),
                     saved,
-                    left_out: plan.left_out.clone(),
                     plan: Some(plan),
                     shrunk: None,
                 }
@@ -580,7 +580,6 @@ impl Harness {
                 },
                 outcome: Err(message),
                 saved: None,
-                left_out: Vec::new(),
                 plan: None,
                 shrunk: None,
             },
@@ -670,10 +669,10 @@ impl Harness {
         let mut summary = GateSummary::empty(self.settings(0), self.swarm, range, vec![Shard::ALL]);
         for run in &report.runs {
             let seed = run.regression.is_none().then_some(run.seed);
+            add_left_out(&mut summary.left_out, run.left_out());
             match &run.outcome {
                 Ok((history, verdict)) => {
-                    summary.count_run(seed, verdict.validity.into(), history.events.len());
-                    summary.note_unknown(seed, &run.label(), verdict);
+                    summary.count_checked(seed, &run.label(), verdict, history.events.len());
                     if verdict.validity == Validity::Invalid {
                         summary.failures.push(FailureRecord {
                             seed,
@@ -713,9 +712,9 @@ impl Harness {
     }
 }
 
-/// One run as it ran (its plan, naming the faults left out, and its history), or why it could
-/// not.
-type RunResult = Result<(Plan, History), String>;
+/// One run as it ran (its plan, naming the faults left out, its history and the history's
+/// verdict), or why it could not.
+type RunResult = Result<(Plan, History, Verdict), String>;
 
 /// What a run of a harness was: a seed, or a saved regression.
 enum Label {
@@ -750,8 +749,6 @@ pub struct SeedRun {
     pub outcome: Result<(History, Verdict), String>,
     /// Where the run was saved (failing runs only).
     pub saved: Option<PathBuf>,
-    /// Faults of the seed's plan the backends could not take, left out of its run.
-    pub left_out: Vec<LeftOut>,
     /// The plan as it ran.
     pub plan: Option<Plan>,
     /// What shrinking achieved, for the first failure of its anomaly class.
@@ -759,6 +756,14 @@ pub struct SeedRun {
 }
 
 impl SeedRun {
+    /// Faults of the seed's plan the backends could not take, left out of its run (none when
+    /// the run could not happen).
+    pub fn left_out(&self) -> &[LeftOut] {
+        self.plan
+            .as_ref()
+            .map_or(&[], |plan| plan.left_out.as_slice())
+    }
+
     fn label(&self) -> String {
         match &self.regression {
             Some(path) => format!("regression {}", path.display()),
@@ -793,7 +798,7 @@ impl Report {
     pub fn left_out(&self) -> Vec<LeftOut> {
         let mut total = Vec::new();
         for run in &self.runs {
-            add_left_out(&mut total, &run.left_out);
+            add_left_out(&mut total, run.left_out());
         }
         total
     }

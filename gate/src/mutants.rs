@@ -406,23 +406,14 @@ fn runs_per_s(runs: u64, wall_s: f64) -> f64 {
     }
 }
 
-/// Runs `mutant` on seeds `0..cap` until a verdict is invalid.
+/// Runs `mutant` on seeds `0..cap` until a verdict is invalid: [`detect`] from start seed 0.
 pub fn hunt(mutant: &'static Mutant, cap: u64) -> Result<Hunt, RunError> {
-    let started = Instant::now();
-    let mut caught = None;
-    let mut runs = 0;
-    for seed in 0..cap {
-        runs += 1;
-        if let Some(classes) = caught_at(mutant, seed)? {
-            caught = Some(Catch { seed, classes });
-            break;
-        }
-    }
+    let detection = detect(mutant, 0..1, cap)?;
     Ok(Hunt {
         mutant,
-        caught,
-        runs,
-        wall_s: started.elapsed().as_secs_f64(),
+        caught: detection.first,
+        runs: detection.runs,
+        wall_s: detection.wall_s,
     })
 }
 

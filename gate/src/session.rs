@@ -283,15 +283,7 @@ impl Gate<'_> {
                 events,
                 history,
             } => {
-                self.summary
-                    .count_run(seed, verdict.validity.into(), events);
-                self.summary.note_unknown(seed, label, &verdict);
-                for (class, count) in &verdict.anomaly_counts {
-                    *self.summary.anomalies.entry(class.clone()).or_default() += *count as u64;
-                }
-                for (class, count) in &verdict.warning_counts {
-                    *self.summary.warnings.entry(class.clone()).or_default() += *count as u64;
-                }
+                self.summary.count_checked(seed, label, &verdict, events);
                 let Some(history) = history else {
                     return false;
                 };

@@ -301,6 +301,25 @@ impl GateSummary {
         bytes
     }
 
+    /// Counts one checked run: its tally and events, its anomalies and warnings by class,
+    /// and, when unknown, what its checks could not decide.
+    pub fn count_checked(
+        &mut self,
+        seed: Option<u64>,
+        label: &str,
+        verdict: &Verdict,
+        events: usize,
+    ) {
+        self.count_run(seed, verdict.validity.into(), events);
+        self.note_unknown(seed, label, verdict);
+        for (class, count) in &verdict.anomaly_counts {
+            *self.anomalies.entry(class.clone()).or_default() += *count as u64;
+        }
+        for (class, count) in &verdict.warning_counts {
+            *self.warnings.entry(class.clone()).or_default() += *count as u64;
+        }
+    }
+
     /// Describes the run `label` (seed `seed`) if its verdict is unknown, up to
     /// [`MAX_UNKNOWN_RECORDS`] of them.
     pub fn note_unknown(&mut self, seed: Option<u64>, label: &str, verdict: &Verdict) {

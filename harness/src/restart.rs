@@ -94,14 +94,6 @@ impl LockService for RestartGate {
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
         self.service.lock_log().await
     }
-
-    fn offers_restart(&self) -> bool {
-        true
-    }
-
-    async fn restart(&self) -> Result<(), String> {
-        self.service.restart().await
-    }
 }
 
 #[async_trait]

@@ -196,15 +196,6 @@ impl Settings {
         command
     }
 
-    /// The backend named for a role (`lock`, `store`).
-    pub fn backend(&self, role: &str) -> Option<&BackendName> {
-        match role {
-            "lock" => Some(&self.lock),
-            "store" => Some(&self.store),
-            _ => None,
-        }
-    }
-
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
     pub fn validate(&self) -> Result<Vec<String>, SettingsError> {
         let mut warnings = Vec::new();

@@ -279,7 +279,7 @@ mod tests {
             let plan = WorkerPlan {
                 cycles: vec![cycle(2 * S, 0, 0)],
             };
-            let faults = std::sync::Arc::clone(rig.faults_arc());
+            let faults = std::sync::Arc::clone(rig.faults());
             let watcher = tokio::spawn(async move {
                 sleep_ns(S).await;
                 faults.lease_edge_ns()

@@ -232,13 +232,9 @@ impl Rig {
         Rig { recorder, process }
     }
 
-    /// The faults the nemesis would inject into `w0` and its renewal task.
-    pub(crate) fn faults(&self) -> &ProcessFaults {
-        self.process.faults()
-    }
-
-    /// As [`Rig::faults`], shared (for a task watching them).
-    pub(crate) fn faults_arc(&self) -> &Arc<ProcessFaults> {
+    /// The faults the nemesis would inject into `w0` and its renewal task (shared, for a
+    /// task watching them).
+    pub(crate) fn faults(&self) -> &Arc<ProcessFaults> {
         self.process.faults()
     }
 

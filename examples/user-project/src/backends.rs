@@ -7,10 +7,33 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use fencer::{
-    Acquired, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken, ReadValue,
-    Written, async_trait,
+    Acquired, CallError, Cli, FencedStore, FencingToken, LockService, Owned, OwnerToken, ReadValue,
+    Time, Written, async_trait,
 };
 use tokio::time::Instant;
+
+/// fencer's command line with this project's backends registered beside fencer's own.
+pub fn cli() -> Cli {
+    Cli::new()
+        .lock(
+            "memory-lock",
+            Time::Simulated,
+            "leases in memory",
+            MemoryLock::default,
+        )
+        .store(
+            "memory-store",
+            Time::Simulated,
+            "a fenced register in memory",
+            || MemoryStore::new(true),
+        )
+        .store(
+            "leaky-store",
+            Time::Simulated,
+            "memory-store without its fence",
+            || MemoryStore::new(false),
+        )
+}
 
 /// A lease's holder and expiry.
 type Lease = Option<(OwnerToken, Instant)>;

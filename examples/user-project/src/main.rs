@@ -14,14 +14,7 @@ mod backends;
 
 use std::process::ExitCode;
 
-use backends::{MemoryLock, MemoryStore};
-use fencer::{Cli, Time};
-
 fn main() -> ExitCode {
-    Cli::new()
-        .lock("memory-lock", Time::Simulated, "leases in memory", MemoryLock::default)
-        .store("memory-store", Time::Simulated, "a fenced register in memory", || MemoryStore::new(true))
-        .store("leaky-store", Time::Simulated, "memory-store without its fence", || MemoryStore::new(false))
-        .program("cargo run --")
-        .main()
+    // The registrations are in `backends::cli`, shared with fencer's own test of this project.
+    backends::cli().program("cargo run --").main()
 }
