@@ -1,5 +1,6 @@
 //! `fencer gate` as CI meets it: exit codes, replay commands that reproduce, shrunk plans that
-//! still fail, results independent of jobs and shards, determinism checking, SIGINT.
+//! still fail, results independent of jobs and shards, determinism checking, SIGINT and
+//! SIGTERM.
 
 mod cli_support;
 use cli_support::{fencer_command, text};
@@ -474,6 +475,20 @@ fn run_plan_refuses_bad_plans_at_their_line_and_flags_it_would_ignore_but_takes_
 #[cfg(unix)]
 #[test]
 fn sigint_leaves_complete_run_dirs_and_an_incomplete_summary_and_exits_2() {
+    interrupted_by("INT");
+}
+
+/// CI runners and Kubernetes stop a job with SIGTERM: the gate ends as on Ctrl-C.
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_a_gate_as_sigint_does() {
+    interrupted_by("TERM");
+}
+
+/// Runs a long failing gate, sends it `signal` (`INT`, `TERM`) after its first failure, and
+/// checks it stopped with complete run directories, an incomplete `gate.json` and exit 2.
+#[cfg(unix)]
+fn interrupted_by(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![
         "gate",
@@ -525,7 +540,7 @@ fn sigint_leaves_complete_run_dirs_and_an_incomplete_summary_and_exits_2() {
     }
     // The shell's builtin `kill`, so the test needs no extra package.
     let status = Command::new("sh")
-        .args(["-c", &format!("kill -INT {}", child.0.id())])
+        .args(["-c", &format!("kill -{signal} {}", child.0.id())])
         .status()
         .unwrap();
     assert!(status.success());

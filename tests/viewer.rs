@@ -1,5 +1,7 @@
-//! What a person sees: the reports in a run directory, `fencer serve` over a store (including
-//! its refusal to serve anything outside it), and the timeline in a real headless Chromium.
+//! What a person sees: the reports in a run directory, `fencer serve` over a store (its refusal
+//! to serve anything outside it or, unless allowed, to the network; idle connections that
+//! cannot lock a reader out; a policy that runs only the timeline's own script), and the
+//! timeline in a real headless Chromium.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -155,6 +157,12 @@ impl Serve {
 
     /// Sends `target` raw (no normalisation) and returns (status, body).
     fn get(&self, target: &str) -> (u16, String) {
+        let (status, _, body) = self.exchange(target);
+        (status, body)
+    }
+
+    /// Sends `target` raw and returns (status, head, body).
+    fn exchange(&self, target: &str) -> (u16, String, String) {
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -169,11 +177,10 @@ impl Serve {
         stream.read_to_end(&mut response).unwrap();
         let response = String::from_utf8_lossy(&response).into_owned();
         let status = response[9..12].parse().unwrap();
-        let body = response
+        let (head, body) = response
             .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_string();
-        (status, body)
+            .unwrap_or((response.as_str(), ""));
+        (status, head.to_string(), body.to_string())
     }
 }
 
@@ -227,6 +234,120 @@ fn serve_lists_runs_and_refuses_paths_outside_the_store() {
         assert_eq!(status, 404, "{attack}: {body}");
         assert!(!body.contains("top secret"), "{attack}");
     }
+}
+
+#[test]
+fn serve_refuses_a_network_address_unless_allowed_and_then_warns() {
+    let store = tempfile::tempdir().unwrap();
+    for listen in ["0.0.0.0:0", "[::]:0"] {
+        let mut refused = Command::new(env!("CARGO_BIN_EXE_fencer"))
+            .arg("serve")
+            .arg(store.path())
+            .args(["--listen", listen])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = refused.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = refused.kill();
+                panic!("{listen}: served the archive to the network");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut said = String::new();
+        refused
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut said)
+            .unwrap();
+        assert_eq!(status.code(), Some(254), "{listen}: {said}");
+        assert!(said.contains("is not a loopback address"), "{said}");
+        assert!(said.contains("--allow-remote"), "{said}");
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .arg("serve")
+        .arg(store.path())
+        .args(["--listen", "0.0.0.0:0", "--allow-remote"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut warning = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut warning)
+        .unwrap();
+    assert!(line.contains("http://0.0.0.0:"), "{line}");
+    assert!(
+        warning.contains("warning: serving the run archive to the network"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn idle_connections_do_not_lock_a_reader_out() {
+    let store = tempfile::tempdir().unwrap();
+    let serve = Serve::start(store.path());
+    // Far more connections than the server holds, none sending a byte.
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&serve.addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let (status, index) = serve.get("/");
+    assert_eq!(status, 200, "{index}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "answered after {:?}",
+        started.elapsed()
+    );
+    drop(idle);
+}
+
+/// The SHA-256 of `text`, to compare with a CSP hash source decoded.
+fn script_sha256(text: &str) -> Vec<u8> {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes()).to_vec()
+}
+
+#[test]
+fn served_pages_may_run_the_timeline_script_and_no_other() {
+    let outer = tempfile::tempdir().unwrap();
+    let store = outer.path().join("store");
+    save(&demo::plan(StoreBackend::SqliteUnfenced), &store, "0-demo");
+    let serve = Serve::start(&store);
+    let (status, head, page) = serve.exchange("/fenced-register/0-demo/timeline.html");
+    assert_eq!(status, 200);
+    let policy = head
+        .lines()
+        .find_map(|line| line.strip_prefix("Content-Security-Policy: "))
+        .unwrap_or_else(|| panic!("no policy in {head}"));
+    let scripts = policy
+        .split("; ")
+        .find_map(|directive| directive.strip_prefix("script-src "))
+        .unwrap_or_else(|| panic!("no script-src in {policy}"));
+    assert!(!scripts.contains("unsafe-inline"), "{policy}");
+    let hash = scripts
+        .strip_prefix("'sha256-")
+        .and_then(|rest| rest.strip_suffix('\''))
+        .unwrap_or_else(|| panic!("expected one sha256 source, found {scripts}"));
+    let inline =
+        &page[page.find("<script>").unwrap() + "<script>".len()..page.find("</script>").unwrap()];
+    assert_eq!(base64_decode(hash), script_sha256(inline));
 }
 
 // ---- headless Chromium over WebDriver ----
@@ -490,6 +611,26 @@ fn timeline_loads_in_headless_chromium_without_errors() {
     assert_eq!(as_text, true);
     let errors = browser.console_errors();
     assert!(errors.is_empty(), "console errors: {errors:?}");
+
+    // A script in a served file that is not the timeline's own is blocked.
+    std::fs::write(
+        store.join("injected.html"),
+        "<!DOCTYPE html><title>static</title><script>document.title = 'ran'</script>",
+    )
+    .unwrap();
+    browser.call(
+        "POST",
+        "/url",
+        serde_json::json!({"url": format!("http://{}/injected.html", serve.addr)}),
+    );
+    assert_eq!(browser.script("return document.title"), "static");
+    let errors = browser.console_errors();
+    assert!(
+        errors
+            .iter()
+            .any(|error| error.contains("Content Security Policy")),
+        "no policy violation reported: {errors:?}"
+    );
 }
 
 #[test]

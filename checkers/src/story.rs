@@ -2,11 +2,14 @@
 //! history order with both clocks, followed by the defence that failed and the remedy.
 //!
 //! The event sentences are the same ones the timeline's tooltips use
-//! (`fencer_harness::words`), so the page and the terminal tell one story.
+//! (`fencer_harness::words`), so the page and the terminal tell one story. The story is for a
+//! terminal: every piece of it taken from the history or the verdict is escaped
+//! ([`fencer_harness::terminal::escape`]) before it joins a line.
 
 use std::fmt::Write;
 
 use crate::{Anomaly, Validity, Verdict};
+use fencer_harness::terminal::escape;
 use fencer_harness::words::{both_clocks, describe, secs};
 use fencer_harness::{Event, EventType, History, Op};
 
@@ -142,14 +145,18 @@ fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
             let _ = writeln!(out, "\n{class}: could not conclude");
             continue;
         };
-        let _ = writeln!(out, "\n{class}: could not conclude: {}", why.reason);
+        let _ = writeln!(
+            out,
+            "\n{class}: could not conclude: {}",
+            escape(&why.reason)
+        );
         for &index in why.events.iter().take(SHOWN_EVENTS) {
             if let Some(event) = history.events.get(index as usize) {
                 let _ = writeln!(
                     out,
                     "  - {} — {} (#{index})",
-                    both_clocks(event),
-                    describe(event)
+                    escape(&both_clocks(event)),
+                    escape(&describe(event))
                 );
             }
         }
@@ -163,7 +170,7 @@ fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
 /// The story of every anomaly in `verdict` (at most `limit`), or why there is none.
 pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "verdict: {}", verdict.summary_line());
+    let _ = writeln!(out, "verdict: {}", escape(&verdict.summary_line()));
     if verdict.anomalies.is_empty() {
         let unknown = verdict.validity == Validity::Unknown;
         let _ = writeln!(
@@ -198,11 +205,11 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
                 out,
                 "  {}. {} — {} (#{index})",
                 step + 1,
-                both_clocks(event),
-                describe(event)
+                escape(&both_clocks(event)),
+                escape(&describe(event))
             );
         }
-        let _ = writeln!(out, "  In words: {}", anomaly.explanation);
+        let _ = writeln!(out, "  In words: {}", escape(&anomaly.explanation));
         let _ = writeln!(
             out,
             "  Defence that failed: {}.",
@@ -217,9 +224,10 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
             if let Some(renewal) = renewals.first() {
                 let _ = writeln!(
                     out,
-                    "  Renewal policy: {worker}'s renewal got no answer or failed at {} ({} time(s)) \
+                    "  Renewal policy: {}'s renewal got no answer or failed at {} ({} time(s)) \
                      and it kept working{}. Remedy: stop protected work when a renewal's outcome \
                      is unknown (--on-renew-failure stop).",
+                    escape(worker),
                     secs(renewal.time_ns),
                     renewals.len(),
                     if on_renew_failure == "continue" {

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
+use fencer_harness::terminal::escape;
 use fencer_harness::{FencedStore, History, LockService, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
@@ -867,16 +868,26 @@ impl Report {
         for run in failures.iter().chain(unknowns) {
             match &run.outcome {
                 Ok((_, verdict)) => {
-                    let _ = write!(message, "\n  {}: {}", run.label(), verdict.summary_line());
+                    let _ = write!(
+                        message,
+                        "\n  {}: {}",
+                        run.label(),
+                        escape(&verdict.summary_line())
+                    );
                     if let Some(anomaly) = verdict.anomalies.first() {
-                        let _ = write!(message, "\n    {}: {}", anomaly.class, anomaly.explanation);
+                        let _ = write!(
+                            message,
+                            "\n    {}: {}",
+                            anomaly.class,
+                            escape(&anomaly.explanation)
+                        );
                     }
                     for (class, why) in verdict.inconclusive() {
                         match why {
                             Some(why) => write!(
                                 message,
                                 "\n    {class} could not conclude: {}",
-                                why.describe()
+                                escape(&why.describe())
                             ),
                             None => write!(message, "\n    {class} could not conclude"),
                         }

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use fencer_checkers::AnomalyClass;
+use fencer_harness::terminal::escape;
 use fencer_results::save::{FinishedRun, save_run};
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
@@ -339,11 +340,12 @@ impl Gate<'_> {
                 )
             }
         };
+        // The explanation is escaped on its own: a line break in it must not start a line.
         let mut lines = vec![format!(
             "FAIL {label}: {}",
             match class {
-                Some(class) => format!("{class}: {explanation}"),
-                None => format!("{}: {explanation}", kind.name()),
+                Some(class) => format!("{class}: {}", escape(&explanation)),
+                None => format!("{}: {}", kind.name(), escape(&explanation)),
             }
         )];
         for command in &replay {

@@ -17,6 +17,7 @@ pub mod recorder;
 pub mod restart;
 pub mod rng;
 pub mod runtime;
+pub mod terminal;
 pub mod words;
 pub mod workload;
 

@@ -12,6 +12,7 @@ pub mod report;
 pub mod run_dir;
 pub mod save;
 pub mod serve;
+pub mod staging;
 
 pub use archive::{Archive, utc_stamp};
 pub use run_dir::{RunDirError, RunRecord, parse_run_json, read_run_file, write_run_dir};

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::staging::{Staging, staging_dir, sweep_abandoned};
+
 /// What `run.json` records: enough to know what ran, with which fencer, and what came of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
@@ -70,7 +72,10 @@ fn io_error(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) ->
 }
 
 /// Writes `files` (name, bytes) as the run directory `dir`, atomically: into a hidden sibling
-/// first, renamed into place once every file is complete and synced.
+/// first ([`staging`](crate::staging)), renamed into place once every file and the directory
+/// itself are synced; the parent is synced after the rename, so once this returns the run
+/// survives a power loss. Staging directories in the parent whose writer is gone are swept
+/// first.
 pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirError> {
     if let Ok(mut entries) = std::fs::read_dir(dir) {
         if entries.next().is_some() {
@@ -92,22 +97,43 @@ pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirEr
         })?
         .to_string_lossy()
         .into_owned();
-    let staging = parent.join(format!(".{name}.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir(&staging).map_err(io_error(&staging, "creating directory"))?;
+    sweep_abandoned(&parent);
+    let staging_path = staging_dir(&parent, &name);
+    let staging = Staging::create(staging_path.clone())
+        .map_err(io_error(&staging_path, "creating directory"))?;
     let result = files.iter().try_for_each(|(file_name, bytes)| {
-        let path = staging.join(file_name);
+        let path = staging.dir.join(file_name);
         let mut file = std::fs::File::create(&path).map_err(io_error(&path, "creating file"))?;
         file.write_all(bytes).map_err(io_error(&path, "writing"))?;
         file.sync_all().map_err(io_error(&path, "syncing"))
     });
-    let result = result.and_then(|()| {
-        std::fs::rename(&staging, dir).map_err(io_error(dir, "moving run into place"))
-    });
+    let result = result
+        .and_then(|()| {
+            staging
+                .remove_lock_file()
+                .map_err(io_error(&staging.dir, "removing the owner lock"))
+        })
+        .and_then(|()| sync_dir(&staging.dir))
+        .and_then(|()| {
+            std::fs::rename(&staging.dir, dir).map_err(io_error(dir, "moving run into place"))
+        });
     if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+        let _ = std::fs::remove_dir_all(&staging.dir);
+        return result;
     }
-    result
+    sync_dir(&parent)
+}
+
+/// Flushes a directory's entries (the names created or renamed in it) to disk. Windows has no
+/// handle to a directory to flush: there the rename's durability is the filesystem's.
+fn sync_dir(dir: &Path) -> Result<(), RunDirError> {
+    #[cfg(unix)]
+    std::fs::File::open(dir)
+        .and_then(|handle| handle.sync_all())
+        .map_err(io_error(dir, "syncing directory"))?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }
 
 /// Reads one file of a run directory, saying which file is missing or unreadable.
@@ -152,6 +178,30 @@ mod tests {
         assert_eq!(leftovers, ["0-x"]);
         let error = write_run_dir(&dir, &[("a.json", b"{}")]).unwrap_err();
         assert!(matches!(error, RunDirError::Exists(_)), "{error}");
+    }
+
+    #[test]
+    fn writing_a_run_sweeps_the_staging_dirs_killed_writers_left_beside_it() {
+        let root = tempfile::tempdir().unwrap();
+        // What a writer killed before its rename leaves: nobody holds the owner lock.
+        let pid = std::process::id().wrapping_add(1);
+        let left = root.path().join(format!(".0-killed.partial-{pid}"));
+        std::fs::create_dir(&left).unwrap();
+        std::fs::write(left.join(crate::staging::OWNER_LOCK), b"").unwrap();
+        std::fs::write(left.join("history.jsonl"), b"{\"ind").unwrap();
+        let run = root.path().join("0-x");
+        write_run_dir(&run, &[("a.json", b"{}")]).unwrap();
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["0-x"]);
+        // The run itself holds only its files, not the writer's lock.
+        let files: Vec<_> = std::fs::read_dir(&run)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(files, ["a.json"]);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use clap::Args;
 use fencer_gate::seeds::{SeedRange, Shard};
 use fencer_gate::summary::{GateEnd, GateSummary};
 use fencer_gate::{GateConfig, GateError, Observer, run_gate};
+use fencer_harness::terminal::{escape, escape_lines};
 use fencer_results::{Archive, utc_stamp};
 use fencer_run::settings::{format_duration, parse_duration};
 use fencer_run::{Launch, Time};
@@ -23,7 +24,8 @@ use super::{Context, Failure, Outcome, SettingsArgs};
 /// Seeds a gate runs when given neither `--seeds` nor `--time`.
 const DEFAULT_SEEDS: &str = "0..100";
 
-/// Set by the SIGINT handler: stop starting runs, finish the running ones, write the summary.
+/// Set by the SIGINT, SIGTERM and SIGHUP handler: stop starting runs, finish the running ones,
+/// write the summary.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// `fencer gate`'s flags.
@@ -164,8 +166,10 @@ fn now_s() -> u64 {
 }
 
 fn install_interrupt_handler() {
-    // A second Ctrl-C stops at once; the run directories already written are complete
-    // (they are written atomically), the summary is not.
+    // Ctrl-C, and the SIGTERM a CI runner or Kubernetes sends to stop a job (or the SIGHUP of a
+    // closed terminal), end the gate with its summary. A second signal stops at once; the run
+    // directories already written are complete (they are written atomically), the summary is
+    // not.
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(2);
@@ -198,8 +202,9 @@ impl Observer for Watch {
     }
 
     fn say(&mut self, line: &str) {
+        let line = escape_lines(line);
         match &self.progress {
-            Some(progress) => progress.println(line),
+            Some(progress) => progress.println(&line),
             None => println!("{line}"),
         }
     }
@@ -218,7 +223,7 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             format!("INCOMPLETE ({})", summary.ended.name())
         }
     );
-    let row = |name: &str, value: String| println!("  {name:<16} {value}");
+    let row = |name: &str, value: String| println!("  {name:<16} {}", escape(&value));
     row(
         "seeds run",
         format!(

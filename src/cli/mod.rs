@@ -25,6 +25,7 @@ use std::process::ExitCode;
 
 use crate::CheckOptions;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use fencer_harness::terminal::escape_lines;
 use fencer_harness::{FencedStore, LockService, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_run::settings::{Settings, parse_duration};
@@ -196,6 +197,10 @@ enum Command {
         /// Address to listen on (loopback by default; port 0 picks a free port).
         #[arg(long, default_value = serve::DEFAULT_LISTEN)]
         listen: String,
+        /// Allow an address that is not loopback (0.0.0.0, a network interface): everyone who
+        /// can reach it can read every run in the archive.
+        #[arg(long)]
+        allow_remote: bool,
     },
 }
 
@@ -536,11 +541,11 @@ fn exit(outcome: Outcome) -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(Failure::BadInput(message)) => {
-            eprintln!("error: {message}");
+            eprintln!("error: {}", escape_lines(&message));
             ExitCode::from(EXIT_BAD_INPUT)
         }
         Err(Failure::Internal(message)) => {
-            eprintln!("internal error: {message}");
+            eprintln!("internal error: {}", escape_lines(&message));
             ExitCode::from(EXIT_INTERNAL)
         }
     }
@@ -590,7 +595,11 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
             seeds,
         ),
         Command::Explain { dir, all } => explain::explain(&dir, all),
-        Command::Serve { archive, listen } => serve::serve(&archive, &listen),
+        Command::Serve {
+            archive,
+            listen,
+            allow_remote,
+        } => serve::serve(&archive, &listen, allow_remote),
     }
 }
 

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use fencer_harness::history::sha256_hex;
+use fencer_harness::terminal::escape_lines;
 use fencer_results::{RunRecord, parse_run_json, read_run_file};
 use fencer_run::checking::judge;
 use fencer_run::settings::shell_word;
@@ -41,7 +42,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     let plan = Plan::from_json(&plan_bytes, &plan_path.display().to_string())
         .map_err(Failure::bad_input)?;
     let launch = Launch {
-        note: std::sync::Arc::new(|line: &str| println!("{line}")),
+        note: std::sync::Arc::new(|line: &str| println!("{}", escape_lines(line))),
         ..Launch::new(&context.backends)
     };
     if launch.time(&plan)? == Time::Real {

@@ -10,6 +10,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use fencer_harness::terminal::{escape, escape_lines};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::settings::shell_word;
@@ -22,7 +23,7 @@ use crate::Plan;
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
-        note: Arc::new(|line: &str| println!("{line}")),
+        note: Arc::new(|line: &str| println!("{}", escape_lines(line))),
         // A plan given by file meant every fault it holds: refuse it rather than drop one.
         refuse_unreachable: args.plan.is_some(),
         ..Launch::new(&context.backends)
@@ -57,7 +58,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         } else {
             ""
         },
-        plan.settings.describe()
+        escape(&plan.settings.describe())
     );
     let started = std::time::Instant::now();
     let Launched { plan, history, .. } =
@@ -70,7 +71,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
                 (error, _) => Failure::from(error),
             })?;
     for left in &plan.left_out {
-        println!("left out: {left}");
+        println!("left out: {}", escape(&left.to_string()));
     }
     let verdict = judge(&plan.settings, &history, args.strict);
     summary::print_summary(

@@ -1,6 +1,7 @@
 //! Printing what a run found: counts, the verdict, the first anomalies in plain words.
 
 use crate::{History, Verdict};
+use fencer_harness::terminal::escape;
 use fencer_harness::{EventType, Op, PackedHistory};
 
 /// How many anomaly explanations a summary prints before pointing at verdict.json.
@@ -24,9 +25,9 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
             simulated_s / wall_s
         );
     }
-    println!("verdict: {}", verdict.summary_line());
+    println!("verdict: {}", escape(&verdict.summary_line()));
     for anomaly in verdict.anomalies.iter().take(SHOWN_ANOMALIES) {
-        println!("- {}: {}", anomaly.class, anomaly.explanation);
+        println!("- {}: {}", anomaly.class, escape(&anomaly.explanation));
     }
     if verdict.anomalies.len() > SHOWN_ANOMALIES {
         println!(

@@ -682,8 +682,9 @@ const LEGEND: &str = "<section id=\"legend\"><h2>Legend</h2><ul>\
 const STYLE: &str = include_str!("timeline.css");
 
 /// The page's script: re-positions every element from its `data-a`/`data-b` times when the
-/// reader zooms or pans, and focuses an anomaly when it is clicked.
-const SCRIPT: &str = include_str!("timeline.js");
+/// reader zooms or pans, and focuses an anomaly when it is clicked. The viewer's
+/// Content-Security-Policy lets exactly this script run, by its hash.
+pub const SCRIPT: &str = include_str!("timeline.js");
 
 #[cfg(test)]
 mod tests {

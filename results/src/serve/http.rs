@@ -89,13 +89,9 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Pages may run their own inline script and style, and fetch nothing else but same-origin
-/// images: a run's report can never call out to the network.
-const SECURITY_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
-Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:\r\n\
-Referrer-Policy: no-referrer\r\n";
-
-/// Writes a whole response and closes; `head_only` for `HEAD`.
+/// Writes a whole response and closes; `head_only` for `HEAD`. Every response carries the
+/// viewer's security headers: no MIME sniffing, its [Content-Security-Policy](super::csp), no
+/// referrer.
 pub fn respond(
     stream: &mut TcpStream,
     status: u16,
@@ -107,8 +103,10 @@ pub fn respond(
     write!(
         stream,
         "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {length}\r\n\
-         {SECURITY_HEADERS}Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-        reason(status)
+         X-Content-Type-Options: nosniff\r\nContent-Security-Policy: {}\r\n\
+         Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        reason(status),
+        *super::csp::POLICY
     )?;
     if !head_only {
         std::io::copy(&mut body.take(length), stream)?;
