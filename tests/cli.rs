@@ -231,3 +231,253 @@ fn demo_prints_the_articles_three_lines_and_points_at_both_runs() {
     );
     assert!(lines[3].contains("invalid"), "{out}");
 }
+
+/// The mutant run of [`mutant_run_exits_1_and_its_replay_agrees`] at full length, saved in `r`:
+/// more stale writes than a summary prints, and warnings beside them.
+const UNFENCED: [&str; 9] = [
+    "run",
+    "--seed",
+    "1",
+    "--store",
+    "sqlite-unfenced",
+    "--on-renew-failure",
+    "continue",
+    "--out",
+    "r",
+];
+
+#[test]
+fn a_failing_run_says_how_to_reproduce_it_and_where_to_look() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fencer(&UNFENCED, dir.path());
+    let out = stdout(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}{}", stderr(&run));
+    for line in [
+        "reproduce: fencer replay r\n",
+        "timeline: r/timeline.html\n",
+        "explain: fencer explain r\n",
+    ] {
+        assert!(out.contains(line), "{line:?} missing:\n{out}");
+    }
+    assert!(dir.path().join("r/timeline.html").is_file());
+    let command = out
+        .lines()
+        .find_map(|line| line.strip_prefix("reproduce: fencer run "))
+        .unwrap_or_else(|| panic!("no run command:\n{out}"));
+    let mut args = vec!["run"];
+    args.extend(command.split(' '));
+    args.extend(["--out", "again"]);
+    let again = fencer(&args, dir.path());
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert_eq!(
+        std::fs::read(dir.path().join("again/history.jsonl")).unwrap(),
+        std::fs::read(dir.path().join("r/history.jsonl")).unwrap(),
+        "the printed command runs the same history"
+    );
+
+    // Saved in the archive, the run is also one of those `serve` lists.
+    let archived = fencer(&UNFENCED[..7], dir.path());
+    assert!(
+        stdout(&archived).contains("(every saved run: fencer serve runs)"),
+        "{}",
+        stdout(&archived)
+    );
+    let valid = fencer(&["run", "--ops", "2", "--out", "ok"], dir.path());
+    assert_eq!(valid.status.code(), Some(0), "{}", stderr(&valid));
+    assert!(!stdout(&valid).contains("reproduce:"), "{}", stdout(&valid));
+}
+
+#[test]
+fn warnings_are_counted_on_the_verdict_line_and_told_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    // Seed 0's ten cycles end valid with superseded writes: fencing's documented limit.
+    let args = ["run", "--ops", "10", "--out", "r"];
+    let run = fencer(&args, dir.path());
+    let out = stdout(&run);
+    assert_eq!(run.status.code(), Some(0), "{out}{}", stderr(&run));
+    let verdict = out
+        .lines()
+        .find(|line| line.starts_with("verdict: "))
+        .unwrap();
+    assert!(
+        verdict.starts_with("verdict: valid: ")
+            && verdict.contains("; warnings: 3 superseded-write-accepted")
+            && verdict.ends_with(
+                "(warnings fail only under --strict; told in full: fencer explain r or --verbose)"
+            ),
+        "{verdict}"
+    );
+    assert!(!out.contains("\n- "), "no finding told in full:\n{out}");
+
+    let verbose = fencer(
+        &["run", "--ops", "10", "--out", "v", "--verbose"],
+        dir.path(),
+    );
+    let told = stdout(&verbose)
+        .lines()
+        .filter(|line| line.starts_with("- superseded-write-accepted (warning): "))
+        .count();
+    assert_eq!(told, 3, "{}", stdout(&verbose));
+    let explained = fencer(&["explain", "r"], dir.path());
+    assert_eq!(
+        stdout(&explained)
+            .matches(": superseded-write-accepted\n")
+            .count(),
+        3,
+        "{}",
+        stdout(&explained)
+    );
+}
+
+#[test]
+fn anomalies_beyond_the_first_are_counted_apart_from_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = fencer(&UNFENCED, dir.path());
+    let out = stdout(&run);
+    assert_eq!(run.status.code(), Some(1), "{out}{}", stderr(&run));
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("r/verdict.json")).unwrap()).unwrap();
+    let failing: u64 = verdict["anomaly_counts"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|count| count.as_u64().unwrap())
+        .sum();
+    assert!(
+        failing > 5 && verdict["warning_counts"].as_object().is_some(),
+        "the scenario has more anomalies than a summary tells, and warnings: {verdict}"
+    );
+    assert_eq!(
+        out.matches("\n- stale-write-accepted: ").count(),
+        5,
+        "{out}"
+    );
+    let more = format!(
+        "  ... {} more anomalies: fencer explain r --all or --verbose\n",
+        failing - 5
+    );
+    assert!(out.contains(&more), "{more:?} missing:\n{out}");
+
+    // `check` saves nothing, so it points at nothing saved.
+    let before: Vec<_> = std::fs::read_dir(dir.path().join("r")).unwrap().collect();
+    let check = fencer(&["check", "r/history.jsonl"], dir.path());
+    let checked = stdout(&check);
+    assert_eq!(check.status.code(), Some(1), "{}", stderr(&check));
+    let more = format!("  ... {} more anomalies: --verbose\n", failing - 5);
+    assert!(checked.contains(&more), "{more:?} missing:\n{checked}");
+    assert!(!checked.contains("verdict.json"), "{checked}");
+    let after: Vec<_> = std::fs::read_dir(dir.path().join("r")).unwrap().collect();
+    assert_eq!(before.len(), after.len(), "check wrote nothing");
+    let verbose = fencer(&["check", "r/history.jsonl", "--verbose"], dir.path());
+    assert_eq!(
+        stdout(&verbose)
+            .matches("\n- stale-write-accepted: ")
+            .count() as u64,
+        failing,
+        "{}",
+        stdout(&verbose)
+    );
+}
+
+#[test]
+fn nemesis_groups_combine_with_named_families() {
+    let dir = tempfile::tempdir().unwrap();
+    let nemesis = |list: &str, out: &str| {
+        let run = fencer(
+            &["run", "--ops", "2", "--nemesis", list, "--out", out],
+            dir.path(),
+        );
+        assert_eq!(run.status.code(), Some(0), "{list}: {}", stderr(&run));
+        let plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join(out).join("plan.json")).unwrap())
+                .unwrap();
+        plan["settings"]["nemesis"].clone()
+    };
+    let all = nemesis("all", "all");
+    assert!(
+        all.as_array().unwrap().contains(&"drop-write".into()),
+        "{all}"
+    );
+    assert_eq!(nemesis("all,drop-write", "all-drop-write"), all);
+    let default_drop_write = nemesis("default,drop-write", "default-drop-write");
+    let defaults = nemesis("default", "default");
+    let mut expected = defaults.as_array().unwrap().clone();
+    expected.push("drop-write".into());
+    let mut got = default_drop_write.as_array().unwrap().clone();
+    let key = |value: &serde_json::Value| value.as_str().unwrap().to_string();
+    expected.sort_by_key(key);
+    got.sort_by_key(key);
+    assert_eq!(got, expected);
+    assert_bad_input(&["run", "--nemesis", "none,pause"], "`none` stands alone");
+}
+
+#[test]
+fn a_url_of_a_scheme_nothing_serves_is_refused_before_the_run() {
+    for (flag, url, needle) in [
+        (
+            "--store",
+            "mysql://u:pw@h/db",
+            "unsupported store URL scheme `mysql` in mysql://u:***@h/db: this build's store URLs \
+             are redis://",
+        ),
+        (
+            "--lock",
+            "sqlite:///tmp/register.db",
+            "unsupported lock URL scheme `sqlite` in sqlite:///tmp/register.db",
+        ),
+    ] {
+        assert_bad_input(&["run", flag, url], needle);
+        assert_bad_input(&["run", flag, url], "private:redis");
+        let dir = tempfile::tempdir().unwrap();
+        let output = fencer(&["run", flag, url], dir.path());
+        assert_eq!(stdout(&output), "", "nothing ran");
+    }
+}
+
+#[test]
+fn an_out_directory_that_exists_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("r")).unwrap();
+    std::fs::write(dir.path().join("r/keep.txt"), b"mine").unwrap();
+    let output = fencer(&["run", "--out", "r"], dir.path());
+    assert_eq!(output.status.code(), Some(254), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("r: already exists and is not empty; choose another --out"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(stdout(&output), "", "nothing ran");
+    assert_eq!(
+        std::fs::read(dir.path().join("r/keep.txt")).unwrap(),
+        b"mine"
+    );
+    // An empty directory is free to take the run.
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let output = fencer(&["run", "--ops", "2", "--out", "empty"], dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(dir.path().join("empty/history.jsonl").is_file());
+}
+
+#[test]
+fn version_names_the_git_commit_it_was_built_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = fencer(&["--version"], dir.path());
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let package = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    // A packaged crate is no checkout, whatever repository may hold it.
+    let packaged = package.join("Cargo.toml.orig").exists();
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(package)
+        .output()
+        .ok()
+        .filter(|output| output.status.success() && !packaged)
+        .map_or_else(
+            || "unknown".to_string(),
+            |output| String::from_utf8(output.stdout).unwrap().trim().to_string(),
+        );
+    assert_eq!(
+        stdout(&output),
+        format!("fencer {} (commit {commit})\n", env!("CARGO_PKG_VERSION"))
+    );
+}

@@ -474,3 +474,70 @@ fn the_example_runs_from_cargo_test_through_the_harness() {
         );
     }
 }
+
+#[test]
+fn faults_a_group_drew_but_the_child_cannot_take_are_recorded_and_printed_on_request() {
+    if !python_or_skip("exec_left_out") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let command = exec(Path::new(EXAMPLE), "");
+    let printed_left_out = |output: &Output| -> Vec<String> {
+        assert!(
+            matches!(output.status.code(), Some(0 | 2)),
+            "{}",
+            text(output)
+        );
+        text(output)
+            .lines()
+            .filter_map(|line| line.strip_prefix("left out: "))
+            .map(String::from)
+            .collect()
+    };
+    // `all` on an exec child draws proxy faults it cannot take: the user named none of them.
+    let all = run(dir.path(), &command, "all", 0, "all");
+    assert!(
+        text(&all).contains(" s on the wall clock (real time)\n")
+            && !text(&all).contains("simulated s"),
+        "a real-time run is timed by the wall clock: {}",
+        text(&all)
+    );
+    assert_eq!(printed_left_out(&all), Vec::<String>::new());
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("all/run.json")).unwrap()).unwrap();
+    let recorded: Vec<&str> = record["left_out"]
+        .as_array()
+        .expect("recorded in run.json")
+        .iter()
+        .map(|left| left["family"].as_str().unwrap())
+        .collect();
+    assert!(recorded.contains(&"partition"), "{recorded:?}");
+    let explained = fencer(&["explain", "all"], dir.path());
+    assert_eq!(
+        text(&explained).matches("  left out: ").count(),
+        recorded.len(),
+        "{}",
+        text(&explained)
+    );
+
+    // Named one by one, partitions are asked for: their left-out faults are printed, alone.
+    let named = run(dir.path(), &command, "all,partition", 0, "named");
+    let lines = printed_left_out(&named);
+    assert!(
+        !lines.is_empty() && lines.iter().all(|line| line.contains(" partition fault")),
+        "{lines:?}"
+    );
+    let mut args = vec![
+        "run",
+        "--lock",
+        &command,
+        "--store",
+        &command,
+        "--nemesis",
+        "all",
+        "--verbose",
+    ];
+    args.extend(QUICK);
+    let verbose = fencer(&args, dir.path());
+    assert_eq!(printed_left_out(&verbose).len(), recorded.len());
+}

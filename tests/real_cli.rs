@@ -108,7 +108,7 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
         (
             "mysql://root:pw@h/x",
             "redis://127.0.0.1:6379",
-            "unsupported lock URL mysql://root:***@h/x",
+            "unsupported lock URL scheme `mysql` in mysql://root:***@h/x",
         ),
         (
             "redis://127.0.0.1:1",

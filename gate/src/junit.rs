@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use fencer_checkers::AnomalyClass;
 
-use crate::summary::{CHUNK_SEEDS, Chunk, GateSummary};
+use crate::summary::{Chunk, GateSummary};
 
 /// The JUnit document for `summary`.
 pub fn junit_xml(summary: &GateSummary) -> String {
@@ -32,12 +32,13 @@ pub fn junit_xml(summary: &GateSummary) -> String {
         summary.complete
     );
     for chunk in &summary.chunks {
-        let last = chunk.first_seed.saturating_add(CHUNK_SEEDS);
+        // Named by the seeds that ran, as `--seeds` takes a range (the end excluded).
         let _ = writeln!(
             xml,
-            "    <testcase classname=\"{class}\" name=\"seeds {first}..{last}\">",
+            "    <testcase classname=\"{class}\" name=\"seeds {first}..{end}\">",
             class = escape(summary.settings.workload.name()),
-            first = chunk.first_seed,
+            first = chunk.lowest_seed,
+            end = chunk.highest_seed.saturating_add(1),
         );
         let _ = writeln!(
             xml,
@@ -99,11 +100,10 @@ fn chunk_output(summary: &GateSummary, chunk: &Chunk) -> String {
         "{} seeds ran, {passed} passed ({} unknown), {} failed (reported as their own test cases)",
         chunk.seeds_run, chunk.unknown, chunk.failed
     );
-    let last = chunk.first_seed.saturating_add(CHUNK_SEEDS);
     for unknown in &summary.unknowns {
         if unknown
             .seed
-            .is_some_and(|seed| (chunk.first_seed..last).contains(&seed))
+            .is_some_and(|seed| (chunk.lowest_seed..=chunk.highest_seed).contains(&seed))
         {
             let _ = write!(
                 out,

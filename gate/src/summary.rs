@@ -196,6 +196,11 @@ impl GateSummary {
 pub struct Chunk {
     /// First seed value of the chunk.
     pub first_seed: u64,
+    /// The lowest seed of the chunk that ran: with [`Chunk::highest_seed`], the range a JUnit
+    /// test case names (a gate of seeds 0..20, or one stopped early, runs less than a chunk).
+    pub lowest_seed: u64,
+    /// The highest seed of the chunk that ran.
+    pub highest_seed: u64,
     /// Seeds of the chunk that ran.
     pub seeds_run: u64,
     /// Of those, how many failed (each also has a [`FailureRecord`]).
@@ -355,6 +360,8 @@ impl GateSummary {
             None => {
                 self.chunks.push(Chunk {
                     first_seed,
+                    lowest_seed: seed,
+                    highest_seed: seed,
                     seeds_run: 0,
                     failed: 0,
                     unknown: 0,
@@ -362,6 +369,8 @@ impl GateSummary {
                 self.chunks.last_mut().expect("just pushed")
             }
         };
+        chunk.lowest_seed = chunk.lowest_seed.min(seed);
+        chunk.highest_seed = chunk.highest_seed.max(seed);
         chunk.seeds_run += 1;
         match tally {
             Tally::Valid => {}
@@ -438,11 +447,13 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
         add_left_out(&mut merged.left_out, &part.left_out);
         for chunk in &part.chunks {
             let entry = chunks.entry(chunk.first_seed).or_insert(Chunk {
-                first_seed: chunk.first_seed,
                 seeds_run: 0,
                 failed: 0,
                 unknown: 0,
+                ..chunk.clone()
             });
+            entry.lowest_seed = entry.lowest_seed.min(chunk.lowest_seed);
+            entry.highest_seed = entry.highest_seed.max(chunk.highest_seed);
             entry.seeds_run += chunk.seeds_run;
             entry.failed += chunk.failed;
             entry.unknown += chunk.unknown;
@@ -507,12 +518,16 @@ mod tests {
             [
                 Chunk {
                     first_seed: 0,
+                    lowest_seed: 0,
+                    highest_seed: 1,
                     seeds_run: 2,
                     failed: 0,
                     unknown: 1
                 },
                 Chunk {
                     first_seed: 100,
+                    lowest_seed: 150,
+                    highest_seed: 151,
                     seeds_run: 2,
                     failed: 1,
                     unknown: 0

@@ -71,16 +71,25 @@ fn io_error(path: &Path, action: &'static str) -> impl FnOnce(std::io::Error) ->
     }
 }
 
+/// Refuses `dir` as a new run directory if it holds anything: fencer never overwrites a run.
+/// An empty directory (or none) is free. `fencer run` asks before it runs, so a run it could
+/// not keep never runs; writing the run asks again.
+pub fn refuse_existing(dir: &Path) -> Result<(), RunDirError> {
+    let holds_anything = std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_anything {
+        return Err(RunDirError::Exists(dir.to_path_buf()));
+    }
+    Ok(())
+}
+
 /// Writes `files` (name, bytes) as the run directory `dir`, atomically: into a hidden sibling
 /// first ([`staging`](crate::staging)), renamed into place once every file and the directory
 /// itself are synced; the parent is synced after the rename, so once this returns the run
 /// survives a power loss. Staging directories in the parent whose writer is gone are swept
 /// first.
 pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirError> {
-    if let Ok(mut entries) = std::fs::read_dir(dir) {
-        if entries.next().is_some() {
-            return Err(RunDirError::Exists(dir.to_path_buf()));
-        }
+    refuse_existing(dir)?;
+    if dir.is_dir() {
         std::fs::remove_dir(dir).map_err(io_error(dir, "replacing empty directory"))?;
     }
     let parent = match dir.parent() {

@@ -13,7 +13,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use fencer_backends::registry::{
-    Connected, EXEC_SCHEME, LockBackend, Probe, StoreBackend, lock_from_url, store_from_url,
+    Connected, EXEC_SCHEME, LockBackend, Probe, StoreBackend, check_url_scheme, lock_from_url,
+    store_from_url,
 };
 use fencer_backends::{BackendError, SimLeaseService, SqliteStore, redact_url};
 use fencer_harness::{
@@ -306,21 +307,29 @@ impl Backends {
             .map(|(name, entry)| (name.as_str(), entry.time, entry.about.as_str()))
     }
 
-    /// How time passes for the lock service `name`, or why no backend has that name.
+    /// How time passes for the lock service `name`, or why no backend has that name (a URL
+    /// whose scheme this build serves no lock service for included).
     pub fn lock_time(&self, name: &BackendName) -> Result<Time, BackendError> {
         match self.locks.get(name.as_str()) {
             Some(entry) => Ok(entry.time),
-            None => builtin_lock_time(name.as_str())
-                .ok_or_else(|| self.unknown("lock", name, &lock_names())),
+            None => {
+                check_server_url("lock", name.as_str())?;
+                builtin_lock_time(name.as_str())
+                    .ok_or_else(|| self.unknown("lock", name, &lock_names()))
+            }
         }
     }
 
-    /// How time passes for the store `name`, or why no backend has that name.
+    /// How time passes for the store `name`, or why no backend has that name (a URL whose
+    /// scheme this build serves no store for included).
     pub fn store_time(&self, name: &BackendName) -> Result<Time, BackendError> {
         match self.stores.get(name.as_str()) {
             Some(entry) => Ok(entry.time),
-            None => builtin_store_time(name.as_str())
-                .ok_or_else(|| self.unknown("store", name, &store_names())),
+            None => {
+                check_server_url("store", name.as_str())?;
+                builtin_store_time(name.as_str())
+                    .ok_or_else(|| self.unknown("store", name, &store_names()))
+            }
         }
     }
 
@@ -465,6 +474,20 @@ fn parse_kebab<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_js
     serde_json::from_value(serde_json::Value::String(text.to_string()))
 }
 
+/// Refuses a server URL (`scheme://…`; `private:` and `exec:` names are no URLs) whose scheme
+/// this build has no `role` for, naming the schemes it has and fencer's own servers.
+fn check_server_url(role: &str, text: &str) -> Result<(), BackendError> {
+    if text.starts_with(PRIVATE_SCHEME) || text.starts_with(EXEC_SCHEME) || !text.contains("://") {
+        return Ok(());
+    }
+    check_url_scheme(role, text).map_err(|error| {
+        BackendError::BadUrl(format!(
+            "{error}; or a server fencer starts itself: {}",
+            fencer_servers::PrivateBackend::URLS
+        ))
+    })
+}
+
 /// True for what fencer's URL table or its own servers answer to.
 fn is_server_name(text: &str) -> bool {
     text.contains("://") || text.starts_with(PRIVATE_SCHEME) || text.starts_with(EXEC_SCHEME)
@@ -549,7 +572,19 @@ mod tests {
             backends.store_time(&"sqlite-unfenced".into()),
             Ok(Time::Simulated)
         );
-        assert_eq!(backends.lock_time(&"redis://h:1".into()), Ok(Time::Real));
+        assert_eq!(
+            backends.store_time(&"sqlite:///tmp/register.db".into()),
+            Ok(Time::Real)
+        );
+        let error = backends
+            .lock_time(&"mysql://u:pw@h/db".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with("unsupported lock URL scheme `mysql` in mysql://u:***@h/db")
+                && error.contains("private:redis"),
+            "a URL nothing serves is refused by its name alone: {error}"
+        );
         assert_eq!(backends.store_time(&"private:redis".into()), Ok(Time::Real));
         assert_eq!(
             backends.lock_time(&"exec:python3 x.py".into()),

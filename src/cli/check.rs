@@ -11,8 +11,14 @@ use crate::{CheckOptions, Workload};
 use super::{Failure, Outcome, summary};
 
 /// Reads `path`, checks it with the checkers for `workload` (else the one named by `run.json`
-/// beside the history, else `fenced-register`) and the rest of `options`, prints the verdict.
-pub fn check(path: &Path, workload: Option<Workload>, options: CheckOptions) -> Outcome {
+/// beside the history, else `fenced-register`) and the rest of `options`, prints the verdict
+/// (every finding in full when `verbose`). Nothing is written: the verdict is the output.
+pub fn check(
+    path: &Path,
+    workload: Option<Workload>,
+    options: CheckOptions,
+    verbose: bool,
+) -> Outcome {
     // Read straight into checking form: a stored history is only checked here, never
     // replayed or rendered, so its events are never built.
     let history = PackedHistory::read_jsonl_file(path)
@@ -31,7 +37,17 @@ pub fn check(path: &Path, workload: Option<Workload>, options: CheckOptions) -> 
         if options.strict { ", strict" } else { "" }
     );
     let verdict = check_packed(&history, &options);
-    summary::print_summary(&summary::Shape::of_packed(&history), &verdict, 0.0);
+    let detail = summary::Detail {
+        verbose,
+        explain: None,
+        takes_verbose: true,
+    };
+    summary::print_summary(
+        &summary::Shape::of_packed(&history),
+        &verdict,
+        summary::Took::Untimed,
+        &detail,
+    );
     Ok(verdict.validity.exit_code())
 }
 

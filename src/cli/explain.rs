@@ -8,7 +8,7 @@ use fencer_results::{RunRecord, parse_run_json};
 use super::{Failure, Outcome};
 
 /// How many anomalies are told unless `--all` is given.
-const TOLD_ANOMALIES: usize = 5;
+pub(super) const TOLD_ANOMALIES: usize = 5;
 
 /// Reads the run in `dir` and prints the story of its verdict; exits with the verdict's code.
 pub fn explain(dir: &Path, all: bool) -> Outcome {
@@ -34,5 +34,11 @@ pub fn explain(dir: &Path, all: bool) -> Outcome {
         "{}",
         fencer_checkers::story::tell(&history, &verdict, policy, limit)
     );
+    if !record.left_out.is_empty() {
+        println!("\nNot tested: faults the seed drew that the run's backends could not take.");
+        for left in &record.left_out {
+            println!("  left out: {left}");
+        }
+    }
     Ok(verdict.validity.exit_code())
 }

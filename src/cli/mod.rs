@@ -19,6 +19,7 @@ mod serve;
 mod shrink;
 mod summary;
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,10 +93,19 @@ pub const EXIT_BAD_INPUT: u8 = 254;
 /// Exit code for fencer's own failures.
 pub const EXIT_INTERNAL: u8 = 255;
 
+/// `fencer --version`: the release and the git commit it was built from (`unknown` for a
+/// build outside a git checkout), so a report names the exact source.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FENCER_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "fencer",
-    version,
+    version = VERSION,
     about = "Fault-injection harness for distributed locks: leases, owner tokens, fencing tokens",
     after_help = "Exit codes: 0 valid, 1 invalid (anomaly found), 2 unknown, 254 bad arguments \
                   or input, 255 internal error."
@@ -133,6 +143,10 @@ enum Command {
         /// log; when it runs out the verdict is unknown (exit 2).
         #[arg(long, default_value_t = 10_000)]
         search_budget_ms: u64,
+        /// Print every finding in full, warnings included (default: the first anomalies, the
+        /// warnings counted on the verdict line).
+        #[arg(long)]
+        verbose: bool,
     },
     /// Run many seeds on every core, fail on the first anomaly, shrink it, save it as a
     /// regression: the CI gate.
@@ -225,6 +239,10 @@ struct RunArgs {
     /// Fail on warnings too (superseded-write-accepted, fencing's documented limit).
     #[arg(long)]
     strict: bool,
+    /// Print every finding in full, warnings included, and every fault the run's backends
+    /// could not take (default: the first anomalies, the warnings counted on the verdict line).
+    #[arg(long)]
+    verbose: bool,
 }
 
 impl RunArgs {
@@ -277,10 +295,11 @@ struct SettingsArgs {
     /// Renewal period while a lease is held; must be shorter than the TTL.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
-    /// Faults to inject: a comma list of fault families; default (pause, skew, drop-renew,
-    /// delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge); all (also
-    /// drop-acquire and drop-write, and on servers fencer starts, private:…, also
-    /// server-pause, partition, delay-replies, drop-replies, cut); or none.
+    /// Faults to inject: a comma list of fault families and the groups default (pause, skew,
+    /// drop-renew, delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge)
+    /// and all (also drop-acquire and drop-write, and on servers fencer starts, private:…, also
+    /// server-pause, partition, delay-replies, drop-replies, cut), e.g. default,drop-write;
+    /// or none.
     #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults.
@@ -316,39 +335,57 @@ struct SettingsArgs {
     swarm: bool,
 }
 
-/// A parsed `--nemesis` value (a newtype so clap does not treat it as repeated values).
-#[derive(Clone, Debug)]
-enum NemesisList {
-    /// `all`: every family the run's backends can take.
-    All,
-    /// Named families (`default` and `none` included).
-    Named(Vec<FaultKind>),
+/// A parsed `--nemesis` value: a comma list of fault families and the groups `default` and
+/// `all` (`all,drop-write`, `default,server-pause`), or `none` alone. The families named one by
+/// one are kept apart from the groups: they are the ones the user asked for by name.
+#[derive(Clone, Debug, Default)]
+struct NemesisList {
+    /// `default` was given: the default families.
+    default: bool,
+    /// `all` was given: every family the run's backends can take.
+    all: bool,
+    /// Families named one by one.
+    named: Vec<FaultKind>,
 }
 
 fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
-    match text {
-        "none" => Ok(NemesisList::Named(Vec::new())),
-        "default" => Ok(NemesisList::Named(FaultKind::DEFAULT.to_vec())),
-        "all" => Ok(NemesisList::All),
-        _ => text
-            .split(',')
-            .map(|name| name.trim().parse::<FaultKind>())
-            .collect::<Result<Vec<_>, _>>()
-            .map(NemesisList::Named),
+    if text.trim() == "none" {
+        return Ok(NemesisList::default());
     }
+    let mut list = NemesisList::default();
+    for item in text.split(',').map(str::trim) {
+        match item {
+            "default" => list.default = true,
+            "all" => list.all = true,
+            "none" => {
+                return Err(format!(
+                    "`none` stands alone (--nemesis none), found it in the list `{text}`"
+                ));
+            }
+            name => list.named.push(name.parse::<FaultKind>()?),
+        }
+    }
+    Ok(list)
 }
 
 impl NemesisList {
     /// The families it names, when the run does (`private`) or does not start its own servers:
-    /// `all` leaves out the server families a run without them could not take.
-    fn kinds(&self, private: bool) -> Vec<FaultKind> {
-        match self {
-            NemesisList::All => FaultKind::ALL
-                .into_iter()
-                .filter(|kind| private || !kind.needs_private_server())
-                .collect(),
-            NemesisList::Named(kinds) => kinds.clone(),
-        }
+    /// `all` leaves out the server families a run without them could not take (naming one of
+    /// them as well asks for it, and such a run is refused).
+    fn kinds(&self, private: bool) -> BTreeSet<FaultKind> {
+        let all = FaultKind::ALL
+            .into_iter()
+            .filter(|kind| self.all && (private || !kind.needs_private_server()));
+        let default = FaultKind::DEFAULT.into_iter().filter(|_| self.default);
+        all.chain(default)
+            .chain(self.named.iter().copied())
+            .collect()
+    }
+
+    /// Whether `kind` was named one by one, not only through `default` or `all`: then the
+    /// user asked for its faults, and is told of any the run's backends could not take.
+    fn names(&self, kind: FaultKind) -> bool {
+        self.named.contains(&kind)
     }
 }
 
@@ -367,7 +404,7 @@ impl SettingsArgs {
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
             renew_every_ns: self.renew_every,
-            nemesis: self.nemesis.kinds(private).into_iter().collect(),
+            nemesis: self.nemesis.kinds(private),
             mean_fault_gap_ns: self.fault_gap,
             lock,
             store,
@@ -565,6 +602,7 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
             workload,
             strict,
             search_budget_ms,
+            verbose,
         } => check::check(
             &history,
             workload,
@@ -573,6 +611,7 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
                 search_budget_ms,
                 ..CheckOptions::default()
             },
+            verbose,
         ),
         Command::Mutants { cap, seeds } => mutants::mutants(cap, seeds),
         Command::BenchReal {

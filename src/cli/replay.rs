@@ -92,7 +92,17 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     }
     println!("identical: {} events", history.events.len());
     let verdict = judge(&plan.settings, &history, false);
-    summary::print_summary(&summary::Shape::of_history(&history), &verdict, 0.0);
+    let detail = summary::Detail {
+        verbose: false,
+        explain: Some(format!("{} explain {}", context.program, dir.display())),
+        takes_verbose: false,
+    };
+    summary::print_summary(
+        &summary::Shape::of_history(&history),
+        &verdict,
+        summary::Took::Untimed,
+        &detail,
+    );
     Ok(verdict.validity.exit_code())
 }
 

@@ -11,16 +11,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use fencer_harness::terminal::{escape, escape_lines};
+use fencer_results::report::TIMELINE_FILE;
+use fencer_results::run_dir::refuse_existing;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
-use fencer_run::settings::shell_word;
+use fencer_run::settings::{Settings, shell_word};
 use fencer_run::{Launch, Launched, RunError, Time};
 
 use super::{Context, Failure, Outcome, RunArgs, summary};
-use crate::Plan;
+use crate::{Plan, Validity};
 
 /// Runs what `args` asks for.
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
+    if let Some(dir) = &args.out {
+        // Refused before the run rather than after it: `--out` never overwrites a run.
+        refuse_existing(dir).map_err(|error| Failure::BadInput(error.to_string()))?;
+    }
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
         note: Arc::new(|line: &str| println!("{}", escape_lines(line))),
@@ -71,14 +77,13 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
                 (error, _) => Failure::from(error),
             })?;
     for left in &plan.left_out {
-        println!("left out: {}", escape(&left.to_string()));
+        // Faults of a family the user named are worth a line; those drawn only because a
+        // group (`default`, `all`) holds their family are in run.json, `explain` and --verbose.
+        if args.verbose || args.settings.nemesis.names(left.family) {
+            println!("left out: {}", escape(&left.to_string()));
+        }
     }
     let verdict = judge(&plan.settings, &history, args.strict);
-    summary::print_summary(
-        &summary::Shape::of_history(&history),
-        &verdict,
-        started.elapsed().as_secs_f64(),
-    );
     let dir = match &args.out {
         Some(dir) => dir.clone(),
         None => {
@@ -89,6 +94,21 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
             default_run_dir(&args.archive, plan.settings.workload.name(), &label)
         }
     };
+    let wall_s = started.elapsed().as_secs_f64();
+    let detail = summary::Detail {
+        verbose: args.verbose,
+        explain: Some(format!("{} explain {}", context.program, dir.display())),
+        takes_verbose: true,
+    };
+    summary::print_summary(
+        &summary::Shape::of_history(&history),
+        &verdict,
+        match time {
+            Time::Simulated => summary::Took::Simulated { wall_s },
+            Time::Real => summary::Took::Real { wall_s },
+        },
+        &detail,
+    );
     let finished = FinishedRun {
         command: "run",
         plan: &plan,
@@ -112,7 +132,46 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
             shell_word(plan.settings.store.as_str())
         );
     }
+    if verdict.validity != Validity::Valid {
+        print_next_steps(args, &base, &plan, time, &dir, &context.program);
+    }
     Ok(verdict.validity.exit_code())
+}
+
+/// What to do about a run that did not end valid, saved in `dir`: the commands that reproduce
+/// it, as the gate prints them (a simulated run's; a real-time run's plan line is printed for
+/// every run), its timeline, and where its story is told.
+fn print_next_steps(
+    args: &RunArgs,
+    base: &Settings,
+    plan: &Plan,
+    time: Time,
+    dir: &Path,
+    program: &str,
+) {
+    if time == Time::Simulated {
+        println!("reproduce: {program} replay {}", dir.display());
+        match &args.plan {
+            Some(_) => println!(
+                "reproduce: {program} run --plan {}",
+                dir.join("plan.json").display()
+            ),
+            None => println!(
+                "reproduce: {program} {}{}",
+                base.run_command(plan.settings.seed, args.settings.swarm),
+                if args.strict { " --strict" } else { "" }
+            ),
+        }
+    }
+    println!("timeline: {}", dir.join(TIMELINE_FILE).display());
+    let serve = match args.out {
+        None => format!(
+            " (every saved run: {program} serve {})",
+            args.archive.display()
+        ),
+        Some(_) => String::new(),
+    };
+    println!("explain: {program} explain {}{serve}", dir.display());
 }
 
 /// Reads the plan in `path`: a plan that does not parse or cannot run is refused with

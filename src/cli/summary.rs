@@ -1,15 +1,64 @@
-//! Printing what a run found: counts, the verdict, the first anomalies in plain words.
+//! Printing what a run found: counts, the verdict, the first anomalies in plain words, and
+//! where to read the rest. Warnings (findings that fail only a strict check) are counted on
+//! the verdict line and told in full only on request, so a valid run reads as valid.
 
 use crate::{History, Verdict};
+use fencer_checkers::Severity;
 use fencer_harness::terminal::escape;
 use fencer_harness::{EventType, Op, PackedHistory};
 
-/// How many anomaly explanations a summary prints before pointing at verdict.json.
+/// How many anomaly explanations a summary prints before pointing at the rest.
 const SHOWN_ANOMALIES: usize = 5;
 
-/// Prints the history's shape and the verdict with its first explanations.
-pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
-    let simulated_s = shape.last_time_ns as f64 / 1e9;
+/// How long a run took, as its tier measures time.
+#[derive(Clone, Copy, Debug)]
+pub enum Took {
+    /// A simulation: its simulated span went by in `wall_s` seconds of the machine's clock.
+    Simulated {
+        /// Seconds of the machine's clock the run took.
+        wall_s: f64,
+    },
+    /// A real-time run: the machine's clock is the run's own.
+    Real {
+        /// Seconds of the machine's clock the run took.
+        wall_s: f64,
+    },
+    /// Not timed: a stored history checked or replayed.
+    Untimed,
+}
+
+/// How much of a verdict the summary tells, and where it sends the reader for the rest.
+#[derive(Clone, Debug)]
+pub struct Detail {
+    /// Tell every finding in full, warnings included (`--verbose`).
+    pub verbose: bool,
+    /// The command that tells the saved run's verdict in full (`fencer explain DIR`), when
+    /// the run is saved.
+    pub explain: Option<String>,
+    /// Whether the command printing the summary takes `--verbose`, so pointers may name it.
+    pub takes_verbose: bool,
+}
+
+impl Detail {
+    /// Where the findings the summary leaves out are told in full, e.g. `fencer explain DIR
+    /// or --verbose`.
+    fn pointer(&self, verdict: &Verdict) -> String {
+        let mut ways = Vec::new();
+        if let Some(explain) = &self.explain {
+            let all = verdict.anomalies.len() > super::explain::TOLD_ANOMALIES;
+            ways.push(format!("{explain}{}", if all { " --all" } else { "" }));
+        }
+        if self.takes_verbose {
+            ways.push("--verbose".to_string());
+        }
+        ways.join(" or ")
+    }
+}
+
+/// Prints the history's shape, how long it took and the verdict: with `detail.verbose` every
+/// finding's explanation, otherwise the first anomalies that fail the verdict, the count of
+/// the rest and of the warnings, and where they are told.
+pub fn print_summary(shape: &Shape, verdict: &Verdict, took: Took, detail: &Detail) {
     println!(
         "history: {} events; {} grants, {} writes applied, {} rejected, {} unknown; {} faults",
         shape.events,
@@ -19,20 +68,55 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
         shape.writes_unknown,
         shape.faults,
     );
-    if wall_s > 0.0 {
+    match took {
+        Took::Simulated { wall_s } => {
+            let simulated_s = shape.last_time_ns as f64 / 1e9;
+            println!(
+                "time: {simulated_s:.3} simulated s in {wall_s:.3} wall s ({:.0}x)",
+                simulated_s / wall_s
+            );
+        }
+        Took::Real { wall_s } => println!("time: {wall_s:.3} s on the wall clock (real time)"),
+        Took::Untimed => {}
+    }
+    if detail.verbose {
+        println!("verdict: {}", escape(&verdict.summary_line()));
+        for anomaly in &verdict.anomalies {
+            let warning = anomaly.severity == Severity::Warning;
+            println!(
+                "- {}{}: {}",
+                anomaly.class,
+                if warning { " (warning)" } else { "" },
+                escape(&anomaly.explanation)
+            );
+        }
+        return;
+    }
+    let pointer = detail.pointer(verdict);
+    let warnings: usize = verdict.warning_counts.values().sum();
+    if warnings == 0 {
+        println!("verdict: {}", escape(&verdict.summary_line()));
+    } else {
         println!(
-            "time: {simulated_s:.3} simulated s in {wall_s:.3} wall s ({:.0}x)",
-            simulated_s / wall_s
+            "verdict: {} (warnings fail only under --strict; told in full: {pointer})",
+            escape(&verdict.summary_line())
         );
     }
-    println!("verdict: {}", escape(&verdict.summary_line()));
-    for anomaly in verdict.anomalies.iter().take(SHOWN_ANOMALIES) {
+    let failures = verdict
+        .anomalies
+        .iter()
+        .filter(|anomaly| anomaly.severity == Severity::Failure);
+    let mut shown = 0;
+    for anomaly in failures.take(SHOWN_ANOMALIES) {
         println!("- {}: {}", anomaly.class, escape(&anomaly.explanation));
+        shown += 1;
     }
-    if verdict.anomalies.len() > SHOWN_ANOMALIES {
+    let failing: usize = verdict.anomaly_counts.values().sum();
+    if failing > shown {
+        let more = failing - shown;
         println!(
-            "  ... {} more in verdict.json",
-            verdict.anomalies.len() - SHOWN_ANOMALIES
+            "  ... {more} more {}: {pointer}",
+            if more == 1 { "anomaly" } else { "anomalies" }
         );
     }
 }

@@ -10,5 +10,7 @@ mod simulated;
 
 #[cfg(feature = "test-backends")]
 pub use nondeterministic::NondeterministicLock;
-pub use schemes::{Connected, EXEC_SCHEME, Probe, exec_refusal, lock_from_url, store_from_url};
+pub use schemes::{
+    Connected, EXEC_SCHEME, Probe, check_url_scheme, exec_refusal, lock_from_url, store_from_url,
+};
 pub use simulated::{LockBackend, StoreBackend};

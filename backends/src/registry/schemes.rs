@@ -448,6 +448,20 @@ fn unknown_variant(what: &str, variant: &str, known: &str, url: &str) -> Backend
     ))
 }
 
+/// Refuses `url` (`scheme://…`) unless a scheme of this build serves it as a lock service
+/// (`what` is `lock`) or a store, in the words [`lock_from_url`] and [`store_from_url`] use: so
+/// a run naming a URL nothing can serve is refused before it starts.
+pub fn check_url_scheme(what: &str, url: &str) -> Result<(), BackendError> {
+    let offers = |scheme: &Scheme| match what {
+        "lock" => scheme.lock.is_some(),
+        _ => scheme.store.is_some(),
+    };
+    match scheme_for(url) {
+        Some(scheme) if offers(scheme) => Ok(()),
+        _ => Err(unsupported_scheme(what, url, offers)),
+    }
+}
+
 /// The error for a URL no scheme of this build serves as a `what`, listing those that do.
 fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -> BackendError {
     let built: Vec<String> = SCHEMES
@@ -457,7 +471,8 @@ fn unsupported_scheme(what: &str, url: &str, offers: impl Fn(&Scheme) -> bool) -
         .chain(cfg!(feature = "exec").then(|| format!("{EXEC_SCHEME}COMMAND")))
         .collect();
     BackendError::BadUrl(format!(
-        "unsupported {what} URL {}: expected one of {} (this build's backends)",
+        "unsupported {what} URL scheme `{}` in {}: this build's {what} URLs are {}",
+        scheme_of(url).unwrap_or_default(),
         redact_url(url),
         if built.is_empty() {
             "none".to_string()
@@ -513,7 +528,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            error.starts_with("unsupported lock URL mysql://root:***@h/db"),
+            error.starts_with("unsupported lock URL scheme `mysql` in mysql://root:***@h/db"),
             "{error}"
         );
         let error = store_from_url("sqlite:///tmp/r.db?variant=sloppy")
@@ -529,7 +544,7 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(
-            error.starts_with("unsupported lock URL sqlite:///tmp/r.db"),
+            error.starts_with("unsupported lock URL scheme `sqlite` in sqlite:///tmp/r.db"),
             "{error}"
         );
     }
