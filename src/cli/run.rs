@@ -12,9 +12,11 @@ use std::sync::Arc;
 
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
+use fencer_run::plan::read_plan_bytes;
 use fencer_run::settings::shell_word;
 use fencer_run::{Launch, Launched, RunError, Time};
 
+use super::output::{errln, outln};
 use super::{Context, Failure, Outcome, RunArgs, summary};
 use crate::Plan;
 
@@ -22,7 +24,7 @@ use crate::Plan;
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
-        note: Arc::new(|line: &str| println!("{line}")),
+        note: Arc::new(|line: &str| outln!("{line}")),
         // A plan given by file meant every fault it holds: refuse it rather than drop one.
         refuse_unreachable: args.plan.is_some(),
         ..Launch::new(&context.backends)
@@ -39,18 +41,20 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         }
         None => {
             let settings = base.for_seed(args.seed, args.settings.swarm);
+            // Refused before anything is drawn: settings past a ceiling could draw for ever.
+            settings.validate().map_err(Failure::bad_input)?;
             let settings = match launch.time(&Plan::generate(&settings))? {
                 Time::Real => settings.in_real_time(),
                 Time::Simulated => settings,
             };
             for warning in settings.validate().map_err(Failure::bad_input)? {
-                eprintln!("warning: {warning}");
+                errln!("warning: {warning}");
             }
             Plan::generate(&settings)
         }
     };
     let time = launch.time(&plan)?;
-    println!(
+    outln!(
         "fencer run{}: {}",
         if time == Time::Real {
             " (real time)"
@@ -70,7 +74,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
                 (error, _) => Failure::from(error),
             })?;
     for left in &plan.left_out {
-        println!("left out: {left}");
+        outln!("left out: {left}");
     }
     let verdict = judge(&plan.settings, &history, args.strict);
     summary::print_summary(
@@ -101,9 +105,9 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         args.out.is_none().then_some(args.archive.as_path()),
     )
     .map_err(Failure::from)?;
-    println!("run directory: {}", dir.display());
+    outln!("run directory: {}", dir.display());
     if time == Time::Real {
-        println!(
+        outln!(
             "run the same plan again: {} run --plan {} --lock {} --store {}",
             context.program,
             dir.join("plan.json").display(),
@@ -117,11 +121,11 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
 /// Reads the plan in `path`: a plan that does not parse or cannot run is refused with
 /// `file:line: what was expected`.
 pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
-    let bytes = std::fs::read(path)
+    let bytes = read_plan_bytes(path)
         .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
     let plan = Plan::from_json(&bytes, &path.display().to_string()).map_err(Failure::bad_input)?;
     for warning in plan.settings.validate().map_err(Failure::bad_input)? {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     Ok(plan)
 }

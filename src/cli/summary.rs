@@ -1,5 +1,6 @@
 //! Printing what a run found: counts, the verdict, the first anomalies in plain words.
 
+use super::output::outln;
 use crate::{History, Verdict};
 use fencer_harness::{EventType, Op, PackedHistory};
 
@@ -9,7 +10,7 @@ const SHOWN_ANOMALIES: usize = 5;
 /// Prints the history's shape and the verdict with its first explanations.
 pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
     let simulated_s = shape.last_time_ns as f64 / 1e9;
-    println!(
+    outln!(
         "history: {} events; {} grants, {} writes applied, {} rejected, {} unknown; {} faults",
         shape.events,
         shape.grants,
@@ -19,17 +20,17 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, wall_s: f64) {
         shape.faults,
     );
     if wall_s > 0.0 {
-        println!(
+        outln!(
             "time: {simulated_s:.3} simulated s in {wall_s:.3} wall s ({:.0}x)",
             simulated_s / wall_s
         );
     }
-    println!("verdict: {}", verdict.summary_line());
+    outln!("verdict: {}", verdict.summary_line());
     for anomaly in verdict.anomalies.iter().take(SHOWN_ANOMALIES) {
-        println!("- {}: {}", anomaly.class, anomaly.explanation);
+        outln!("- {}: {}", anomaly.class, anomaly.explanation);
     }
     if verdict.anomalies.len() > SHOWN_ANOMALIES {
-        println!(
+        outln!(
             "  ... {} more in verdict.json",
             verdict.anomalies.len() - SHOWN_ANOMALIES
         );
