@@ -8,6 +8,7 @@
 
 pub mod divergence;
 pub mod harness;
+pub mod jobs;
 pub mod junit;
 pub mod minimize;
 pub mod mutants;

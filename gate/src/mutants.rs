@@ -26,6 +26,8 @@ use fencer_run::plan::Plan;
 use fencer_run::settings::{LockBackend, Settings, StoreBackend};
 use fencer_run::{RunError, simulate};
 
+use crate::jobs::{job_count, named_thread, spawn_jobs};
+
 /// A broken variant of the reference, and how to expose it.
 #[derive(Clone, Copy, Debug)]
 pub struct Mutant {
@@ -581,24 +583,24 @@ pub fn detect_each(
 ) {
     let next = AtomicUsize::new(0);
     let (done_tx, done_rx) = mpsc::channel();
+    let work = |done_tx: mpsc::Sender<_>| {
+        loop {
+            let index = next.fetch_add(1, Ordering::Relaxed);
+            let Some(mutant) = mutants.get(index) else {
+                return;
+            };
+            if done_tx
+                .send((index, detect(mutant, starts.clone(), cap)))
+                .is_err()
+            {
+                return;
+            }
+        }
+    };
     std::thread::scope(|scope| {
-        for _ in 0..jobs.clamp(1, mutants.len().max(1)) {
-            let done_tx = done_tx.clone();
-            let (next, starts) = (&next, starts.clone());
-            scope.spawn(move || {
-                loop {
-                    let index = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(mutant) = mutants.get(index) else {
-                        return;
-                    };
-                    if done_tx
-                        .send((index, detect(mutant, starts.clone(), cap)))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            });
+        let jobs = job_count(jobs, mutants.len());
+        if spawn_jobs(scope, jobs, &named_thread, &done_tx, &work) == 0 {
+            work(done_tx.clone());
         }
         drop(done_tx);
         let mut waiting = BTreeMap::new();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use fencer_harness::history::sha256_hex;
 
-use fencer_run::plan::{Plan, PlanError};
+use fencer_run::plan::{Plan, PlanError, read_plan_bytes};
 use fencer_run::settings::Settings;
 
 /// A saved plan and the file it came from.
@@ -67,7 +67,7 @@ pub fn load(dir: &Path, base: &Settings) -> Result<Vec<Regression>, RegressionEr
     paths.sort();
     let mut regressions = Vec::new();
     for path in paths {
-        let bytes = std::fs::read(&path).map_err(io(&path, "reading"))?;
+        let bytes = read_plan_bytes(&path).map_err(io(&path, "reading"))?;
         let plan = Plan::from_json(&bytes, &path.display().to_string())?;
         if same_system(&plan.settings, base) {
             regressions.push(Regression { path, plan });

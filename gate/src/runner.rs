@@ -16,6 +16,7 @@ use fencer_checkers::{Validity, Verdict};
 use fencer_harness::History;
 
 use crate::divergence::{Divergence, first_divergence};
+use crate::jobs::{ThreadFor, job_count, named_thread, spawn_jobs};
 use fencer_run::plan::Plan;
 use fencer_run::{Backends, Launch, Launched, RunError};
 
@@ -26,7 +27,7 @@ pub struct RunnerConfig {
     pub backends: Backends,
     /// Warnings fail the verdict too.
     pub strict: bool,
-    /// Threads running plans at once (at least 1).
+    /// Threads running plans at once (at least 1; [`job_count`] caps it).
     pub jobs: usize,
     /// Run everything even after a failure.
     pub keep_going: bool,
@@ -93,6 +94,9 @@ pub enum BatchEnd {
 /// Runs plans `0..count` (`plan_for(i)` builds plan `i`) and hands each result to `on_result`
 /// on the calling thread, in index order. Plans already running when the batch is stopped
 /// (failure, deadline, interrupt) finish first, so every reported result is complete.
+///
+/// The plans run on [`job_count`] threads; when the system grants fewer, on as many as it
+/// grants, and when it grants none, one after another on the calling thread.
 pub fn run_batch(
     count: usize,
     plan_for: &(dyn Fn(usize) -> Plan + Sync),
@@ -100,46 +104,64 @@ pub fn run_batch(
     interrupted: &AtomicBool,
     on_result: &mut dyn FnMut(PlanResult),
 ) -> BatchEnd {
+    batch_on(
+        count,
+        plan_for,
+        config,
+        interrupted,
+        on_result,
+        &named_thread,
+    )
+}
+
+/// [`run_batch`] on job threads made by `thread_for`.
+fn batch_on(
+    count: usize,
+    plan_for: &(dyn Fn(usize) -> Plan + Sync),
+    config: &RunnerConfig,
+    interrupted: &AtomicBool,
+    on_result: &mut dyn FnMut(PlanResult),
+    thread_for: ThreadFor<'_>,
+) -> BatchEnd {
     let next = AtomicUsize::new(0);
     // Lowest failing index seen so far; no index above it is started.
     let limit = AtomicUsize::new(usize::MAX);
     let out_of_time = AtomicBool::new(false);
     let (sender, receiver) = mpsc::channel::<PlanResult>();
-    let jobs = config.jobs.max(1);
+    let work = |sender: mpsc::Sender<PlanResult>| {
+        loop {
+            if interrupted.load(Ordering::SeqCst) {
+                return;
+            }
+            if config
+                .deadline
+                .is_some_and(|deadline| Instant::now() >= deadline)
+            {
+                out_of_time.store(true, Ordering::SeqCst);
+                return;
+            }
+            let index = next.fetch_add(1, Ordering::SeqCst);
+            if index >= count || index > limit.load(Ordering::SeqCst) {
+                return;
+            }
+            let (plan, outcome) = run_one(&plan_for(index), config);
+            if outcome.is_failure() && !config.keep_going {
+                limit.fetch_min(index, Ordering::SeqCst);
+            }
+            let result = PlanResult {
+                index,
+                plan,
+                outcome,
+            };
+            if sender.send(result).is_err() {
+                return;
+            }
+        }
+    };
     std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            let sender = sender.clone();
-            let (next, limit, out_of_time) = (&next, &limit, &out_of_time);
-            scope.spawn(move || {
-                loop {
-                    if interrupted.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if config
-                        .deadline
-                        .is_some_and(|deadline| Instant::now() >= deadline)
-                    {
-                        out_of_time.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                    let index = next.fetch_add(1, Ordering::SeqCst);
-                    if index >= count || index > limit.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let (plan, outcome) = run_one(&plan_for(index), config);
-                    if outcome.is_failure() && !config.keep_going {
-                        limit.fetch_min(index, Ordering::SeqCst);
-                    }
-                    let result = PlanResult {
-                        index,
-                        plan,
-                        outcome,
-                    };
-                    if sender.send(result).is_err() {
-                        return;
-                    }
-                }
-            });
+        let jobs = job_count(config.jobs, count);
+        if spawn_jobs(scope, jobs, thread_for, &sender, &work) == 0 {
+            work(sender.clone());
         }
         drop(sender);
         let mut pending = BTreeMap::new();
@@ -222,6 +244,10 @@ mod tests {
     }
 
     fn failing_indexes(jobs: usize, keep_going: bool) -> Vec<usize> {
+        failing_indexes_on(jobs, keep_going, &named_thread)
+    }
+
+    fn failing_indexes_on(jobs: usize, keep_going: bool, thread_for: ThreadFor<'_>) -> Vec<usize> {
         let config = RunnerConfig {
             backends: Backends::new(),
             strict: false,
@@ -233,7 +259,7 @@ mod tests {
         };
         let mut seen = Vec::new();
         let mut failing = Vec::new();
-        run_batch(
+        batch_on(
             40,
             &|index| mutant(index as u64),
             &config,
@@ -244,6 +270,7 @@ mod tests {
                     failing.push(result.index);
                 }
             },
+            thread_for,
         );
         assert!(
             seen.windows(2).all(|pair| pair[0] + 1 == pair[1]),
@@ -262,6 +289,22 @@ mod tests {
         assert_eq!(failing_indexes(3, true), all);
         assert_eq!(failing_indexes(1, false), all[..1]);
         assert_eq!(failing_indexes(3, false), all[..1]);
+    }
+
+    #[test]
+    fn a_system_that_grants_fewer_threads_gets_the_same_results_on_fewer_or_none() {
+        let all = failing_indexes(1, true);
+        let first_only = |job: usize| {
+            if job == 0 {
+                named_thread(job)
+            } else {
+                crate::jobs::tests::unstartable(job)
+            }
+        };
+        assert_eq!(failing_indexes_on(3_000, true, &first_only), all);
+        let none = crate::jobs::tests::unstartable;
+        assert_eq!(failing_indexes_on(3, true, &none), all);
+        assert_eq!(failing_indexes_on(3, false, &none), all[..1]);
     }
 
     #[test]

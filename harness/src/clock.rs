@@ -52,11 +52,13 @@ impl NodeClock {
         }
     }
 
-    /// The local reading at `true_ns`.
+    /// The local reading at `true_ns`, held within `i64` (a clock stepped or drifted past it
+    /// reads its end rather than wrapping round to the other one).
     pub fn read(&self, true_ns: u64) -> i64 {
         let elapsed = i128::from(true_ns) - i128::from(self.anchor_true_ns);
         let scaled = elapsed * (1_000_000 + i128::from(self.drift_ppm)) / 1_000_000;
-        (i128::from(self.anchor_local_ns) + scaled) as i64
+        let reading = i128::from(self.anchor_local_ns) + scaled;
+        i64::try_from(reading).unwrap_or(if reading < 0 { i64::MIN } else { i64::MAX })
     }
 
     /// Steps the clock by `jump_ns` at `true_ns` (an NTP step, a VM migration, an operator).
@@ -149,6 +151,17 @@ mod tests {
         clock.jump(1_000, -400);
         assert_eq!(clock.read(1_000), 600);
         assert_eq!(clock.read(2_000), 1_600);
+    }
+
+    #[test]
+    fn a_clock_stepped_to_the_end_of_its_range_stays_there_instead_of_wrapping() {
+        let mut clock = NodeClock::with_offset(0);
+        clock.jump(0, i64::MAX);
+        assert_eq!(clock.read(1_000), i64::MAX);
+        // A drift below -1000000 ppm runs the clock backwards, down past its end.
+        let mut clock = NodeClock::with_offset(i64::MIN + 10);
+        clock.set_drift(0, -2_000_000);
+        assert_eq!(clock.read(1_000), i64::MIN);
     }
 
     #[test]

@@ -119,6 +119,14 @@ pub(crate) fn parse_lines(reader: impl Read, origin: &str) -> Result<PackedHisto
             path: origin.to_string(),
             source,
         },
+        LineError::TooLong => HistoryError::Malformed {
+            path: origin.to_string(),
+            line: line_no + 1,
+            message: format!(
+                "expected one history event per line, found a line longer than \
+                 {MAX_LINE_BYTES} bytes"
+            ),
+        },
         LineError::Stop(error) => error,
     })?;
     match rules.first_broken {
@@ -134,14 +142,22 @@ pub(crate) fn parse_lines(reader: impl Read, origin: &str) -> Result<PackedHisto
 /// How much of a history file is read at once; lines are parsed where they lie in it.
 const CHUNK_BYTES: usize = 1 << 20;
 
+/// The longest line a history may hold, newline not counted: 4 MiB. fencer writes events of a
+/// few hundred bytes; a longer line is not a history (`/dev/zero` has no newline at all), and
+/// without a limit reading one would fill the memory.
+pub const MAX_LINE_BYTES: usize = 4 << 20;
+
 /// Why [`for_each_line`] stopped early.
 enum LineError {
     Io(std::io::Error),
+    /// The line after the last one handed out is longer than [`MAX_LINE_BYTES`].
+    TooLong,
     Stop(HistoryError),
 }
 
 /// Calls `each` on every line of `reader` in order, newline included (the last line may lack
-/// one), straight from a chunk buffer; a line longer than the buffer grows it.
+/// one), straight from a chunk buffer; a line longer than the buffer grows it, up to
+/// [`MAX_LINE_BYTES`].
 fn for_each_line(
     mut reader: impl Read,
     mut each: impl FnMut(&[u8]) -> Result<(), HistoryError>,
@@ -149,8 +165,12 @@ fn for_each_line(
     let mut buffer = vec![0u8; CHUNK_BYTES];
     let mut filled = 0usize;
     loop {
+        // A full buffer holds no newline: it is all one line, so far.
         if filled == buffer.len() {
-            buffer.resize(buffer.len() * 2, 0);
+            if buffer.len() > MAX_LINE_BYTES {
+                return Err(LineError::TooLong);
+            }
+            buffer.resize((buffer.len() * 2).min(MAX_LINE_BYTES + 1), 0);
         }
         let read = match reader.read(&mut buffer[filled..]) {
             Ok(read) => read,
@@ -329,6 +349,31 @@ mod tests {
             let expected = ["a\n", "\n", "bc\n", &format!("{long}\n"), "last"];
             assert_eq!(lines, expected, "step {step}");
         }
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_refused_at_its_number_without_reading_on() {
+        let first =
+            "{\"index\":0,\"time_ns\":1,\"process\":\"w0\",\"type\":\"invoke\",\"f\":\"read\"}\n";
+        // Endless zeros, as `/dev/zero` gives them: only the limit ends the read.
+        let endless = first.as_bytes().chain(std::io::repeat(0));
+        let error = parse_lines(endless, "zeros").err().expect("refused");
+        assert!(
+            error
+                .to_string()
+                .starts_with("zeros:2: expected one history event per line, found a line longer than 4194304 bytes"),
+            "{error}"
+        );
+        let longest = format!("{}\n", " ".repeat(MAX_LINE_BYTES));
+        let mut lines = 0;
+        let done = for_each_line(longest.as_bytes(), |_| {
+            lines += 1;
+            Ok(())
+        });
+        assert!(
+            done.is_ok() && lines == 1,
+            "a line of exactly the limit is read"
+        );
     }
 
     #[test]

@@ -150,24 +150,24 @@ impl FaultKind {
             FaultKind::Pause => Fault::Pause {
                 at_ns,
                 target: worker,
-                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
             },
             FaultKind::DropRenew => Fault::DropRenew {
                 at_ns,
                 target: worker,
-                duration_ns: rng.random_range(ttl / 4..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 4..=ttl.saturating_mul(2)),
             },
             FaultKind::DelayWrite => Fault::DelayWrite {
                 at_ns,
                 target: worker,
                 // From well under a call timeout (the write is acknowledged late) to beyond a
                 // TTL (it lands after the lease moved on).
-                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+                duration_ns: rng.random_range(ttl / 20..=ttl.saturating_mul(3) / 2),
             },
             FaultKind::Restart => Fault::Restart {
                 at_ns,
                 target: "lock".to_string(),
-                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
             },
             // One lost reply or a few: longer windows only starve the worker.
             FaultKind::DropAcquire => Fault::DropAcquire {
@@ -191,21 +191,21 @@ impl FaultKind {
             FaultKind::DelayRenew => Fault::DelayRenew {
                 at_ns,
                 target: worker,
-                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+                duration_ns: rng.random_range(ttl / 20..=ttl.saturating_mul(3) / 2),
             },
             FaultKind::DelayRelease => Fault::DelayRelease {
                 at_ns,
                 target: worker,
-                duration_ns: rng.random_range(ttl / 20..=ttl * 3 / 2),
+                duration_ns: rng.random_range(ttl / 20..=ttl.saturating_mul(3) / 2),
             },
             // A window long enough to contain at least one edge of a lease the worker holds
             // (or is racing for); offsets within a fortieth of a TTL of the edge, either side.
             FaultKind::LeaseEdge => {
-                let window = (ttl / crate::schedule::EDGE_WINDOW_PER_TTL) as i64;
+                let window = signed(ttl / crate::schedule::EDGE_WINDOW_PER_TTL);
                 Fault::LeaseEdge {
                     at_ns,
                     target: worker,
-                    duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                    duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
                     own_offset_ns: rng.random_range(-window..=window),
                     rival_offset_ns: rng.random_range(-window..=window),
                 }
@@ -213,19 +213,19 @@ impl FaultKind {
             FaultKind::ServerPause => Fault::ServerPause {
                 at_ns,
                 target: config.pick_server(rng),
-                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
             },
             FaultKind::Partition => Fault::Partition {
                 at_ns,
                 target: config.pick_server(rng),
-                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
             },
             // Replies late by a fraction of a TTL up to a whole one: renewals land late,
             // acquires are granted before the worker hears of it.
             FaultKind::DelayReplies => Fault::DelayReplies {
                 at_ns,
                 target: config.pick_server(rng),
-                duration_ns: rng.random_range(ttl / 2..=ttl * 2),
+                duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
                 delay_ns: rng.random_range(ttl / 10..=ttl),
             },
             FaultKind::DropReplies => Fault::DropReplies {
@@ -249,11 +249,14 @@ impl FaultKind {
                     // One lock-server step in four is big: every lease expires at once
                     // (forward) or outlives its TTL several times over (backward).
                     let big = target == "lock" && rng.random_bool(0.25);
-                    let size = if big {
-                        rng.random_range(ttl * 2..=ttl * crate::schedule::MAX_BIG_JUMP_TTLS)
+                    let size = signed(if big {
+                        rng.random_range(
+                            ttl.saturating_mul(2)
+                                ..=ttl.saturating_mul(crate::schedule::MAX_BIG_JUMP_TTLS),
+                        )
                     } else {
-                        rng.random_range(ttl / 10..=ttl * 3 / 2)
-                    } as i64;
+                        rng.random_range(ttl / 10..=ttl.saturating_mul(3) / 2)
+                    });
                     Fault::ClockJump {
                         at_ns,
                         target,
@@ -271,6 +274,11 @@ impl FaultKind {
             }
         }
     }
+}
+
+/// `ns` as a signed size, at most `i64::MAX`.
+fn signed(ns: u64) -> i64 {
+    i64::try_from(ns).unwrap_or(i64::MAX)
 }
 
 impl std::str::FromStr for FaultKind {
@@ -751,6 +759,30 @@ impl Fault {
     /// them (restart, clock).
     pub fn aims_at_server(&self) -> bool {
         matches!(self.target(), "lock" | "store")
+    }
+
+    /// Every size in nanoseconds the fault carries besides its start, by field name: its
+    /// duration, a reply delay, lease-edge offsets and a clock step (signed ones by their
+    /// magnitude), for a plan's ceilings to bound.
+    pub fn sizes_ns(&self) -> Vec<(&'static str, u64)> {
+        let mut sizes = Vec::new();
+        if self.ops().1.is_some() {
+            sizes.push(("duration_ns", self.duration_ns()));
+        }
+        match self {
+            Fault::DelayReplies { delay_ns, .. } => sizes.push(("delay_ns", *delay_ns)),
+            Fault::LeaseEdge {
+                own_offset_ns,
+                rival_offset_ns,
+                ..
+            } => {
+                sizes.push(("own_offset_ns", own_offset_ns.unsigned_abs()));
+                sizes.push(("rival_offset_ns", rival_offset_ns.unsigned_abs()));
+            }
+            Fault::ClockJump { jump_ns, .. } => sizes.push(("jump_ns", jump_ns.unsigned_abs())),
+            _ => {}
+        }
+        sizes
     }
 
     /// How long the fault lasts (zero for instant ones: jumps, drift changes, cuts).

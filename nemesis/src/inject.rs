@@ -134,7 +134,20 @@ pub async fn inject(
             continue;
         }
         let fault = next.next().expect("peeked above");
-        let end_ns = truth.now_ns() + fault.duration_ns();
+        // A fault that would end past the end of time is refused before it starts: a wrapped
+        // end would heal it at once and the history would claim a fault that never held.
+        let end_ns = truth
+            .now_ns()
+            .checked_add(fault.duration_ns())
+            .ok_or_else(|| {
+                FaultFailed(format!(
+                    "{} on {} at {} ns: a duration of {} ns ends past the end of time",
+                    fault.kind().name(),
+                    fault.target(),
+                    fault.at_ns(),
+                    fault.duration_ns()
+                ))
+            })?;
         let heal = start(&fault, &targets, &recorder, end_ns).await?;
         if let Some(event) = fault.end_event() {
             end_seq += 1;
@@ -438,6 +451,38 @@ mod tests {
         );
         assert_eq!(inside, ([100 * MS, 100 * MS, 100 * MS, 0], Some(493 * MS)));
         assert_eq!(after, ([0; 4], None));
+    }
+
+    #[test]
+    fn a_fault_that_would_end_past_the_end_of_time_is_refused_not_healed_at_once() {
+        let (result, history, frozen_until) = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let worker = Arc::new(ProcessFaults::default());
+            let targets = Targets {
+                processes: [("w0".to_string(), Arc::clone(&worker))].into(),
+                ..Targets::default()
+            };
+            let faults = vec![Fault::Pause {
+                at_ns: 10 * MS,
+                target: "w0".into(),
+                duration_ns: u64::MAX,
+            }];
+            let (_stop, stop_rx) = oneshot::channel();
+            let result = inject(faults, targets, Arc::clone(&recorder), stop_rx).await;
+            (result, recorder.take_history(), worker.frozen_until_ns())
+        });
+        let error = result.unwrap_err().to_string();
+        assert!(
+            error.contains("pause on w0 at 10000000 ns") && error.contains("past the end of time"),
+            "{error}"
+        );
+        assert_eq!(
+            history.events,
+            [],
+            "neither a pause nor a resume is claimed"
+        );
+        assert_eq!(frozen_until, 0, "the worker was never frozen");
     }
 
     #[test]

@@ -40,7 +40,12 @@ pub const EDGE_WINDOW_PER_TTL: u64 = 40;
 /// setting the date by hand moves the clock by minutes, not by a fraction of a lease.
 pub const MAX_BIG_JUMP_TTLS: u64 = 5;
 
-/// Draws a schedule, sorted by start time.
+/// The most faults a schedule holds: a default run draws a few hundred, and a plan holding a
+/// million is some 150 MB of JSON. [`schedule`] stops drawing here, so a fault gap far
+/// shorter than the horizon cannot draw for ever.
+pub const MAX_FAULTS: usize = 1_000_000;
+
+/// Draws a schedule, sorted by start time, of at most [`MAX_FAULTS`] faults.
 pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
     let kinds: Vec<FaultKind> = config
         .kinds
@@ -53,8 +58,9 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
     }
     let mut faults = Vec::new();
     let mut at_ns = 0u64;
-    loop {
-        at_ns += rng.random_range(config.mean_gap_ns / 2..=config.mean_gap_ns * 3 / 2);
+    let longest_gap_ns = config.mean_gap_ns.saturating_mul(3) / 2;
+    while faults.len() < MAX_FAULTS {
+        at_ns = at_ns.saturating_add(rng.random_range(config.mean_gap_ns / 2..=longest_gap_ns));
         if at_ns >= config.horizon_ns {
             return faults;
         }
@@ -63,6 +69,7 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
         let fault = kind.draw(at_ns, worker, config, rng);
         faults.push(fault);
     }
+    faults
 }
 
 impl ScheduleConfig {
@@ -259,6 +266,34 @@ mod tests {
         let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
         assert_eq!(kinds.len(), FaultKind::SERVER.len());
         assert!(faults.iter().all(|fault| fault.target() == "store"));
+    }
+
+    #[test]
+    fn huge_gaps_and_ttls_saturate_instead_of_overflowing() {
+        let config = ScheduleConfig {
+            ttl_ns: u64::MAX,
+            horizon_ns: u64::MAX,
+            mean_gap_ns: u64::MAX,
+            ..config(&FaultKind::DEFAULT)
+        };
+        let faults = schedule(&config, &mut stream_rng(3, Stream::Nemesis, 0));
+        assert!(!faults.is_empty() && faults.len() <= 2, "{faults:?}");
+        assert!(
+            faults
+                .windows(2)
+                .all(|pair| pair[0].at_ns() <= pair[1].at_ns())
+        );
+    }
+
+    #[test]
+    fn a_gap_far_shorter_than_the_horizon_stops_at_the_most_faults_a_schedule_holds() {
+        let config = ScheduleConfig {
+            horizon_ns: u64::MAX,
+            mean_gap_ns: 2,
+            ..config(&[FaultKind::Pause])
+        };
+        let faults = schedule(&config, &mut stream_rng(4, Stream::Nemesis, 0));
+        assert_eq!(faults.len(), MAX_FAULTS);
     }
 
     #[test]

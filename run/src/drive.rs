@@ -19,6 +19,7 @@ use fencer_workloads::{RegisterConfig, Worker};
 use tokio::sync::oneshot;
 
 use crate::RunError;
+use crate::bounds::RunLimits;
 use crate::plan::Plan;
 
 /// The lock and key a run uses. A real server outlives runs, so each run gets its own names
@@ -81,13 +82,15 @@ pub async fn drive_with_servers(
     servers: ServerTargets,
 ) -> Result<History, RunError> {
     let truth = TrueClock::start();
-    let recorder = Arc::new(Recorder::new(truth));
+    let limits = RunLimits::default();
+    let recorder = Arc::new(Recorder::with_limit(truth, limits.events));
     let config = names.config(&plan.settings);
     let run = Run {
         plan: &plan,
         config: &config,
         recorder: &recorder,
         truth,
+        limits,
     };
     // A lock server fencer started is restarted as a process; otherwise the service's own
     // restart hook, if it offers one, behind a gate that keeps it down meanwhile.
@@ -105,6 +108,9 @@ pub async fn drive_with_servers(
     .await?;
     crate::launch::append_applied_log(&recorder, store.as_ref(), &names.key).await;
     crate::launch::append_lock_log(&recorder, lock.as_ref(), &names.lock).await;
+    if recorder.is_full() {
+        return Err(limits.too_many_events());
+    }
     Ok(recorder.take_history())
 }
 
@@ -128,6 +134,8 @@ pub(crate) struct Run<'a> {
     pub(crate) config: &'a RegisterConfig,
     pub(crate) recorder: &'a Arc<Recorder>,
     pub(crate) truth: TrueClock,
+    /// What the run may take before it is stopped; the recorder holds `limits.events`.
+    pub(crate) limits: RunLimits,
 }
 
 impl Run<'_> {
@@ -144,7 +152,9 @@ impl Run<'_> {
     /// Runs the workers and the nemesis until every worker is done or the run's time budget
     /// is spent (then whatever still runs is cancelled and recorded as `info`), and stops the
     /// nemesis, healing what it still holds. `reach` adds what the backends let the nemesis
-    /// reach (clocks, restarts, servers) to the workers' own targets.
+    /// reach (clocks, restarts, servers) to the workers' own targets. Fails when the run
+    /// reaches its limits: its budget is more than the time a run may take and the workers
+    /// are still running then, or the recorder is full.
     pub(crate) async fn to_deadline(
         &self,
         lock: &Arc<dyn LockService>,
@@ -170,28 +180,62 @@ impl Run<'_> {
             Arc::clone(self.recorder),
             stopped,
         ));
-        let deadline = tokio::time::Instant::now() + run_budget(self.plan);
-        let mut unfinished = Vec::new();
-        for (index, mut worker) in workers.into_iter().enumerate() {
-            match tokio::time::timeout_at(deadline, &mut worker).await {
-                Ok(joined) => joined.map_err(|error| {
-                    RunError::Internal(format!("worker w{index} failed: {error}"))
-                })?,
-                Err(_elapsed) => unfinished.push(worker),
-            }
-        }
+        let budget = run_budget(self.plan);
+        let most = Duration::from_nanos(self.limits.simulated_ns);
+        let limited = budget > most;
+        let deadline = tokio::time::Instant::now() + budget.min(most);
+        let unfinished = join_workers(workers, deadline, self.recorder).await?;
+        let out_of_time = limited && !unfinished.is_empty();
         // Past the deadline: cancel whatever still runs. Dropping a call records it as `info`.
-        for worker in unfinished {
-            worker.abort();
-            let _ = worker.await;
-        }
+        cancel(unfinished).await;
         // Stopping the nemesis resumes a paused server and starts a killed one again, so the
         // backends can hand over their logs.
         let _ = stop_nemesis.send(());
         nemesis
             .await
             .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
+        if self.recorder.is_full() {
+            return Err(self.limits.too_many_events());
+        }
+        if out_of_time {
+            return Err(self.limits.out_of_time());
+        }
         Ok(())
+    }
+}
+
+/// Waits for every worker until `deadline`, or until `recorder` is full; returns the workers
+/// still running then.
+pub(crate) async fn join_workers(
+    workers: Vec<tokio::task::JoinHandle<()>>,
+    deadline: tokio::time::Instant,
+    recorder: &Recorder,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, RunError> {
+    let mut unfinished = Vec::new();
+    for (index, mut worker) in workers.into_iter().enumerate() {
+        if recorder.is_full() {
+            unfinished.push(worker);
+            continue;
+        }
+        tokio::select! {
+            biased;
+            () = recorder.filled() => unfinished.push(worker),
+            joined = tokio::time::timeout_at(deadline, &mut worker) => match joined {
+                Ok(joined) => joined.map_err(|error| {
+                    RunError::Internal(format!("worker w{index} failed: {error}"))
+                })?,
+                Err(_elapsed) => unfinished.push(worker),
+            },
+        }
+    }
+    Ok(unfinished)
+}
+
+/// Cancels `workers` and waits until each is gone (a call dropped midway records `info`).
+pub(crate) async fn cancel(workers: Vec<tokio::task::JoinHandle<()>>) {
+    for worker in workers {
+        worker.abort();
+        let _ = worker.await;
     }
 }
 
@@ -255,7 +299,11 @@ fn run_budget(plan: &Plan) -> Duration {
         .workers
         .iter()
         .flat_map(|w| &w.cycles)
-        .map(|c| c.delay_ns + c.think_ns + c.prepare_ns + c.hold_ns)
+        .map(|c| {
+            [c.think_ns, c.prepare_ns, c.hold_ns]
+                .into_iter()
+                .fold(c.delay_ns, u64::saturating_add)
+        })
         .max()
         .unwrap_or(0)
         .saturating_add(settings.ttl_ns.saturating_mul(3))

@@ -23,6 +23,10 @@ pub enum RunError {
     /// A backend cannot be built or does not answer: the message says what to fix.
     #[error("{0}")]
     Backend(#[from] BackendError),
+    /// The run reached a ceiling of one run ([`crate::RunLimits`]: events recorded, simulated
+    /// time) and was stopped: the settings ask for more than a run may do.
+    #[error("{0}")]
+    Limit(String),
     /// A component of fencer itself failed: a bug.
     #[error("internal error: {0}")]
     Internal(String),
@@ -33,7 +37,7 @@ impl RunError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            RunError::Plan(_) | RunError::Target(_) | RunError::Backend(_)
+            RunError::Plan(_) | RunError::Target(_) | RunError::Backend(_) | RunError::Limit(_)
         )
     }
 }

@@ -22,7 +22,8 @@ use tokio::sync::oneshot;
 
 use crate::RunError;
 use crate::backends::{Backends, Built, Note, RunContext, Time};
-use crate::drive::{Run, RunNames, gate_restart, spawn_workers};
+use crate::bounds::RunLimits;
+use crate::drive::{Run, RunNames, cancel, gate_restart, join_workers, spawn_workers};
 use crate::plan::Plan;
 use crate::reach::{Reach, Roles};
 
@@ -46,6 +47,9 @@ pub struct Launch<'a> {
     /// and naming it: for plans written by hand or saved from another run, whose every fault
     /// was meant.
     pub refuse_unreachable: bool,
+    /// What the run may take (events recorded, simulated time) before it is stopped with
+    /// [`RunError::Limit`].
+    pub limits: RunLimits,
 }
 
 /// What a run did.
@@ -68,6 +72,7 @@ impl<'a> Launch<'a> {
             note: Arc::new(|_| {}),
             names: None,
             refuse_unreachable: false,
+            limits: RunLimits::default(),
         }
     }
 
@@ -169,7 +174,7 @@ impl<'a> Launch<'a> {
 
     async fn simulated(&self, plan: &Plan) -> Result<Launched, RunError> {
         let truth = TrueClock::start();
-        let recorder = Arc::new(Recorder::new(truth));
+        let recorder = Arc::new(Recorder::with_limit(truth, self.limits.events));
         let network = network(plan);
         let (lock, store) = self.build(plan, truth, &recorder)?;
         let plan = Arc::new(self.fit(plan, &lock, &store)?);
@@ -196,23 +201,32 @@ impl<'a> Launch<'a> {
             Arc::clone(&recorder),
             stopped,
         ));
-        // Simulated time needs no deadline: a call that never answers times out by itself,
-        // and time only moves when every task waits.
-        for (index, worker) in workers.into_iter().enumerate() {
-            worker
-                .await
-                .map_err(|error| RunError::Internal(format!("worker w{index} failed: {error}")))?;
-        }
+        // Simulated time needs no budget: a call that never answers times out by itself, and
+        // time only moves when every task waits. It has its ceilings, though: a run that
+        // would take longer, or record more, than a run may is stopped.
+        let deadline = truth.instant_at(self.limits.simulated_ns);
+        let unfinished = join_workers(workers, deadline, &recorder).await?;
+        let out_of_time = !unfinished.is_empty();
+        cancel(unfinished).await;
         // The nemesis may already be done with its schedule; then nobody listens.
         let _ = stop_nemesis.send(());
         nemesis
             .await
             .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
+        if recorder.is_full() {
+            return Err(self.limits.too_many_events());
+        }
+        if out_of_time {
+            return Err(self.limits.out_of_time());
+        }
         settle(&plan).await;
         if plan.settings.workload == Workload::LockCounter {
             final_read(&config.key, truth, &recorder, &network, &store.adapter).await;
         }
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
+        if recorder.is_full() {
+            return Err(self.limits.too_many_events());
+        }
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history: recorder.take_history(),
@@ -222,7 +236,7 @@ impl<'a> Launch<'a> {
 
     async fn real(&self, plan: &Plan) -> Result<Launched, RunError> {
         let truth = TrueClock::start();
-        let recorder = Arc::new(Recorder::new(truth));
+        let recorder = Arc::new(Recorder::with_limit(truth, self.limits.events));
         let (lock, store) = self.build(plan, truth, &recorder)?;
         for probe in [&lock.probe, &store.probe].into_iter().flatten() {
             probe.ping().await?;
@@ -238,6 +252,7 @@ impl<'a> Launch<'a> {
             config: &config,
             recorder: &recorder,
             truth,
+            limits: self.limits,
         };
         run.to_deadline(&lock.adapter, &store.adapter, |targets| {
             add_targets(targets, "lock", &lock);
@@ -245,6 +260,9 @@ impl<'a> Launch<'a> {
         })
         .await?;
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
+        if recorder.is_full() {
+            return Err(self.limits.too_many_events());
+        }
         let history = recorder.take_history();
         // Servers fencer started stop here, once their logs are in.
         drop((lock, store));
@@ -292,7 +310,9 @@ async fn settle(plan: &Plan) {
         .map(Fault::holds_requests_ns)
         .max()
         .unwrap_or(0);
-    let settle_ns = longest_delay_ns + 2 * settings.latency.max_ns + settings.call_timeout_ns;
+    let settle_ns = longest_delay_ns
+        .saturating_add(settings.latency.max_ns.saturating_mul(2))
+        .saturating_add(settings.call_timeout_ns);
     tokio::time::sleep(Duration::from_nanos(settle_ns)).await;
 }
 

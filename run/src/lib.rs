@@ -8,6 +8,7 @@
 
 pub mod backends;
 pub mod bench_real;
+pub mod bounds;
 pub mod checking;
 pub mod demo;
 pub mod drive;
@@ -22,6 +23,7 @@ pub mod simulate;
 pub mod swarm;
 
 pub use backends::{BackendName, Backends, Time};
+pub use bounds::RunLimits;
 pub use error::RunError;
 pub use launch::{Launch, Launched};
 pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};

@@ -3,6 +3,8 @@
 //! hand-written one pins a scenario.
 
 use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::Path;
 
 use fencer_harness::{Stream, stream_rng};
 use fencer_nemesis::{Fault, ScheduleConfig};
@@ -60,29 +62,49 @@ pub struct InvalidPlan {
 }
 
 impl InvalidPlan {
+    /// A problem with the value at `path` of the plan.
+    pub(crate) fn at(path: Vec<Step>, message: String) -> InvalidPlan {
+        InvalidPlan { path, message }
+    }
+
     /// A problem with the fault at `index` of the schedule.
     pub(crate) fn at_fault(index: usize, message: String) -> InvalidPlan {
-        InvalidPlan {
-            path: vec![Step::Key("faults"), Step::Index(index)],
-            message,
-        }
+        InvalidPlan::at(vec![Step::Key("faults"), Step::Index(index)], message)
     }
+
+    /// Where in the plan the problem is.
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> &[Step] {
+        &self.path
+    }
+}
+
+/// The largest plan file fencer reads: 512 MiB. A plan fencer writes for the most cycles and
+/// faults a run may hold ([`crate::settings::MAX_CYCLES`],
+/// [`fencer_nemesis::schedule::MAX_FAULTS`]) takes about 300 MB.
+pub const MAX_PLAN_BYTES: usize = 512 << 20;
+
+/// Reads the plan file at `path`, but no more than one byte past [`MAX_PLAN_BYTES`], so a
+/// device that never ends (`/dev/zero`) is read only that far and [`Plan::from_json`] refuses
+/// it at the line where the limit falls.
+pub fn read_plan_bytes(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_PLAN_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 impl Plan {
     /// Expands `settings.seed` into worker scripts and a fault schedule.
     pub fn generate(settings: &Settings) -> Plan {
         let workers = plan_workers(&settings.register_config(), settings.seed);
-        // Faults can only matter while workers run; with one lock, cycles mostly serialise, so
-        // a generous bound is every worker's cycles back to back at up to one TTL each.
-        let horizon_ns = settings
-            .ttl_ns
-            .saturating_mul((settings.workers * settings.ops_per_worker) as u64);
         let schedule = ScheduleConfig {
             kinds: settings.nemesis.clone(),
             workers: settings.workers,
             ttl_ns: settings.ttl_ns,
-            horizon_ns,
+            // Faults can only matter while workers run.
+            horizon_ns: settings.fault_horizon_ns(),
             mean_gap_ns: settings.mean_fault_gap_ns,
             servers: settings.private_servers(),
         };
@@ -102,6 +124,16 @@ impl Plan {
     /// Reads a plan from JSON, naming `origin` and the line in every error, and checks it is
     /// runnable (settings valid, one script per worker, faults sorted and aimed at real targets).
     pub fn from_json(bytes: &[u8], origin: &str) -> Result<Plan, PlanError> {
+        if bytes.len() > MAX_PLAN_BYTES {
+            return Err(PlanError {
+                origin: origin.to_string(),
+                line: 1 + memchr::memchr_iter(b'\n', &bytes[..MAX_PLAN_BYTES]).count(),
+                message: format!(
+                    "expected a plan of at most {MAX_PLAN_BYTES} bytes, found more (the limit \
+                     falls on this line)"
+                ),
+            });
+        }
         let plan: Plan = serde_json::from_slice(bytes).map_err(|error| PlanError {
             origin: origin.to_string(),
             line: error.line().max(1),
@@ -136,6 +168,7 @@ impl Plan {
                 self.workers.len()
             )));
         }
+        crate::bounds::check_plan(self)?;
         if let Some(index) = self
             .faults
             .windows(2)
@@ -205,6 +238,50 @@ mod tests {
         assert!(!plan.faults.is_empty());
         let back = Plan::from_json(&plan.to_json(), "plan.json").unwrap();
         assert_eq!(back, plan);
+    }
+
+    #[test]
+    fn a_plan_file_larger_than_the_limit_is_refused_at_the_line_it_crosses() {
+        let mut bytes = read_plan_bytes(Path::new("/dev/zero")).unwrap();
+        assert_eq!(
+            bytes.len(),
+            MAX_PLAN_BYTES + 1,
+            "an endless file is read one byte past the limit"
+        );
+        bytes[..3].copy_from_slice(b"{\n\n");
+        let error = Plan::from_json(&bytes, "big.json").unwrap_err().to_string();
+        assert!(
+            error.starts_with("big.json:3: expected a plan of at most 536870912 bytes"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_pause_to_the_end_of_time_is_refused_at_its_duration() {
+        let mut plan = Plan::generate(&Settings::default());
+        plan.faults.insert(
+            0,
+            Fault::Pause {
+                at_ns: 0,
+                target: "w0".into(),
+                duration_ns: u64::MAX,
+            },
+        );
+        let text = String::from_utf8(plan.to_json()).unwrap();
+        let line = 1 + text
+            .lines()
+            .position(|l| l.contains("18446744073709551615"))
+            .unwrap();
+        let error = Plan::from_json(text.as_bytes(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!(
+                "p.json:{line}: expected duration_ns of at most 86400s (86400000000000), found \
+                 18446744073709551615 (a pause fault)"
+            )),
+            "{error}"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub use crate::backends::BackendName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
+use fencer_nemesis::schedule::MAX_FAULTS;
 use fencer_workloads::{CycleShape, RenewFailurePolicy, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +81,20 @@ const MS_NS: u64 = 1_000_000;
 
 /// The simulation's timers tick in milliseconds; a TTL below this is not meaningful there.
 pub const MIN_TTL_NS: u64 = 10 * MS_NS;
+
+/// The longest TTL, renewal period, mean fault gap, call timeout or network latency a run
+/// takes: an hour. Leases of real lock services last seconds to minutes, and every fault and
+/// wait of a generated plan is drawn as a few TTLs at most; without a ceiling a TTL of a
+/// million hours makes each cycle renew its lease for ever.
+pub const MAX_SETTING_NS: u64 = 3_600 * SECOND_NS;
+
+/// The most renewals a lease may take per TTL: a renewal period below a thousandth of the TTL
+/// renews each lease thousands of times over and fills the history with nothing else.
+pub const MAX_RENEWALS_PER_TTL: u64 = 1_000;
+
+/// The most cycles one run holds, every worker's together (`workers` × `ops`): each cycle
+/// records a handful of events at least, and the run is checked in memory.
+pub const MAX_CYCLES: usize = 1_000_000;
 
 impl Default for Settings {
     /// The embedded default: 5 workers, 100 cycles each, 10 s leases renewed every 3 s, all
@@ -196,6 +211,25 @@ impl Settings {
         command
     }
 
+    /// When faults can come: from the start until every worker's cycles could have run back to
+    /// back at up to one TTL each (with one lock, cycles mostly serialise), and never past the
+    /// simulated time a run may take.
+    pub fn fault_horizon_ns(&self) -> u64 {
+        let cycles = (self.workers as u64).saturating_mul(self.ops_per_worker as u64);
+        self.ttl_ns
+            .saturating_mul(cycles)
+            .min(crate::bounds::MAX_RUN_SIMULATED_NS)
+    }
+
+    /// About how many faults a schedule over [`Settings::fault_horizon_ns`] holds: one per mean
+    /// fault gap.
+    pub fn expected_faults(&self) -> u64 {
+        if self.nemesis.is_empty() || self.mean_fault_gap_ns == 0 {
+            return 0;
+        }
+        self.fault_horizon_ns() / self.mean_fault_gap_ns
+    }
+
     /// Checks the settings make sense; returns warnings worth printing, or why they are refused.
     pub fn validate(&self) -> Result<Vec<String>, SettingsError> {
         let mut warnings = Vec::new();
@@ -224,6 +258,15 @@ impl Settings {
                 format!("ops must be 1 to 1000000, got {}", self.ops_per_worker),
             ));
         }
+        if self.workers * self.ops_per_worker > MAX_CYCLES {
+            return Err(SettingsError::at(
+                "ops_per_worker",
+                format!(
+                    "workers x ops must be at most {MAX_CYCLES} cycles in one run, got {} x {}",
+                    self.workers, self.ops_per_worker
+                ),
+            ));
+        }
         if self.ttl_ns < MIN_TTL_NS {
             return Err(SettingsError::at(
                 "ttl_ns",
@@ -239,6 +282,24 @@ impl Settings {
                 "renew-every must be positive".to_string(),
             ));
         }
+        for (field, name, value_ns) in [
+            ("ttl_ns", "ttl", self.ttl_ns),
+            ("renew_every_ns", "renew-every", self.renew_every_ns),
+            ("mean_fault_gap_ns", "fault-gap", self.mean_fault_gap_ns),
+            ("call_timeout_ns", "call timeout", self.call_timeout_ns),
+            ("latency", "latency max", self.latency.max_ns),
+        ] {
+            if value_ns > MAX_SETTING_NS {
+                return Err(SettingsError::at(
+                    field,
+                    format!(
+                        "{name} must be at most {} (got {})",
+                        format_duration(MAX_SETTING_NS),
+                        format_duration(value_ns)
+                    ),
+                ));
+            }
+        }
         if self.renew_every_ns >= self.ttl_ns {
             return Err(SettingsError::at(
                 "renew_every_ns",
@@ -247,6 +308,18 @@ impl Settings {
                  its first renewal",
                     format_duration(self.renew_every_ns),
                     format_duration(self.ttl_ns)
+                ),
+            ));
+        }
+        if self.renew_every_ns.saturating_mul(MAX_RENEWALS_PER_TTL) < self.ttl_ns {
+            return Err(SettingsError::at(
+                "renew_every_ns",
+                format!(
+                    "renew-every ({}) must be at least a thousandth of the ttl ({}): each lease \
+                     would be renewed {} times",
+                    format_duration(self.renew_every_ns),
+                    format_duration(self.ttl_ns),
+                    self.ttl_ns / self.renew_every_ns
                 ),
             ));
         }
@@ -262,6 +335,19 @@ impl Settings {
             return Err(SettingsError::at(
                 "latency",
                 "latency min must not exceed max".to_string(),
+            ));
+        }
+        let expected_faults = self.expected_faults();
+        if expected_faults > MAX_FAULTS as u64 {
+            return Err(SettingsError::at(
+                "mean_fault_gap_ns",
+                format!(
+                    "fault-gap {} would schedule about {expected_faults} faults over the run's \
+                     {} of cycles, more than the {MAX_FAULTS} a plan may hold: a longer \
+                     fault-gap, or fewer cycles",
+                    format_duration(self.mean_fault_gap_ns),
+                    format_duration(self.fault_horizon_ns())
+                ),
             ));
         }
         if self.call_timeout_ns == 0 {
@@ -389,6 +475,100 @@ mod tests {
         };
         assert_eq!(settings.validate().unwrap().len(), 1);
         assert_eq!(Settings::default().validate(), Ok(vec![]));
+    }
+
+    #[test]
+    fn every_duration_setting_has_a_ceiling_of_an_hour() {
+        let ttl = parse_duration("1000000h").unwrap();
+        let refused = |settings: Settings| settings.validate().unwrap_err();
+        let error = refused(Settings {
+            ttl_ns: ttl,
+            ..Settings::default()
+        });
+        assert_eq!(error.field, "ttl_ns");
+        assert_eq!(error.message, "ttl must be at most 3600s (got 3600000000s)");
+        let longest = Settings {
+            ttl_ns: MAX_SETTING_NS,
+            renew_every_ns: MAX_SETTING_NS / 3,
+            mean_fault_gap_ns: MAX_SETTING_NS,
+            call_timeout_ns: MAX_SETTING_NS / 2,
+            ..Settings::default()
+        };
+        assert!(longest.validate().is_ok(), "the ceiling itself is allowed");
+        let past = MAX_SETTING_NS + 1;
+        for (field, settings) in [
+            (
+                "mean_fault_gap_ns",
+                Settings {
+                    mean_fault_gap_ns: past,
+                    ..longest.clone()
+                },
+            ),
+            (
+                "call_timeout_ns",
+                Settings {
+                    call_timeout_ns: past,
+                    ..longest.clone()
+                },
+            ),
+            (
+                "latency",
+                Settings {
+                    latency: LatencyModel {
+                        min_ns: 0,
+                        max_ns: past,
+                    },
+                    ..longest.clone()
+                },
+            ),
+        ] {
+            let error = refused(settings);
+            assert_eq!(error.field, field);
+            assert!(error.message.contains("must be at most 3600s"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_lease_is_renewed_at_most_a_thousand_times_per_ttl() {
+        let settings = |renew_every_ns| Settings {
+            ttl_ns: MAX_SETTING_NS,
+            renew_every_ns,
+            ..Settings::default()
+        };
+        assert!(settings(MAX_SETTING_NS / 1_000).validate().is_ok());
+        let error = settings(MS_NS).validate().unwrap_err();
+        assert_eq!(error.field, "renew_every_ns");
+        assert!(
+            error.message.contains("would be renewed 3600000 times"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_run_holds_at_most_a_million_cycles_and_a_bounded_fault_schedule() {
+        let error = Settings {
+            workers: 1_000,
+            ops_per_worker: 1_001,
+            ..Settings::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(error.field, "ops_per_worker");
+        assert!(error.message.contains("at most 1000000 cycles"), "{error}");
+        let settings = Settings {
+            mean_fault_gap_ns: MS_NS,
+            ..Settings::default()
+        };
+        assert_eq!(settings.expected_faults(), 5_000_000);
+        let error = settings.validate().unwrap_err();
+        assert_eq!(error.field, "mean_fault_gap_ns");
+        assert!(error.message.contains("about 5000000 faults"), "{error}");
+        let none = Settings {
+            nemesis: BTreeSet::new(),
+            ..settings
+        };
+        assert_eq!(none.expected_faults(), 0, "no families, no faults");
+        assert!(none.validate().is_ok());
     }
 
     #[test]

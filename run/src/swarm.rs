@@ -9,14 +9,14 @@
 use fencer_harness::{Stream, stream_rng};
 use rand::RngExt;
 
-use crate::settings::Settings;
+use crate::settings::{MAX_SETTING_NS, Settings};
 
 /// Factors applied to the mean fault gap: from four times as often to a quarter as often.
 pub const GAP_FACTORS: [(u64, u64); 5] = [(1, 4), (1, 2), (1, 1), (2, 1), (4, 1)];
 
 /// `settings` with this seed's fault mix: each enabled family kept with probability ½ (the
 /// mix may be empty: a fault-free run is a useful baseline), and the mean gap scaled by one of
-/// [`GAP_FACTORS`].
+/// [`GAP_FACTORS`] (never past [`MAX_SETTING_NS`], the longest gap a run takes).
 pub fn swarm_settings(settings: &Settings) -> Settings {
     let mut rng = stream_rng(settings.seed, Stream::Swarm, 0);
     let nemesis = settings
@@ -29,7 +29,7 @@ pub fn swarm_settings(settings: &Settings) -> Settings {
     Settings {
         nemesis,
         mean_fault_gap_ns: (settings.mean_fault_gap_ns.saturating_mul(numerator) / denominator)
-            .max(1),
+            .clamp(1, MAX_SETTING_NS),
         ..settings.clone()
     }
 }
@@ -75,6 +75,23 @@ mod tests {
                 ..only_pause.clone()
             });
             assert!(swarm.nemesis.iter().all(|k| k.name() == "pause"));
+        }
+    }
+
+    #[test]
+    fn a_scaled_gap_never_exceeds_the_longest_a_run_takes() {
+        let base = Settings {
+            mean_fault_gap_ns: MAX_SETTING_NS,
+            ..Settings::default()
+        };
+        assert_eq!(base.validate(), Ok(vec![]));
+        for seed in 0..32 {
+            let swarm = swarm_settings(&Settings {
+                seed,
+                ..base.clone()
+            });
+            assert!(swarm.mean_fault_gap_ns <= MAX_SETTING_NS, "seed {seed}");
+            assert!(swarm.validate().is_ok(), "seed {seed}");
         }
     }
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use crate::{Plan, Settings, simulate};
 
+use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Simulates `seeds` seeds of `base` one after another on this thread and prints events per
@@ -38,26 +39,26 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         simulated_s += history.events.last().map_or(0.0, |e| e.time_s());
     }
     let total_s = simulate_s + check_s + serialise_s;
-    println!("bench: {seeds} seeds, {events} events, {simulated_s:.0} simulated s");
-    println!(
+    outln!("bench: {seeds} seeds, {events} events, {simulated_s:.0} simulated s");
+    outln!(
         "simulate: {:.0} events/s, {:.0} simulated s per wall s ({:.3} s)",
         events as f64 / simulate_s,
         simulated_s / simulate_s,
         simulate_s
     );
-    println!(
+    outln!(
         "check: {:.0} events/s ({:.3} s); serialise JSONL: {:.0} events/s ({:.3} s)",
         events as f64 / check_s,
         check_s,
         events as f64 / serialise_s,
         serialise_s
     );
-    println!(
+    outln!(
         "reports (timeline.html + plots, not in end to end): {:.0} events/s ({:.3} s)",
         events as f64 / report_s,
         report_s
     );
-    println!(
+    outln!(
         "end to end: {:.0} events/s, {:.1} runs/s",
         events as f64 / total_s,
         seeds as f64 / total_s

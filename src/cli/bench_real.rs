@@ -8,6 +8,7 @@ use fencer_harness::runtime::real_runtime;
 use fencer_run::bench_real::{Echo, measure};
 use fencer_run::real::unique_tag;
 
+use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Measures `cycles` acquire → write → release cycles against `lock_url` and `store_url`.
@@ -33,20 +34,21 @@ pub fn bench_real(lock_url: &str, store_url: &str, cycles: u64) -> Outcome {
     let harness = runtime
         .block_on(measure(echo.clone(), echo, cycles.max(10_000), "echo"))
         .map_err(Failure::Internal)?;
-    println!(
+    outln!(
         "lock {}, store {}: {cycles} cycles of acquire, write, release on one connection",
-        lock.shown_url, store.shown_url
+        lock.shown_url,
+        store.shown_url
     );
-    println!(
+    outln!(
         "adapters called directly:  {:>9.0} ops/s",
         real.direct_ops_per_s
     );
-    println!(
+    outln!(
         "through fencer (recorded): {:>9.0} ops/s ({:+.1} us per op)",
         real.recorded_ops_per_s,
         real.overhead_us_per_op()
     );
-    println!(
+    outln!(
         "fencer alone (echo backend): {:.2} us per op recorded vs {:.2} us direct",
         1e6 / harness.recorded_ops_per_s,
         1e6 / harness.direct_ops_per_s

@@ -8,6 +8,7 @@ use fencer_harness::PackedHistory;
 
 use crate::{CheckOptions, Workload};
 
+use super::output::outln;
 use super::{Failure, Outcome, summary};
 
 /// Reads `path`, checks it with the checkers for `workload` (else the one named by `run.json`
@@ -31,7 +32,7 @@ pub fn check(
         workload,
         ..options
     };
-    println!(
+    outln!(
         "fencer check: {} ({workload}{})",
         path.display(),
         if options.strict { ", strict" } else { "" }

@@ -6,6 +6,7 @@ use crate::{StoreBackend, check, simulate};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::demo::{plan, report_lines};
 
+use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Runs the scripted scenario against the unfenced and the fenced store and prints the report.
@@ -30,10 +31,10 @@ pub fn demo(archive: &Path) -> Outcome {
         runs.push((history, verdict, dir));
     }
     for line in report_lines(&runs[0].0, &runs[1].0) {
-        println!("{line}");
+        outln!("{line}");
     }
     for (label, (_, verdict, dir)) in ["unfenced", "fenced"].iter().zip(&runs) {
-        println!(
+        outln!(
             "{label} run: {} ({})",
             dir.display(),
             verdict.summary_line()

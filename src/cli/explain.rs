@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::{History, Verdict};
 use fencer_results::{RunRecord, parse_run_json};
 
+use super::output::{out, outln};
 use super::{Failure, Outcome};
 
 /// How many anomalies are told unless `--all` is given.
@@ -28,16 +29,16 @@ pub fn explain(dir: &Path, all: bool) -> Outcome {
         .get("on_renew_failure")
         .and_then(|value| value.as_str())
         .unwrap_or("stop");
-    println!("run: {}", dir.display());
+    outln!("run: {}", dir.display());
     let limit = if all { usize::MAX } else { TOLD_ANOMALIES };
-    print!(
+    out!(
         "{}",
         fencer_checkers::story::tell(&history, &verdict, policy, limit)
     );
     if !record.left_out.is_empty() {
-        println!("\nNot tested: faults the seed drew that the run's backends could not take.");
+        outln!("\nNot tested: faults the seed drew that the run's backends could not take.");
         for left in &record.left_out {
-            println!("  left out: {left}");
+            outln!("  left out: {left}");
         }
     }
     Ok(verdict.validity.exit_code())

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use crate::Plan;
 use clap::Args;
-use fencer_gate::seeds::{SeedRange, Shard};
+use fencer_gate::jobs::job_count;
+use fencer_gate::seeds::{SeedRange, Shard, ShardSeeds};
 use fencer_gate::summary::{GateEnd, GateSummary};
 use fencer_gate::{GateConfig, GateError, Observer, run_gate};
 use fencer_harness::terminal::{escape, escape_lines};
@@ -17,6 +18,7 @@ use fencer_results::{Archive, utc_stamp};
 use fencer_run::settings::{format_duration, parse_duration};
 use fencer_run::{Launch, Time};
 
+use super::output::{errln, outln};
 use super::progress::Progress;
 use super::shrink::ShrinkFlags;
 use super::{Context, Failure, Outcome, SettingsArgs};
@@ -38,7 +40,8 @@ pub struct GateArgs {
     /// Stop starting new seeds after this long (e.g. 5m); running ones finish.
     #[arg(long, value_parser = parse_duration)]
     time: Option<u64>,
-    /// Seeds run at once, each on its own thread [default: all cores; 1 in real time].
+    /// Seeds run at once, each on its own thread; at most the number of seeds, and 256
+    /// [default: all cores; 1 in real time].
     #[arg(long)]
     jobs: Option<usize>,
     /// Run every seed even after a failure (default: stop at the first failing seed).
@@ -81,7 +84,7 @@ pub struct GateArgs {
 pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
     let base = args.settings.base(&mut context.backends);
     for warning in base.validate().map_err(Failure::bad_input)? {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     let time = Launch::new(&context.backends).time(&Plan::generate(&base))?;
     let base = match time {
@@ -106,6 +109,12 @@ pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
         // Real-time runs share the machine's timing: one at a time unless asked.
         (None, Time::Real) => 1,
     };
+    // No more threads than seeds to run, nor than a batch starts (`--jobs 0` is refused by
+    // the gate itself).
+    let jobs = match jobs {
+        0 => 0,
+        jobs => job_count(jobs, ShardSeeds::new(seeds, args.shard).len()),
+    };
     let out = match &args.out {
         Some(dir) => dir.clone(),
         None => Archive::new(&args.archive).run_dir("gate", "gate", &utc_stamp(now_s())),
@@ -127,7 +136,7 @@ pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
         junit: args.junit.clone(),
         program: context.program.clone(),
     };
-    println!(
+    outln!(
         "{} gate: seeds {seeds}{} ({jobs} jobs{}{}{}), {}",
         context.program,
         if args.shard == Shard::ALL {
@@ -174,7 +183,7 @@ fn install_interrupt_handler() {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(2);
         }
-        eprintln!("interrupted: finishing the running seeds, then writing the summary");
+        errln!("interrupted: finishing the running seeds, then writing the summary");
     });
 }
 
@@ -205,7 +214,7 @@ impl Observer for Watch {
         let line = escape_lines(line);
         match &self.progress {
             Some(progress) => progress.println(&line),
-            None => println!("{line}"),
+            None => outln!("{line}"),
         }
     }
 }
@@ -213,7 +222,7 @@ impl Observer for Watch {
 /// The summary table printed at the end of a gate (and of a merge).
 pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
     let shards: Vec<String> = summary.shards.iter().map(ToString::to_string).collect();
-    println!(
+    outln!(
         "gate summary: seeds {} (shard {}): {}",
         summary.seeds,
         shards.join(", "),
@@ -223,7 +232,7 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             format!("INCOMPLETE ({})", summary.ended.name())
         }
     );
-    let row = |name: &str, value: String| println!("  {name:<16} {}", escape(&value));
+    let row = |name: &str, value: String| outln!("  {name:<16} {}", escape(&value));
     row(
         "seeds run",
         format!(

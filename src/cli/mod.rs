@@ -12,6 +12,7 @@ mod explain;
 mod gate;
 mod merge;
 mod mutants;
+mod output;
 mod progress;
 mod replay;
 mod run;
@@ -32,6 +33,7 @@ use fencer_nemesis::FaultKind;
 use fencer_run::settings::{Settings, parse_duration};
 use fencer_run::{Backends, Time};
 use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+use output::errln;
 
 /// How a command ended, as Jepsen's exit codes.
 #[derive(Debug)]
@@ -283,16 +285,17 @@ struct SettingsArgs {
     /// zombie-renewal, blind-retry).
     #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
     worker: WorkerVariant,
-    /// Number of workers.
+    /// Number of workers (1 to 1000).
     #[arg(long, default_value_t = 5)]
     workers: usize,
-    /// Acquire → write → release cycles per worker.
+    /// Acquire → write → release cycles per worker (workers × ops at most 1000000).
     #[arg(long, default_value_t = 100)]
     ops: usize,
-    /// Lease TTL (e.g. 10s, 500ms).
+    /// Lease TTL (e.g. 10s, 500ms; 10ms to 1h).
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     ttl: u64,
-    /// Renewal period while a lease is held; must be shorter than the TTL.
+    /// Renewal period while a lease is held; shorter than the TTL and at least a thousandth
+    /// of it.
     #[arg(long, default_value = "3s", value_parser = parse_duration, allow_hyphen_values = true)]
     renew_every: u64,
     /// Faults to inject: a comma list of fault families and the groups default (pause, skew,
@@ -302,7 +305,8 @@ struct SettingsArgs {
     /// or none.
     #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,
-    /// Mean gap between two faults.
+    /// Mean gap between two faults (at most 1h; a run's schedule holds at most 1000000
+    /// faults).
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
     /// Protected store: sqlite, or a mutant (sqlite-unfenced, sqlite-check-then-write,
@@ -326,7 +330,7 @@ struct SettingsArgs {
     /// What a worker does when a renewal fails or is unanswered: stop or continue.
     #[arg(long, default_value = "stop", value_parser = |s: &str| s.parse::<RenewFailurePolicy>())]
     on_renew_failure: RenewFailurePolicy,
-    /// How long a client waits for a reply before recording the call as unknown.
+    /// How long a client waits for a reply before recording the call as unknown (at most 1h).
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     call_timeout: u64,
     /// Swarm testing: each seed also chooses which of the enabled faults are on and how
@@ -578,11 +582,11 @@ fn exit(outcome: Outcome) -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(Failure::BadInput(message)) => {
-            eprintln!("error: {}", escape_lines(&message));
+            errln!("error: {}", escape_lines(&message));
             ExitCode::from(EXIT_BAD_INPUT)
         }
         Err(Failure::Internal(message)) => {
-            eprintln!("internal error: {}", escape_lines(&message));
+            errln!("internal error: {}", escape_lines(&message));
             ExitCode::from(EXIT_INTERNAL)
         }
     }

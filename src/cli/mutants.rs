@@ -4,6 +4,7 @@
 use fencer_gate::mutants::{Detection, ZOO, detect_each, hunt};
 use fencer_gate::seeds::SeedRange;
 
+use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Hunts each mutant over seeds `0..cap`, or from every start seed of `seeds` (each hunt
@@ -30,9 +31,13 @@ fn internal(error: fencer_run::RunError) -> Failure {
 
 /// One hunt per mutant from seed 0: the seeds it took.
 fn from_zero(cap: u64) -> Outcome {
-    println!(
+    outln!(
         "{:<22} {:<24} {:<22} {:>8} {:>8}",
-        "mutant", "expected", "found", "seeds", "runs/s"
+        "mutant",
+        "expected",
+        "found",
+        "seeds",
+        "runs/s"
     );
     let mut escaped = Vec::new();
     for mutant in &ZOO {
@@ -44,7 +49,7 @@ fn from_zero(cap: u64) -> Outcome {
                 ("NOT CAUGHT".to_string(), format!(">{cap}"))
             }
         };
-        println!(
+        outln!(
             "{:<22} {:<24} {:<22} {:>8} {:>8.1}",
             mutant.name,
             mutant.expected_class,
@@ -54,10 +59,10 @@ fn from_zero(cap: u64) -> Outcome {
         );
     }
     if escaped.is_empty() {
-        println!("every mutant caught within {cap} seeds");
+        outln!("every mutant caught within {cap} seeds");
         Ok(0)
     } else {
-        println!("not caught within {cap} seeds: {}", escaped.join(", "));
+        outln!("not caught within {cap} seeds: {}", escaped.join(", "));
         Ok(1)
     }
 }
@@ -65,9 +70,14 @@ fn from_zero(cap: u64) -> Outcome {
 /// One hunt per mutant from every start seed: detection rate, median and max seeds to
 /// detection.
 fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
-    println!(
+    outln!(
         "{:<22} {:<24} {:>9} {:>7} {:>6} {:>8}  found",
-        "mutant", "expected", "caught", "median", "max", "runs/s"
+        "mutant",
+        "expected",
+        "caught",
+        "median",
+        "max",
+        "runs/s"
     );
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let mut escaped = Vec::new();
@@ -87,7 +97,7 @@ fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
                         distances.starts()
                     ));
                 }
-                println!("{}", row(&detection));
+                outln!("{}", row(&detection));
             }
             Err(error) => failed = Some(internal(error)),
         }
@@ -97,10 +107,10 @@ fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
     }
     let range = format!("{}..{}", starts.start, starts.end);
     if escaped.is_empty() {
-        println!("every mutant caught within {cap} seeds from every start seed of {range}");
+        outln!("every mutant caught within {cap} seeds from every start seed of {range}");
         Ok(0)
     } else {
-        println!(
+        outln!(
             "not caught within {cap} seeds from every start seed of {range}: {}",
             escaped.join(", ")
         );

@@ -6,6 +6,8 @@ use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use super::output::{errln, outln};
+
 /// Plain progress lines per batch when the total is known (every 10 %).
 const PLAIN_LINES: usize = 10;
 /// Seeds between two plain lines when the total is not known (`--time`).
@@ -80,9 +82,11 @@ impl Progress {
         let of = self
             .total
             .map_or(String::new(), |total| format!("/{total}"));
-        eprintln!(
+        errln!(
             "{}: {}{of} done, {} failing, {rate:.1} runs/s",
-            self.what, self.done, self.failing
+            self.what,
+            self.done,
+            self.failing
         );
     }
 
@@ -91,7 +95,7 @@ impl Progress {
     pub fn println(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => println!("{line}"),
+            None => outln!("{line}"),
         }
     }
 

@@ -13,6 +13,7 @@ use fencer_run::checking::judge;
 use fencer_run::settings::shell_word;
 use fencer_run::{Launch, Time};
 
+use super::output::outln;
 use super::{Context, Failure, Outcome, summary};
 use crate::Plan;
 
@@ -42,7 +43,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     let plan = Plan::from_json(&plan_bytes, &plan_path.display().to_string())
         .map_err(Failure::bad_input)?;
     let launch = Launch {
-        note: std::sync::Arc::new(|line: &str| println!("{}", escape_lines(line))),
+        note: std::sync::Arc::new(|line: &str| outln!("{}", escape_lines(line))),
         ..Launch::new(&context.backends)
     };
     if launch.time(&plan)? == Time::Real {
@@ -60,7 +61,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
                 shell_word(plan.settings.store.as_str())
             )));
         }
-        println!(
+        outln!(
             "{}: a real-time run: its plan runs again, against fresh ones of the servers fencer \
              starts (real time cannot repeat a history byte for byte: the new one is the \
              artifact)",
@@ -81,8 +82,8 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     let history = launch.run(&plan)?.history;
     let replayed = history.to_jsonl();
     let replayed_hash = sha256_hex(&replayed);
-    println!("stored   history sha256 {stored_hash}");
-    println!("replayed history sha256 {replayed_hash}");
+    outln!("stored   history sha256 {stored_hash}");
+    outln!("replayed history sha256 {replayed_hash}");
     if replayed != stored_bytes {
         return Err(Failure::Internal(format!(
             "replay diverged from the stored history at line {}: the simulation is not \
@@ -90,7 +91,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
             first_difference(&stored_bytes, &replayed)
         )));
     }
-    println!("identical: {} events", history.events.len());
+    outln!("identical: {} events", history.events.len());
     let verdict = judge(&plan.settings, &history, false);
     let detail = summary::Detail {
         verbose: false,

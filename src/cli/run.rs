@@ -15,9 +15,11 @@ use fencer_results::report::TIMELINE_FILE;
 use fencer_results::run_dir::refuse_existing;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
+use fencer_run::plan::read_plan_bytes;
 use fencer_run::settings::{Settings, shell_word};
 use fencer_run::{Launch, Launched, RunError, Time};
 
+use super::output::{errln, outln};
 use super::{Context, Failure, Outcome, RunArgs, summary};
 use crate::{Plan, Validity};
 
@@ -29,7 +31,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     }
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
-        note: Arc::new(|line: &str| println!("{}", escape_lines(line))),
+        note: Arc::new(|line: &str| outln!("{}", escape_lines(line))),
         // A plan given by file meant every fault it holds: refuse it rather than drop one.
         refuse_unreachable: args.plan.is_some(),
         ..Launch::new(&context.backends)
@@ -46,18 +48,20 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         }
         None => {
             let settings = base.for_seed(args.seed, args.settings.swarm);
+            // Refused before anything is drawn: settings past a ceiling could draw for ever.
+            settings.validate().map_err(Failure::bad_input)?;
             let settings = match launch.time(&Plan::generate(&settings))? {
                 Time::Real => settings.in_real_time(),
                 Time::Simulated => settings,
             };
             for warning in settings.validate().map_err(Failure::bad_input)? {
-                eprintln!("warning: {warning}");
+                errln!("warning: {warning}");
             }
             Plan::generate(&settings)
         }
     };
     let time = launch.time(&plan)?;
-    println!(
+    outln!(
         "fencer run{}: {}",
         if time == Time::Real {
             " (real time)"
@@ -80,7 +84,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         // Faults of a family the user named are worth a line; those drawn only because a
         // group (`default`, `all`) holds their family are in run.json, `explain` and --verbose.
         if args.verbose || args.settings.nemesis.names(left.family) {
-            println!("left out: {}", escape(&left.to_string()));
+            outln!("left out: {}", escape(&left.to_string()));
         }
     }
     let verdict = judge(&plan.settings, &history, args.strict);
@@ -122,9 +126,9 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         args.out.is_none().then_some(args.archive.as_path()),
     )
     .map_err(Failure::from)?;
-    println!("run directory: {}", dir.display());
+    outln!("run directory: {}", dir.display());
     if time == Time::Real {
-        println!(
+        outln!(
             "run the same plan again: {} run --plan {} --lock {} --store {}",
             context.program,
             dir.join("plan.json").display(),
@@ -150,20 +154,20 @@ fn print_next_steps(
     program: &str,
 ) {
     if time == Time::Simulated {
-        println!("reproduce: {program} replay {}", dir.display());
+        outln!("reproduce: {program} replay {}", dir.display());
         match &args.plan {
-            Some(_) => println!(
+            Some(_) => outln!(
                 "reproduce: {program} run --plan {}",
                 dir.join("plan.json").display()
             ),
-            None => println!(
+            None => outln!(
                 "reproduce: {program} {}{}",
                 base.run_command(plan.settings.seed, args.settings.swarm),
                 if args.strict { " --strict" } else { "" }
             ),
         }
     }
-    println!("timeline: {}", dir.join(TIMELINE_FILE).display());
+    outln!("timeline: {}", dir.join(TIMELINE_FILE).display());
     let serve = match args.out {
         None => format!(
             " (every saved run: {program} serve {})",
@@ -171,17 +175,17 @@ fn print_next_steps(
         ),
         Some(_) => String::new(),
     };
-    println!("explain: {program} explain {}{serve}", dir.display());
+    outln!("explain: {program} explain {}{serve}", dir.display());
 }
 
 /// Reads the plan in `path`: a plan that does not parse or cannot run is refused with
 /// `file:line: what was expected`.
 pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
-    let bytes = std::fs::read(path)
+    let bytes = read_plan_bytes(path)
         .map_err(|error| Failure::BadInput(format!("{}: {error}", path.display())))?;
     let plan = Plan::from_json(&bytes, &path.display().to_string()).map_err(Failure::bad_input)?;
     for warning in plan.settings.validate().map_err(Failure::bad_input)? {
-        eprintln!("warning: {warning}");
+        errln!("warning: {warning}");
     }
     Ok(plan)
 }

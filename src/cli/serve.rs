@@ -5,6 +5,7 @@ use std::path::Path;
 
 use fencer_results::serve::{Exposure, Server};
 
+use super::output::{errln, outln};
 use super::{Failure, Outcome};
 
 /// Loopback only by default: the archive can hold anything a run recorded.
@@ -20,14 +21,14 @@ pub fn serve(archive: &Path, listen: &str, allow_remote: bool) -> Outcome {
     };
     let server = Server::bind(archive, listen, exposure).map_err(Failure::bad_input)?;
     if !server.is_loopback() {
-        eprintln!(
+        errln!(
             "warning: serving the run archive to the network on {}: anyone who can reach this \
              address can read every run in {} (its histories, plans and settings)",
             server.url(),
             archive.display()
         );
     }
-    println!(
+    outln!(
         "fencer serve: {} (archive {})",
         server.url(),
         archive.display()

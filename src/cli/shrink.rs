@@ -15,6 +15,7 @@ use fencer_gate::shrink::ShrinkLimits;
 use fencer_results::{parse_run_json, read_run_file};
 use fencer_run::settings::parse_duration;
 
+use super::output::outln;
 use super::{Context, Failure, Outcome};
 
 /// `fencer shrink`'s flags.
@@ -88,6 +89,6 @@ pub fn shrink_command(args: &ShrinkArgs, context: &Context) -> Outcome {
         MinimizeError::DoesNotFail { .. } | MinimizeError::Run(_) => Failure::bad_input(error),
         MinimizeError::NotReproducible(_) | MinimizeError::Io { .. } => Failure::internal(error),
     })?;
-    println!("{}", describe_shrink(&record, &context.program));
+    outln!("{}", describe_shrink(&record, &context.program));
     Ok(1)
 }

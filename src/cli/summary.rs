@@ -5,6 +5,8 @@
 use crate::{History, Verdict};
 use fencer_checkers::Severity;
 use fencer_harness::terminal::escape;
+
+use super::output::outln;
 use fencer_harness::{EventType, Op, PackedHistory};
 
 /// How many anomaly explanations a summary prints before pointing at the rest.
@@ -59,7 +61,7 @@ impl Detail {
 /// finding's explanation, otherwise the first anomalies that fail the verdict, the count of
 /// the rest and of the warnings, and where they are told.
 pub fn print_summary(shape: &Shape, verdict: &Verdict, took: Took, detail: &Detail) {
-    println!(
+    outln!(
         "history: {} events; {} grants, {} writes applied, {} rejected, {} unknown; {} faults",
         shape.events,
         shape.grants,
@@ -71,19 +73,19 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, took: Took, detail: &Deta
     match took {
         Took::Simulated { wall_s } => {
             let simulated_s = shape.last_time_ns as f64 / 1e9;
-            println!(
+            outln!(
                 "time: {simulated_s:.3} simulated s in {wall_s:.3} wall s ({:.0}x)",
                 simulated_s / wall_s
             );
         }
-        Took::Real { wall_s } => println!("time: {wall_s:.3} s on the wall clock (real time)"),
+        Took::Real { wall_s } => outln!("time: {wall_s:.3} s on the wall clock (real time)"),
         Took::Untimed => {}
     }
     if detail.verbose {
-        println!("verdict: {}", escape(&verdict.summary_line()));
+        outln!("verdict: {}", escape(&verdict.summary_line()));
         for anomaly in &verdict.anomalies {
             let warning = anomaly.severity == Severity::Warning;
-            println!(
+            outln!(
                 "- {}{}: {}",
                 anomaly.class,
                 if warning { " (warning)" } else { "" },
@@ -95,9 +97,9 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, took: Took, detail: &Deta
     let pointer = detail.pointer(verdict);
     let warnings: usize = verdict.warning_counts.values().sum();
     if warnings == 0 {
-        println!("verdict: {}", escape(&verdict.summary_line()));
+        outln!("verdict: {}", escape(&verdict.summary_line()));
     } else {
-        println!(
+        outln!(
             "verdict: {} (warnings fail only under --strict; told in full: {pointer})",
             escape(&verdict.summary_line())
         );
@@ -108,13 +110,13 @@ pub fn print_summary(shape: &Shape, verdict: &Verdict, took: Took, detail: &Deta
         .filter(|anomaly| anomaly.severity == Severity::Failure);
     let mut shown = 0;
     for anomaly in failures.take(SHOWN_ANOMALIES) {
-        println!("- {}: {}", anomaly.class, escape(&anomaly.explanation));
+        outln!("- {}: {}", anomaly.class, escape(&anomaly.explanation));
         shown += 1;
     }
     let failing: usize = verdict.anomaly_counts.values().sum();
     if failing > shown {
         let more = failing - shown;
-        println!(
+        outln!(
             "  ... {more} more {}: {pointer}",
             if more == 1 { "anomaly" } else { "anomalies" }
         );

@@ -113,8 +113,8 @@ impl Renewal {
         every: Duration,
         granted_local_ns: i64,
     ) -> Renewal {
-        let ttl_ns = ttl.as_nanos() as i64;
-        let belief = Arc::new(LeaseBelief::new(granted_local_ns + ttl_ns));
+        let ttl_ns = i64::try_from(ttl.as_nanos()).unwrap_or(i64::MAX);
+        let belief = Arc::new(LeaseBelief::new(granted_local_ns.saturating_add(ttl_ns)));
         let (stop_tx, mut stop_rx) = oneshot::channel();
         let faults = Arc::clone(client.process().faults());
         let truth = client.process().clock().truth();
@@ -136,7 +136,7 @@ impl Renewal {
                     };
                     match reply {
                         Ok(Owned::Done) => task_belief.set(LeaseStatus::Held {
-                            valid_until_local_ns: sent_local_ns + ttl_ns,
+                            valid_until_local_ns: sent_local_ns.saturating_add(ttl_ns),
                         }),
                         Ok(Owned::NotOwner) | Err(CallError::NotApplied(_)) => {
                             task_belief.set(LeaseStatus::Lost);
