@@ -228,3 +228,29 @@ fn a_search_out_of_budget_exits_2_and_says_why() {
         text(&spent)
     );
 }
+
+#[test]
+fn an_empty_history_is_unknown_and_a_write_naming_nothing_is_refused_at_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.jsonl"), b"").unwrap();
+    let empty = fencer(&["check", "empty.jsonl"], dir.path());
+    assert_eq!(empty.status.code(), Some(2), "{}", text(&empty));
+    assert!(
+        text(&empty).contains("the history holds no events"),
+        "{}",
+        text(&empty)
+    );
+    let nameless = event("w1", EventType::Invoke, Op::Write, |e| {
+        e.key = Some("k".into());
+        e.token = Some(1);
+    });
+    std::fs::write(dir.path().join("h.jsonl"), history(vec![nameless])).unwrap();
+    let refused = fencer(&["check", "h.jsonl"], dir.path());
+    assert_eq!(refused.status.code(), Some(254), "{}", text(&refused));
+    assert!(
+        text(&refused)
+            .contains("h.jsonl:1: expected a write invoke to carry a write_id or a value"),
+        "{}",
+        text(&refused)
+    );
+}

@@ -11,8 +11,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fencer_harness::{EventType, Op};
+use fencer_nemesis::Fault;
 use fencer_run::drive::RunNames;
-use fencer_run::real::run_real;
+use fencer_run::real::{run_real, run_real_with_servers};
 use fencer_servers::{PrivateBackend, ServerGuard};
 use support::stale_release_plan;
 
@@ -69,6 +70,59 @@ fn redis_killed_mid_run_ends_on_time_with_honest_outcomes() {
     );
     // The dead store cannot hand over its log, and fencer does not invent one.
     assert!(!history.events.iter().any(|e| e.kind == EventType::Log));
+}
+
+/// The lock on one private Redis, restarted mid-run (which loses every key, the fence counter
+/// and the lock log included), the store on another, as `fencer run --lock private:redis
+/// --store private:redis --nemesis restart` runs them.
+fn run_with_a_lock_restart(tag: &str) -> Option<fencer::History> {
+    let lock_server = support::private_server(tag, "private:redis")?;
+    let store_server = support::private_server(tag, "private:redis")?;
+    // One worker, lease after lease, before and after the restart.
+    let mut plan = stale_release_plan();
+    plan.workers.truncate(1);
+    plan.settings.workers = 1;
+    plan.workers[0].cycles = (0..6).map(|_| support::cycle(0, 0, 100)).collect();
+    plan.faults = vec![Fault::Restart {
+        at_ns: 250_000_000,
+        target: "lock".into(),
+        duration_ns: 300_000_000,
+    }];
+    let (lock, store) = support::adapters(&lock_server.url(), &store_server.url());
+    let targets = support::server_targets(&lock_server, &["lock"]);
+    Some(run_real_with_servers(&plan, lock, store, RunNames::tagged(tag), targets).unwrap())
+}
+
+#[test]
+fn a_restart_that_loses_the_fence_counter_is_reported_as_the_token_regression_it_is() {
+    let Some(history) = run_with_a_lock_restart("redis_restart") else {
+        return;
+    };
+    assert_eq!(support::nemesis_ops(&history), [Op::Restart, Op::Recover]);
+    let granted = support::granted_tokens(&history);
+    assert!(
+        granted.windows(2).any(|pair| pair[1].1 <= pair[0].1),
+        "the counter was lost with the restart: tokens {granted:?}"
+    );
+    // The log that survived holds only what came after the restart: not handed over.
+    assert!(support::lock_log(&history).is_empty());
+    // The regression is the finding: the rightful owners' renews and releases after it are
+    // not foreign, no lease overlapped, and no reply is judged against half a log.
+    let verdict = fencer::check(&history);
+    let found: Vec<&str> = verdict.anomaly_counts.keys().map(String::as_str).collect();
+    assert_eq!(found, ["token-regression"], "{}", verdict.summary_line());
+    let story = fencer_checkers::story::tell(&history, &verdict, "stop", 5);
+    let first = story
+        .split("\nAnomaly ")
+        .nth(1)
+        .expect("an anomaly is told");
+    assert!(first.contains(": token-regression\n"), "{story}");
+    assert!(
+        first.contains(
+            "Defence that failed: fencing token monotonicity: the lock service restarted"
+        ),
+        "{story}"
+    );
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use fencer::{LockBackend, Settings, StoreBackend, Validity, check, simulate};
 use fencer_gate::mutants::{Mutant, ZOO, detect, detect_each, hunt, verdict_of};
 use fencer_harness::Workload;
-use fencer_harness::{Event, EventType, History, Op};
+use fencer_harness::{Event, EventType, History, Op, roles};
 use fencer_nemesis::Fault;
 use fencer_run::plan::{PLAN_FORMAT, Plan};
 use fencer_workloads::{CyclePlan, WorkerPlan};
@@ -475,7 +475,7 @@ fn renewals_after_release(history: &History) -> usize {
                 released.insert(owner);
             }
             (EventType::Invoke, Op::Renew, Some(owner)) if released.contains(owner) => {
-                assert!(event.process.ends_with(":renew"), "{event:?}");
+                assert!(roles::is_renewal_task(&event.process), "{event:?}");
                 late += 1;
             }
             _ => {}

@@ -32,6 +32,8 @@ pub mod redis_lock;
 #[cfg(feature = "redis")]
 mod redis_lock_log;
 #[cfg(feature = "redis")]
+mod redis_origin;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
 pub mod sim_lease;

@@ -20,6 +20,7 @@ use redis::Script;
 
 use crate::redis_conn::RedisConnection;
 use crate::redis_lock_log::{self, LOG_PRELUDE, SERVER_SHIFT_KEY, Unreadable};
+use crate::redis_origin::Origins;
 use crate::written_keys::WrittenKeys;
 
 /// Which release the service uses.
@@ -131,6 +132,8 @@ pub struct RedisLock {
     release: Script,
     /// Locks called through this adapter: whose logs [`LockService::lock_log`] reads.
     locks: WrittenKeys,
+    /// Whether the server lost a lock's state (and its log's beginning) since.
+    origins: Origins,
 }
 
 impl RedisLock {
@@ -147,6 +150,7 @@ impl RedisLock {
                 RedisLockRules::UnsafeRelease => UNSAFE_RELEASE,
             }),
             locks: WrittenKeys::default(),
+            origins: Origins::default(),
         }
     }
 
@@ -214,6 +218,9 @@ impl LockService for RedisLock {
         let mut invocation = self.call(&self.acquire, lock, owner);
         invocation.arg(ttl_ms(ttl));
         let mut connection = self.connection.get().await?;
+        self.origins
+            .mark(&self.connection, &mut connection, lock)
+            .await?;
         let token: u64 = match invocation.invoke_async(&mut connection).await {
             Ok(token) => token,
             Err(error) => return Err(self.connection.sent_error(error).await),
@@ -233,6 +240,9 @@ impl LockService for RedisLock {
         let mut invocation = self.call(&self.renew, lock, owner);
         invocation.arg(ttl_ms(ttl));
         let mut connection = self.connection.get().await?;
+        self.origins
+            .mark(&self.connection, &mut connection, lock)
+            .await?;
         match invocation.invoke_async::<u64>(&mut connection).await {
             Ok(1) => Ok(Owned::Done),
             Ok(_) => Ok(Owned::NotOwner),
@@ -243,6 +253,9 @@ impl LockService for RedisLock {
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
         let invocation = self.call(&self.release, lock, owner);
         let mut connection = self.connection.get().await?;
+        self.origins
+            .mark(&self.connection, &mut connection, lock)
+            .await?;
         match invocation.invoke_async::<u64>(&mut connection).await {
             Ok(1) => Ok(Owned::Done),
             Ok(_) => Ok(Owned::NotOwner),
@@ -251,8 +264,10 @@ impl LockService for RedisLock {
     }
 
     /// The logs of every lock called through this adapter. `None` if the server cannot be
-    /// read, if an entry is out of form, or if the server has no `PEXPIRETIME` (Redis before
-    /// 7.0), whose entries name no expiry: a log is used whole or not at all.
+    /// read, if an entry is out of form, if the server has no `PEXPIRETIME` (Redis before
+    /// 7.0), whose entries name no expiry, or if it lost a lock's log since the run began (a
+    /// restart without persistence, see [`crate::redis_origin`]): a log is used whole or not
+    /// at all.
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
         let mut connection = self.connection.get().await.ok()?;
         let mut log = Vec::new();
@@ -264,6 +279,14 @@ impl LockService for RedisLock {
                 .query_async(&mut connection)
                 .await
                 .ok()?;
+            if !self.origins.intact(&mut connection, &lock).await.ok()? {
+                eprintln!(
+                    "fencer: {} lost the log of {lock} during the run (restarted without \
+                     persistence): no lock log",
+                    self.connection.shown_url()
+                );
+                return None;
+            }
             for (position, entry) in entries.iter().enumerate() {
                 match redis_lock_log::parse(position as u64 + 1, &lock, entry) {
                     Ok(entry) => log.push(entry),

@@ -12,6 +12,7 @@ use redis::Script;
 
 use crate::log_entry;
 use crate::redis_conn::RedisConnection;
+use crate::redis_origin::Origins;
 use crate::written_keys::WrittenKeys;
 
 /// Whether writes are fenced.
@@ -43,6 +44,8 @@ pub struct RedisStore {
     write: Script,
     /// Keys written through this adapter: whose applied logs [`FencedStore::applied_log`] reads.
     keys: WrittenKeys,
+    /// Whether the server lost a key's register (and its log's beginning) since.
+    origins: Origins,
 }
 
 impl RedisStore {
@@ -53,6 +56,7 @@ impl RedisStore {
             rules,
             write: Script::new(WRITE),
             keys: WrittenKeys::default(),
+            origins: Origins::default(),
         }
     }
 }
@@ -72,6 +76,9 @@ impl FencedStore for RedisStore {
     ) -> Result<Written, CallError> {
         self.keys.note(key);
         let mut connection = self.connection.get().await?;
+        self.origins
+            .mark(&self.connection, &mut connection, key)
+            .await?;
         let fenced = match self.rules {
             RedisStoreRules::Fenced => "1",
             RedisStoreRules::Unfenced => "0",
@@ -117,6 +124,9 @@ impl FencedStore for RedisStore {
         })
     }
 
+    /// The applied writes of every key written through this adapter; `None` if the server
+    /// cannot be read, an entry is out of form, or the server lost a key's log since the run
+    /// began (a restart without persistence, see [`crate::redis_origin`]).
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
         let keys = self.keys.all();
         let mut connection = self.connection.get().await.ok()?;
@@ -129,6 +139,14 @@ impl FencedStore for RedisStore {
                 .query_async(&mut connection)
                 .await
                 .ok()?;
+            if !self.origins.intact(&mut connection, &key).await.ok()? {
+                eprintln!(
+                    "fencer: {} lost the applied log of {key} during the run (restarted \
+                     without persistence): no store log",
+                    self.connection.shown_url()
+                );
+                return None;
+            }
             for (position, entry) in entries.iter().enumerate() {
                 log.push(log_entry::parse(position as u64 + 1, &key, entry)?);
             }

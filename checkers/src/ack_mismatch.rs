@@ -32,16 +32,18 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if !ctx.has_store_log {
         return Outcome::skipped(CLASS, "needs the store's log of applied writes");
     }
-    let mut applied: FastMap<Sym, Positions> = FastMap::default();
-    let mut invokes: FastMap<Sym, Positions> = FastMap::default();
+    // By key and write id: a write id names one write of one key, not one across keys.
+    let mut applied: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
+    let mut invokes: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
     for (position, event) in ctx.rows.iter().enumerate() {
         let Some(write_id) = event.write_id else {
             continue;
         };
+        let id = (event.key, write_id);
         if is_store_log(event) {
-            Positions::record(&mut applied, write_id, position);
+            Positions::record(&mut applied, id, position);
         } else if event.is(EventType::Invoke, Op::Write) {
-            Positions::record(&mut invokes, write_id, position);
+            Positions::record(&mut invokes, id, position);
         }
     }
 
@@ -64,12 +66,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     unmatched.push(position);
                     continue;
                 };
+                let id = (event.key, write_id);
                 let retry = invokes
-                    .get(&write_id)
+                    .get(&id)
                     .and_then(|all| all.first_from(invoke + 1))
                     .unwrap_or(usize::MAX);
                 let applied_here = applied
-                    .get(&write_id)
+                    .get(&id)
                     .and_then(|all| all.first_from(invoke))
                     .filter(|&log| log < retry);
                 let contradicts = match event.kind {
@@ -219,6 +222,20 @@ mod tests {
             text.contains("but the store applied it at 0.002s (store clock 0.002s, store order 2)"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn the_same_write_id_applied_to_another_key_does_not_vouch_for_an_ok() {
+        let mut b = Builder::new();
+        // `x` on key `k` is told ok, but the store applied `x` only to `j`, meanwhile.
+        b.invoke_write("w0", "j", 1, "x");
+        b.invoke_write("w1", "k", 1, "x");
+        b.applied("j", 1, "x");
+        b.ok("w0");
+        let ok = b.ok("w1");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(outcome.anomalies[0].events.contains(&ok));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
+pub(crate) use fencer_harness::roles::worker_of;
 use fencer_harness::{Event, EventType, Op, PackedHistory, Row, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
@@ -154,13 +155,6 @@ pub(crate) fn is_store_log(row: &Row) -> bool {
 /// A lock log entry: the lock service applied a grant, renewal or release.
 pub(crate) fn is_lock_log(row: &Row) -> bool {
     row.kind == EventType::Log && matches!(row.f, Op::Acquire | Op::Renew | Op::Release)
-}
-
-/// The worker a process belongs to: `w0:renew` acts for `w0`, and faults target `w0`.
-pub(crate) fn worker_of(process: &str) -> &str {
-    process
-        .split_once(':')
-        .map_or(process, |(worker, _)| worker)
 }
 
 /// No partner recorded (an invoke never completed, or a server or nemesis event).
@@ -323,13 +317,6 @@ impl Lookup {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn renewal_task_belongs_to_its_worker() {
-        assert_eq!(worker_of("w3:renew"), "w3");
-        assert_eq!(worker_of("w3"), "w3");
-        assert_eq!(worker_of("lock"), "lock");
-    }
 
     #[test]
     fn faults_are_found_inside_a_window_and_none_in_a_reversed_one() {

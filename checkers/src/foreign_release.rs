@@ -27,6 +27,7 @@ use crate::explain::{
 };
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
+use crate::later_grants::{Granted, LaterGrants};
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::ForeignRelease;
@@ -104,14 +105,6 @@ fn from_lock_log(ctx: &Context<'_>) -> Outcome {
     Outcome::ran(CLASS, "lock log", hits.count, anomalies, None)
 }
 
-/// The newest acknowledged grant on a lock.
-#[derive(Clone, Copy)]
-struct Granted {
-    token: u64,
-    owner: Sym,
-    ok: usize,
-}
-
 /// A renew or release in flight whose owner was already superseded when it was sent.
 struct StaleCall {
     invoke: usize,
@@ -129,9 +122,15 @@ struct AckedHit {
     last: usize,
 }
 
+/// Judges what clients were told, without the lock service's log: a call is stale when a
+/// grant to another owner with a higher token was acknowledged after the caller's own acquire
+/// was sent (see [`crate::later_grants`] for why not before).
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
-    let mut newest: FastMap<Sym, Granted> = FastMap::default();
-    let mut grant_of: FastMap<Sym, (u64, usize)> = FastMap::default();
+    let mut grants: FastMap<Sym, LaterGrants> = FastMap::default();
+    // Per process, where its acquire in flight was sent; per owner, its grant's token, `ok`
+    // and send.
+    let mut acquiring: FastMap<Sym, usize> = FastMap::default();
+    let mut grant_of: FastMap<Sym, (u64, usize, usize)> = FastMap::default();
     // Calls in flight by process; only counted once the scan is over, never listed.
     let mut open: FastMap<Sym, Option<StaleCall>> = FastMap::default();
     let mut hits: Hits<AckedHit> = Hits::new();
@@ -141,37 +140,32 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
             continue;
         };
         match (row.kind, row.f) {
+            (EventType::Invoke, Op::Acquire) => {
+                acquiring.insert(row.process, position);
+            }
             (EventType::Ok, Op::Acquire) => {
+                let sent = acquiring.remove(&row.process);
                 let Some(token) = row.token() else { continue };
-                grant_of.insert(owner, (token, position));
-                let granted = Granted {
+                grant_of.insert(owner, (token, position, sent.unwrap_or(position)));
+                grants.entry(lock).or_default().push(Granted {
                     token,
                     owner,
                     ok: position,
-                };
-                newest
-                    .entry(lock)
-                    .and_modify(|current| {
-                        if token > current.token {
-                            *current = granted;
-                        }
-                    })
-                    .or_insert(granted);
+                });
+            }
+            (EventType::Fail | EventType::Info, Op::Acquire) => {
+                acquiring.remove(&row.process);
             }
             (EventType::Invoke, Op::Renew | Op::Release) => {
-                let stale = match (grant_of.get(&owner), newest.get(&lock)) {
-                    (Some(&(own_token, own_ok)), Some(&newer))
-                        if newer.token > own_token && newer.owner != owner =>
-                    {
-                        Some(StaleCall {
-                            invoke: position,
-                            owner,
-                            own_ok,
-                            newer,
-                        })
-                    }
-                    _ => None,
-                };
+                let stale = grant_of.get(&owner).and_then(|&(own_token, own_ok, sent)| {
+                    let newer = grants.get(&lock)?.highest_after(sent)?;
+                    (newer.token > own_token && newer.owner != owner).then_some(StaleCall {
+                        invoke: position,
+                        owner,
+                        own_ok,
+                        newer,
+                    })
+                });
                 open.insert(row.process, stale);
             }
             (EventType::Ok, Op::Renew | Op::Release) => {
@@ -512,6 +506,51 @@ mod tests {
         assert!(
             text.contains("sent a renew of lock L from w0:renew at"),
             "{text}"
+        );
+    }
+
+    /// Without a lock log: w0 holds token 7 when the lock service restarts and loses its
+    /// counter; w1 is granted token 1 afterwards and renews and releases its own lease.
+    fn granted_after_a_counter_reset() -> Builder {
+        let mut b = Builder::new();
+        b.acquire("w0", "L", "o0", 7, false);
+        b.nemesis(Op::Restart, "lock", |e| e.duration_ns = Some(1_000_000_000));
+        b.nemesis(Op::Recover, "lock", |_| {});
+        b.acquire("w1", "L", "o1", 1, false);
+        for _ in 0..3 {
+            b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
+        }
+        b
+    }
+
+    #[test]
+    fn the_rightful_owner_after_a_counter_reset_is_not_a_foreign_owner() {
+        let mut b = granted_after_a_counter_reset();
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Ok);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.evidence, "client replies");
+        assert_eq!(
+            outcome.report.validity,
+            Validity::Valid,
+            "{:?}",
+            outcome.anomalies
+        );
+    }
+
+    #[test]
+    fn after_a_counter_reset_a_superseded_owner_is_still_caught() {
+        let mut b = granted_after_a_counter_reset();
+        b.pause("w1", 12.0);
+        let newer = b.acquire("w2", "L", "o2", 2, false);
+        let release = b.invoke_lock_call("w1", Op::Release, "L", "o1");
+        b.ok("w1");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.anomalies, 1);
+        let events = &outcome.anomalies[0].events;
+        assert!(
+            events.contains(&newer) && events.contains(&release),
+            "{events:?}"
         );
     }
 

@@ -41,7 +41,13 @@
 //!   either way (a foreign release instead of an overlapping grant), and the explanation says
 //!   so;
 //! - renews sent by an owner after a newer grant was acknowledged are not anchors: answered
-//!   `ok`, they are `foreign-release`'s finding, not reported twice.
+//!   `ok`, they are `foreign-release`'s finding, not reported twice;
+//! - a grant with a higher token acknowledged before the older lease's acquire was even sent
+//!   came first in real time: the tokens went backwards (`token-regression`, a counter lost in
+//!   a restart), so that grant is neither judged against the older lease's promise nor makes
+//!   its holder's renews stale ([`crate::later_grants`]).
+
+use std::cmp::Reverse;
 
 use fencer_harness::{EventType, Op, Sym};
 
@@ -50,6 +56,7 @@ use crate::context::{Context, worker_of};
 use crate::explain::{Story, faults_between, secs, short_owner, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
+use crate::later_grants::{Granted, LaterGrants};
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::OverlappingLeases;
@@ -106,6 +113,7 @@ struct Lease {
 }
 
 /// Where a lease's promise came from and how long it ran.
+#[derive(Clone, Copy)]
 struct Promise {
     /// The invoke of the grant or renew whose send time the bound counts from.
     anchor: usize,
@@ -138,9 +146,9 @@ fn scan(ctx: &Context<'_>) -> Leases {
         cuts_ns: Vec::new(),
         fastest_drift_ppm: 0,
     };
-    // The latest lease granted to each owner, and the newest acknowledged token per lock.
+    // The latest lease granted to each owner, and each lock's acknowledged grants.
     let mut lease_of: FastMap<Sym, usize> = FastMap::default();
-    let mut newest: FastMap<Sym, u64> = FastMap::default();
+    let mut grants: FastMap<Sym, LaterGrants> = FastMap::default();
     // Calls in flight by process: the invoke, and for a renew whether it was sent stale.
     let mut open: FastMap<Sym, (usize, bool)> = FastMap::default();
     for (position, row) in ctx.rows.iter().enumerate() {
@@ -168,7 +176,12 @@ fn scan(ctx: &Context<'_>) -> Leases {
                 let stale = match (row.lock, row.owner) {
                     (Some(lock), Some(owner)) => {
                         let own = lease_of.get(&owner).map(|&lease| &scanned.leases[lease]);
-                        own.is_some_and(|own| newest.get(&lock).is_some_and(|&n| n > own.token))
+                        own.is_some_and(|own| {
+                            grants
+                                .get(&lock)
+                                .and_then(|grants| grants.highest_after(own.invoke))
+                                .is_some_and(|newer| newer.token > own.token)
+                        })
                     }
                     _ => false,
                 };
@@ -211,8 +224,11 @@ fn scan(ctx: &Context<'_>) -> Leases {
                             renewed: Vec::new(),
                             caps: Vec::new(),
                         });
-                        let top = newest.entry(lock).or_insert(token);
-                        *top = (*top).max(token);
+                        grants.entry(lock).or_default().push(Granted {
+                            token,
+                            owner,
+                            ok: position,
+                        });
                     }
                     (Op::Renew, EventType::Ok) if !stale => {
                         if let Some(&lease) = lease_of.get(&owner) {
@@ -293,6 +309,53 @@ impl Leases {
     }
 }
 
+/// The lease with the longest promise among those added so far whose acquire was sent before
+/// a given point (the first added of equals): a Fenwick tree of maxima over one lock's leases,
+/// ranked by where their acquire was sent. A lease whose acquire went out after a newer grant
+/// was acknowledged came after that grant in real time, whatever its token
+/// ([`crate::later_grants`]), so its promise says nothing about it.
+struct LongestPromise {
+    /// Where each lease's acquire was sent, ascending: a lease's rank.
+    sent: Vec<usize>,
+    /// Per tree node, the best promise below it: (until, earliest added first, lease).
+    tree: Vec<Option<(u64, Reverse<usize>, usize)>>,
+    added: usize,
+}
+
+impl LongestPromise {
+    fn new(mut sent: Vec<usize>) -> LongestPromise {
+        sent.sort_unstable();
+        LongestPromise {
+            tree: vec![None; sent.len() + 1],
+            sent,
+            added: 0,
+        }
+    }
+
+    /// Adds `lease`, whose acquire was sent at position `invoke`, promised until `until_ns`.
+    fn add(&mut self, invoke: usize, until_ns: u64, lease: usize) {
+        let entry = Some((until_ns, Reverse(self.added), lease));
+        self.added += 1;
+        let mut node = self.sent.partition_point(|&sent| sent < invoke) + 1;
+        while node < self.tree.len() {
+            self.tree[node] = self.tree[node].max(entry);
+            node += node & node.wrapping_neg();
+        }
+    }
+
+    /// The lease with the longest promise among those whose acquire was sent before
+    /// `position`.
+    fn sent_before(&self, position: usize) -> Option<usize> {
+        let mut node = self.sent.partition_point(|&sent| sent < position);
+        let mut best = None;
+        while node > 0 {
+            best = best.max(self.tree[node]);
+            node -= node & node.wrapping_neg();
+        }
+        best.map(|(_, _, lease)| lease)
+    }
+}
+
 /// Runs the check on client replies (the history has no lock log).
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let scanned = scan(ctx);
@@ -302,10 +365,16 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         by_lock.entry(lease.lock).or_default().push(index);
     }
     let mut found: Vec<Hit> = Vec::new();
+    let mut promises: Vec<Option<Promise>> = vec![None; scanned.leases.len()];
     for grants in by_lock.values_mut() {
         grants.sort_by_key(|&index| (scanned.leases[index].token, scanned.leases[index].ok));
-        // The longest promise among grants with lower tokens than the current group.
-        let mut longest: Option<(usize, Promise)> = None;
+        // The promises of grants with lower tokens than the current group.
+        let mut longest = LongestPromise::new(
+            grants
+                .iter()
+                .map(|&index| scanned.leases[index].invoke)
+                .collect(),
+        );
         let mut group_start = 0;
         while group_start < grants.len() {
             let token = scanned.leases[grants[group_start]].token;
@@ -315,28 +384,22 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 .map_or(grants.len(), |offset| group_start + offset);
             for &newer in &grants[group_start..group_end] {
                 let lease = &scanned.leases[newer];
-                if let Some((older, promise)) = &longest
+                if let Some(older) = longest.sent_before(lease.ok)
+                    && let Some(promise) = promises[older]
                     && ctx.rows[lease.ok].time_ns < promise.until_ns
-                    && scanned.leases[*older].owner != lease.owner
+                    && scanned.leases[older].owner != lease.owner
                 {
                     found.push(Hit {
-                        older: *older,
-                        promise: Promise {
-                            anchor: promise.anchor,
-                            until_ns: promise.until_ns,
-                            limit: promise.limit,
-                        },
+                        older,
+                        promise,
                         newer,
                     });
                 }
             }
             for &older in &grants[group_start..group_end] {
-                if let Some(promise) = scanned.promise(ctx, &scanned.leases[older])
-                    && longest
-                        .as_ref()
-                        .is_none_or(|(_, best)| promise.until_ns > best.until_ns)
-                {
-                    longest = Some((older, promise));
+                if let Some(promise) = scanned.promise(ctx, &scanned.leases[older]) {
+                    longest.add(scanned.leases[older].invoke, promise.until_ns, older);
+                    promises[older] = Some(promise);
                 }
             }
             group_start = group_end;
@@ -550,6 +613,42 @@ mod tests {
         assert_eq!(margin_ns(10_000_000_000), 11_000_000);
         assert_eq!(run(&two_grants(None, 9.987)).report.anomalies, 1);
         assert_eq!(run(&two_grants(None, 9.989)).report.anomalies, 0);
+    }
+
+    #[test]
+    fn a_grant_that_came_first_in_real_time_is_judged_by_real_time_not_its_token() {
+        // w1 holds token 7 when the lock server restarts and loses its counter; w2 is granted
+        // token 1 after it. Token order would put w1's grant inside w2's lease.
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 7, false);
+        b.at(2.0);
+        b.nemesis(Op::Restart, LOCK_SERVER, |e| {
+            e.duration_ns = Some(1_000_000_000)
+        });
+        b.at(4.0);
+        b.acquire("w2", "L", "o2", 1, false);
+        b.lock_call("w2:renew", Op::Renew, "L", "o2", EventType::Ok);
+        let outcome = run(&b);
+        assert_eq!(
+            outcome.report.validity,
+            Validity::Valid,
+            "{:?}",
+            outcome.anomalies
+        );
+        // After the reset, a grant inside w2's promise still overlaps it; w2's renew, sent
+        // before any grant outranked its token, is an anchor.
+        b.at(9.0);
+        let newer = b.acquire("w3", "L", "o3", 2, false);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(outcome.anomalies[0].events.contains(&newer));
+        assert!(
+            outcome.anomalies[0]
+                .explanation
+                .contains("its renew from w2:renew"),
+            "{}",
+            outcome.anomalies[0].explanation
+        );
     }
 
     #[test]

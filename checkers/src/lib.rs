@@ -54,6 +54,7 @@ mod explain;
 mod findings;
 mod foreign_release;
 mod index;
+mod later_grants;
 mod lease_windows;
 mod linearizable;
 mod lock_contract;
@@ -132,7 +133,12 @@ fn check_classes(
         warning_counts: BTreeMap::new(),
         anomalies: Vec::new(),
         checkers: Vec::new(),
+        unknown_because: None,
     };
+    if history.rows.is_empty() {
+        verdict.validity = Validity::Unknown;
+        verdict.unknown_because = Some(EMPTY_HISTORY.to_string());
+    }
     for class in AnomalyClass::ALL {
         if !classes.contains(&class) || !applies(class, options.workload) {
             continue;
@@ -161,6 +167,12 @@ fn check_classes(
     }
     verdict
 }
+
+/// Why a history with no events is judged unknown: no call was recorded, so a checker finding
+/// nothing wrong means nothing (a run that never started, a recorder that wrote nothing, an
+/// empty file).
+const EMPTY_HISTORY: &str = "the history holds no events: nothing was recorded, so nothing \
+                             can be judged";
 
 /// Classes reported as warnings unless the check is strict: the documented limit of fencing,
 /// a contract breach that harmed nobody, and liveness.
@@ -307,6 +319,32 @@ mod tests {
             );
             assert_eq!(strict.anomaly_counts.get(class), Some(&1), "{class}");
         }
+    }
+
+    #[test]
+    fn an_empty_history_is_unknown_and_says_why() {
+        let verdict = check(&History::default());
+        assert_eq!(verdict.validity, Validity::Unknown);
+        let summary = verdict.summary_line();
+        assert!(
+            summary.starts_with(
+                "unknown: 0 anomalies in 0 events, inconclusive: the history holds no events: \
+                 nothing was recorded, so nothing can be judged"
+            ),
+            "{summary}"
+        );
+        let json = serde_json::to_value(&verdict).unwrap();
+        assert_eq!(json["unknown_because"], EMPTY_HISTORY);
+        // One recorded call is something to judge.
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        let verdict = check(&b.build());
+        assert_eq!(verdict.validity, Validity::Valid);
+        assert!(
+            !serde_json::to_string(&verdict)
+                .unwrap()
+                .contains("unknown_because")
+        );
     }
 
     #[test]

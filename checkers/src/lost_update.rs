@@ -49,14 +49,17 @@ impl Applied {
     }
 }
 
+/// A write as the counter checkers name it: its key and its write id (unique per key only).
+type WriteOf = (Sym, Sym);
+
 /// What the counter checkers learn in one pass (strings as syms: maps are only looked up).
 struct Counter {
     /// Per key, the store's applied writes.
     applied: FastMap<Sym, Applied>,
-    /// For each write id: the read its worker made before sending it (first send).
-    read_of: FastMap<Sym, usize>,
-    /// For each write id: its first `ok` reply.
-    acked: FastMap<Sym, usize>,
+    /// For each write: the read its worker made before sending it (first send).
+    read_of: FastMap<WriteOf, usize>,
+    /// For each write: its first `ok` reply.
+    acked: FastMap<WriteOf, usize>,
     /// Acknowledged write ids in reply order, with their key.
     acked_order: Vec<(Sym, Sym)>,
     /// The `final` process's read of each key (`ok`), in key (text) order.
@@ -96,17 +99,17 @@ impl Counter {
                     }
                 }
                 (EventType::Invoke, Op::Write) => {
-                    if let (Some(write_id), Some(&read)) =
-                        (row.write_id, last_read.get(&row.process))
+                    if let (Some(key), Some(write_id), Some(&read)) =
+                        (key, row.write_id, last_read.get(&row.process))
                     {
-                        counter.read_of.entry(write_id).or_insert(read);
+                        counter.read_of.entry((key, write_id)).or_insert(read);
                     }
                 }
                 (EventType::Ok, Op::Write) => {
                     if let (Some(write_id), Some(key)) = (row.write_id, key)
-                        && !counter.acked.contains_key(&write_id)
+                        && !counter.acked.contains_key(&(key, write_id))
                     {
-                        counter.acked.insert(write_id, position);
+                        counter.acked.insert((key, write_id), position);
                         counter.acked_order.push((write_id, key));
                     }
                 }
@@ -198,7 +201,7 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
             if !survived.insert(write_id) {
                 break;
             }
-            cursor = match counter.read_of.get(&write_id) {
+            cursor = match counter.read_of.get(&(key, write_id)) {
                 Some(&read) => match counter.seen_by(ctx, read) {
                     Ok(parent) => parent,
                     Err(()) => {
@@ -211,13 +214,14 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
         }
         for &(write_id, acked_key) in &counter.acked_order {
             if acked_key == key && !survived.contains(&write_id) {
-                if excused_ids.contains_key(&write_id) {
+                if excused_ids.contains_key(&(key, write_id)) {
                     excused += 1;
                     continue;
                 }
                 hits.push(Lost {
                     write_id,
-                    ok: counter.acked[&write_id],
+                    key,
+                    ok: counter.acked[&(key, write_id)],
                     final_read,
                 });
             }
@@ -256,10 +260,9 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
 /// an acquire of the lock that handed out the write's token, answered with a higher token,
 /// was sent before the write was answered, so the store may have applied the write after that
 /// grant.
-fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
+fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<(Sym, Sym), usize> {
     // Per lock: acknowledged grants as (acquire invoke, token), in invoke order.
     let mut grants: FastMap<Sym, Vec<(usize, u64)>> = FastMap::default();
-    let mut lock_of_token: FastMap<u64, Sym> = FastMap::default();
     let mut acquiring: FastMap<Sym, usize> = FastMap::default();
     for (position, row) in ctx.rows.iter().enumerate() {
         if row.f != Op::Acquire {
@@ -274,7 +277,6 @@ fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
                     (acquiring.remove(&row.process), row.lock, row.token())
                 {
                     grants.entry(lock).or_default().push((invoke, token));
-                    lock_of_token.insert(token, lock);
                 }
             }
             _ => {
@@ -291,20 +293,33 @@ fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
             *token = highest;
         }
     }
+    // A write's token is its writer's grant's: the lock of the writer's latest grant of that
+    // token is the write's lock (every lock counts its own tokens, so a token alone names
+    // none).
+    let mut lock_of_lease: FastMap<(Sym, u64), Sym> = FastMap::default();
     let mut ids = FastMap::default();
     for (position, row) in ctx.rows.iter().enumerate() {
+        if row.is(EventType::Ok, Op::Acquire) {
+            if let (Some(lock), Some(token)) = (row.lock, row.token()) {
+                lock_of_lease.insert((row.process, token), lock);
+            }
+            continue;
+        }
         if !row.is(EventType::Ok, Op::Write) {
             continue;
         }
-        let (Some(write_id), Some(token)) = (row.write_id, row.token()) else {
+        let (Some(key), Some(write_id), Some(token)) = (row.key, row.write_id, row.token()) else {
             continue;
         };
-        let Some(sent) = lock_of_token.get(&token).and_then(|lock| grants.get(lock)) else {
+        let Some(sent) = lock_of_lease
+            .get(&(row.process, token))
+            .and_then(|lock| grants.get(lock))
+        else {
             continue;
         };
         let before = sent.partition_point(|&(invoke, _)| invoke < position);
         if before > 0 && sent[before - 1].1 > token {
-            ids.insert(write_id, position);
+            ids.insert((key, write_id), position);
         }
     }
     ids
@@ -313,6 +328,7 @@ fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
 /// An acknowledged increment missing from the final value's chain.
 struct Lost {
     write_id: Sym,
+    key: Sym,
     ok: usize,
     final_read: Option<usize>,
 }
@@ -323,7 +339,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
     let invoke = lookup.partner(hit.ok).unwrap_or(hit.ok);
     let mut cited = vec![invoke, hit.ok];
     let mut story = Story::new(ok.process.as_str());
-    if let Some(&read) = counter.read_of.get(&hit.write_id) {
+    if let Some(&read) = counter.read_of.get(&(hit.key, hit.write_id)) {
         cited.push(read);
         let read_event = ctx.at(read);
         story.add(
@@ -372,7 +388,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
                 let next_id = next_event.write_id.as_deref().unwrap_or("(no id)");
                 let from = ctx.rows[next]
                     .write_id
-                    .and_then(|id| counter.read_of.get(&id))
+                    .and_then(|id| counter.read_of.get(&(hit.key, id)))
                     .map(|&read| {
                         cited.push(read);
                         let read = ctx.at(read);
@@ -709,6 +725,61 @@ mod tests {
         // Answered before the newer acquire was even sent: the store had it before that
         // grant, and losing it is the store's or the lock's fault.
         assert_eq!(lost_to(false).report.validity, Validity::Invalid);
+    }
+
+    #[test]
+    fn a_write_id_used_on_another_counter_hides_no_lost_increment() {
+        let on = |key: &'static str, value: u64, write_id: &'static str| {
+            move |e: &mut Event| {
+                e.key = Some(key.into());
+                e.token = Some(1);
+                e.write_id = Some(write_id.into());
+                e.value = Some(value.to_string());
+            }
+        };
+        let read_of = |b: &mut Builder, process: &str, key: &str, seen: Option<&str>| {
+            b.invoke(process, Op::Read, |e| e.key = Some(key.into()));
+            b.complete(process, EventType::Ok, |e| {
+                e.write_id = seen.map(str::to_string);
+                e.value = seen.map(|_| "1".to_string());
+            });
+        };
+        let mut b = Builder::new();
+        // Counter a: one increment, write id `x`.
+        read_of(&mut b, "w0", "a", None);
+        b.invoke("w0", Op::Write, on("a", 1, "x"));
+        b.ok("w0");
+        // Counter b: two increments from the same read; `y` overwrites the other `x`.
+        read_of(&mut b, "w1", "b", None);
+        read_of(&mut b, "w2", "b", None);
+        b.invoke("w1", Op::Write, on("b", 1, "x"));
+        let lost = b.ok("w1");
+        b.invoke("w2", Op::Write, on("b", 1, "y"));
+        b.ok("w2");
+        read_of(&mut b, "final", "a", Some("x"));
+        read_of(&mut b, "final", "b", Some("y"));
+        let (outcome, _) = run(&b);
+        assert_eq!(outcome.report.anomalies, 1, "{:?}", outcome.report);
+        assert!(outcome.anomalies[0].events.contains(&lost));
+    }
+
+    #[test]
+    fn a_grant_on_another_lock_with_the_same_token_excuses_nothing() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        read(&mut b, "w1", None, 0);
+        b.invoke_write("w1", "counter-1", 1, "w1-0");
+        // Lock M counts its own tokens: its grant of token 2 says nothing about lock L.
+        b.acquire("w8", "M", "o8", 1, false);
+        b.acquire("w9", "M", "o9", 2, false);
+        b.complete("w1", EventType::Ok, |e| e.value = Some("1".into()));
+        b.acquire("w2", "L", "o2", 2, false);
+        read(&mut b, "w2", None, 0);
+        write(&mut b, "w2", 1, "w2-0", 2, false);
+        read(&mut b, "final", Some("w2-0"), 1);
+        let (lost, _) = run(&b);
+        assert_eq!(lost.report.validity, Validity::Invalid, "{:?}", lost.report);
+        assert_eq!(lost.report.anomalies, 1);
     }
 
     #[test]

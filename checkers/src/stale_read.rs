@@ -96,8 +96,8 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
 }
 
 fn from_client_replies(ctx: &Context<'_>) -> Outcome {
-    // Per write id: the position of its first `ok`.
-    let mut acked: FastMap<Sym, usize> = FastMap::default();
+    // Per key and write id (ids are unique per key, not across keys): its first `ok`.
+    let mut acked: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut open_writes: FastMap<Sym, usize> = FastMap::default();
     // Per key: among acknowledged writes, the one sent last (invoke position) and its ok.
     let mut latest_sent_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
@@ -116,7 +116,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     continue;
                 };
                 if let Some(write_id) = row.write_id {
-                    acked.entry(write_id).or_insert(position);
+                    acked.entry((key, write_id)).or_insert(position);
                 }
                 let latest = latest_sent_acked.entry(key).or_insert((invoke, position));
                 if invoke > latest.0 {
@@ -141,7 +141,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                 };
                 // The version read must have completed before the newer write was sent.
                 let seen_ok = match (row.write_id, row.value) {
-                    (Some(write_id), _) => match acked.get(&write_id) {
+                    (Some(write_id), _) => match acked.get(&(key, write_id)) {
                         Some(&ok) => Some(ok),
                         None => {
                             continue;
@@ -332,5 +332,19 @@ mod tests {
             let outcome = check(&Context::new(&history));
             assert_eq!(outcome.report.validity, Validity::Valid, "logged {logged}");
         }
+    }
+
+    #[test]
+    fn a_write_id_on_another_key_dates_nothing_on_this_one() {
+        // Write id `x` was acknowledged early on key `j`; on key `k` it was sent after `w`
+        // completed and acknowledged later, so a read of `x` on `k` is current, not stale.
+        let mut b = Builder::new();
+        b.write("w1", "j", 1, "x", false);
+        b.write("w2", "k", 2, "w", false);
+        b.write("w3", "k", 3, "x", false);
+        read(&mut b, "w4", "k", Some("x"));
+        let history = PackedHistory::pack(&b.build());
+        let outcome = check(&Context::new(&history));
+        assert_eq!(outcome.report.validity, Validity::Valid);
     }
 }

@@ -113,6 +113,26 @@ struct Unanswered {
     reported: bool,
 }
 
+/// The writes that sent one value to one key, told apart by write id: sends of one id are one
+/// write (a retry); a send without an id may be any write.
+#[derive(Clone, Copy)]
+enum Writers {
+    /// Every send so far carried this id (or the only send carried none).
+    One(Option<Sym>),
+    /// Two different writes sent it.
+    Several,
+}
+
+impl Writers {
+    fn add(&mut self, write_id: Option<Sym>) {
+        if let Writers::One(first) = *self
+            && (first.is_none() || first != write_id)
+        {
+            *self = Writers::Several;
+        }
+    }
+}
+
 /// A stale write proven accepted from client replies: its invoke, the newer write's `ok` it
 /// fell behind, and the proof (its own `ok`, or a read that returned it).
 struct RepliedHit {
@@ -139,8 +159,9 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     // reads that name no write id.
     let mut unanswered: FastMap<(Sym, Sym), Unanswered> = FastMap::default();
     let mut unanswered_values: FastMap<(Sym, Sym), Sym> = FastMap::default();
-    // How many writes sent each value to each key (a value two writes wrote names neither).
-    let mut writers_of_value: FastMap<(Sym, Sym), usize> = FastMap::default();
+    // Which writes sent each value to each key (a value two writes wrote names neither; one
+    // write resent is still one write).
+    let mut writers_of_value: FastMap<(Sym, Sym), Writers> = FastMap::default();
     let mut hits = Hits::new();
     let mut ambiguous = Undecided::new();
     for (position, event) in ctx.rows.iter().enumerate() {
@@ -150,7 +171,10 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     continue;
                 };
                 if let Some(value) = event.value {
-                    *writers_of_value.entry((key, value)).or_default() += 1;
+                    writers_of_value
+                        .entry((key, value))
+                        .and_modify(|writers| writers.add(event.write_id))
+                        .or_insert(Writers::One(event.write_id));
                 }
                 let call = OpenWrite {
                     invoke: position,
@@ -211,7 +235,8 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
                     (Some(write_id), _) => Some(write_id),
                     (None, Some(value)) => {
                         let write_id = unanswered_values.get(&(key, value)).copied();
-                        let unique = writers_of_value.get(&(key, value)).copied() == Some(1);
+                        let unique =
+                            matches!(writers_of_value.get(&(key, value)), Some(Writers::One(_)));
                         match write_id {
                             Some(write_id) if !unique => {
                                 if let Some(stale) = unanswered.get(&(key, write_id)) {
@@ -644,5 +669,25 @@ mod tests {
         b.info("w1");
         read(&mut b, "w4", None, "v-mine");
         assert_eq!(run(&b).report.validity, Validity::Invalid);
+    }
+
+    #[test]
+    fn a_stale_write_resent_and_read_by_value_is_still_one_write() {
+        let mut b = Builder::new();
+        b.write("w2", "k", 2, "new", false);
+        // The stale write times out and is resent with the same id, value and token.
+        b.invoke_write("w1", "k", 1, "old");
+        b.info("w1");
+        let resent = b.invoke_write("w1", "k", 1, "old");
+        b.info("w1");
+        let seen = read(&mut b, "w4", None, "v-old");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.validity, Validity::Invalid);
+        assert_eq!(outcome.report.inconclusive, None);
+        let events = &outcome.anomalies[0].events;
+        assert!(
+            events.contains(&resent) && events.contains(&seen),
+            "{events:?}"
+        );
     }
 }

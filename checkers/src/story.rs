@@ -8,10 +8,10 @@
 
 use std::fmt::Write;
 
-use crate::{Anomaly, Validity, Verdict};
+use crate::{Anomaly, AnomalyClass, Validity, Verdict};
 use fencer_harness::terminal::escape;
 use fencer_harness::words::{both_clocks, describe, secs};
-use fencer_harness::{Event, EventType, History, Op};
+use fencer_harness::{Event, EventType, History, Op, roles};
 
 /// Which defence an anomaly class defeats, and what fixes it.
 struct Lesson {
@@ -94,19 +94,19 @@ fn offender<'h>(history: &'h History, anomaly: &Anomaly) -> Option<&'h str> {
         .iter()
         .filter_map(|&index| history.events.get(index as usize))
         .find(|event| event.f.is_client_op() && event.kind != EventType::Log)
-        .map(|event| event.process.split(':').next().unwrap_or(&event.process))
+        .map(|event| roles::worker_of(&event.process))
 }
 
 /// Renewals of `worker` whose outcome was unknown or failed, between two history positions.
 fn failed_renewals<'h>(history: &'h History, worker: &str, from: u64, to: u64) -> Vec<&'h Event> {
-    let renewer = format!("{worker}:renew");
     history
         .events
         .iter()
         .skip(from as usize)
         .take((to.saturating_sub(from) + 1) as usize)
         .filter(|event| {
-            event.process == renewer
+            roles::is_renewal_task(&event.process)
+                && roles::worker_of(&event.process) == worker
                 && event.f == Op::Renew
                 && matches!(event.kind, EventType::Info | EventType::Fail)
         })
@@ -127,14 +127,32 @@ fn what_failed(history: &History, anomaly: &Anomaly) -> String {
         .filter(|event| event.is(EventType::Log, Op::Write))
         .filter_map(|event| event.token)
         .collect();
+    let restart = cited
+        .iter()
+        .find(|event| event.is(EventType::Nemesis, Op::Restart));
     match (lesson.defence, applied.as_slice()) {
         ("fencing", [earlier @ .., last]) if earlier.iter().any(|t| t > last) => format!(
             "{}: the store accepted token {last} after it had accepted token {}",
             lesson.defence,
             earlier.iter().max().copied().unwrap_or_default()
         ),
+        (defence @ "fencing token monotonicity", _) if restart.is_some() => format!(
+            "{defence}: the lock service restarted at {} and its tokens went backwards, so its \
+             token counter did not survive the restart",
+            secs(restart.map_or(0, |event| event.time_ns))
+        ),
         (defence, _) => defence.to_string(),
     }
+}
+
+/// The order anomalies are told in: token regressions first, then the rest in the verdict's
+/// order. Tokens going backwards (a counter lost in a restart, a clock stepped back) is a
+/// cause: every judgement that orders leases or writes by token follows from it, so the story
+/// leads with it rather than with what it set off.
+fn telling_order(verdict: &Verdict) -> Vec<&Anomaly> {
+    let mut order: Vec<&Anomaly> = verdict.anomalies.iter().collect();
+    order.sort_by_key(|anomaly| anomaly.class != AnomalyClass::TokenRegression);
+    order
 }
 
 /// Each check that could not conclude, why, and the first events that left it undecided.
@@ -171,6 +189,14 @@ fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
 pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "verdict: {}", escape(&verdict.summary_line()));
+    if let Some(why) = &verdict.unknown_because {
+        let _ = writeln!(
+            out,
+            "Nothing to explain, and nothing to vouch for: {}.",
+            escape(why)
+        );
+        return out;
+    }
     if verdict.anomalies.is_empty() {
         let unknown = verdict.validity == Validity::Unknown;
         let _ = writeln!(
@@ -188,7 +214,7 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
         }
         return out;
     }
-    for (k, anomaly) in verdict.anomalies.iter().take(limit).enumerate() {
+    for (k, anomaly) in telling_order(verdict).into_iter().take(limit).enumerate() {
         let _ = writeln!(
             out,
             "\nAnomaly {} of {}: {}",
@@ -274,6 +300,59 @@ mod tests {
             "{story}"
         );
         assert!(story.contains("(#3)"), "{story}");
+    }
+
+    #[test]
+    fn a_token_counter_lost_in_a_restart_is_told_first() {
+        // Without a lock log: the restart loses the counter (w1 gets token 1 after token 7),
+        // and later w1, paused, releases after w2 was granted token 2.
+        let mut b = Builder::new();
+        b.acquire("w0", "L", "o0", 7, false);
+        b.nemesis(Op::Restart, "lock", |e| e.duration_ns = Some(1_000_000_000));
+        b.nemesis(Op::Recover, "lock", |_| {});
+        b.acquire("w1", "L", "o1", 1, false);
+        b.pause("w1", 12.0);
+        b.acquire("w2", "L", "o2", 2, false);
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Ok);
+        let history = b.build();
+        let verdict = crate::check_with(
+            &history,
+            &crate::CheckOptions {
+                workload: crate::Workload::Mutex,
+                ..crate::CheckOptions::default()
+            },
+        );
+        assert_eq!(verdict.anomalies[0].class, AnomalyClass::ForeignRelease);
+        let story = tell(&history, &verdict, "stop", 5);
+        let first = story
+            .split("\nAnomaly ")
+            .nth(1)
+            .expect("an anomaly is told");
+        assert!(first.starts_with("1 of 2: token-regression"), "{story}");
+        assert!(
+            first.contains(
+                "Defence that failed: fencing token monotonicity: the lock service restarted at \
+                 0.002s and its tokens went backwards"
+            ),
+            "{story}"
+        );
+        assert!(
+            first.contains("Remedy: never derive tokens from a clock"),
+            "{story}"
+        );
+    }
+
+    #[test]
+    fn an_empty_history_is_told_as_unjudgeable() {
+        let history = History::default();
+        let story = tell(&history, &check(&history), "stop", 5);
+        assert!(
+            story.contains(
+                "Nothing to explain, and nothing to vouch for: the history holds no events"
+            ),
+            "{story}"
+        );
+        assert!(!story.contains("found the history consistent"), "{story}");
     }
 
     #[test]

@@ -50,14 +50,15 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     Outcome::ran(CLASS, evidence, hits.count, anomalies, None)
 }
 
-/// The write ids of every superseded write the store accepted (empty without a store log):
-/// other checkers excuse what follows from fencing's documented limit unless strict.
-pub(crate) fn superseded_write_ids(ctx: &Context<'_>) -> FastMap<Sym, usize> {
+/// The keys and write ids of every superseded write the store accepted (empty without a store
+/// log): other checkers excuse what follows from fencing's documented limit unless strict.
+pub(crate) fn superseded_write_ids(ctx: &Context<'_>) -> FastMap<(Sym, Sym), usize> {
     let mut ids = FastMap::default();
     if ctx.has_store_log {
         scan(ctx, |hit| {
-            if let Some(write_id) = ctx.rows[hit.applied].write_id {
-                ids.insert(write_id, hit.applied);
+            let applied = &ctx.rows[hit.applied];
+            if let (Some(key), Some(write_id)) = (applied.key, applied.write_id) {
+                ids.insert((key, write_id), hit.applied);
             }
         });
     }

@@ -326,6 +326,11 @@ pub struct Verdict {
     pub anomalies: Vec<Anomaly>,
     /// One report per checker, in [`AnomalyClass::ALL`] order.
     pub checkers: Vec<CheckerReport>,
+    /// Why the history as a whole cannot be judged, when that is so whatever the checkers
+    /// say: a history with no events records nothing, so it shows neither a correct system
+    /// nor a broken one, and the verdict is unknown (omitted from JSON when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_because: Option<String>,
 }
 
 impl Verdict {
@@ -369,11 +374,13 @@ impl Verdict {
             }
             Validity::Unknown => {
                 let inconclusive: Vec<String> = self
-                    .inconclusive()
-                    .map(|(class, why)| match why {
+                    .unknown_because
+                    .iter()
+                    .cloned()
+                    .chain(self.inconclusive().map(|(class, why)| match why {
                         Some(why) => format!("{class} ({})", why.describe()),
                         None => class.name().to_string(),
-                    })
+                    }))
                     .collect();
                 format!(
                     "unknown: 0 anomalies in {} events, inconclusive: {}{skipped_note}",
@@ -489,6 +496,7 @@ mod tests {
                     inconclusive: None,
                 },
             ],
+            unknown_because: None,
         }
     }
 
@@ -522,6 +530,7 @@ mod tests {
             warning_counts: BTreeMap::new(),
             anomalies: Vec::new(),
             checkers: Vec::new(),
+            unknown_because: None,
         };
         assert_eq!(verdict.summary_line(), "valid: 0 anomalies in 1234 events");
         verdict.validity = Validity::Unknown;

@@ -4,11 +4,12 @@
 //! A renewal task must die with its lease. One that outlives it keeps renewing a lease nobody
 //! uses (holding the lock against everyone else until the process dies), or, with a lock
 //! service that does not compare owners, someone else's. The evidence is the client calls
-//! alone: the renewal task of `wN` is the process `wN:renew`, and a renew it *sends* for an
-//! owner token after `wN` sent that token's release (or after `wN` finished: its last event
-//! closed a release or a refused acquire) is a zombie, whatever the lock service answers.
+//! alone: the renewal tasks of `wN` are the processes `wN:renew` (and `wN:renew-1`, ... while
+//! several are alive at once), and a renew one *sends* for an owner token after `wN` sent that
+//! token's release (or after `wN` finished: its last event closed a release or a refused
+//! acquire) is a zombie, whatever the lock service answers.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, Row, Sym, roles};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
@@ -32,7 +33,7 @@ struct Hit {
 struct Role {
     /// A worker itself (`w1`), not one of its tasks (`w1:renew`).
     is_worker: bool,
-    /// A renewal task (`w1:renew`).
+    /// A renewal task (`w1:renew`, `w1:renew-2`).
     is_renewal_task: bool,
     /// The worker the process belongs to, if some row holds that name (if none does, no
     /// worker of that name acted either).
@@ -60,7 +61,7 @@ impl<'c, 'h> Roles<'c, 'h> {
             let name = ctx.text(process);
             Role {
                 is_worker: !name.contains(':'),
-                is_renewal_task: name.ends_with(":renew"),
+                is_renewal_task: roles::is_renewal_task(name),
                 worker: ctx.sym(worker_of(name)),
             }
         })
@@ -243,6 +244,28 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in: {text}");
         }
+    }
+
+    #[test]
+    fn a_zombie_in_a_second_renewal_slot_is_a_zombie_too() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        release(&mut b, "w1", "o1");
+        // The first lease's task is still alive, so the second lease's task is `w1:renew-1`.
+        b.acquire("w1", "L", "o2", 2, false);
+        renew(&mut b, "w1:renew-1", "o2", true);
+        release(&mut b, "w1", "o2");
+        let zombie = renew(&mut b, "w1:renew-1", "o2", false);
+        let history = b.build();
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
+        assert_eq!(outcome.report.anomalies, 1);
+        assert!(outcome.anomalies[0].events.contains(&zombie));
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.contains("renewal task w1:renew-1 still sent"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -332,11 +332,13 @@ impl GateSummary {
             return;
         }
         let inconclusive: Vec<String> = verdict
-            .inconclusive()
-            .map(|(class, why)| match why {
+            .unknown_because
+            .iter()
+            .cloned()
+            .chain(verdict.inconclusive().map(|(class, why)| match why {
                 Some(why) => format!("{class}: {}", why.describe()),
                 None => class.name().to_string(),
-            })
+            }))
             .collect();
         self.unknowns.push(UnknownRecord {
             seed,
@@ -626,6 +628,20 @@ mod tests {
         assert!(
             xml.contains("seed 7: unknown: stale-write-accepted: 1 store log entry lacks"),
             "{xml}"
+        );
+    }
+
+    #[test]
+    fn an_empty_history_s_unknown_is_described_by_its_reason() {
+        let verdict = fencer_checkers::check(&fencer_harness::History::default());
+        let mut gate = summary("1/1".parse().unwrap(), &[(0, Tally::Unknown)]);
+        gate.note_unknown(Some(0), "seed 0", &verdict);
+        assert!(
+            gate.unknowns[0]
+                .inconclusive
+                .starts_with("the history holds no events"),
+            "{}",
+            gate.unknowns[0].inconclusive
         );
     }
 

@@ -319,6 +319,18 @@ impl LockClient {
         &self.process
     }
 
+    /// The same service called as a process named `name` that shares this client's clock
+    /// and faults: a worker's renewal task, which lives and freezes with its worker.
+    pub fn for_task(&self, name: &str) -> LockClient {
+        LockClient {
+            process: Process {
+                name: name.into(),
+                ..self.process.clone()
+            },
+            service: Arc::clone(&self.service),
+        }
+    }
+
     /// Recorded [`LockService::acquire`].
     pub async fn acquire(
         &self,

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
+use crate::call_columns::CallColumns;
 use crate::event::{Event, EventType, Op};
 use crate::event_line;
 use crate::fxhash::FastMap;
@@ -204,8 +205,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// What every producer promises, checked as each event is read (no second pass over the
-/// history): contiguous indexes, time never going back, and each completion closing an open
-/// invoke of the same process and operation.
+/// history): contiguous indexes, time never going back, each client invoke carrying the
+/// columns that say what it did, and each completion closing an open invoke of the same
+/// process and operation and repeating those columns ([`CallColumns`]).
 ///
 /// Only the first broken rule is kept, and reported after the whole file has parsed, so a line
 /// that is not an event at all is reported first wherever it is, as if every line were parsed
@@ -215,8 +217,8 @@ struct Rules {
     /// Events checked so far: the index the next one must carry.
     position: u64,
     last_time_ns: u64,
-    /// Per process, its open call: operation and invoke index.
-    open: FastMap<Sym, Option<(Op, u64)>>,
+    /// Per process, its open call: operation, invoke index and identifying columns.
+    open: FastMap<Sym, Option<(Op, u64, CallColumns)>>,
     /// Line and message of the first broken rule.
     first_broken: Option<(usize, String)>,
 }
@@ -252,9 +254,9 @@ impl Rules {
                         event.f
                     ));
                 }
-                let call = Some((event.f, event.index));
+                let call = Some((event.f, event.index, CallColumns::of_invoke(event)?));
                 match self.open.get_mut(&event.process) {
-                    Some(Some((_, previous))) => {
+                    Some(Some((_, previous, _))) => {
                         return Err(format!(
                             "expected process {} to finish its call at index {previous} before invoking again",
                             strings.text(event.process)
@@ -268,8 +270,10 @@ impl Rules {
             }
             kind if kind.is_completion() => {
                 match self.open.get_mut(&event.process).and_then(Option::take) {
-                    Some((f, _)) if f == event.f => {}
-                    Some((f, index)) => {
+                    Some((f, index, columns)) if f == event.f => {
+                        columns.repeated_by(event, f, index, strings)?;
+                    }
+                    Some((f, index, _)) => {
                         return Err(format!(
                             "expected a completion of {f:?} (invoked at index {index}), found {:?}",
                             event.f
@@ -293,10 +297,12 @@ impl Rules {
 mod tests {
     use super::*;
 
+    /// An event of `w0` about key `k` (all a read needs).
     fn event(index: u64, time_ns: u64, kind: EventType, f: Op) -> Event {
         Event {
             index,
             time_ns,
+            key: Some("k".into()),
             ..Event::new("w0", kind, f)
         }
     }

@@ -5,6 +5,7 @@
 //! what processes do, the nemesis decides what goes wrong, checkers judge the [`History`].
 
 pub mod adapter;
+mod call_columns;
 pub mod client;
 pub mod clock;
 pub mod event;
@@ -16,6 +17,7 @@ pub mod packed;
 pub mod recorder;
 pub mod restart;
 pub mod rng;
+pub mod roles;
 pub mod runtime;
 pub mod terminal;
 pub mod words;

@@ -272,7 +272,6 @@ pub(crate) fn spawn_workers(
         let worker = Worker {
             index,
             lock: LockClient::new(process.clone(), Arc::clone(lock)),
-            renew_lock: LockClient::new(process.sibling("renew"), Arc::clone(lock)),
             store: StoreClient::new(process, Arc::clone(store)),
         };
         let task_plan = Arc::clone(plan);

@@ -158,6 +158,12 @@ impl Renewal {
         }
     }
 
+    /// True until the task has ended (refused, stopped or aborted): while it runs, its
+    /// process name is taken.
+    pub fn is_running(&self) -> bool {
+        self.task.as_ref().is_some_and(|task| !task.is_finished())
+    }
+
     /// Stops the task and waits for it to end.
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {

@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use fencer_harness::{
-    Acquired, CallError, LockClient, OwnerToken, StoreClient, Stream, stream_rng,
+    Acquired, CallError, LockClient, OwnerToken, StoreClient, Stream, roles, stream_rng,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -137,12 +137,17 @@ pub fn plan_workers(config: &RegisterConfig, seed: u64) -> Vec<WorkerPlan> {
 pub struct Worker {
     /// Index; the process is named `w{index}`.
     pub index: usize,
-    /// The worker's lock client (process `w{index}`).
+    /// The worker's lock client (process `w{index}`); its renewal tasks call the same service
+    /// as processes of their own ([`roles::renewal_task`]).
     pub lock: LockClient,
-    /// The renewal task's lock client (process `w{index}:renew`).
-    pub renew_lock: LockClient,
     /// The worker's store client.
     pub store: StoreClient,
+}
+
+/// A renewal task the worker failed to stop, and the slot its process name took.
+struct Zombie {
+    slot: usize,
+    renewal: Renewal,
 }
 
 impl Worker {
@@ -151,26 +156,33 @@ impl Worker {
         let mut owners = stream_rng(seed, Stream::Tokens, self.index as u32);
         // Renewal tasks a `zombie-renewal` worker failed to stop; dropping them when the
         // worker ends aborts them, so even a zombie cannot outlive the run.
-        let mut zombies = Vec::new();
+        let mut zombies: Vec<Zombie> = Vec::new();
         for (cycle_number, cycle) in plan.cycles.iter().enumerate() {
             sleep_ns(cycle.delay_ns).await;
-            zombies.extend(self.cycle(cycle_number, cycle, config, &mut owners).await);
+            zombies.retain(|zombie| zombie.renewal.is_running());
+            let slot = free_slot(&zombies);
+            let zombie = self
+                .cycle(cycle_number, cycle, config, &mut owners, slot)
+                .await;
+            zombies.extend(zombie.map(|renewal| Zombie { slot, renewal }));
         }
     }
 
-    /// One acquire → work → release cycle; returns the renewal task if the worker failed to
-    /// stop it (the `zombie-renewal` bug).
+    /// One acquire → work → release cycle, its renewal task named by `slot`; returns the
+    /// renewal task if the worker failed to stop it (the `zombie-renewal` bug).
     async fn cycle(
         &self,
         cycle_number: usize,
         cycle: &CyclePlan,
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
+        slot: usize,
     ) -> Option<Renewal> {
         let ttl = Duration::from_nanos(config.ttl_ns);
         let (owner, token, granted_local_ns) = self.acquire(config, owners).await?;
+        let task = roles::renewal_task(self.lock.process().name(), slot);
         let renewal = Renewal::start(
-            self.renew_lock.clone(),
+            self.lock.for_task(&task),
             config.lock.clone(),
             owner,
             ttl,
@@ -224,9 +236,17 @@ impl Worker {
     }
 }
 
+/// The lowest renewal-task slot no running zombie holds: two tasks alive at once never share
+/// a process name, so each name has at most one call open at a time.
+fn free_slot(zombies: &[Zombie]) -> usize {
+    (0..=zombies.len())
+        .find(|slot| zombies.iter().all(|zombie| zombie.slot != *slot))
+        .expect("n zombies leave one of n + 1 slots free")
+}
+
 #[cfg(test)]
 mod tests {
-    use fencer_harness::{Acquired, CallError, EventType, Op, Owned, WorkerFault};
+    use fencer_harness::{Acquired, CallError, EventType, History, Op, Owned, WorkerFault};
 
     use super::*;
     use crate::testkit::{
@@ -590,6 +610,48 @@ mod tests {
         );
         assert_eq!(last.error.as_deref(), Some("cancelled"));
         assert_eq!(last.time_ns, end, "cancelled when the worker ended");
+    }
+
+    #[test]
+    fn a_renewal_task_started_beside_a_live_zombie_takes_the_next_free_name() {
+        let config = config(10 * S, 3 * S).for_workload(
+            fencer_harness::Workload::FencedRegister,
+            WorkerVariant::ZombieRenewal,
+        );
+        // Renew replies are lost, so the first lease's zombie is never refused and is still
+        // renewing while the second lease's task renews.
+        let second = CyclePlan {
+            delay_ns: 2 * S,
+            ..cycle(0, 0, 5 * S)
+        };
+        let history = run_worker(
+            &config,
+            vec![cycle(S, 0, 0), second],
+            FakeLock::granting(1),
+            FakeStore::default(),
+            |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
+        );
+        let owners: Vec<_> = events(&history, "w0", EventType::Invoke, Op::Acquire)
+            .iter()
+            .map(|acquire| acquire.owner.clone())
+            .collect();
+        let renewed_by = |process| {
+            events(&history, process, EventType::Invoke, Op::Renew)
+                .iter()
+                .map(|renew| renew.owner.clone())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            renewed_by("w0:renew")
+                .iter()
+                .all(|owner| *owner == owners[0])
+        );
+        let second_task = renewed_by("w0:renew-1");
+        assert!(!second_task.is_empty(), "the second lease was renewed");
+        assert!(second_task.iter().all(|owner| *owner == owners[1]));
+        // Every name has one call open at a time, so the history reads back.
+        let read = History::read_jsonl(&history.to_jsonl()[..], "zombie.jsonl");
+        assert_eq!(read.expect("reads back"), history);
     }
 
     #[test]

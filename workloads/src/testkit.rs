@@ -243,8 +243,7 @@ impl Rig {
         let lock: Arc<dyn LockService> = Arc::new(lock);
         Worker {
             index: 0,
-            lock: LockClient::new(self.process.clone(), Arc::clone(&lock)),
-            renew_lock: self.renew_client(lock),
+            lock: LockClient::new(self.process.clone(), lock),
             store: StoreClient::new(self.process.clone(), Arc::new(store)),
         }
     }

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{Event, EventType, Op, roles};
 
 use super::escape;
 use super::model::{LeaseEnd, Model};
@@ -305,9 +305,18 @@ impl<'m, 'e> Drawing<'m, 'e> {
             );
             let class = format!("fault f-{}", fault.f.name());
             let mut lanes = vec!["nemesis".to_string(), fault.target.clone()];
-            // A pause freezes the renewal task too; dropped renew replies are its loss.
+            // A pause freezes the renewal tasks too; dropped renew replies are their loss.
             if matches!(fault.f, Op::Pause | Op::DropRenew) {
-                lanes.push(format!("{}:renew", fault.target));
+                lanes.extend(
+                    self.model
+                        .lanes
+                        .iter()
+                        .filter(|lane| {
+                            roles::is_renewal_task(&lane.name)
+                                && roles::worker_of(&lane.name) == fault.target
+                        })
+                        .map(|lane| lane.name.clone()),
+                );
             }
             for lane in lanes {
                 let Some((y, h)) = self.lane(&lane) else {

@@ -1,0 +1,73 @@
+//! What a process name says about who acted: a worker (`w0`), one of its renewal tasks
+//! (`w0:renew`, `w0:renew-1`, ...), or a server or the nemesis.
+//!
+//! A process is one sequential actor: it has at most one call open at a time, which is what
+//! lets a reader pair every completion with its invoke by process. A worker's renewal task
+//! lives as long as its lease, so one task after another shares the name `wN:renew`; a task
+//! that outlives its lease (a worker that failed to stop it) is still running when the next
+//! one starts, and the next one then takes the first name no live task holds.
+
+/// The process name of the renewal task of `worker` in `slot`: slot 0 is `w0:renew`, slot
+/// `k` is `w0:renew-k`. A worker starts each renewal task in the lowest slot no renewal task
+/// of its own still running holds, so a worker that stops every task uses slot 0 only.
+pub fn renewal_task(worker: &str, slot: usize) -> String {
+    if slot == 0 {
+        format!("{worker}:renew")
+    } else {
+        format!("{worker}:renew-{slot}")
+    }
+}
+
+/// True for a renewal task's name (`w0:renew`, `w0:renew-3`), as [`renewal_task`] makes them.
+pub fn is_renewal_task(process: &str) -> bool {
+    let Some((_, task)) = process.split_once(':') else {
+        return false;
+    };
+    match task.strip_prefix("renew") {
+        Some("") => true,
+        Some(slot) => slot
+            .strip_prefix('-')
+            .is_some_and(|slot| !slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// The worker a process belongs to: `w0:renew` acts for `w0`, and faults target `w0`.
+pub fn worker_of(process: &str) -> &str {
+    process
+        .split_once(':')
+        .map_or(process, |(worker, _)| worker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renewal_tasks_are_named_by_slot_and_recognised() {
+        assert_eq!(renewal_task("w3", 0), "w3:renew");
+        assert_eq!(renewal_task("w3", 2), "w3:renew-2");
+        for slot in [0, 1, 17] {
+            let name = renewal_task("w3", slot);
+            assert!(is_renewal_task(&name), "{name}");
+            assert_eq!(worker_of(&name), "w3");
+        }
+        for other in [
+            "w3",
+            "w3:renewal",
+            "w3:renew-",
+            "w3:renew-x",
+            "lock",
+            "final",
+        ] {
+            assert!(!is_renewal_task(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_task_belongs_to_its_worker() {
+        assert_eq!(worker_of("w3:renew"), "w3");
+        assert_eq!(worker_of("w3"), "w3");
+        assert_eq!(worker_of("lock"), "lock");
+    }
+}
