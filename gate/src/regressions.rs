@@ -117,18 +117,25 @@ pub fn save(dir: &Path, plan: &Plan, class: &str) -> Result<PathBuf, RegressionE
 }
 
 /// Writes `bytes` to `path` through a hidden sibling and a rename, so a reader never sees half
-/// a file.
+/// a file, and flushes the directory so the new name survives a power loss. Siblings staged by
+/// writers that died long ago are swept first.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let parent = path.parent().unwrap_or(Path::new("."));
+    fencer_results::staging::sweep_abandoned(parent);
     let staging = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     std::fs::write(&staging, bytes)?;
     std::fs::File::open(&staging)?.sync_all()?;
     std::fs::rename(&staging, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&staging);
-    })
+    })?;
+    // The rename is durable only once the directory holding the new name is flushed.
+    #[cfg(unix)]
+    std::fs::File::open(parent)?.sync_all()?;
+    Ok(())
 }
 
 #[cfg(test)]

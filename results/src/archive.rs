@@ -31,7 +31,8 @@ impl Archive {
         candidate
     }
 
-    /// Points `<archive>/latest` at `dir` (a relative symlink, replaced atomically).
+    /// Points `<archive>/latest` at `dir` (a relative symlink, replaced atomically and
+    /// flushed), sweeping links staged by writers that died long ago.
     pub fn point_latest_at(&self, dir: &Path) -> Result<(), RunDirError> {
         let target = dir.strip_prefix(&self.root).unwrap_or(dir).to_path_buf();
         let latest = self.root.join("latest");
@@ -47,8 +48,15 @@ impl Archive {
                 source,
             }
         };
+        crate::staging::sweep_abandoned(&self.root);
         symlink(&target, &staging).map_err(io("creating symlink"))?;
-        std::fs::rename(&staging, &latest).map_err(io("replacing symlink"))
+        std::fs::rename(&staging, &latest).map_err(io("replacing symlink"))?;
+        // The new link is durable only once the archive's directory is flushed.
+        #[cfg(unix)]
+        std::fs::File::open(&self.root)
+            .and_then(|root| root.sync_all())
+            .map_err(io("syncing the archive directory"))?;
+        Ok(())
     }
 }
 

@@ -50,6 +50,9 @@ pub enum RunDirError {
     /// A file of the run is missing.
     #[error("{0}: missing (is this a fencer run directory?)")]
     Missing(PathBuf),
+    /// A file of the run is not a regular file (a device, a pipe): reading it might never end.
+    #[error("{0}: not a regular file (fencer writes its run files as regular files)")]
+    NotAFile(PathBuf),
     /// A JSON file does not hold what fencer wrote there.
     #[error("{path}:{line}: {message}")]
     Malformed {
@@ -145,9 +148,14 @@ fn sync_dir(dir: &Path) -> Result<(), RunDirError> {
     Ok(())
 }
 
-/// Reads one file of a run directory, saying which file is missing or unreadable.
+/// Reads one file of a run directory, saying which file is missing or unreadable. Only a
+/// regular file is read: a run file linked to a device or a pipe would be read for ever.
 pub fn read_run_file(dir: &Path, name: &str) -> Result<Vec<u8>, RunDirError> {
     let path = dir.join(name);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_file() => return Err(RunDirError::NotAFile(path)),
+        _ => {}
+    }
     match std::fs::read(&path) {
         Ok(bytes) => Ok(bytes),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -245,5 +253,15 @@ mod tests {
             missing.to_string().contains("plan.json: missing"),
             "{missing}"
         );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_run_file_that_is_a_device_is_refused_unread() {
+        let root = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/dev/zero", root.path().join("plan.json")).unwrap();
+        let error = read_run_file(root.path(), "plan.json").unwrap_err();
+        assert!(matches!(error, RunDirError::NotAFile(_)), "{error}");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }

@@ -101,8 +101,18 @@ pub fn sweep_abandoned(parent: &Path) {
             continue;
         };
         let is_pid = !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit());
-        // A directory itself, never through a symlink (`latest` is staged as one).
-        if !is_pid || pid == own || !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if !is_pid || pid == own {
+            continue;
+        }
+        // A staged file or symlink (a regression file, `latest`) has no lock: it goes once
+        // stale. A symlink is judged as itself, never by what it points at.
+        if !kind.is_dir() {
+            if untouched_for(&entry.path(), STALE_AFTER) {
+                let _ = std::fs::remove_file(entry.path());
+            }
             continue;
         }
         let dir = entry.path();
@@ -137,8 +147,8 @@ fn owner(dir: &Path) -> Owner {
     }
 }
 
-fn untouched_for(dir: &Path, bound: Duration) -> bool {
-    std::fs::metadata(dir)
+fn untouched_for(path: &Path, bound: Duration) -> bool {
+    std::fs::symlink_metadata(path)
         .and_then(|meta| meta.modified())
         .is_ok_and(|modified| {
             SystemTime::now()
@@ -192,6 +202,26 @@ mod tests {
         drop(held);
         sweep_abandoned(root.path());
         assert!(!writing.exists());
+    }
+
+    #[test]
+    fn staged_files_of_other_writers_are_swept_only_once_stale() {
+        let root = tempfile::tempdir().unwrap();
+        let stale = root.path().join(format!(".r.json{MARK}{}", other_pid(11)));
+        let fresh = root.path().join(format!(".s.json{MARK}{}", other_pid(12)));
+        let own = root
+            .path()
+            .join(format!(".t.json{MARK}{}", std::process::id()));
+        for file in [&stale, &fresh, &own] {
+            std::fs::write(file, b"{").unwrap();
+        }
+        for file in [&stale, &own] {
+            age(file, 2 * STALE_AFTER);
+        }
+        sweep_abandoned(root.path());
+        assert!(!stale.exists(), "a stale staged file was kept");
+        assert!(fresh.exists(), "a fresh staged file was removed");
+        assert!(own.exists(), "this process's own staged file was removed");
     }
 
     #[test]

@@ -118,9 +118,16 @@ impl Server {
                 continue;
             };
             let root = Arc::clone(&root);
-            std::thread::spawn(move || {
-                let _ = handle(&root, stream, waiting);
-            });
+            // Kept to answer 503 if the system refuses another thread, rather than panic.
+            let spare = stream.try_clone();
+            let spawned = std::thread::Builder::new()
+                .name("serve-connection".into())
+                .spawn(move || {
+                    let _ = handle(&root, stream, waiting);
+                });
+            if let (Err(_), Ok(mut spare)) = (spawned, spare) {
+                let _ = respond_error(&mut spare, 503, false);
+            }
         }
     }
 }
