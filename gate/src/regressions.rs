@@ -124,7 +124,11 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let parent = path.parent().unwrap_or(Path::new("."));
+    // A bare file name's parent is the empty path: the current directory.
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
     fencer_results::staging::sweep_abandoned(parent);
     let staging = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
     std::fs::write(&staging, bytes)?;

@@ -48,12 +48,17 @@ impl Archive {
                 source,
             }
         };
-        crate::staging::sweep_abandoned(&self.root);
+        // An archive named by the empty path is the current directory.
+        let root = match self.root.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => self.root.as_path(),
+        };
+        crate::staging::sweep_abandoned(root);
         symlink(&target, &staging).map_err(io("creating symlink"))?;
         std::fs::rename(&staging, &latest).map_err(io("replacing symlink"))?;
         // The new link is durable only once the archive's directory is flushed.
         #[cfg(unix)]
-        std::fs::File::open(&self.root)
+        std::fs::File::open(root)
             .and_then(|root| root.sync_all())
             .map_err(io("syncing the archive directory"))?;
         Ok(())
