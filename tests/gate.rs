@@ -3,7 +3,7 @@
 //! SIGTERM.
 
 mod cli_support;
-use cli_support::{fencer_command, text};
+use cli_support::{MUTANT, fencer_ci as fencer, text};
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
@@ -13,31 +13,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// `fencer` as CI runs it (`CI=true`: no progress bar).
-fn fencer(args: &[&str], cwd: &Path) -> Output {
-    fencer_command(args, cwd)
-        .env("CI", "true")
-        .output()
-        .expect("fencer runs")
-}
-
 fn json(path: &Path) -> Value {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_slice(&bytes).unwrap()
 }
-
-/// The mutant every failing test runs: an unfenced store whose workers keep writing after a
-/// failed renewal, paused by the nemesis.
-const MUTANT: [&str; 8] = [
-    "--store",
-    "sqlite-unfenced",
-    "--nemesis",
-    "pause",
-    "--on-renew-failure",
-    "continue",
-    "--ops",
-    "10",
-];
 
 fn gate(cwd: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["gate"];

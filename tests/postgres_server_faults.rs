@@ -44,15 +44,7 @@ fn postgres_restart_keeps_lease_generations_so_tokens_stay_monotonic() {
     let Some(server) = private_postgres("postgres_restart") else {
         return;
     };
-    let mut plan = stale_release_plan();
-    plan.workers.truncate(1);
-    plan.settings.workers = 1;
-    plan.workers[0].cycles = (0..6).map(|_| support::cycle(0, 0, 100)).collect();
-    plan.faults = vec![Fault::Restart {
-        at_ns: 250_000_000,
-        target: "lock".into(),
-        duration_ns: 300_000_000,
-    }];
+    let plan = support::lock_restart_plan();
     let history = run(&server, &plan, "", "pg-restart");
     support::assert_not_invalid(&history);
     assert_eq!(nemesis_ops(&history), [Op::Restart, Op::Recover]);

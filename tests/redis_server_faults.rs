@@ -11,7 +11,6 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fencer_harness::{EventType, Op};
-use fencer_nemesis::Fault;
 use fencer_run::drive::RunNames;
 use fencer_run::real::{run_real, run_real_with_servers};
 use fencer_servers::{PrivateBackend, ServerGuard};
@@ -78,16 +77,7 @@ fn redis_killed_mid_run_ends_on_time_with_honest_outcomes() {
 fn run_with_a_lock_restart(tag: &str) -> Option<fencer::History> {
     let lock_server = support::private_server(tag, "private:redis")?;
     let store_server = support::private_server(tag, "private:redis")?;
-    // One worker, lease after lease, before and after the restart.
-    let mut plan = stale_release_plan();
-    plan.workers.truncate(1);
-    plan.settings.workers = 1;
-    plan.workers[0].cycles = (0..6).map(|_| support::cycle(0, 0, 100)).collect();
-    plan.faults = vec![Fault::Restart {
-        at_ns: 250_000_000,
-        target: "lock".into(),
-        duration_ns: 300_000_000,
-    }];
+    let plan = support::lock_restart_plan();
     let (lock, store) = support::adapters(&lock_server.url(), &store_server.url());
     let targets = support::server_targets(&lock_server, &["lock"]);
     Some(run_real_with_servers(&plan, lock, store, RunNames::tagged(tag), targets).unwrap())

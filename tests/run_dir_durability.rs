@@ -4,18 +4,13 @@
 //! outright under `FENCER_REQUIRE_BACKENDS=1`).
 
 mod cli_support;
+mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Skips honestly: CI greps for the marker, and a required tracer must not skip at all.
-fn skip(why: &str) {
-    assert!(
-        std::env::var("FENCER_REQUIRE_BACKENDS").map_or(true, |value| value != "1"),
-        "strace is required here (FENCER_REQUIRE_BACKENDS=1): {why}"
-    );
-    println!("FENCER-SKIPPED-BACKEND strace: {why}");
-}
+/// The test's name on a skip line.
+const TEST: &str = "run_dir_durability";
 
 fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|paths| {
@@ -48,7 +43,7 @@ fn synced_after(lines: &[&str], from: usize, path: &str) -> bool {
 #[test]
 fn a_saved_run_syncs_its_staging_dir_before_the_rename_and_its_parent_after() {
     let Some(strace) = on_path("strace") else {
-        skip("not installed (apt-get install strace)");
+        support::started_or_skipped(TEST, "strace", "strace", Err::<(), _>("not installed"));
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -67,10 +62,11 @@ fn a_saved_run_syncs_its_staging_dir_before_the_rename_and_its_parent_after() {
         .unwrap();
     let trace = std::fs::read_to_string(dir.path().join("trace")).unwrap_or_default();
     if !dir.path().join("r").is_dir() && trace.is_empty() {
-        skip(&format!(
+        let why = format!(
             "cannot trace here: {}",
             String::from_utf8_lossy(&output.stderr)
-        ));
+        );
+        support::started_or_skipped(TEST, "strace", "strace", Err::<(), _>(why));
         return;
     }
     assert_eq!(

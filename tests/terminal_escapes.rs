@@ -3,7 +3,7 @@
 //! `explain`, a bad-input error and the gate's summary as visible escapes, never raw.
 
 mod cli_support;
-use cli_support::{fencer, text};
+use cli_support::{MUTANT, fencer, fencer_ci, text};
 
 use std::path::{Path, PathBuf};
 
@@ -100,26 +100,13 @@ fn an_error_quoting_a_hostile_history_line_is_escaped() {
 #[test]
 fn the_gate_summary_prints_hostile_labels_escaped() {
     let root = tempfile::tempdir().unwrap();
-    let gate = fencer_command_ci(
-        &[
-            "gate",
-            "--seeds",
-            "0..20",
-            "--store",
-            "sqlite-unfenced",
-            "--nemesis",
-            "pause",
-            "--on-renew-failure",
-            "continue",
-            "--ops",
-            "10",
-            "--no-shrink",
-            "--no-regressions",
-            "--out",
-            "g",
-        ],
-        root.path(),
-    );
+    let args = [
+        &["gate", "--seeds", "0..20"][..],
+        &MUTANT,
+        &["--no-shrink", "--no-regressions", "--out", "g"],
+    ]
+    .concat();
+    let gate = fencer_ci(&args, root.path());
     assert_eq!(gate.status.code(), Some(1), "{}", text(&gate));
     // A shard's gate.json as a hostile hand (or a tampered artifact) left it.
     let path = root.path().join("g/gate.json");
@@ -135,12 +122,4 @@ fn the_gate_summary_prints_hostile_labels_escaped() {
         printed.contains(&format!("seed 0 {LOCK_SHOWN}")),
         "{printed}"
     );
-}
-
-/// `fencer` as CI runs it (`CI=true`: no progress bar).
-fn fencer_command_ci(args: &[&str], cwd: &Path) -> std::process::Output {
-    cli_support::fencer_command(args, cwd)
-        .env("CI", "true")
-        .output()
-        .expect("fencer runs")
 }

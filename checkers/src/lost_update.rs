@@ -260,7 +260,7 @@ pub(crate) fn check_lost(ctx: &Context<'_>) -> Outcome {
 /// an acquire of the lock that handed out the write's token, answered with a higher token,
 /// was sent before the write was answered, so the store may have applied the write after that
 /// grant.
-fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<(Sym, Sym), usize> {
+fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<WriteOf, usize> {
     // Per lock: acknowledged grants as (acquire invoke, token), in invoke order.
     let mut grants: FastMap<Sym, Vec<(usize, u64)>> = FastMap::default();
     let mut acquiring: FastMap<Sym, usize> = FastMap::default();
@@ -738,8 +738,7 @@ mod tests {
             }
         };
         let read_of = |b: &mut Builder, process: &str, key: &str, seen: Option<&str>| {
-            b.invoke(process, Op::Read, |e| e.key = Some(key.into()));
-            b.complete(process, EventType::Ok, |e| {
+            b.read(process, key, |e| {
                 e.write_id = seen.map(str::to_string);
                 e.value = seen.map(|_| "1".to_string());
             });

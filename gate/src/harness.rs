@@ -652,10 +652,10 @@ impl Harness {
                 .ok();
             }
             if let (Some(folder), Some(class)) = (&self.regressions, class) {
-                let minimal = run.shrunk.as_ref().and_then(|shrunk| {
-                    let bytes = std::fs::read(&shrunk.plan).ok()?;
-                    Plan::from_json(&bytes, &shrunk.plan).ok()
-                });
+                let minimal = run
+                    .shrunk
+                    .as_ref()
+                    .and_then(|shrunk| regressions::load_shrunk(&shrunk.plan));
                 let _ = regressions::save(folder, minimal.as_ref().unwrap_or(plan), class.name());
             }
         }

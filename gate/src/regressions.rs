@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use fencer_harness::history::sha256_hex;
+use fencer_results::staging;
 
 use fencer_run::plan::{Plan, PlanError, read_plan_bytes};
 use fencer_run::settings::Settings;
@@ -116,6 +117,13 @@ pub fn save(dir: &Path, plan: &Plan, class: &str) -> Result<PathBuf, RegressionE
     Ok(path)
 }
 
+/// The shrunk plan a gate wrote at `path`, read within the plan reader's bounds; `None` when it
+/// cannot be read back (the regression is then saved from the full plan).
+pub fn load_shrunk(path: &str) -> Option<Plan> {
+    let bytes = read_plan_bytes(Path::new(path)).ok()?;
+    Plan::from_json(&bytes, path).ok()
+}
+
 /// Writes `bytes` to `path` through a hidden sibling and a rename, so a reader never sees half
 /// a file, and flushes the directory so the new name survives a power loss. Siblings staged by
 /// writers that died long ago are swept first.
@@ -124,22 +132,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // A bare file name's parent is the empty path: the current directory.
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    fencer_results::staging::sweep_abandoned(parent);
-    let staging = path.with_file_name(format!(".{name}.partial-{}", std::process::id()));
-    std::fs::write(&staging, bytes)?;
-    std::fs::File::open(&staging)?.sync_all()?;
-    std::fs::rename(&staging, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&staging);
+    let parent = staging::parent_dir(path);
+    staging::sweep_abandoned(parent);
+    let staged = staging::staging_dir(parent, &name);
+    std::fs::write(&staged, bytes)?;
+    std::fs::File::open(&staged)?.sync_all()?;
+    std::fs::rename(&staged, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&staged);
     })?;
-    // The rename is durable only once the directory holding the new name is flushed.
-    #[cfg(unix)]
-    std::fs::File::open(parent)?.sync_all()?;
-    Ok(())
+    staging::sync_dir(parent)
 }
 
 #[cfg(test)]

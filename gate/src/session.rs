@@ -425,10 +425,10 @@ impl Gate<'_> {
             if failure.seed.is_none() {
                 continue; // Already a regression.
             }
-            let minimal = failure.shrunk.as_ref().and_then(|shrunk| {
-                let bytes = std::fs::read(&shrunk.plan).ok()?;
-                Plan::from_json(&bytes, &shrunk.plan).ok()
-            });
+            let minimal = failure
+                .shrunk
+                .as_ref()
+                .and_then(|shrunk| regressions::load_shrunk(&shrunk.plan));
             let line =
                 match regressions::save(folder, minimal.as_ref().unwrap_or(plan), class.name()) {
                     Ok(path) => format!("saved regression: {}", path.display()),

@@ -36,9 +36,7 @@ impl Archive {
     pub fn point_latest_at(&self, dir: &Path) -> Result<(), RunDirError> {
         let target = dir.strip_prefix(&self.root).unwrap_or(dir).to_path_buf();
         let latest = self.root.join("latest");
-        let staging = self
-            .root
-            .join(format!(".latest.partial-{}", std::process::id()));
+        let staging = crate::staging::staging_dir(&self.root, "latest");
         let _ = std::fs::remove_file(&staging);
         let io = |action| {
             let path = latest.clone();
@@ -57,10 +55,7 @@ impl Archive {
         symlink(&target, &staging).map_err(io("creating symlink"))?;
         std::fs::rename(&staging, &latest).map_err(io("replacing symlink"))?;
         // The new link is durable only once the archive's directory is flushed.
-        #[cfg(unix)]
-        std::fs::File::open(root)
-            .and_then(|root| root.sync_all())
-            .map_err(io("syncing the archive directory"))?;
+        crate::staging::sync_dir(root).map_err(io("syncing the archive directory"))?;
         Ok(())
     }
 }

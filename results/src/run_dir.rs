@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::staging::{Staging, staging_dir, sweep_abandoned};
+use crate::staging::{Staging, parent_dir, staging_dir, sweep_abandoned};
 
 /// What `run.json` records: enough to know what ran, with which fencer, and what came of it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,10 +95,7 @@ pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirEr
     if dir.is_dir() {
         std::fs::remove_dir(dir).map_err(io_error(dir, "replacing empty directory"))?;
     }
-    let parent = match dir.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let parent = parent_dir(dir).to_path_buf();
     std::fs::create_dir_all(&parent).map_err(io_error(&parent, "creating directory"))?;
     let name = dir
         .file_name()
@@ -136,16 +133,9 @@ pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirEr
     sync_dir(&parent)
 }
 
-/// Flushes a directory's entries (the names created or renamed in it) to disk. Windows has no
-/// handle to a directory to flush: there the rename's durability is the filesystem's.
+/// [`staging::sync_dir`](crate::staging::sync_dir), its failure naming the directory.
 fn sync_dir(dir: &Path) -> Result<(), RunDirError> {
-    #[cfg(unix)]
-    std::fs::File::open(dir)
-        .and_then(|handle| handle.sync_all())
-        .map_err(io_error(dir, "syncing directory"))?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+    crate::staging::sync_dir(dir).map_err(io_error(dir, "syncing directory"))
 }
 
 /// Reads one file of a run directory, saying which file is missing or unreadable. Only a

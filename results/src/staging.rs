@@ -24,9 +24,31 @@ pub const STALE_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
 /// What marks a staging directory's name, before the writer's pid.
 const MARK: &str = ".partial-";
 
-/// The staging directory of this process for the run directory named `name` in `parent`.
+/// The staging directory of this process for the run directory named `name` in `parent`; a
+/// staged file or link of that name (a regression file, `latest`) is named the same way, so the
+/// sweep finds every kind.
 pub fn staging_dir(parent: &Path, name: &str) -> PathBuf {
     parent.join(format!(".{name}{MARK}{}", std::process::id()))
+}
+
+/// The directory `path` is named in: a bare name's parent is the empty path, which is the
+/// current directory.
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
+}
+
+/// Flushes a directory's entries (the names created or renamed in it) to disk, so a rename in
+/// it survives a power loss. Windows has no handle to a directory to flush: there the rename's
+/// durability is the filesystem's.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    File::open(dir)?.sync_all()?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
 }
 
 /// A staging directory being written: its owner lock is held until this is dropped.

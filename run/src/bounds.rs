@@ -10,12 +10,14 @@
 use fencer_nemesis::Fault;
 use fencer_nemesis::schedule::MAX_FAULTS;
 
+use fencer_harness::Recorder;
+
 use crate::RunError;
 use crate::plan::{InvalidPlan, Plan};
 use crate::plan_locate::Step;
 use crate::settings::format_duration;
 
-const HOUR_NS: u64 = 3_600_000_000_000;
+const HOUR_NS: u64 = 3_600 * crate::settings::SECOND_NS;
 
 /// The longest single wait or size in a plan: a cycle's delay, think, prepare or hold time, a
 /// fault's duration or reply delay, a lease-edge offset, a clock step. A day: generated plans
@@ -56,8 +58,20 @@ impl Default for RunLimits {
 }
 
 impl RunLimits {
+    /// Whether a run past this point stays within the limits: `recorder` not filled, and
+    /// (`out_of_time`) no worker still running when the simulated time ran out.
+    pub(crate) fn check(&self, recorder: &Recorder, out_of_time: bool) -> Result<(), RunError> {
+        if recorder.is_full() {
+            return Err(self.too_many_events());
+        }
+        if out_of_time {
+            return Err(self.out_of_time());
+        }
+        Ok(())
+    }
+
     /// The error of a run that recorded as many events as it may and had more to record.
-    pub(crate) fn too_many_events(&self) -> RunError {
+    fn too_many_events(&self) -> RunError {
         RunError::Limit(format!(
             "the run recorded {} events, the most one run may record, and was still going: \
              fewer workers or cycles, a longer renew-every, or fewer faults",
@@ -66,7 +80,7 @@ impl RunLimits {
     }
 
     /// The error of a run whose workers were still running when its simulated time ran out.
-    pub(crate) fn out_of_time(&self) -> RunError {
+    fn out_of_time(&self) -> RunError {
         RunError::Limit(format!(
             "the run's workers were still running after {} of simulated time, the most one \
              run may take: fewer cycles, or shorter waits and faults",

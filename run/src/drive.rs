@@ -108,9 +108,7 @@ pub async fn drive_with_servers(
     .await?;
     crate::launch::append_applied_log(&recorder, store.as_ref(), &names.key).await;
     crate::launch::append_lock_log(&recorder, lock.as_ref(), &names.lock).await;
-    if recorder.is_full() {
-        return Err(limits.too_many_events());
-    }
+    limits.check(&recorder, false)?;
     Ok(recorder.take_history())
 }
 
@@ -194,13 +192,7 @@ impl Run<'_> {
         nemesis
             .await
             .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
-        if self.recorder.is_full() {
-            return Err(self.limits.too_many_events());
-        }
-        if out_of_time {
-            return Err(self.limits.out_of_time());
-        }
-        Ok(())
+        self.limits.check(self.recorder, out_of_time)
     }
 }
 

@@ -213,20 +213,13 @@ impl<'a> Launch<'a> {
         nemesis
             .await
             .map_err(|error| RunError::Internal(format!("nemesis failed: {error}")))??;
-        if recorder.is_full() {
-            return Err(self.limits.too_many_events());
-        }
-        if out_of_time {
-            return Err(self.limits.out_of_time());
-        }
+        self.limits.check(&recorder, out_of_time)?;
         settle(&plan).await;
         if plan.settings.workload == Workload::LockCounter {
             final_read(&config.key, truth, &recorder, &network, &store.adapter).await;
         }
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
-        if recorder.is_full() {
-            return Err(self.limits.too_many_events());
-        }
+        self.limits.check(&recorder, false)?;
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history: recorder.take_history(),
@@ -260,9 +253,7 @@ impl<'a> Launch<'a> {
         })
         .await?;
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
-        if recorder.is_full() {
-            return Err(self.limits.too_many_events());
-        }
+        self.limits.check(&recorder, false)?;
         let history = recorder.take_history();
         // Servers fencer started stop here, once their logs are in.
         drop((lock, store));

@@ -76,7 +76,7 @@ pub struct Settings {
     pub cycle_shape: CycleShape,
 }
 
-const SECOND_NS: u64 = 1_000_000_000;
+pub(crate) const SECOND_NS: u64 = 1_000_000_000;
 const MS_NS: u64 = 1_000_000;
 
 /// The simulation's timers tick in milliseconds; a TTL below this is not meaningful there.

@@ -402,8 +402,8 @@ fn lines_of(bytes: &[u8]) -> std::ops::RangeInclusive<usize> {
 }
 
 /// Reads `bytes` as a history; checks it when it reads. Panics with `case` on anything but a
-/// verdict or a refusal at one of its lines.
-fn history_case(bytes: &[u8], workload: Workload, case: &str) {
+/// verdict over every event read or a refusal at one of its lines; true when it read.
+fn history_case(bytes: &[u8], workload: Workload, case: &str) -> bool {
     match PackedHistory::read_jsonl(bytes, "h.jsonl") {
         Ok(history) => {
             let options = CheckOptions {
@@ -412,28 +412,31 @@ fn history_case(bytes: &[u8], workload: Workload, case: &str) {
                 ..CheckOptions::default()
             };
             let verdict = check_packed(&history, &options);
-            assert!(
-                !verdict.summary_line().is_empty(),
-                "{case}: a verdict says something"
+            assert_eq!(
+                verdict.events,
+                history.rows.len() as u64,
+                "{case}: a verdict over every event read"
             );
+            true
         }
         Err(HistoryError::Malformed { path, line, .. }) => {
             assert_eq!(path, "h.jsonl", "{case}");
             assert!(lines_of(bytes).contains(&line), "{case}: line {line}");
+            false
         }
         Err(error @ HistoryError::Io { .. }) => panic!("{case}: {error}"),
     }
 }
 
 /// Parses `bytes` as a plan; runs it when it parses (within small limits) and judges its
-/// history. Panics with `case` on anything but a verdict or bad input.
-fn plan_case(bytes: &[u8], backends: &Backends, case: &str) {
+/// history. Panics with `case` on anything but a verdict or bad input; true when it ran.
+fn plan_case(bytes: &[u8], backends: &Backends, case: &str) -> bool {
     let plan = match Plan::from_json(bytes, "p.json") {
         Ok(plan) => plan,
         Err(error) => {
             assert_eq!(error.origin, "p.json", "{case}");
             assert!(lines_of(bytes).contains(&error.line), "{case}: {error}");
-            return;
+            return false;
         }
     };
     let launch = Launch {
@@ -446,18 +449,27 @@ fn plan_case(bytes: &[u8], backends: &Backends, case: &str) {
     match launch.run(&plan) {
         Ok(launched) => {
             let verdict = judge(&launched.plan.settings, &launched.history, false);
-            assert!(!verdict.summary_line().is_empty(), "{case}");
+            assert_eq!(
+                verdict.events,
+                launched.history.events.len() as u64,
+                "{case}: a verdict over every event recorded"
+            );
+            true
         }
-        Err(error) => assert!(error.is_bad_input(), "{case}: {error}"),
+        Err(error) => {
+            assert!(error.is_bad_input(), "{case}: {error}");
+            false
+        }
     }
 }
 
-/// Runs `case` and asserts it took less than [`CASE_BUDGET`].
-fn timed(name: &str, case: impl FnOnce()) {
+/// Runs `case` and asserts it took less than [`CASE_BUDGET`]; what it gave.
+fn timed<T>(name: &str, case: impl FnOnce() -> T) -> T {
     let started = Instant::now();
-    case();
+    let given = case();
     let took = started.elapsed();
     assert!(took < CASE_BUDGET, "{name} took {took:?}");
+    given
 }
 
 #[test]
@@ -466,7 +478,12 @@ fn mutated_and_random_histories_give_a_verdict_or_an_error_at_a_line() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x6869_7374);
     for (index, (plan, history)) in originals(&backends).iter().enumerate() {
         let workload = plan.settings.workload;
-        history_case(history, workload, &format!("original {index}"));
+        // A history fencer wrote must read: the mutations are judged against it.
+        assert!(history_case(
+            history,
+            workload,
+            &format!("original {index}")
+        ));
         for case in 0..MUTATED_CASES {
             let bytes = if case % 4 == 0 {
                 mutated_bytes(history, &mut rng)
@@ -492,7 +509,12 @@ fn mutated_and_random_plans_run_to_a_verdict_or_are_refused_at_a_line() {
     let mut rng = ChaCha8Rng::seed_from_u64(0x706c_616e);
     for (index, (plan, _)) in originals(&backends).iter().enumerate() {
         let json = plan.to_json();
-        plan_case(&json, &backends, &format!("original plan {index}"));
+        // A plan fencer wrote must run: the mutations are judged against it.
+        assert!(plan_case(
+            &json,
+            &backends,
+            &format!("original plan {index}")
+        ));
         for case in 0..MUTATED_CASES {
             let bytes = if case % 3 == 0 {
                 mutated_bytes(&json, &mut rng)

@@ -49,14 +49,15 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         None => {
             let settings = base.for_seed(args.seed, args.settings.swarm);
             // Refused before anything is drawn: settings past a ceiling could draw for ever.
-            settings.validate().map_err(Failure::bad_input)?;
+            // Real time only drops the simulated latency and cycle shape, which nothing
+            // validated depends on.
+            for warning in settings.validate().map_err(Failure::bad_input)? {
+                errln!("warning: {warning}");
+            }
             let settings = match launch.time(&Plan::generate(&settings))? {
                 Time::Real => settings.in_real_time(),
                 Time::Simulated => settings,
             };
-            for warning in settings.validate().map_err(Failure::bad_input)? {
-                errln!("warning: {warning}");
-            }
             Plan::generate(&settings)
         }
     };

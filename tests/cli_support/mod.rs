@@ -17,6 +17,27 @@ pub fn fencer(args: &[&str], cwd: &Path) -> Output {
     fencer_command(args, cwd).output().expect("fencer runs")
 }
 
+/// Runs `fencer` as CI runs it (`CI=true`: no progress bar) and waits for it.
+pub fn fencer_ci(args: &[&str], cwd: &Path) -> Output {
+    fencer_command(args, cwd)
+        .env("CI", "true")
+        .output()
+        .expect("fencer runs")
+}
+
+/// The flags of the mutant a failing gate runs: an unfenced store whose workers keep writing
+/// after a failed renewal, paused by the nemesis.
+pub const MUTANT: [&str; 8] = [
+    "--store",
+    "sqlite-unfenced",
+    "--nemesis",
+    "pause",
+    "--on-renew-failure",
+    "continue",
+    "--ops",
+    "10",
+];
+
 /// Everything the run printed, stdout then stderr, for assertions and failure messages.
 pub fn text(output: &Output) -> String {
     format!(

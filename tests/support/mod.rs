@@ -263,6 +263,21 @@ pub fn server_targets(
         .collect()
 }
 
+/// One worker taking lease after lease (six cycles), before and after the lock service is
+/// restarted at 250 ms for 300 ms.
+pub fn lock_restart_plan() -> Plan {
+    let mut plan = stale_release_plan();
+    plan.workers.truncate(1);
+    plan.settings.workers = 1;
+    plan.workers[0].cycles = (0..6).map(|_| cycle(0, 0, 100)).collect();
+    plan.faults = vec![Fault::Restart {
+        at_ns: 250_000_000,
+        target: "lock".into(),
+        duration_ns: 300_000_000,
+    }];
+    plan
+}
+
 /// w0 takes the lease, writes, and is frozen for 900 ms while holding it; w1 takes the expired
 /// lease and holds on. When w0 wakes it releases "its" lease: only the service's owner compare
 /// keeps w1's lease alive.
