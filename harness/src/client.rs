@@ -1,10 +1,15 @@
 //! The recorded path of every client call: invoke event, the simulated wire (latency, lost
 //! replies), the adapter, a deadline, and the completion event.
 //!
-//! Each request is delivered by its own task, so a request already sent keeps travelling and is
-//! applied even if its sender is frozen, times out or gives up — exactly the cases where a
-//! reply is lost and the caller must record `info`. An adapter that panics or never answers
-//! becomes an `info` completion, never a crashed or hung harness.
+//! Each request is delivered by a task of its own, not its sender's, so a request already sent
+//! keeps travelling and is applied even if its sender is frozen, times out or gives up —
+//! exactly the cases where a reply is lost and the caller must record `info`. An adapter that
+//! panics or never answers becomes an `info` completion, never a crashed or hung harness.
+//!
+//! The delivery tasks are a run's couriers: a courier carries one request at a time and then
+//! waits, idle, for the next one, so a call costs a wake-up instead of a task to set up and
+//! tear down. Handing a request to an idle courier queues it exactly where spawning a task
+//! would, so which request is applied when is the same either way.
 //!
 //! Before a call goes out, a lease-edge attack may hold its caller until just before or after
 //! the lease's expiry ([`ProcessFaults::edge_hold_until`]); the invoke is recorded when the
@@ -14,13 +19,14 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use futures::FutureExt;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use crate::adapter::{
     Acquired, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken, ReadValue,
@@ -54,6 +60,8 @@ pub struct Network {
     latency: LatencyModel,
     rng: Mutex<ChaCha8Rng>,
     call_timeout: Duration,
+    /// Couriers waiting for a request to carry.
+    idle: Mutex<Vec<Arc<Courier>>>,
 }
 
 impl Network {
@@ -65,7 +73,24 @@ impl Network {
             latency,
             rng: Mutex::new(rng),
             call_timeout,
+            idle: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Hands `delivery` to an idle courier, or to a new one when every courier is busy.
+    fn dispatch(self: &Arc<Self>, delivery: Delivery) {
+        let idle = self.idle_couriers().pop();
+        match idle {
+            Some(courier) => courier.assign(delivery),
+            None => {
+                let courier = Arc::new(Courier::default());
+                tokio::spawn(courier.carry(delivery, Arc::downgrade(self)));
+            }
+        }
+    }
+
+    fn idle_couriers(&self) -> MutexGuard<'_, Vec<Arc<Courier>>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn one_way(&self) -> Duration {
@@ -74,6 +99,63 @@ impl Network {
         }
         let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
         Duration::from_nanos(rng.random_range(self.latency.min_ns..=self.latency.max_ns))
+    }
+}
+
+impl Drop for Network {
+    /// Sends the idle couriers home: with the run's wire gone, no request will come.
+    fn drop(&mut self) {
+        for courier in self.idle_couriers().drain(..) {
+            courier.assigned.notify_one();
+        }
+    }
+}
+
+/// A request on its way: the wire's latency, the adapter, the reply.
+type Delivery = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// A task that carries requests over the wire, one at a time.
+#[derive(Default)]
+struct Courier {
+    /// The next request, handed over by [`Network::dispatch`].
+    next: Mutex<Option<Delivery>>,
+    /// Signalled when a request is handed over, or when the network is gone.
+    assigned: Notify,
+}
+
+impl std::fmt::Debug for Courier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Courier").finish_non_exhaustive()
+    }
+}
+
+impl Courier {
+    fn next(&self) -> MutexGuard<'_, Option<Delivery>> {
+        self.next.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gives an idle courier its next request and wakes it.
+    fn assign(&self, delivery: Delivery) {
+        *self.next() = Some(delivery);
+        self.assigned.notify_one();
+    }
+
+    /// Carries `first`, then whatever the network hands over while it is idle; ends when the
+    /// network is gone.
+    async fn carry(self: Arc<Self>, first: Delivery, network: Weak<Network>) {
+        let mut delivery = first;
+        loop {
+            delivery.await;
+            match network.upgrade() {
+                Some(network) => network.idle_couriers().push(Arc::clone(&self)),
+                None => return,
+            }
+            self.assigned.notified().await;
+            match self.next().take() {
+                Some(next) => delivery = next,
+                None => return,
+            }
+        }
     }
 }
 
@@ -168,8 +250,8 @@ impl Process {
         };
         let sent_ns = self.clock.truth().now_ns();
         self.recorder.record_on(invoke, &self.clock);
-        let deadline = tokio::time::Instant::now() + self.network.call_timeout;
-        let reply = self.deliver(f, apply).await;
+        let deadline = self.clock.truth().now_instant() + self.network.call_timeout;
+        let reply = self.deliver(f, apply);
         let reply = match tokio::time::timeout_at(deadline, reply).await {
             Ok(Ok(result)) => result,
             Ok(Err(_lost)) => {
@@ -195,51 +277,46 @@ impl Process {
         (reply, sent_ns)
     }
 
-    /// Sends `apply` on its own task: request latency, the adapter (panics caught), then the
+    /// Sends `apply` with a courier: request latency, the adapter (panics caught), then the
     /// reply latency unless the nemesis loses the reply.
-    async fn deliver<T, Apply>(
-        &self,
-        f: Op,
-        apply: Apply,
-    ) -> oneshot::Receiver<Result<T, CallError>>
+    fn deliver<T, Apply>(&self, f: Op, apply: Apply) -> oneshot::Receiver<Result<T, CallError>>
     where
         T: Send + 'static,
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
+        let truth = self.clock.truth();
         // A delayed request is held on the wire, not by its sender: the sender's deadline still
         // runs, so it records `info` while the request is still on its way.
-        let held =
-            Duration::from_nanos(self.faults.request_delay_at(f, self.clock.truth().now_ns()));
+        let held = Duration::from_nanos(self.faults.request_delay_at(f, truth.now_ns()));
         let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);
-        let truth = self.clock.truth();
         let caller = Caller {
             process: Arc::clone(&self.name),
             clock: self.clock.clone(),
         };
-        tokio::spawn(async move {
+        self.network.dispatch(Box::pin(async move {
             if !request_latency.is_zero() {
-                tokio::time::sleep(request_latency).await;
+                tokio::time::sleep_until(truth.now_instant() + request_latency).await;
             }
             let applied = CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind());
             let result = match applied.await {
                 Ok(result) => result,
                 Err(panic) => Err(CallError::Unknown(format!(
                     "adapter panicked: {}",
-                    panic_message(&panic)
+                    panic_message(&*panic)
                 ))),
             };
             if faults.reply_lost_at(f, truth.now_ns()) {
                 return;
             }
             if !reply_latency.is_zero() {
-                tokio::time::sleep(reply_latency).await;
+                tokio::time::sleep_until(truth.now_instant() + reply_latency).await;
             }
             // The caller may have given up already; the reply then simply goes nowhere.
             let _ = reply_tx.send(result);
-        });
+        }));
         reply_rx
     }
 }
@@ -663,6 +740,183 @@ mod tests {
             edges.push(w0.faults().lease_edge_ns());
             edges
         })
+    }
+
+    /// Counts the acquires that reached it; panics on every release.
+    #[derive(Default)]
+    struct Counting {
+        acquires: Mutex<u32>,
+    }
+
+    #[async_trait]
+    impl LockService for Counting {
+        async fn acquire(
+            &self,
+            _: &str,
+            _: OwnerToken,
+            _: Duration,
+        ) -> Result<Acquired, CallError> {
+            *self.acquires.lock().unwrap() += 1;
+            Ok(Acquired::Granted { fencing_token: 1 })
+        }
+        async fn renew(&self, _: &str, _: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+            Ok(Owned::Done)
+        }
+        async fn release(&self, _: &str, _: OwnerToken) -> Result<Owned, CallError> {
+            panic!("release is broken")
+        }
+    }
+
+    /// `(process, type, f, time_ns, error)` of every event.
+    fn outline(history: &crate::History) -> Vec<(String, EventType, Op, u64, Option<String>)> {
+        history
+            .events
+            .iter()
+            .map(|e| (e.process.clone(), e.kind, e.f, e.time_ns, e.error.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_request_already_sent_is_applied_after_its_caller_is_cancelled() {
+        let counting = Arc::new(Counting::default());
+        let lock = Arc::clone(&counting) as Arc<dyn LockService>;
+        let history = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let w0 = process("w0", truth, &recorder, ProcessFaults::default());
+            let client = LockClient::new(w0, lock);
+            let caller = tokio::spawn(async move {
+                let _ = client
+                    .acquire("L", OwnerToken(1), Duration::from_secs(1))
+                    .await;
+            });
+            // The caller sends its request, then is cancelled while it is on the 1 ms wire.
+            tokio::task::yield_now().await;
+            caller.abort();
+            let _ = caller.await;
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            recorder.take_history()
+        });
+        assert_eq!(
+            *counting.acquires.lock().unwrap(),
+            1,
+            "the request still landed"
+        );
+        assert_eq!(
+            outline(&history),
+            [
+                ("w0".into(), EventType::Invoke, Op::Acquire, 0, None),
+                (
+                    "w0".into(),
+                    EventType::Info,
+                    Op::Acquire,
+                    0,
+                    Some("cancelled".into())
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_lost_reply_times_out_at_the_caller_s_deadline_though_the_request_was_applied() {
+        let counting = Arc::new(Counting::default());
+        let lock = Arc::clone(&counting) as Arc<dyn LockService>;
+        let (reply, history) = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let faults = ProcessFaults::default();
+            faults.start(WorkerFault::LoseReplies(Op::Acquire), u64::MAX);
+            let client = LockClient::new(process("w0", truth, &recorder, faults), lock);
+            let reply = client
+                .acquire("L", OwnerToken(1), Duration::from_secs(5))
+                .await;
+            (reply, recorder.take_history())
+        });
+        assert_eq!(reply, Err(CallError::Unknown("timeout".into())));
+        assert_eq!(*counting.acquires.lock().unwrap(), 1);
+        // The call timeout is 1 s: the caller cannot know sooner that no reply will come.
+        assert_eq!(
+            outline(&history)[1],
+            (
+                "w0".into(),
+                EventType::Info,
+                Op::Acquire,
+                1_000 * MS,
+                Some("timeout".into())
+            )
+        );
+    }
+
+    #[test]
+    fn a_panicking_adapter_is_an_info_completion_and_the_wire_keeps_carrying() {
+        let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
+        let history = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let client = LockClient::new(
+                process("w0", truth, &recorder, ProcessFaults::default()),
+                lock,
+            );
+            let released = client.release("L", OwnerToken(1)).await;
+            assert_eq!(
+                released,
+                Err(CallError::Unknown(
+                    "adapter panicked: release is broken".into()
+                ))
+            );
+            client
+                .acquire("L", OwnerToken(1), Duration::from_secs(5))
+                .await
+                .unwrap();
+            recorder.take_history()
+        });
+        let kinds: Vec<(EventType, Op)> = history.events.iter().map(|e| (e.kind, e.f)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (EventType::Invoke, Op::Release),
+                (EventType::Info, Op::Release),
+                (EventType::Invoke, Op::Acquire),
+                (EventType::Ok, Op::Acquire),
+            ]
+        );
+    }
+
+    #[test]
+    fn couriers_are_reused_when_idle_and_go_home_with_their_network() {
+        let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
+        let (idle_after_one, idle_after_two_at_once, couriers_left) = simulation_runtime()
+            .block_on(async move {
+                let truth = TrueClock::start();
+                let recorder = Arc::new(Recorder::new(truth));
+                let w0 = process("w0", truth, &recorder, ProcessFaults::default());
+                let network = Arc::clone(&w0.network);
+                let client = LockClient::new(w0, lock);
+                let ttl = Duration::from_secs(5);
+                for _ in 0..3 {
+                    client.acquire("L", OwnerToken(1), ttl).await.unwrap();
+                }
+                let idle_after_one = network.idle_couriers().len();
+                let (first, second) = tokio::join!(
+                    client.acquire("L", OwnerToken(2), ttl),
+                    client.acquire("L", OwnerToken(3), ttl)
+                );
+                first.unwrap();
+                second.unwrap();
+                let idle_after_two_at_once = network.idle_couriers().len();
+                let courier = Arc::downgrade(&network.idle_couriers()[0]);
+                drop((client, network));
+                // Let the couriers, told the network is gone, run to their end.
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                (
+                    idle_after_one,
+                    idle_after_two_at_once,
+                    courier.strong_count(),
+                )
+            });
+        assert_eq!(idle_after_one, 1, "one call at a time needs one courier");
+        assert_eq!(idle_after_two_at_once, 2);
+        assert_eq!(couriers_left, 0, "the courier's task ended");
     }
 
     #[test]

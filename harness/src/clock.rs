@@ -4,10 +4,73 @@
 //! The true clock is tokio's (paused and auto-advancing in the simulation tier, monotonic in the
 //! real tier) measured from the run's epoch, so the simulation never reads `std::time`. A local
 //! clock is a piecewise-linear function of true time: each jump or drift change re-anchors it.
+//!
+//! Reading tokio's paused clock takes a lock, and a simulated call reads the time a dozen
+//! times. Paused time only moves while the runtime parks, so the
+//! [simulation runtime](crate::runtime::simulation_runtime) notes the time each time it wakes
+//! up and every read until it parks again is a thread-local load. Anywhere else (the real tier,
+//! a runtime of the caller's own) nothing is noted and the clock is tokio's.
 
+use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
+
+/// The paused clock's reading noted as the simulation runtime last woke up, and the last
+/// epoch it was measured from (a run has one epoch, so the subtraction is done once a turn).
+#[derive(Clone, Copy)]
+struct Noted {
+    now: Instant,
+    epoch: Instant,
+    since_epoch_ns: u64,
+}
+
+thread_local! {
+    /// `None` outside the simulation runtime's `block_on`, and while it parks (when time moves).
+    static PAUSED_NOW: Cell<Option<Noted>> = const { Cell::new(None) };
+}
+
+/// Notes the paused clock's reading as the simulation runtime wakes up: the time until it
+/// parks again.
+pub(crate) fn note_paused_now() {
+    let now = Instant::now();
+    PAUSED_NOW.set(Some(Noted {
+        now,
+        epoch: now,
+        since_epoch_ns: 0,
+    }));
+}
+
+/// Forgets the noted reading: the runtime parks (time may move) or stops running here.
+pub(crate) fn forget_paused_now() {
+    PAUSED_NOW.set(None);
+}
+
+/// Tokio's time now, from the reading noted on waking when there is one.
+fn now() -> Instant {
+    match PAUSED_NOW.get() {
+        Some(noted) => noted.now,
+        None => Instant::now(),
+    }
+}
+
+/// Nanoseconds from `epoch` to now, from the reading noted on waking when there is one.
+fn since_ns(epoch: Instant) -> u64 {
+    let elapsed_ns = |now: Instant| now.duration_since(epoch).as_nanos() as u64;
+    match PAUSED_NOW.get() {
+        Some(noted) if noted.epoch == epoch => noted.since_epoch_ns,
+        Some(noted) => {
+            let since_epoch_ns = elapsed_ns(noted.now);
+            PAUSED_NOW.set(Some(Noted {
+                epoch,
+                since_epoch_ns,
+                ..noted
+            }));
+            since_epoch_ns
+        }
+        None => elapsed_ns(Instant::now()),
+    }
+}
 
 /// True time since the run began. Cheap to clone; every party of a run shares one epoch.
 #[derive(Clone, Copy, Debug)]
@@ -18,14 +81,18 @@ pub struct TrueClock {
 impl TrueClock {
     /// Starts the clock now. In the simulation tier this must run inside the paused runtime.
     pub fn start() -> TrueClock {
-        TrueClock {
-            epoch: Instant::now(),
-        }
+        TrueClock { epoch: now() }
     }
 
     /// Nanoseconds since the epoch.
     pub fn now_ns(&self) -> u64 {
-        Instant::now().duration_since(self.epoch).as_nanos() as u64
+        since_ns(self.epoch)
+    }
+
+    /// Tokio's instant now (as `tokio::time::Instant::now()`, without its lock in the
+    /// simulation runtime), for deadlines relative to now.
+    pub fn now_instant(&self) -> Instant {
+        now()
     }
 
     /// The tokio instant at `true_ns`, for sleeping until a true time.
@@ -136,7 +203,46 @@ impl LocalClock {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+    use crate::runtime::simulation_runtime;
+
+    const MS: u64 = 1_000_000;
+
+    /// The true clock's readings across sleeps, each checked against tokio's own clock.
+    async fn readings_across_sleeps() -> Vec<u64> {
+        let truth = TrueClock::start();
+        let mut readings = vec![truth.now_ns()];
+        for step_ms in [3, 0, 250, 10_000] {
+            tokio::time::sleep(Duration::from_millis(step_ms)).await;
+            assert_eq!(truth.now_instant(), Instant::now());
+            readings.push(truth.now_ns());
+        }
+        readings
+    }
+
+    #[test]
+    fn the_true_clock_reads_paused_time_in_every_runtime_that_runs_on_a_thread() {
+        let expected = [0, 3 * MS, 3 * MS, 253 * MS, 10_253 * MS];
+        // The second runtime must not read the time the first one ended at.
+        for _ in 0..2 {
+            assert_eq!(
+                simulation_runtime().block_on(readings_across_sleeps()),
+                expected
+            );
+        }
+        let own_runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        assert_eq!(own_runtime.block_on(readings_across_sleeps()), expected);
+        assert_eq!(
+            simulation_runtime().block_on(readings_across_sleeps()),
+            expected
+        );
+    }
 
     #[test]
     fn offset_clock_reads_ahead_of_truth() {

@@ -5,15 +5,50 @@
 //! order depends only on the program, never on the OS. The real runtime is the same shape with
 //! real time and I/O, so the same code paths run against real servers.
 
+use std::future::Future;
+
 use tokio::runtime::{Builder, Runtime};
 
+use crate::clock::{forget_paused_now, note_paused_now};
+
+/// A current-thread runtime with paused, auto-advancing time and no I/O driver, whose clock
+/// fencer reads without tokio's lock: paused time moves only while the runtime parks, so the
+/// reading taken as it wakes up holds until it parks again.
+#[derive(Debug)]
+pub struct SimulationRuntime {
+    runtime: Runtime,
+}
+
+impl SimulationRuntime {
+    /// Runs `future` to completion on this runtime, as [`Runtime::block_on`].
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        // A reading noted by a runtime that ran here before is not this one's time.
+        forget_paused_now();
+        let _forget = ForgetOnExit;
+        self.runtime.block_on(future)
+    }
+}
+
+/// Forgets the noted reading when `block_on` returns or unwinds, so no other runtime on the
+/// thread ever reads it.
+struct ForgetOnExit;
+
+impl Drop for ForgetOnExit {
+    fn drop(&mut self) {
+        forget_paused_now();
+    }
+}
+
 /// A current-thread runtime with paused, auto-advancing time and no I/O driver.
-pub fn simulation_runtime() -> Runtime {
-    Builder::new_current_thread()
+pub fn simulation_runtime() -> SimulationRuntime {
+    let runtime = Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
+        .on_thread_park(forget_paused_now)
+        .on_thread_unpark(note_paused_now)
         .build()
-        .expect("a current-thread runtime with no I/O cannot fail to build")
+        .expect("a current-thread runtime with no I/O cannot fail to build");
+    SimulationRuntime { runtime }
 }
 
 /// A current-thread runtime with real time, for backends that talk to real servers.
