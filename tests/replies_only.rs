@@ -4,7 +4,7 @@
 
 use fencer::{Plan, Settings, Validity, Verdict, Workload, simulate};
 use fencer_gate::mutants::Mutant;
-use fencer_harness::{EventType, History, Op};
+use fencer_harness::{EventType, History, Op, PackedHistory};
 
 /// Which server logs to take out of a history.
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +35,11 @@ fn strip(history: History, what: Strip) -> History {
 
 fn judged(settings: &Settings, what: Strip, strict: bool) -> Verdict {
     let history = simulate(&Plan::generate(settings)).expect("the plan runs");
-    fencer_run::checking::judge(settings, &strip(history, what), strict)
+    fencer_run::checking::judge(
+        settings,
+        &PackedHistory::pack(&strip(history, what)),
+        strict,
+    )
 }
 
 fn small(workload: Workload, seed: u64) -> Settings {

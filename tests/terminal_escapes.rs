@@ -8,6 +8,7 @@ use cli_support::{MUTANT, fencer, fencer_ci, text};
 use std::path::{Path, PathBuf};
 
 use fencer::{StoreBackend, Validity, check, simulate};
+use fencer_harness::PackedHistory;
 use fencer_results::save::{FinishedRun, save_run};
 use fencer_run::demo;
 
@@ -42,7 +43,7 @@ fn hostile_run(root: &Path) -> PathBuf {
     let run = FinishedRun {
         command: "run",
         plan: &plan,
-        history: &history,
+        history: &PackedHistory::pack(&history),
         verdict: &verdict,
     };
     save_run(&run, &dir, None).unwrap();

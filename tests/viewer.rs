@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fencer::{Plan, Settings, Validity, check, simulate};
+use fencer_harness::PackedHistory;
 use fencer_nemesis::FaultKind;
 use fencer_results::report::report_files;
 use fencer_results::save::{FinishedRun, save_run};
@@ -39,7 +40,7 @@ fn save(plan: &Plan, root: &Path, name: &str) -> (PathBuf, fencer::Verdict) {
     let run = FinishedRun {
         command: "run",
         plan,
-        history: &history,
+        history: &PackedHistory::pack(&history),
         verdict: &verdict,
     };
     save_run(&run, &dir, Some(root)).unwrap();
@@ -99,7 +100,11 @@ fn demo_and_failing_mutant_reports_mark_every_evidence_event() {
     // The fenced demo has no anomaly, and says so.
     let history = simulate(&demo::plan(StoreBackend::Sqlite)).unwrap();
     let verdict = check(&history);
-    let files = report_files(&history, &serde_json::json!({}), &verdict);
+    let files = report_files(
+        &PackedHistory::pack(&history),
+        &serde_json::json!({}),
+        &verdict,
+    );
     let timeline = String::from_utf8(files[0].1.clone()).unwrap();
     assert!(timeline.contains("No anomaly was found."));
     assert!(!timeline.contains("class=\"t ev\""));
@@ -111,15 +116,23 @@ fn a_hostile_value_renders_as_text() {
     plan.workers[0].cycles[0].value = Some(HOSTILE.into());
     let history = simulate(&plan).unwrap();
     let verdict = check(&history);
-    let files = report_files(&history, &serde_json::json!({"store": HOSTILE}), &verdict);
+    let files = report_files(
+        &PackedHistory::pack(&history),
+        &serde_json::json!({"store": HOSTILE}),
+        &verdict,
+    );
     for (name, bytes) in files {
         let text = String::from_utf8(bytes).unwrap();
         assert!(!text.contains(HOSTILE), "{name} holds the raw value");
     }
     let timeline = String::from_utf8(
-        report_files(&history, &serde_json::json!({}), &verdict)[0]
-            .1
-            .clone(),
+        report_files(
+            &PackedHistory::pack(&history),
+            &serde_json::json!({}),
+            &verdict,
+        )[0]
+        .1
+        .clone(),
     )
     .unwrap();
     assert!(timeline.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));

@@ -1,7 +1,7 @@
 //! Where two histories of the same plan part ways: what `--check-determinism` reports, so a
 //! non-deterministic backend is pinned to its first differing event rather than to a hash.
 
-use fencer_harness::History;
+use fencer_harness::PackedHistory;
 use serde::{Deserialize, Serialize};
 
 /// The first event at which two runs of one plan differ.
@@ -19,33 +19,23 @@ pub struct Divergence {
     pub second_line: String,
 }
 
-/// Compares two histories event by event; `None` when they are byte-identical.
-pub fn first_divergence(first: &History, second: &History) -> Option<Divergence> {
-    let (first_bytes, second_bytes) = (first.to_jsonl(), second.to_jsonl());
-    if first_bytes == second_bytes {
-        return None;
-    }
-    let line = |bytes: &[u8], index: usize| {
-        bytes
-            .split(|&b| b == b'\n')
-            .nth(index)
-            .filter(|line| !line.is_empty())
-            .map_or_else(
-                || "<end of history>".to_string(),
-                |line| String::from_utf8_lossy(line).into_owned(),
-            )
+/// Compares two histories event by event, as their JSONL lines (one line of each at a time,
+/// never a whole history's bytes); `None` when they are byte-identical.
+pub fn first_divergence(first: &PackedHistory, second: &PackedHistory) -> Option<Divergence> {
+    let line = |history: &PackedHistory, index: usize| {
+        (index < history.len()).then(|| history.jsonl_line(index))
     };
-    let index = first_bytes
-        .split(|&b| b == b'\n')
-        .zip(second_bytes.split(|&b| b == b'\n'))
-        .position(|(a, b)| a != b)
-        .unwrap_or(first.events.len().min(second.events.len()));
+    let index = (0..first.len().max(second.len()))
+        .find(|&index| line(first, index) != line(second, index))?;
+    let shown = |history: &PackedHistory| {
+        line(history, index).unwrap_or_else(|| "<end of history>".to_string())
+    };
     Some(Divergence {
         index,
-        first_sha256: fencer_harness::history::sha256_hex(&first_bytes),
-        second_sha256: fencer_harness::history::sha256_hex(&second_bytes),
-        first_line: line(&first_bytes, index),
-        second_line: line(&second_bytes, index),
+        first_sha256: first.sha256_hex(),
+        second_sha256: second.sha256_hex(),
+        first_line: shown(first),
+        second_line: shown(second),
     })
 }
 
@@ -62,6 +52,7 @@ impl Divergence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::PackedHistory;
     use fencer_run::{Plan, Settings, simulate};
 
     #[test]
@@ -71,18 +62,22 @@ mod tests {
             ..Settings::default()
         });
         let first = simulate(&plan).unwrap();
-        assert_eq!(first_divergence(&first, &simulate(&plan).unwrap()), None);
+        let again = PackedHistory::pack(&simulate(&plan).unwrap());
+        let packed = PackedHistory::pack(&first);
+        assert_eq!(first_divergence(&packed, &again), None);
 
         let mut changed = first.clone();
         changed.events[7].time_ns += 1;
-        let divergence = first_divergence(&first, &changed).unwrap();
+        let divergence = first_divergence(&packed, &PackedHistory::pack(&changed)).unwrap();
         assert_eq!(divergence.index, 7);
         assert_ne!(divergence.first_line, divergence.second_line);
         assert_ne!(divergence.first_sha256, divergence.second_sha256);
+        assert_eq!(divergence.first_sha256, first.sha256_hex());
+        assert_eq!(divergence.second_sha256, changed.sha256_hex());
 
         let mut shorter = first.clone();
         shorter.events.truncate(4);
-        let divergence = first_divergence(&first, &shorter).unwrap();
+        let divergence = first_divergence(&packed, &PackedHistory::pack(&shorter)).unwrap();
         assert_eq!(divergence.index, 4);
         assert_eq!(divergence.second_line, "<end of history>");
     }

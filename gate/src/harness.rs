@@ -33,7 +33,7 @@ use std::time::Duration;
 use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::terminal::escape;
-use fencer_harness::{FencedStore, History, LockService, Workload};
+use fencer_harness::{FencedStore, History, LockService, PackedHistory, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::backends::Built;
@@ -567,7 +567,9 @@ impl Harness {
                         Label::Regression(path) => Some(path),
                         Label::Seed(_) => None,
                     },
-                    outcome: Ok((history, verdict)),
+                    // The report hands back events, the view a test reads; the run was checked
+                    // and saved from its packed form.
+                    outcome: Ok((history.unpack(), verdict)),
                     saved,
                     plan: Some(plan),
                     shrunk: None,
@@ -591,7 +593,7 @@ impl Harness {
         &self,
         label: &Label,
         plan: &Plan,
-        history: &History,
+        history: &PackedHistory,
         verdict: &Verdict,
     ) -> Option<PathBuf> {
         // An unknown verdict fails the test too, unless allowed: its run is kept so the events
@@ -715,7 +717,7 @@ impl Harness {
 
 /// One run as it ran (its plan, naming the faults left out, its history and the history's
 /// verdict), or why it could not.
-type RunResult = Result<(Plan, History, Verdict), String>;
+type RunResult = Result<(Plan, PackedHistory, Verdict), String>;
 
 /// What a run of a harness was: a seed, or a saved regression.
 enum Label {

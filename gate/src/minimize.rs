@@ -96,7 +96,7 @@ pub fn minimize(
         before: PlanSize::of(plan),
         after: PlanSize::of(&shrunk.plan),
         events_before,
-        events_after: launched.history.events.len(),
+        events_after: launched.history.len(),
         candidates: shrunk.candidates,
         stopped_by: shrunk.stopped_by.map(str::to_string),
     };

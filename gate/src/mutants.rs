@@ -24,7 +24,7 @@ use fencer_workloads::WorkerVariant;
 
 use fencer_run::plan::Plan;
 use fencer_run::settings::{LockBackend, Settings, StoreBackend};
-use fencer_run::{RunError, simulate};
+use fencer_run::{RunError, simulate_packed};
 
 use crate::jobs::{job_count, named_thread, spawn_jobs};
 
@@ -359,7 +359,7 @@ impl Mutant {
 
 /// Simulates and checks one run; `strict` makes warnings fail the verdict.
 pub fn verdict_of(settings: &Settings, strict: bool) -> Result<Verdict, RunError> {
-    let history = simulate(&Plan::generate(settings))?;
+    let history = simulate_packed(&Plan::generate(settings))?;
     Ok(fencer_run::checking::judge(settings, &history, strict))
 }
 

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 use fencer_checkers::{Validity, Verdict};
-use fencer_harness::History;
+use fencer_harness::PackedHistory;
 
 use crate::divergence::{Divergence, first_divergence};
 use crate::jobs::{ThreadFor, job_count, named_thread, spawn_jobs};
@@ -62,7 +62,7 @@ pub enum Outcome {
         events: usize,
         /// The history, kept when the verdict is invalid (to save the run directory) or when
         /// asked for every run.
-        history: Option<History>,
+        history: Option<PackedHistory>,
     },
     /// Two runs of the same plan recorded different histories.
     Nondeterministic(Divergence),
@@ -215,9 +215,9 @@ pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
 
 /// Judges `history` of `plan` (warnings fail under `strict`), keeping the history when the
 /// verdict is invalid or `keep` asks for it.
-pub fn checked(plan: &Plan, history: History, strict: bool, keep: bool) -> Outcome {
+pub fn checked(plan: &Plan, history: PackedHistory, strict: bool, keep: bool) -> Outcome {
     let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
-    let events = history.events.len();
+    let events = history.len();
     let history = (keep || verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {
         verdict,

@@ -239,7 +239,10 @@ impl Op {
 ///
 /// Times: `time_ns` is the true (simulated or monotonic) time since the run began; `local_ns` is
 /// the reading of the acting node's own clock at that moment, which skew can move anywhere.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// It is written through [`EventView`], the one definition of the JSONL form, which a packed
+/// row is written through too: both forms give the same bytes by construction.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 pub struct Event {
     /// Position in the history, from 0, with no gaps.
     pub index: u64,
@@ -312,7 +315,158 @@ pub struct Event {
     pub error: Option<String>,
 }
 
+/// An event with its strings borrowed: what is serialised, from an [`Event`] or from a packed
+/// row ([`PackedHistory::view`](crate::PackedHistory::view)), so writing or reading through a
+/// history never copies a string. Field order and the rule that an empty column is left out are
+/// the JSONL form's (and [`Event`]'s `Deserialize` reads them back).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct EventView<'a> {
+    /// Position in the history, from 0, with no gaps.
+    pub index: u64,
+    /// True time since the start of the run, in nanoseconds.
+    pub time_ns: u64,
+    /// Who acted: a worker (`w0`), its renewal task (`w0:renew`), `nemesis`, `lock` or `store`.
+    pub process: &'a str,
+    /// Invoke, completion, nemesis action or server log entry.
+    #[serde(rename = "type")]
+    pub kind: EventType,
+    /// The operation.
+    pub f: Op,
+    /// The acting node's local clock reading, in nanoseconds (may be negative after a jump).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_ns: Option<i64>,
+    /// Lock name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lock: Option<&'a str>,
+    /// Store key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
+    /// Owner token of the caller (random per acquisition, 32 hex digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<&'a str>,
+    /// Fencing token carried by the call, granted, or applied.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    /// Unique id of a write, or the id a read saw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_id: Option<&'a str>,
+    /// The value written or read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<&'a str>,
+    /// Lease TTL requested, in nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl_ns: Option<u64>,
+    /// Lock log: the owner of the lease the entry affected (differs from `owner` only when a
+    /// stale owner touched someone else's lease).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<&'a str>,
+    /// Lock log: the fencing token of the lease the entry affected.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder_token: Option<u64>,
+    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_ns: Option<i64>,
+    /// Store: the fence the store held when it rejected a write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_token: Option<u64>,
+    /// Store log: position of an applied write in the store's own order, from 1.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// Nemesis: the process or node a fault targets.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<&'a str>,
+    /// Nemesis: how long a fault lasts, in nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// Nemesis: clock jump, in nanoseconds (negative jumps backwards).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jump_ns: Option<i64>,
+    /// Nemesis: clock drift, in parts per million (negative runs slow).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift_ppm: Option<i64>,
+    /// Nemesis: how long each reply is held by a `delay-replies` fault, in nanoseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_ns: Option<u64>,
+    /// Why a call failed or is unknown (`busy`, `not-owner`, `rejected`, `timeout`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<&'a str>,
+}
+
+impl EventView<'_> {
+    /// True if this is an event of the given type and operation.
+    pub fn is(&self, kind: EventType, f: Op) -> bool {
+        self.kind == kind && self.f == f
+    }
+
+    /// The owned event, for keeping.
+    pub fn to_event(&self) -> Event {
+        let text = |column: Option<&str>| column.map(str::to_owned);
+        Event {
+            index: self.index,
+            time_ns: self.time_ns,
+            process: self.process.to_owned(),
+            kind: self.kind,
+            f: self.f,
+            local_ns: self.local_ns,
+            lock: text(self.lock),
+            key: text(self.key),
+            owner: text(self.owner),
+            token: self.token,
+            write_id: text(self.write_id),
+            value: text(self.value),
+            ttl_ns: self.ttl_ns,
+            holder: text(self.holder),
+            holder_token: self.holder_token,
+            expires_ns: self.expires_ns,
+            current_token: self.current_token,
+            seq: self.seq,
+            target: text(self.target),
+            duration_ns: self.duration_ns,
+            jump_ns: self.jump_ns,
+            drift_ppm: self.drift_ppm,
+            delay_ns: self.delay_ns,
+            error: text(self.error),
+        }
+    }
+}
+
+impl Serialize for Event {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.view().serialize(serializer)
+    }
+}
+
 impl Event {
+    /// This event with its strings borrowed.
+    pub fn view(&self) -> EventView<'_> {
+        EventView {
+            index: self.index,
+            time_ns: self.time_ns,
+            process: &self.process,
+            kind: self.kind,
+            f: self.f,
+            local_ns: self.local_ns,
+            lock: self.lock.as_deref(),
+            key: self.key.as_deref(),
+            owner: self.owner.as_deref(),
+            token: self.token,
+            write_id: self.write_id.as_deref(),
+            value: self.value.as_deref(),
+            ttl_ns: self.ttl_ns,
+            holder: self.holder.as_deref(),
+            holder_token: self.holder_token,
+            expires_ns: self.expires_ns,
+            current_token: self.current_token,
+            seq: self.seq,
+            target: self.target.as_deref(),
+            duration_ns: self.duration_ns,
+            jump_ns: self.jump_ns,
+            drift_ppm: self.drift_ppm,
+            delay_ns: self.delay_ns,
+            error: self.error.as_deref(),
+        }
+    }
+
     /// An event with only its identity set; the recorder fills `index` and `time_ns`, callers
     /// fill the columns their operation uses with struct-update syntax.
     pub fn new(process: impl Into<String>, kind: EventType, f: Op) -> Event {

@@ -64,8 +64,14 @@ impl History {
     }
 
     /// SHA-256 of the JSONL bytes, hex: the identity replay and determinism checks compare.
+    /// Hashed as written, so the bytes are never held whole.
     pub fn sha256_hex(&self) -> String {
-        sha256_hex(&self.to_jsonl())
+        let mut out = std::io::BufWriter::new(HashingWriter::new(std::io::sink()));
+        self.write_jsonl(&mut out)
+            .and_then(|()| out.into_inner().map_err(|error| error.into_error()))
+            .expect("writing to a sink cannot fail")
+            .finish()
+            .1
     }
 
     /// Reads a JSONL history file; `path` appears in every error message.
@@ -200,8 +206,45 @@ fn for_each_line(
 
 /// Hex SHA-256 of arbitrary bytes (stored histories are hashed as they lie on disk).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(digest: &[u8]) -> String {
     digest.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// A writer that hashes (SHA-256) everything written through it to `inner`: a history is
+/// hashed as it is written, so its bytes never need to be held whole to name them.
+pub struct HashingWriter<W> {
+    inner: W,
+    hasher: Sha256,
+}
+
+impl<W: Write> HashingWriter<W> {
+    /// Hashes what is written to `inner`.
+    pub fn new(inner: W) -> HashingWriter<W> {
+        HashingWriter {
+            inner,
+            hasher: Sha256::new(),
+        }
+    }
+
+    /// The inner writer and the hex SHA-256 of every byte written through.
+    pub fn finish(self) -> (W, String) {
+        (self.inner, hex(&self.hasher.finalize()))
+    }
+}
+
+impl<W: Write> Write for HashingWriter<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let written = self.inner.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// What every producer promises, checked as each event is read (no second pass over the

@@ -31,7 +31,7 @@ pub use client::{
     LatencyModel, LockClient, Network, Process, StoreClient, caller_clock, caller_process,
 };
 pub use clock::{LocalClock, NodeClock, TrueClock};
-pub use event::{Event, EventType, Op};
+pub use event::{Event, EventType, EventView, Op};
 pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
 pub use packed::{PackedHistory, Row, Strings, Sym};

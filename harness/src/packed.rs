@@ -18,9 +18,9 @@ use std::path::Path;
 
 use hashbrown::HashTable;
 
-use crate::event::{Event, EventType, Op};
+use crate::event::{Event, EventType, EventView, Op};
 use crate::fxhash::FxHasher;
-use crate::history::{History, HistoryError, parse_lines};
+use crate::history::{HashingWriter, History, HistoryError, parse_lines};
 
 /// One distinct string of a packed history, by number.
 ///
@@ -114,6 +114,14 @@ impl Strings {
     /// Never true: the empty string is always held.
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
+    }
+
+    /// Heap bytes the table holds, by capacity (text, ends and the hash table's allocation):
+    /// what it costs in memory, used or not.
+    pub fn heap_bytes(&self) -> usize {
+        self.text.capacity()
+            + self.ends.capacity() * std::mem::size_of::<usize>()
+            + self.table.allocation_size()
     }
 }
 
@@ -318,6 +326,38 @@ impl Row {
         row
     }
 
+    /// The event this row packs with its strings borrowed from `strings`: what is written,
+    /// and what a reader of a whole history walks without building events.
+    pub fn view<'a>(&self, strings: &'a Strings) -> EventView<'a> {
+        let text = |column: Option<Sym>| column.map(|sym| strings.text(sym));
+        EventView {
+            index: self.index,
+            time_ns: self.time_ns,
+            process: strings.text(self.process),
+            kind: self.kind,
+            f: self.f,
+            local_ns: self.local_ns(),
+            lock: text(self.lock),
+            key: text(self.key),
+            owner: text(self.owner),
+            token: self.token(),
+            write_id: text(self.write_id),
+            value: text(self.value),
+            ttl_ns: self.ttl_ns(),
+            holder: text(self.holder),
+            holder_token: self.holder_token(),
+            expires_ns: self.expires_ns(),
+            current_token: self.current_token(),
+            seq: self.seq(),
+            target: text(self.target),
+            duration_ns: self.duration_ns(),
+            jump_ns: self.jump_ns(),
+            drift_ppm: self.drift_ppm(),
+            delay_ns: self.delay_ns(),
+            error: text(self.error),
+        }
+    }
+
     /// The event this row packs, its strings read from `strings`.
     pub fn unpack(&self, strings: &Strings) -> Event {
         let text = |column: Option<Sym>| column.map(|sym| strings.text(sym).to_owned());
@@ -357,6 +397,16 @@ pub struct PackedHistory {
     pub strings: Strings,
 }
 
+/// Its size, not its rows: a history of millions of events is never printed whole.
+impl std::fmt::Debug for PackedHistory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedHistory")
+            .field("events", &self.rows.len())
+            .field("strings", &self.strings.len())
+            .finish()
+    }
+}
+
 impl PackedHistory {
     /// Packs every event of `history`.
     pub fn pack(history: &History) -> PackedHistory {
@@ -393,6 +443,76 @@ impl PackedHistory {
     /// The text of `sym`.
     pub fn text(&self, sym: Sym) -> &str {
         self.strings.text(sym)
+    }
+
+    /// Number of events.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True when the history holds no event.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Appends `event` as the next row, its strings interned (each distinct one stored once).
+    pub fn push(&mut self, event: &Event) {
+        let row = Row::pack(event, &mut self.strings);
+        self.rows.push(row);
+    }
+
+    /// The event at `position` with its strings borrowed (nothing copied).
+    pub fn view(&self, position: usize) -> EventView<'_> {
+        self.rows[position].view(&self.strings)
+    }
+
+    /// Every event in order with its strings borrowed: a walk over the whole history that
+    /// builds no event.
+    pub fn views(&self) -> impl ExactSizeIterator<Item = EventView<'_>> + '_ {
+        self.rows.iter().map(|row| row.view(&self.strings))
+    }
+
+    /// Writes the JSONL form, one event at a time straight from its row: the same bytes
+    /// [`History::write_jsonl`] writes for the unpacked history (both go through one
+    /// serialiser), with no event built on the way.
+    pub fn write_jsonl(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        for row in &self.rows {
+            serde_json::to_writer(&mut *out, &row.view(&self.strings))?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+
+    /// The JSONL bytes in memory (for small histories and tests; a run's are streamed to its
+    /// file with [`PackedHistory::write_jsonl`]).
+    pub fn to_jsonl(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        self.write_jsonl(&mut bytes)
+            .expect("writing to a Vec cannot fail");
+        bytes
+    }
+
+    /// The JSONL line of the event at `position`, without its newline.
+    pub fn jsonl_line(&self, position: usize) -> String {
+        serde_json::to_string(&self.rows[position].view(&self.strings))
+            .expect("an event always serialises")
+    }
+
+    /// SHA-256 of the JSONL form, hex, hashed as it is written (the bytes are never held):
+    /// equal to [`History::sha256_hex`] of the unpacked history.
+    pub fn sha256_hex(&self) -> String {
+        let mut out = std::io::BufWriter::new(HashingWriter::new(std::io::sink()));
+        self.write_jsonl(&mut out)
+            .and_then(|()| out.into_inner().map_err(|error| error.into_error()))
+            .expect("writing to a sink cannot fail")
+            .finish()
+            .1
+    }
+
+    /// Heap bytes the history holds, by capacity (rows and strings): what keeping it costs in
+    /// memory, whether or not every slot is used.
+    pub fn heap_bytes(&self) -> usize {
+        self.rows.capacity() * std::mem::size_of::<Row>() + self.strings.heap_bytes()
     }
 
     /// Every event, as before packing.

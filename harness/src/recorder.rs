@@ -1,5 +1,10 @@
 //! The single place events are appended: it assigns each event its index and true time, so a
 //! history is ordered by construction.
+//!
+//! Events are kept in checking form ([`PackedHistory`]: a fixed-size row each, every distinct
+//! string stored once), the form the checkers read and the JSONL is written from, so a run's
+//! history is never held as owned events: a process name, an op's lock and key, an error
+//! string are stored once for the whole run instead of once per event.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +14,7 @@ use tokio::sync::Notify;
 use crate::clock::{LocalClock, TrueClock};
 use crate::event::Event;
 use crate::history::History;
+use crate::packed::{Number, PackedHistory};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -18,7 +24,7 @@ use crate::history::History;
 #[derive(Debug)]
 pub struct Recorder {
     truth: TrueClock,
-    events: Mutex<Vec<Event>>,
+    events: Mutex<PackedHistory>,
     limit: usize,
     full: AtomicBool,
     filled: Notify,
@@ -34,7 +40,10 @@ impl Recorder {
     pub fn with_limit(truth: TrueClock, limit: usize) -> Recorder {
         Recorder {
             truth,
-            events: Mutex::new(Vec::with_capacity(limit.min(4096))),
+            events: Mutex::new(PackedHistory {
+                rows: Vec::with_capacity(limit.min(4096)),
+                ..PackedHistory::default()
+            }),
             limit,
             full: AtomicBool::new(false),
             filled: Notify::new(),
@@ -42,33 +51,36 @@ impl Recorder {
     }
 
     /// Appends `event` now; returns its index.
-    pub fn record(&self, mut event: Event) -> u64 {
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        event.index = events.len() as u64;
-        event.time_ns = self.truth.now_ns();
-        self.push(&mut events, event)
+    pub fn record(&self, event: Event) -> u64 {
+        self.append(&event, None)
     }
 
     /// Appends `event` now, with `local_ns` read from `clock` at the same true instant (one
     /// clock read serves both stamps, so they can never disagree).
-    pub fn record_on(&self, mut event: Event, clock: &LocalClock) -> u64 {
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        event.index = events.len() as u64;
-        event.time_ns = self.truth.now_ns();
-        event.local_ns = Some(clock.read_at(event.time_ns));
-        self.push(&mut events, event)
+    pub fn record_on(&self, event: Event, clock: &LocalClock) -> u64 {
+        self.append(&event, Some(clock))
     }
 
-    /// Keeps `event` unless the recorder holds its limit already; then drops it and marks the
-    /// recorder full.
-    fn push(&self, events: &mut Vec<Event>, event: Event) -> u64 {
-        let index = event.index;
-        if events.len() < self.limit {
-            events.push(event);
-        } else if !self.full.swap(true, Ordering::Relaxed) {
-            // Waiters now, and one that checked just before the flag was set.
-            self.filled.notify_waiters();
-            self.filled.notify_one();
+    /// Packs `event` stamped with its index, the true time and (given `clock`) the local one,
+    /// unless the recorder holds its limit already; then drops it and marks the recorder full.
+    fn append(&self, event: &Event, clock: Option<&LocalClock>) -> u64 {
+        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        let index = events.len() as u64;
+        if events.len() >= self.limit {
+            if !self.full.swap(true, Ordering::Relaxed) {
+                // Waiters now, and one that checked just before the flag was set.
+                self.filled.notify_waiters();
+                self.filled.notify_one();
+            }
+            return index;
+        }
+        let time_ns = self.truth.now_ns();
+        events.push(event);
+        let row = events.rows.last_mut().expect("just pushed");
+        row.index = index;
+        row.time_ns = time_ns;
+        if let Some(clock) = clock {
+            row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
         }
         index
     }
@@ -91,10 +103,16 @@ impl Recorder {
         self.truth
     }
 
-    /// Everything recorded so far, leaving the recorder empty.
+    /// Everything recorded so far in checking form, leaving the recorder empty: what the run
+    /// paths check, write and explain.
+    pub fn take_packed(&self) -> PackedHistory {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Everything recorded so far as events, leaving the recorder empty: the unpacked view,
+    /// for callers that want owned events.
     pub fn take_history(&self) -> History {
-        let events = std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()));
-        History { events }
+        self.take_packed().unpack()
     }
 }
 

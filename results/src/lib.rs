@@ -15,5 +15,7 @@ pub mod serve;
 pub mod staging;
 
 pub use archive::{Archive, utc_stamp};
-pub use run_dir::{RunDirError, RunRecord, parse_run_json, read_run_file, write_run_dir};
+pub use run_dir::{
+    RunDirError, RunRecord, StagedRunDir, parse_run_json, read_run_file, write_run_dir,
+};
 pub use save::{FinishedRun, default_run_dir, save_run};

@@ -91,46 +91,98 @@ pub fn refuse_existing(dir: &Path) -> Result<(), RunDirError> {
 /// survives a power loss. Staging directories in the parent whose writer is gone are swept
 /// first.
 pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirError> {
-    refuse_existing(dir)?;
-    if dir.is_dir() {
-        std::fs::remove_dir(dir).map_err(io_error(dir, "replacing empty directory"))?;
+    let staged = StagedRunDir::create(dir)?;
+    for (file_name, bytes) in files {
+        staged.write(file_name, bytes)?;
     }
-    let parent = parent_dir(dir).to_path_buf();
-    std::fs::create_dir_all(&parent).map_err(io_error(&parent, "creating directory"))?;
-    let name = dir
-        .file_name()
-        .ok_or_else(|| RunDirError::Io {
-            path: dir.to_path_buf(),
-            action: "naming run directory",
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no final component"),
-        })?
-        .to_string_lossy()
-        .into_owned();
-    sweep_abandoned(&parent);
-    let staging_path = staging_dir(&parent, &name);
-    let staging = Staging::create(staging_path.clone())
-        .map_err(io_error(&staging_path, "creating directory"))?;
-    let result = files.iter().try_for_each(|(file_name, bytes)| {
-        let path = staging.dir.join(file_name);
-        let mut file = std::fs::File::create(&path).map_err(io_error(&path, "creating file"))?;
-        file.write_all(bytes).map_err(io_error(&path, "writing"))?;
-        file.sync_all().map_err(io_error(&path, "syncing"))
-    });
-    let result = result
-        .and_then(|()| {
-            staging
-                .remove_lock_file()
-                .map_err(io_error(&staging.dir, "removing the owner lock"))
+    staged.finish()
+}
+
+/// A run directory being written, file by file, as [`write_run_dir`] writes one: in its
+/// staging directory until [`StagedRunDir::finish`] moves it into place. A file may be written
+/// as it is produced ([`StagedRunDir::write_with`]), so a history of millions of events is
+/// never held in memory whole to be saved. Dropped unfinished, it leaves nothing behind.
+pub struct StagedRunDir {
+    dir: PathBuf,
+    parent: PathBuf,
+    staging: Staging,
+    finished: bool,
+}
+
+impl StagedRunDir {
+    /// Refuses `dir` if it holds anything, sweeps abandoned staging directories beside it and
+    /// creates this run's own.
+    pub fn create(dir: &Path) -> Result<StagedRunDir, RunDirError> {
+        refuse_existing(dir)?;
+        if dir.is_dir() {
+            std::fs::remove_dir(dir).map_err(io_error(dir, "replacing empty directory"))?;
+        }
+        let parent = parent_dir(dir).to_path_buf();
+        std::fs::create_dir_all(&parent).map_err(io_error(&parent, "creating directory"))?;
+        let name = dir
+            .file_name()
+            .ok_or_else(|| RunDirError::Io {
+                path: dir.to_path_buf(),
+                action: "naming run directory",
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no final component"),
+            })?
+            .to_string_lossy()
+            .into_owned();
+        sweep_abandoned(&parent);
+        let staging_path = staging_dir(&parent, &name);
+        let staging = Staging::create(staging_path.clone())
+            .map_err(io_error(&staging_path, "creating directory"))?;
+        Ok(StagedRunDir {
+            dir: dir.to_path_buf(),
+            parent,
+            staging,
+            finished: false,
         })
-        .and_then(|()| sync_dir(&staging.dir))
-        .and_then(|()| {
-            std::fs::rename(&staging.dir, dir).map_err(io_error(dir, "moving run into place"))
-        });
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&staging.dir);
-        return result;
     }
-    sync_dir(&parent)
+
+    /// Writes the file `file_name` holding `bytes`, synced.
+    pub fn write(&self, file_name: &str, bytes: &[u8]) -> Result<(), RunDirError> {
+        self.write_with(file_name, |out| out.write_all(bytes))
+    }
+
+    /// Writes the file `file_name` with what `fill` writes to it (buffered), synced; returns
+    /// what `fill` returned.
+    pub fn write_with<T>(
+        &self,
+        file_name: &str,
+        fill: impl FnOnce(&mut dyn Write) -> std::io::Result<T>,
+    ) -> Result<T, RunDirError> {
+        let path = self.staging.dir.join(file_name);
+        let file = std::fs::File::create(&path).map_err(io_error(&path, "creating file"))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+        let filled = fill(&mut out).map_err(io_error(&path, "writing"))?;
+        let file = out
+            .into_inner()
+            .map_err(|error| io_error(&path, "writing")(error.into_error()))?;
+        file.sync_all().map_err(io_error(&path, "syncing"))?;
+        Ok(filled)
+    }
+
+    /// Moves the run directory into place: the lock file removed, the staging directory
+    /// synced and renamed, the parent synced.
+    pub fn finish(mut self) -> Result<(), RunDirError> {
+        self.staging
+            .remove_lock_file()
+            .map_err(io_error(&self.staging.dir, "removing the owner lock"))?;
+        sync_dir(&self.staging.dir)?;
+        std::fs::rename(&self.staging.dir, &self.dir)
+            .map_err(io_error(&self.dir, "moving run into place"))?;
+        self.finished = true;
+        sync_dir(&self.parent)
+    }
+}
+
+impl Drop for StagedRunDir {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_dir_all(&self.staging.dir);
+        }
+    }
 }
 
 /// [`staging::sync_dir`](crate::staging::sync_dir), its failure naming the directory.

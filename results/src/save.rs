@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::{Archive, RunDirError, RunRecord, utc_stamp, write_run_dir};
+use crate::{Archive, RunDirError, RunRecord, StagedRunDir, utc_stamp};
 use fencer_checkers::Verdict;
-use fencer_harness::History;
-use fencer_harness::history::sha256_hex;
+use fencer_harness::PackedHistory;
+use fencer_harness::history::HashingWriter;
 
 use fencer_run::Plan;
 
@@ -17,8 +17,8 @@ pub struct FinishedRun<'a> {
     pub command: &'a str,
     /// What ran.
     pub plan: &'a Plan,
-    /// What happened.
-    pub history: &'a History,
+    /// What happened, in the checking form it was recorded in.
+    pub history: &'a PackedHistory,
     /// What the checkers said.
     pub verdict: &'a Verdict,
 }
@@ -40,41 +40,46 @@ pub fn default_run_dir(archive_root: &Path, group: &str, label: &str) -> PathBuf
 
 /// Writes `run` into `dir` atomically; when `archive_root` is given, points its `latest` at
 /// it.
+///
+/// `history.jsonl` is written first, straight from the packed rows and hashed as it goes, so
+/// its bytes are never held whole; `run.json`, which names its hash, follows (the directory
+/// appears only once every file is in it, so the order is invisible).
 pub fn save_run(
     run: &FinishedRun<'_>,
     dir: &Path,
     archive_root: Option<&Path>,
 ) -> Result<(), RunDirError> {
-    let history = run.history.to_jsonl();
+    let staged = StagedRunDir::create(dir)?;
+    let history_sha256 = staged.write_with("history.jsonl", |out| {
+        let mut hashing = HashingWriter::new(out);
+        run.history.write_jsonl(&mut hashing)?;
+        Ok(hashing.finish().1)
+    })?;
     let record = RunRecord {
         fencer_version: env!("CARGO_PKG_VERSION").to_string(),
         command: run.command.to_string(),
         settings: serde_json::to_value(&run.plan.settings).expect("settings always serialise"),
-        events: run.history.events.len(),
-        history_sha256: sha256_hex(&history),
+        events: run.history.len(),
+        history_sha256,
         validity: run.verdict.validity.name().to_string(),
         written_at: utc_stamp(wall_clock_s()),
         left_out: run.plan.left_out.clone(),
     };
     let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     record_json.push(b'\n');
-    let mut verdict_json =
-        serde_json::to_vec_pretty(run.verdict).expect("verdicts always serialise");
-    verdict_json.push(b'\n');
-    let plan_json = run.plan.to_json();
-    let reports = crate::report::report_files(run.history, &record.settings, run.verdict);
-    let mut files: Vec<(&str, &[u8])> = vec![
-        ("run.json", &record_json),
-        ("plan.json", &plan_json),
-        ("history.jsonl", &history),
-        ("verdict.json", &verdict_json),
-    ];
-    files.extend(
-        reports
-            .iter()
-            .map(|(name, bytes)| (*name, bytes.as_slice())),
-    );
-    write_run_dir(dir, &files)?;
+    staged.write("run.json", &record_json)?;
+    staged.write("plan.json", &run.plan.to_json())?;
+    staged.write_with("verdict.json", |out| {
+        serde_json::to_writer_pretty(&mut *out, run.verdict)?;
+        out.write_all(b"\n")
+    })?;
+    crate::report::for_each_report_file(
+        run.history,
+        &record.settings,
+        run.verdict,
+        |name, text| staged.write(name, text.as_bytes()),
+    )?;
+    staged.finish()?;
     if let Some(root) = archive_root {
         Archive::new(root).point_latest_at(dir)?;
     }
@@ -84,13 +89,13 @@ pub fn save_run(
 #[cfg(test)]
 mod tests {
     use fencer_run::{BackendName, Reach, Roles};
-    use fencer_run::{Plan, Settings, simulate};
+    use fencer_run::{Plan, Settings, simulate_packed};
 
     use super::*;
 
     /// Saves a one-worker run of `plan` under a fresh directory and returns its `run.json`.
     fn saved_record(plan: &Plan) -> serde_json::Value {
-        let history = simulate(plan).unwrap();
+        let history = simulate_packed(plan).unwrap();
         let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("run");

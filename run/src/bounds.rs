@@ -293,7 +293,7 @@ mod tests {
     fn a_run_that_would_record_more_than_it_may_is_stopped_with_a_usage_error() {
         let backends = Backends::new();
         let plan = small_plan();
-        let whole = Launch::new(&backends).run(&plan).unwrap().history;
+        let whole = Launch::new(&backends).run(&plan).unwrap().history.unpack();
         let limited = |events| Launch {
             limits: RunLimits {
                 events,
@@ -310,7 +310,11 @@ mod tests {
             )),
             "{error}"
         );
-        let exact = limited(whole.events.len()).run(&plan).unwrap().history;
+        let exact = limited(whole.events.len())
+            .run(&plan)
+            .unwrap()
+            .history
+            .unpack();
         assert_eq!(
             exact, whole,
             "a run within its limit is the run without one"
@@ -321,7 +325,7 @@ mod tests {
     fn a_run_still_going_when_its_simulated_time_runs_out_is_stopped() {
         let backends = Backends::new();
         let plan = small_plan();
-        let whole = Launch::new(&backends).run(&plan).unwrap().history;
+        let whole = Launch::new(&backends).run(&plan).unwrap().history.unpack();
         let last_ns = whole.events.last().unwrap().time_ns;
         let limited = |simulated_ns| Launch {
             limits: RunLimits {
@@ -335,6 +339,9 @@ mod tests {
         assert!(error.to_string().contains("still running after"), "{error}");
         // Workers done just inside the limit: the run is the run without one.
         let just_after_ns = last_ns + 1_000_000;
-        assert_eq!(limited(just_after_ns).run(&plan).unwrap().history, whole);
+        assert_eq!(
+            limited(just_after_ns).run(&plan).unwrap().history.unpack(),
+            whole
+        );
     }
 }

@@ -1,8 +1,8 @@
 //! Which checks a run's settings call for: the checkers of its workload, strict or not, so
 //! `run`, `replay`, the gate and a user's `cargo test` judge the same history the same way.
 
-use fencer_checkers::{CheckOptions, Verdict, check_with};
-use fencer_harness::History;
+use fencer_checkers::{CheckOptions, Verdict, check_packed};
+use fencer_harness::PackedHistory;
 
 use crate::settings::Settings;
 
@@ -16,9 +16,10 @@ pub fn check_options(settings: &Settings, strict: bool) -> CheckOptions {
 }
 
 /// Judges a history recorded under `settings` with its workload's checkers; `strict` makes
-/// warnings fail the verdict.
-pub fn judge(settings: &Settings, history: &History, strict: bool) -> Verdict {
-    check_with(history, &check_options(settings, strict))
+/// warnings fail the verdict. It takes the checking form the recorder keeps, so judging a run
+/// packs nothing again.
+pub fn judge(settings: &Settings, history: &PackedHistory, strict: bool) -> Verdict {
+    check_packed(history, &check_options(settings, strict))
 }
 
 #[cfg(test)]

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::{
-    AppliedWrite, Event, EventType, FencedStore, History, LocalClock, LockService, Network,
-    NodeClock, Op, Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, Workload,
+    AppliedWrite, Event, EventType, FencedStore, LocalClock, LockService, Network, NodeClock, Op,
+    PackedHistory, Process, ProcessFaults, Recorder, StoreClient, Stream, TrueClock, Workload,
     stream_rng,
 };
 use fencer_nemesis::Fault;
@@ -58,8 +58,9 @@ pub struct Launched {
     /// The plan as it ran: the given one without the faults its backends could not take, which
     /// it names in [`Plan::left_out`].
     pub plan: Plan,
-    /// What was recorded.
-    pub history: History,
+    /// What was recorded, in the checking form the recorder keeps (unpack an event, or all
+    /// of them, only to explain or show it).
+    pub history: PackedHistory,
     /// The tier it ran in.
     pub time: Time,
 }
@@ -222,7 +223,7 @@ impl<'a> Launch<'a> {
         self.limits.check(&recorder, false)?;
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
-            history: recorder.take_history(),
+            history: recorder.take_packed(),
             time: Time::Simulated,
         })
     }
@@ -254,7 +255,7 @@ impl<'a> Launch<'a> {
         .await?;
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
         self.limits.check(&recorder, false)?;
-        let history = recorder.take_history();
+        let history = recorder.take_packed();
         // Servers fencer started stop here, once their logs are in.
         drop((lock, store));
         Ok(Launched {

@@ -29,4 +29,4 @@ pub use launch::{Launch, Launched};
 pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};
 pub use reach::{LeftOut, Reach, Roles};
 pub use settings::{DurationError, Settings, SettingsError};
-pub use simulate::simulate;
+pub use simulate::{simulate, simulate_packed};

@@ -4,7 +4,7 @@
 //! on one current-thread runtime with paused time, and every random draw comes from the plan's
 //! seed, so the history is a pure function of the plan.
 
-use fencer_harness::History;
+use fencer_harness::{History, PackedHistory};
 
 use crate::RunError;
 use crate::backends::{Backends, Time};
@@ -14,6 +14,12 @@ use crate::plan::Plan;
 /// Runs `plan`, whose backends are fencer's own simulated ones, to completion and returns
 /// what was recorded. ([`Launch`] runs any plan, with a user's backends too.)
 pub fn simulate(plan: &Plan) -> Result<History, RunError> {
+    simulate_packed(plan).map(|history| history.unpack())
+}
+
+/// As [`simulate`], the history in the checking form it was recorded in: what checking,
+/// writing and measuring a run read, without building its events.
+pub fn simulate_packed(plan: &Plan) -> Result<PackedHistory, RunError> {
     let backends = Backends::new();
     let launch = Launch::new(&backends);
     if launch.time(plan)? != Time::Simulated {
@@ -26,6 +32,7 @@ pub fn simulate(plan: &Plan) -> Result<History, RunError> {
     }
     launch.run(plan).map(|launched| launched.history)
 }
+
 #[cfg(test)]
 mod tests {
     use fencer_backends::registry::LockBackend;

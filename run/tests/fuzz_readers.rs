@@ -451,7 +451,7 @@ fn plan_case(bytes: &[u8], backends: &Backends, case: &str) -> bool {
             let verdict = judge(&launched.plan.settings, &launched.history, false);
             assert_eq!(
                 verdict.events,
-                launched.history.events.len() as u64,
+                launched.history.len() as u64,
                 "{case}: a verdict over every event recorded"
             );
             true

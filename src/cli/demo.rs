@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use crate::{StoreBackend, check, simulate};
+use fencer_harness::PackedHistory;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::demo::{plan, report_lines};
 
@@ -24,7 +25,7 @@ pub fn demo(archive: &Path) -> Outcome {
         let finished = FinishedRun {
             command: "demo",
             plan: &plan,
-            history: &history,
+            history: &PackedHistory::pack(&history),
             verdict: &verdict,
         };
         save_run(&finished, &dir, Some(archive)).map_err(Failure::from)?;

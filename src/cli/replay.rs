@@ -91,7 +91,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
             first_difference(&stored_bytes, &replayed)
         )));
     }
-    outln!("identical: {} events", history.events.len());
+    outln!("identical: {} events", history.len());
     let verdict = judge(&plan.settings, &history, false);
     let detail = summary::Detail {
         verbose: false,
@@ -99,7 +99,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
         takes_verbose: false,
     };
     summary::print_summary(
-        &summary::Shape::of_history(&history),
+        &summary::Shape::of_packed(&history),
         &verdict,
         summary::Took::Untimed,
         &detail,

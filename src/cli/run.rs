@@ -106,7 +106,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         takes_verbose: true,
     };
     summary::print_summary(
-        &summary::Shape::of_history(&history),
+        &summary::Shape::of_packed(&history),
         &verdict,
         match time {
             Time::Simulated => summary::Took::Simulated { wall_s },

@@ -2,7 +2,7 @@
 //! where to read the rest. Warnings (findings that fail only a strict check) are counted on
 //! the verdict line and told in full only on request, so a valid run reads as valid.
 
-use crate::{History, Verdict};
+use crate::Verdict;
 use fencer_checkers::Severity;
 use fencer_harness::terminal::escape;
 
@@ -138,16 +138,7 @@ pub struct Shape {
 }
 
 impl Shape {
-    /// The shape of a history of events (a run's or a replay's).
-    pub fn of_history(history: &History) -> Shape {
-        let mut shape = Shape::default();
-        for event in &history.events {
-            shape.add(event.kind, event.f, event.time_ns);
-        }
-        shape
-    }
-
-    /// The shape of a history in checking form (`fencer check`'s).
+    /// The shape of a history in checking form (a run's, a replay's, `fencer check`'s).
     pub fn of_packed(history: &PackedHistory) -> Shape {
         let mut shape = Shape::default();
         for row in &history.rows {

@@ -14,7 +14,7 @@ mod svg;
 pub mod timeline;
 
 use fencer_checkers::Verdict;
-use fencer_harness::History;
+use fencer_harness::PackedHistory;
 
 pub use plots::{PLOT_FILES, render_plots};
 pub use timeline::{MAX_DRAWN_OPS, render_timeline};
@@ -90,19 +90,34 @@ pub fn report_input(settings: &serde_json::Value, verdict: &Verdict) -> ReportIn
 
 /// `timeline.html` and the plots, as (file name, bytes).
 pub fn report_files(
-    history: &History,
+    history: &PackedHistory,
     settings: &serde_json::Value,
     verdict: &Verdict,
 ) -> Vec<(&'static str, Vec<u8>)> {
-    let input = report_input(settings, verdict);
-    let mut files = vec![(
-        TIMELINE_FILE,
-        render_timeline(&history.events, &input).into_bytes(),
-    )];
-    files.extend(
-        render_plots(&history.events)
-            .into_iter()
-            .map(|(name, svg)| (name, svg.into_bytes())),
-    );
+    let mut files = Vec::new();
+    let kept: Result<(), std::convert::Infallible> =
+        for_each_report_file(history, settings, verdict, |name, text| {
+            files.push((name, text.into_bytes()));
+            Ok(())
+        });
+    let Ok(()) = kept;
     files
+}
+
+/// Renders `timeline.html` and the plots one at a time, handing each (file name, text) to
+/// `each` before the next is rendered: a saved run holds one report in memory at a time, and
+/// one reading of its history (the [`Model`](model::Model)) serves them all.
+pub fn for_each_report_file<E>(
+    history: &PackedHistory,
+    settings: &serde_json::Value,
+    verdict: &Verdict,
+    mut each: impl FnMut(&'static str, String) -> Result<(), E>,
+) -> Result<(), E> {
+    let input = report_input(settings, verdict);
+    let model = model::Model::new(history);
+    each(TIMELINE_FILE, timeline::page(&model, &input))?;
+    for (position, name) in PLOT_FILES.into_iter().enumerate() {
+        each(name, plots::plot(&model, position))?;
+    }
+    Ok(())
 }

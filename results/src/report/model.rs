@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, EventView, Op, PackedHistory};
 
 /// One horizontal row of the timeline.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,15 +53,17 @@ pub struct Lease {
     pub renewals_ns: Vec<u64>,
 }
 
-/// A client call, from its invoke to its completion.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call {
+/// A client call, from its invoke to its completion, as read from the history's rows on
+/// demand ([`Model::calls`]): there is one per invoke, so the model keeps only where its two
+/// events are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call<'a> {
     /// History position of the invoke.
     pub invoke: usize,
     /// History position of the completion, if the call completed.
     pub completion: Option<usize>,
     /// Which lane it belongs to.
-    pub process: String,
+    pub process: &'a str,
     /// The operation.
     pub f: Op,
     /// `Ok`, `Fail` or `Info`; `Info` too when the call never completed.
@@ -90,32 +92,49 @@ pub struct FaultSpan {
 /// Everything a report needs from a history, computed in one pass.
 #[derive(Clone, Debug)]
 pub struct Model<'a> {
-    /// The history's events.
-    pub events: &'a [Event],
+    /// The history, in the checking form it was recorded in (its events are read as
+    /// borrowed views, never copied out).
+    pub history: &'a PackedHistory,
     /// Lanes, top to bottom.
     pub lanes: Vec<Lane>,
     /// True time of the last event.
     pub end_ns: u64,
     /// Leases in grant order.
     pub leases: Vec<Lease>,
-    /// Client calls in invoke order.
-    pub calls: Vec<Call>,
+    /// Client calls in invoke order, by the history positions of their invoke and completion
+    /// ([`NEVER_COMPLETED`] for none): eight bytes a call.
+    calls: Vec<(u32, u32)>,
     /// Faults in injection order.
     pub faults: Vec<FaultSpan>,
 }
 
 impl<'a> Model<'a> {
-    /// Reads `events` (a validated history, in index order).
-    pub fn new(events: &'a [Event]) -> Model<'a> {
-        let end_ns = events.last().map_or(0, |event| event.time_ns);
+    /// Reads `history` (a validated history, in index order).
+    pub fn new(history: &'a PackedHistory) -> Model<'a> {
+        let end_ns = history.rows.last().map_or(0, |row| row.time_ns);
         Model {
-            events,
-            lanes: lanes(events),
+            history,
+            lanes: lanes(history),
             end_ns,
-            leases: leases(events, end_ns),
-            calls: calls(events, end_ns),
-            faults: faults(events),
+            leases: leases(history, end_ns),
+            calls: calls(history),
+            faults: faults(history),
         }
+    }
+
+    /// The event at history position `position`.
+    pub fn event(&self, position: usize) -> EventView<'a> {
+        self.history.view(position)
+    }
+
+    /// The event at history position `position`, if the history holds one.
+    pub fn get(&self, position: usize) -> Option<EventView<'a>> {
+        (position < self.history.len()).then(|| self.history.view(position))
+    }
+
+    /// Every event, in order.
+    pub fn events(&self) -> impl ExactSizeIterator<Item = EventView<'a>> + 'a {
+        self.history.views()
     }
 
     /// Number of client calls (invokes): the measure of a history's size for drawing.
@@ -123,14 +142,35 @@ impl<'a> Model<'a> {
         self.calls.len()
     }
 
+    /// The client call at `slot` in invoke order.
+    pub fn call(&self, slot: usize) -> Call<'a> {
+        let (invoke, completion) = self.calls[slot];
+        let started = self.event(invoke as usize);
+        let done = (completion != NEVER_COMPLETED).then(|| self.event(completion as usize));
+        Call {
+            invoke: invoke as usize,
+            completion: (completion != NEVER_COMPLETED).then_some(completion as usize),
+            process: started.process,
+            f: started.f,
+            outcome: done.map_or(EventType::Info, |done| done.kind),
+            start_ns: started.time_ns,
+            end_ns: done.map_or(self.end_ns, |done| done.time_ns),
+        }
+    }
+
+    /// Every client call, in invoke order.
+    pub fn calls(&self) -> impl Iterator<Item = Call<'a>> + '_ {
+        (0..self.calls.len()).map(|slot| self.call(slot))
+    }
+
     /// The lane an event is drawn on: its process, or a nemesis event's target.
-    pub fn lane_of(&self, event: &Event) -> Option<usize> {
-        let name = match (&event.kind, &event.target) {
-            (EventType::Nemesis, Some(target)) => target.as_str(),
-            _ => event.process.as_str(),
+    pub fn lane_of(&self, event: &EventView<'_>) -> Option<usize> {
+        let name = match (&event.kind, event.target) {
+            (EventType::Nemesis, Some(target)) => target,
+            _ => event.process,
         };
         self.lane_index(name)
-            .or_else(|| self.lane_index(&event.process))
+            .or_else(|| self.lane_index(event.process))
     }
 
     /// The position of the lane named `name`.
@@ -151,11 +191,11 @@ fn natural_key(name: &str) -> (String, u64, String) {
     )
 }
 
-fn lanes(events: &[Event]) -> Vec<Lane> {
+fn lanes(history: &PackedHistory) -> Vec<Lane> {
     let mut workers: Vec<&str> = Vec::new();
     let mut has_nemesis = false;
-    for event in events {
-        let name = event.process.as_str();
+    for event in history.views() {
+        let name = event.process;
         match name {
             "lock" | "store" => {}
             "nemesis" => has_nemesis = true,
@@ -185,27 +225,27 @@ fn lanes(events: &[Event]) -> Vec<Lane> {
 }
 
 /// True time at which a lock-clock deadline falls, using the server's offset at `event`.
-fn deadline_true_ns(event: &Event) -> Option<u64> {
+fn deadline_true_ns(event: &EventView<'_>) -> Option<u64> {
     let expires_ns = event.expires_ns?;
     let local_ns = event.local_ns.unwrap_or(event.time_ns as i64);
     let remaining_ns = i128::from(expires_ns) - i128::from(local_ns);
     Some((i128::from(event.time_ns) + remaining_ns).max(0) as u64)
 }
 
-fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
+fn leases(history: &PackedHistory, end_ns: u64) -> Vec<Lease> {
     let mut process_of_owner: BTreeMap<&str, &str> = BTreeMap::new();
-    for event in events {
+    for event in history.views() {
         if event.kind == EventType::Invoke
             && event.f == Op::Acquire
-            && let Some(owner) = &event.owner
+            && let Some(owner) = event.owner
         {
-            process_of_owner.insert(owner, &event.process);
+            process_of_owner.insert(owner, event.process);
         }
     }
     let mut leases: Vec<Lease> = Vec::new();
     // (lock, token) → position in `leases`, for leases still valid.
     let mut open: BTreeMap<(&str, u64), usize> = BTreeMap::new();
-    for (position, event) in events.iter().enumerate() {
+    for (position, event) in history.views().enumerate() {
         if event.is(EventType::Nemesis, Op::Restart) {
             for (_, lease) in std::mem::take(&mut open) {
                 let lease = &mut leases[lease];
@@ -219,12 +259,12 @@ fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
         if event.kind != EventType::Log {
             continue;
         }
-        let Some(lock) = event.lock.as_deref() else {
+        let Some(lock) = event.lock else {
             continue;
         };
         match event.f {
             Op::Acquire => {
-                let (Some(token), Some(owner)) = (event.token, event.owner.as_deref()) else {
+                let (Some(token), Some(owner)) = (event.token, event.owner) else {
                     continue;
                 };
                 open.insert((lock, token), leases.len());
@@ -234,7 +274,7 @@ fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
                     owner: owner.to_string(),
                     process: process_of_owner.get(owner).map(|p| p.to_string()),
                     start_ns: event.time_ns,
-                    end_ns: deadline_true_ns(event).unwrap_or(end_ns).min(end_ns),
+                    end_ns: deadline_true_ns(&event).unwrap_or(end_ns).min(end_ns),
                     end: LeaseEnd::Expired,
                     grant_index: position,
                     renewals_ns: Vec::new(),
@@ -247,7 +287,7 @@ fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
                 if let Some(&lease) = open.get(&(lock, token)) {
                     let lease = &mut leases[lease];
                     lease.renewals_ns.push(event.time_ns);
-                    if let Some(deadline) = deadline_true_ns(event) {
+                    if let Some(deadline) = deadline_true_ns(&event) {
                         lease.end_ns = deadline.min(end_ns).max(lease.start_ns);
                         lease.end = LeaseEnd::Expired;
                     }
@@ -271,42 +311,40 @@ fn leases(events: &[Event], end_ns: u64) -> Vec<Lease> {
     leases
 }
 
-fn calls(events: &[Event], end_ns: u64) -> Vec<Call> {
-    let mut calls: Vec<Call> = Vec::new();
+/// The completion position of a call that never completed.
+const NEVER_COMPLETED: u32 = u32::MAX;
+
+fn calls(history: &PackedHistory) -> Vec<(u32, u32)> {
+    let position_of = |position: usize| {
+        u32::try_from(position)
+            .ok()
+            .filter(|&position| position != NEVER_COMPLETED)
+            .expect("a history drawn holds fewer than 4 billion events")
+    };
+    let mut calls: Vec<(u32, u32)> = Vec::new();
     let mut open: BTreeMap<&str, usize> = BTreeMap::new();
-    for (position, event) in events.iter().enumerate() {
+    for (position, event) in history.views().enumerate() {
         if event.kind == EventType::Invoke {
-            open.insert(&event.process, calls.len());
-            calls.push(Call {
-                invoke: position,
-                completion: None,
-                process: event.process.clone(),
-                f: event.f,
-                outcome: EventType::Info,
-                start_ns: event.time_ns,
-                end_ns,
-            });
+            open.insert(event.process, calls.len());
+            calls.push((position_of(position), NEVER_COMPLETED));
         } else if event.kind.is_completion()
-            && let Some(call) = open.remove(event.process.as_str())
+            && let Some(call) = open.remove(event.process)
         {
-            let call = &mut calls[call];
-            call.completion = Some(position);
-            call.outcome = event.kind;
-            call.end_ns = event.time_ns;
+            calls[call].1 = position_of(position);
         }
     }
     calls
 }
 
-fn faults(events: &[Event]) -> Vec<FaultSpan> {
+fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
     let mut spans: Vec<FaultSpan> = Vec::new();
     // (fault, target) → spans without a duration, waiting for their heal event.
     let mut waiting: BTreeMap<(Op, &str), Vec<usize>> = BTreeMap::new();
-    for (position, event) in events.iter().enumerate() {
+    for (position, event) in history.views().enumerate() {
         if event.kind != EventType::Nemesis {
             continue;
         }
-        let target = event.target.as_deref().unwrap_or("lock");
+        let target = event.target.unwrap_or("lock");
         let starts = matches!(
             event.f,
             Op::Pause
@@ -368,6 +406,11 @@ fn faults(events: &[Event]) -> Vec<FaultSpan> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::{Event, History};
+
+    fn packed(events: Vec<Event>) -> PackedHistory {
+        PackedHistory::pack(&History { events })
+    }
 
     fn event(time_ms: u64, process: &str, kind: EventType, f: Op) -> Event {
         Event {
@@ -385,7 +428,7 @@ mod tests {
             event(0, "w2", EventType::Invoke, Op::Read),
             event(0, "nemesis", EventType::Nemesis, Op::Pause),
         ];
-        let names: Vec<String> = lanes(&events).into_iter().map(|l| l.name).collect();
+        let names: Vec<String> = lanes(&packed(events)).into_iter().map(|l| l.name).collect();
         assert_eq!(names, ["nemesis", "w2", "w2:renew", "w10", "lock", "store"]);
     }
 
@@ -406,8 +449,8 @@ mod tests {
         renew.local_ns = Some(4_500_000_000);
         renew.expires_ns = Some(14_500_000_000);
         let last = event(30_000, "w1", EventType::Invoke, Op::Read);
-        let events = vec![invoke, grant, renew, last];
-        let model = Model::new(&events);
+        let history = packed(vec![invoke, grant, renew, last]);
+        let model = Model::new(&history);
         assert_eq!(model.leases.len(), 1);
         let lease = &model.leases[0];
         assert_eq!(lease.process.as_deref(), Some("w1"));
@@ -433,8 +476,8 @@ mod tests {
         drop.target = Some("w1".into());
         let mut heal = event(5_000, "nemesis", EventType::Nemesis, Op::HealRenew);
         heal.target = Some("w1".into());
-        let events = vec![grant, release, drop, heal];
-        let model = Model::new(&events);
+        let history = packed(vec![grant, release, drop, heal]);
+        let model = Model::new(&history);
         assert_eq!(model.leases[0].end, LeaseEnd::Released);
         assert_eq!(model.leases[0].end_ns, 2_000_000_000);
         assert_eq!(model.faults.len(), 1);

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use fencer_harness::{Event, EventType, Op};
+use fencer_harness::{EventType, Op, PackedHistory};
 
 use super::escape;
 use super::model::Model;
@@ -33,14 +33,23 @@ const PALETTE: [&str; 10] = [
     "#bcbd22", "#17becf",
 ];
 
-/// Renders the three plots for `events`: (file name, SVG text), as [`PLOT_FILES`].
-pub fn render_plots(events: &[Event]) -> Vec<(&'static str, String)> {
-    let model = Model::new(events);
-    vec![
-        (PLOT_FILES[0], latency(&model)),
-        (PLOT_FILES[1], leases(&model)),
-        (PLOT_FILES[2], clocks(&model)),
-    ]
+/// Renders the three plots for `history`: (file name, SVG text), as [`PLOT_FILES`].
+pub fn render_plots(history: &PackedHistory) -> Vec<(&'static str, String)> {
+    let model = Model::new(history);
+    PLOT_FILES
+        .into_iter()
+        .enumerate()
+        .map(|(position, name)| (name, plot(&model, position)))
+        .collect()
+}
+
+/// The plot named `PLOT_FILES[position]` of the history `model` read.
+pub(crate) fn plot(model: &Model<'_>, position: usize) -> String {
+    match position {
+        0 => latency(model),
+        1 => leases(model),
+        _ => clocks(model),
+    }
 }
 
 /// A 1-2-5 step giving about `count` ticks over `span`.
@@ -216,8 +225,7 @@ fn trim(value: f64) -> String {
 
 fn latency(model: &Model<'_>) -> String {
     let max_ms = model
-        .calls
-        .iter()
+        .calls()
         .map(|call| (call.end_ns - call.start_ns) as f64 / 1e6)
         .fold(0.0, f64::max);
     // Log scale: millisecond replies and second-long timeouts both stay readable.
@@ -232,7 +240,7 @@ fn latency(model: &Model<'_>) -> String {
     chart.shade_faults(model);
     chart.axes();
     let mut seen: Vec<Op> = Vec::new();
-    for call in &model.calls {
+    for call in model.calls() {
         if !seen.contains(&call.f) {
             seen.push(call.f);
         }
@@ -316,13 +324,13 @@ fn leases(model: &Model<'_>) -> String {
 fn clocks(model: &Model<'_>) -> String {
     // node → (true ns, offset ms), only where the offset changed, plus the last reading.
     let mut series: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
-    for event in model.events {
+    for event in model.events() {
         let Some(local_ns) = event.local_ns else {
             continue;
         };
         // A clock jump records its target's reading after the jump: a step in that node's line.
-        let node = match (event.kind, &event.target) {
-            (EventType::Nemesis, Some(target)) => target.clone(),
+        let node = match (event.kind, event.target) {
+            (EventType::Nemesis, Some(target)) => target.to_string(),
             _ => event
                 .process
                 .split(':')
@@ -378,6 +386,11 @@ fn clocks(model: &Model<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::{Event, History};
+
+    fn plots(events: Vec<Event>) -> Vec<(&'static str, String)> {
+        render_plots(&PackedHistory::pack(&History { events }))
+    }
 
     fn ev(time_ms: u64, process: &str, kind: EventType, f: Op) -> Event {
         Event {
@@ -408,7 +421,7 @@ mod tests {
         let mut after = ev(3_000, "w1:renew", EventType::Invoke, Op::Renew);
         after.local_ns = Some(-2_000_000_000);
         let events = vec![before, done, jump, after];
-        let plots = render_plots(&events);
+        let plots = plots(events);
         assert_eq!(plots.len(), 3);
         let (name, clocks) = &plots[2];
         assert_eq!(*name, "clocks.svg");
@@ -439,7 +452,7 @@ mod tests {
             ev(1_000, "w1", EventType::Invoke, Op::Read),
             ev(1_002, "w1", EventType::Ok, Op::Read),
         ];
-        let latency = &render_plots(&events)[0].1;
+        let latency = &plots(events)[0].1;
         assert_eq!(latency.matches("<path").count(), 1);
         assert_eq!(latency.matches("<circle").count(), 1);
         assert!(latency.contains(">write</text>") && latency.contains(">read</text>"));

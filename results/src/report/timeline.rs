@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use fencer_harness::{Event, EventType, Op, roles};
+use fencer_harness::{EventType, Op, PackedHistory, roles};
 
 use super::escape;
 use super::model::{LeaseEnd, Model};
@@ -32,11 +32,17 @@ const LANE_H: f64 = 34.0;
 const THIN_H: f64 = 20.0;
 const LOCK_H: f64 = 48.0;
 
-/// Renders the timeline page for `events` with the verdict in `input`.
-pub fn render_timeline(events: &[Event], input: &ReportInput) -> String {
-    let model = Model::new(events);
-    let windows = windows(&model, &input.anomalies);
-    let mut page = String::with_capacity(events.len() * 400 + 16_384);
+/// Renders the timeline page for `history` with the verdict in `input`.
+pub fn render_timeline(history: &PackedHistory, input: &ReportInput) -> String {
+    page(&Model::new(history), input)
+}
+
+/// The timeline page of the history `model` read, with the verdict in `input`.
+pub(crate) fn page(model: &Model<'_>, input: &ReportInput) -> String {
+    let windows = windows(model, &input.anomalies);
+    // What is drawn is bounded (at most MAX_DRAWN_OPS calls), so the page is too.
+    let events = model.history.len();
+    let mut page = String::with_capacity(events.min(MAX_DRAWN_OPS * 4) * 400 + 16_384);
     head(&mut page, input);
     if let Some(windows) = &windows {
         let spans: Vec<String> = windows
@@ -57,9 +63,9 @@ pub fn render_timeline(events: &[Event], input: &ReportInput) -> String {
         );
     }
     page.push_str(CONTROLS);
-    let drawing = Drawing::new(&model, windows);
+    let drawing = Drawing::new(model, windows);
     drawing.svg(&mut page, &input.anomalies);
-    anomaly_list(&mut page, &model, &input.anomalies);
+    anomaly_list(&mut page, model, &input.anomalies);
     page.push_str(LEGEND);
     page.push_str("<script>");
     page.push_str(SCRIPT);
@@ -94,7 +100,7 @@ fn windows(model: &Model<'_>, anomalies: &[ReportAnomaly]) -> Option<Vec<(u64, u
     if model.ops() <= MAX_DRAWN_OPS {
         return None;
     }
-    let time_of = |index: u64| model.events.get(index as usize).map(|e| e.time_ns);
+    let time_of = |index: u64| model.get(index as usize).map(|e| e.time_ns);
     let mut windows: Vec<(u64, u64)> = anomalies
         .iter()
         .filter_map(|anomaly| {
@@ -107,7 +113,7 @@ fn windows(model: &Model<'_>, anomalies: &[ReportAnomaly]) -> Option<Vec<(u64, u
         })
         .collect();
     if windows.is_empty() {
-        let until = model.calls[MAX_DRAWN_OPS].start_ns;
+        let until = model.call(MAX_DRAWN_OPS).start_ns;
         windows.push((0, until));
     }
     windows.sort_unstable();
@@ -295,13 +301,13 @@ impl<'m, 'e> Drawing<'m, 'e> {
             if !self.drawn(fault.start_ns, fault.end_ns) {
                 continue;
             }
-            let event = &self.model.events[fault.index];
+            let event = self.model.event(fault.index);
             let title = format!(
                 "#{} {}–{}: {}",
                 fault.index,
                 secs(fault.start_ns),
                 secs(fault.end_ns),
-                describe(event)
+                describe(&event.to_event())
             );
             let class = format!("fault f-{}", fault.f.name());
             let mut lanes = vec!["nemesis".to_string(), fault.target.clone()];
@@ -346,7 +352,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
         // Heals and resumes: ticks on the nemesis lane, so they can be cited as evidence.
         if let Some((y, h)) = self.lane("nemesis") {
-            for (index, event) in self.model.events.iter().enumerate() {
+            for (index, event) in self.model.events().enumerate() {
                 if event.kind == EventType::Nemesis
                     && matches!(
                         event.f,
@@ -365,7 +371,11 @@ impl<'m, 'e> Drawing<'m, 'e> {
                     )
                     && self.drawn(event.time_ns, event.time_ns)
                 {
-                    let title = format!("#{index} {}: {}", secs(event.time_ns), describe(event));
+                    let title = format!(
+                        "#{index} {}: {}",
+                        secs(event.time_ns),
+                        describe(&event.to_event())
+                    );
                     self.tick(
                         out,
                         event.time_ns,
@@ -466,15 +476,15 @@ impl<'m, 'e> Drawing<'m, 'e> {
     }
 
     fn calls(&self, out: &mut String) {
-        for call in &self.model.calls {
+        for call in self.model.calls() {
             if !self.drawn(call.start_ns, call.end_ns) {
                 continue;
             }
-            let Some((y, h)) = self.lane(&call.process) else {
+            let Some((y, h)) = self.lane(call.process) else {
                 continue;
             };
-            let invoke = &self.model.events[call.invoke];
-            let completion = call.completion.map(|c| &self.model.events[c]);
+            let invoke = &self.model.event(call.invoke).to_event();
+            let completion = call.completion.map(|c| self.model.event(c).to_event());
             let outcome = match call.outcome {
                 EventType::Ok => "ok",
                 EventType::Fail => "fail",
@@ -488,6 +498,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
             );
             match (call.completion, completion) {
                 (Some(index), Some(done)) => {
+                    let done = &done;
                     let _ = write!(
                         title,
                         "\n#{index} at {}: {}",
@@ -554,14 +565,15 @@ impl<'m, 'e> Drawing<'m, 'e> {
     }
 
     fn server_logs(&self, out: &mut String) {
-        for (index, event) in self.model.events.iter().enumerate() {
+        for (index, event) in self.model.events().enumerate() {
             if event.kind != EventType::Log || !self.drawn(event.time_ns, event.time_ns) {
                 continue;
             }
-            let Some((y, h)) = self.lane(&event.process) else {
+            let Some((y, h)) = self.lane(event.process) else {
                 continue;
             };
-            let title = format!("#{index} at {}: {}", both_clocks(event), describe(event));
+            let owned = event.to_event();
+            let title = format!("#{index} at {}: {}", both_clocks(&owned), describe(&owned));
             let attrs = format!(" data-event=\"{index}\"");
             let class = format!("log log-{}", event.f.name());
             if event.f == Op::Write {
@@ -602,10 +614,10 @@ impl<'m, 'e> Drawing<'m, 'e> {
             }
         }
         for (index, ks) in cited {
-            let Some(event) = self.model.events.get(index as usize) else {
+            let Some(event) = self.model.get(index as usize) else {
                 continue;
             };
-            let Some(lane) = self.model.lane_of(event) else {
+            let Some(lane) = self.model.lane_of(&event) else {
                 continue;
             };
             if !self.drawn(event.time_ns, event.time_ns) {
@@ -614,14 +626,15 @@ impl<'m, 'e> Drawing<'m, 'e> {
             let y = self.lane_y[lane];
             let h = self.lane_h[lane];
             let list: Vec<String> = ks.iter().map(|k| k.to_string()).collect();
+            let owned = event.to_event();
             let title = format!(
                 "evidence #{index} for anomaly {} at {}: {}",
                 ks.iter()
                     .map(|k| (k + 1).to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                both_clocks(event),
-                describe(event)
+                both_clocks(&owned),
+                describe(&owned)
             );
             let _ = write!(
                 out,
@@ -650,7 +663,7 @@ fn anomaly_list(page: &mut String, model: &Model<'_>, anomalies: &[ReportAnomaly
         let times: Vec<u64> = anomaly
             .events
             .iter()
-            .filter_map(|&index| model.events.get(index as usize).map(|e| e.time_ns))
+            .filter_map(|&index| model.get(index as usize).map(|e| e.time_ns))
             .collect();
         let a = times.iter().copied().min().unwrap_or(0);
         let b = times.iter().copied().max().unwrap_or(0);
@@ -698,6 +711,7 @@ pub const SCRIPT: &str = include_str!("timeline.js");
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::{Event, History};
 
     fn ev(time_ms: u64, process: &str, kind: EventType, f: Op) -> Event {
         Event {
@@ -746,7 +760,7 @@ mod tests {
     #[test]
     fn user_strings_render_as_text_never_as_markup() {
         let (events, input) = hostile();
-        let page = render_timeline(&events, &input);
+        let page = render_timeline(&PackedHistory::pack(&History { events }), &input);
         assert!(!page.contains("<script>alert"), "raw script in page");
         assert!(!page.contains("<img"), "raw img in page");
         assert!(!page.contains("<b>seed"), "raw title markup");
@@ -759,7 +773,7 @@ mod tests {
     #[test]
     fn cited_events_are_marked_and_listed() {
         let (events, input) = hostile();
-        let page = render_timeline(&events, &input);
+        let page = render_timeline(&PackedHistory::pack(&History { events }), &input);
         assert!(
             page.contains("class=\"t ev\" data-a=\"5.000\" data-event=\"1\" data-anomalies=\"0\""),
             "{page}"
@@ -786,7 +800,7 @@ mod tests {
             }],
             ..ReportInput::default()
         };
-        let page = render_timeline(&events, &input);
+        let page = render_timeline(&PackedHistory::pack(&History { events }), &input);
         assert!(page.contains("id=\"windowed\""), "no notice");
         assert!(page.contains("890.000s–910.000s"), "window not named");
         let drawn = page.matches("class=\"t call").count();
