@@ -44,6 +44,10 @@ fn bad_flag_values_exit_254_with_a_reason() {
         &["run", "--on-renew-failure", "retry"],
         "expected stop or continue",
     );
+    assert_bad_input(
+        &["run", "--wait", "queue"],
+        "unknown wait mode `queue`: expected poll or backoff",
+    );
     assert_bad_input(&["run", "--ttl", "0s"], "a duration must be positive");
     assert_bad_input(&["run", "--ttl", "-5s"], "a duration must be positive");
     assert_bad_input(&["run", "--ttl", "ten"], "unknown unit `ten`");
@@ -97,6 +101,51 @@ fn run_then_replay_is_byte_identical_and_keeps_the_verdict() {
     assert_eq!(hashes.len(), 2, "{out}");
     assert_eq!(hashes[0], hashes[1]);
     assert!(out.contains("identical:"), "{out}");
+}
+
+#[test]
+fn a_backing_off_run_saves_its_wait_mode_and_replays_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let output = fencer(args, dir.path());
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        output
+    };
+    run(&[
+        "run",
+        "--workers",
+        "20",
+        "--ops",
+        "5",
+        "--wait",
+        "backoff",
+        "--out",
+        "b",
+    ]);
+    run(&["run", "--workers", "20", "--ops", "5", "--out", "p"]);
+    let plan = |name: &str| std::fs::read_to_string(dir.path().join(name).join("plan.json"));
+    assert!(plan("b").unwrap().contains("\"wait\": \"backoff\""));
+    assert!(
+        !plan("p").unwrap().contains("\"wait\""),
+        "a polling plan reads as one written before wait modes existed"
+    );
+    let history = |name: &str| std::fs::read(dir.path().join(name).join("history.jsonl")).unwrap();
+    assert_ne!(history("b"), history("p"), "the workers waited differently");
+    let replay = run(&["replay", "b"]);
+    assert!(
+        stdout(&replay).contains("identical:"),
+        "{}",
+        stdout(&replay)
+    );
+    assert_bad_input(
+        &["run", "--plan", "plan.json", "--wait", "backoff"],
+        "cannot be used with",
+    );
 }
 
 #[test]

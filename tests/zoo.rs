@@ -8,7 +8,7 @@ use fencer_harness::Workload;
 use fencer_harness::{Event, EventType, History, Op, roles};
 use fencer_nemesis::Fault;
 use fencer_run::plan::{PLAN_FORMAT, Plan};
-use fencer_workloads::{CyclePlan, WorkerPlan};
+use fencer_workloads::{CyclePlan, WaitMode, WorkerPlan};
 
 const SECOND_NS: u64 = 1_000_000_000;
 
@@ -16,7 +16,7 @@ const SECOND_NS: u64 = 1_000_000_000;
 const CAP: u64 = 200;
 
 fn assert_caught(mutant: &'static Mutant) {
-    let hunt = hunt(mutant, CAP).unwrap();
+    let hunt = hunt(mutant, WaitMode::Poll, CAP).unwrap();
     let catch = hunt
         .caught
         .unwrap_or_else(|| panic!("{} not caught within {CAP} seeds", mutant.name));
@@ -93,6 +93,51 @@ fn the_scenarios_that_expose_mutants_are_clean_with_the_reference() {
     }
 }
 
+/// Workers that back off instead of polling still expose every mutant, as its own class, and
+/// the controls stay clean: back-off thins the storm of acquires at each handover, not the
+/// races the faults set up.
+#[test]
+fn every_mutant_is_caught_as_its_class_when_workers_back_off() {
+    const STARTS: std::ops::Range<u64> = 0..3;
+    let mut escaped = Vec::new();
+    detect_each(&ZOO, WaitMode::Backoff, STARTS, CAP, 2, |detection| {
+        let detection = detection.unwrap();
+        let mutant = detection.mutant;
+        let catch = detection.first.as_ref();
+        let caught_as_its_class = catch.is_some_and(|catch| {
+            catch
+                .classes
+                .iter()
+                .any(|class| class == mutant.expected_class)
+        });
+        if detection.distances.caught() < detection.distances.starts() || !caught_as_its_class {
+            escaped.push(format!(
+                "{}: {:?}",
+                mutant.name, detection.distances.by_start
+            ));
+        }
+    });
+    assert!(
+        escaped.is_empty(),
+        "not caught under back-off: {escaped:#?}"
+    );
+    for mutant in &ZOO {
+        for seed in STARTS {
+            let control = Settings {
+                wait: WaitMode::Backoff,
+                ..mutant.healed(seed)
+            };
+            let verdict = verdict_of(&control, mutant.strict).unwrap();
+            assert!(
+                verdict.anomaly_counts.is_empty(),
+                "{} control backing off, seed {seed}: {}",
+                mutant.name,
+                verdict.summary_line()
+            );
+        }
+    }
+}
+
 /// A mutant whose class is a warning is hunted strictly, and must be: the run that catches it
 /// judged leniently shows the class only as a warning.
 #[test]
@@ -104,7 +149,7 @@ fn warning_class_mutants_are_caught_only_by_a_strict_check() {
         .collect();
     assert_eq!(strict, ["sticky-lock", "revive-expired"]);
     for mutant in ZOO.iter().filter(|mutant| mutant.strict) {
-        let catch = hunt(mutant, CAP).unwrap().caught.unwrap();
+        let catch = hunt(mutant, WaitMode::Poll, CAP).unwrap().caught.unwrap();
         let lenient = verdict_of(&mutant.settings(catch.seed), false).unwrap();
         assert!(
             lenient.warning_counts.contains_key(mutant.expected_class)
@@ -123,7 +168,7 @@ fn seeds_to_detection_from_every_start_agree_with_a_hunt_from_each() {
     // Caught on some seeds only, so the starts' distances differ.
     let mutant = Mutant::named("check-then-write").unwrap();
     let (starts, cap) = (0..6, 20);
-    let detection = detect(mutant, starts.clone(), cap).unwrap();
+    let detection = detect(mutant, WaitMode::Poll, starts.clone(), cap).unwrap();
     let hunted: Vec<Option<u64>> = starts
         .clone()
         .map(|start| {
@@ -414,7 +459,7 @@ fn reference_shows_zero_anomalies_over_10000_seeds_of_every_workload() {
 fn every_mutant_is_caught_from_every_start_seed_and_its_control_stays_clean() {
     const STARTS: std::ops::Range<u64> = 0..100;
     let mut slow = Vec::new();
-    detect_each(&ZOO, STARTS, CAP, 2, |detection| {
+    detect_each(&ZOO, WaitMode::Poll, STARTS, CAP, 2, |detection| {
         let detection = detection.unwrap();
         let distances = &detection.distances;
         eprintln!(

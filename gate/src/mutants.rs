@@ -20,7 +20,7 @@ use std::time::Instant;
 use fencer_checkers::{Validity, Verdict};
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
-use fencer_workloads::WorkerVariant;
+use fencer_workloads::{WaitMode, WorkerVariant};
 
 use fencer_run::plan::Plan;
 use fencer_run::settings::{LockBackend, Settings, StoreBackend};
@@ -346,6 +346,14 @@ impl Mutant {
         }
     }
 
+    /// [`Mutant::settings`] with the workers waiting for the lock as `wait` says.
+    pub fn waiting(&self, wait: WaitMode, seed: u64) -> Settings {
+        Settings {
+            wait,
+            ..self.settings(seed)
+        }
+    }
+
     /// The same scenario with the reference lock, store and worker: the control.
     pub fn healed(&self, seed: u64) -> Settings {
         Settings {
@@ -363,10 +371,11 @@ pub fn verdict_of(settings: &Settings, strict: bool) -> Result<Verdict, RunError
     Ok(fencer_run::checking::judge(settings, &history, strict))
 }
 
-/// Runs `mutant` at `seed` and judges it as the mutant asks (strict or not): the anomaly
-/// classes found when the verdict is invalid, `None` when it is not.
-fn caught_at(mutant: &Mutant, seed: u64) -> Result<Option<Vec<String>>, RunError> {
-    let verdict = verdict_of(&mutant.settings(seed), mutant.strict)?;
+/// Runs `mutant` at `seed` with its workers waiting as `wait` says and judges it as the mutant
+/// asks (strict or not): the anomaly classes found when the verdict is invalid, `None` when
+/// it is not.
+fn caught_at(mutant: &Mutant, wait: WaitMode, seed: u64) -> Result<Option<Vec<String>>, RunError> {
+    let verdict = verdict_of(&mutant.waiting(wait, seed), mutant.strict)?;
     Ok((verdict.validity == Validity::Invalid)
         .then(|| verdict.anomaly_counts.keys().cloned().collect()))
 }
@@ -409,8 +418,8 @@ fn runs_per_s(runs: u64, wall_s: f64) -> f64 {
 }
 
 /// Runs `mutant` on seeds `0..cap` until a verdict is invalid: [`detect`] from start seed 0.
-pub fn hunt(mutant: &'static Mutant, cap: u64) -> Result<Hunt, RunError> {
-    let detection = detect(mutant, 0..1, cap)?;
+pub fn hunt(mutant: &'static Mutant, wait: WaitMode, cap: u64) -> Result<Hunt, RunError> {
+    let detection = detect(mutant, wait, 0..1, cap)?;
     Ok(Hunt {
         mutant,
         caught: detection.first,
@@ -540,9 +549,11 @@ impl Detection {
 }
 
 /// Measures `mutant`'s seeds to detection from every start seed in `starts`, each hunt capped
-/// at `cap` seeds; every seed is simulated once, whatever the number of windows it is in.
+/// at `cap` seeds, with its workers waiting as `wait` says; every seed is simulated once,
+/// whatever the number of windows it is in.
 pub fn detect(
     mutant: &'static Mutant,
+    wait: WaitMode,
     starts: Range<u64>,
     cap: u64,
 ) -> Result<Detection, RunError> {
@@ -551,7 +562,7 @@ pub fn detect(
     let mut runs = 0;
     let distances = Distances::measure(starts.clone(), cap, |seed| {
         runs += 1;
-        let classes = caught_at(mutant, seed)?;
+        let classes = caught_at(mutant, wait, seed)?;
         if let (None, Some(classes)) = (&first, &classes) {
             first = Some(Catch {
                 seed,
@@ -570,12 +581,13 @@ pub fn detect(
     })
 }
 
-/// [`detect`] for every mutant of `mutants`, `jobs` of them at once (each on its own thread,
+/// [`detect`] for every mutant of `mutants` (workers waiting as `wait` says), `jobs` of them at once (each on its own thread,
 /// as one seed's simulation uses one core); `report` is called on this thread with each
 /// mutant's result in the order of `mutants`, as soon as it and every one before it are done.
 /// Each mutant's figures are the same whatever `jobs` is.
 pub fn detect_each(
     mutants: &'static [Mutant],
+    wait: WaitMode,
     starts: Range<u64>,
     cap: u64,
     jobs: usize,
@@ -590,7 +602,7 @@ pub fn detect_each(
                 return;
             };
             if done_tx
-                .send((index, detect(mutant, starts.clone(), cap)))
+                .send((index, detect(mutant, wait, starts.clone(), cap)))
                 .is_err()
             {
                 return;

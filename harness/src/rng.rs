@@ -21,6 +21,9 @@ pub enum Stream {
     Tokens = 4,
     /// Swarm mode: which fault families a seed turns on, and how often faults come.
     Swarm = 5,
+    /// How long a backing-off worker waits before its next acquire attempt (one sub-stream
+    /// per worker). Drawn only by workers that back off, so polling runs never touch it.
+    Backoff = 6,
 }
 
 /// The generator for `stream` (and sub-stream `sub`, e.g. a worker's index) of `seed`.

@@ -214,6 +214,7 @@ impl Settings {
         RegisterConfig {
             on_renew_failure: self.on_renew_failure,
             cycle_shape: self.cycle_shape,
+            wait: self.wait,
             ..RegisterConfig::new(
                 self.workers,
                 self.ops_per_worker,

@@ -9,7 +9,7 @@ use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
 use fencer_nemesis::schedule::MAX_FAULTS;
-use fencer_workloads::{CycleShape, RenewFailurePolicy, WorkerVariant};
+use fencer_workloads::{CycleShape, RenewFailurePolicy, WaitMode, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
 /// A setting that cannot run, with the field it is about (so a plan file's error points at the
@@ -74,6 +74,11 @@ pub struct Settings {
     /// tier (a critical section there sleeps in real time). Absent: as in the simulation.
     #[serde(default, skip_serializing_if = "CycleShape::is_full")]
     pub cycle_shape: CycleShape,
+    /// How workers wait between acquire attempts on a busy lock: poll at a fixed interval or
+    /// back off. Absent in older plans, and left out when polling so a polling plan reads and
+    /// writes as it always did: poll.
+    #[serde(default, skip_serializing_if = "WaitMode::is_poll")]
+    pub wait: WaitMode,
 }
 
 pub(crate) const SECOND_NS: u64 = 1_000_000_000;
@@ -119,6 +124,7 @@ impl Default for Settings {
             call_timeout_ns: SECOND_NS,
             worker: WorkerVariant::Reference,
             cycle_shape: CycleShape::Full,
+            wait: WaitMode::Poll,
         }
     }
 }
@@ -161,7 +167,7 @@ impl Settings {
     pub fn describe(&self) -> String {
         format!(
             "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, \
-             store {}, worker {}, on renew failure {}",
+             store {}, worker {}, on renew failure {}, wait {}",
             self.workload,
             self.seed,
             self.workers,
@@ -173,6 +179,7 @@ impl Settings {
             self.store,
             self.worker.name(),
             self.on_renew_failure.name(),
+            self.wait,
         )
     }
 
@@ -191,7 +198,7 @@ impl Settings {
         let mut command = format!(
             "run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
              --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} \
-             --on-renew-failure {} --call-timeout {}",
+             --on-renew-failure {} --call-timeout {} --wait {}",
             self.workload,
             self.worker.name(),
             self.workers,
@@ -204,6 +211,7 @@ impl Settings {
             shell_word(self.lock.as_str()),
             self.on_renew_failure.name(),
             format_duration(self.call_timeout_ns),
+            self.wait,
         );
         if swarm {
             command.push_str(" --swarm");
@@ -612,7 +620,31 @@ mod tests {
             "run --seed 7 --workload fenced-register --worker reference --workers 5 --ops 100 \
              --ttl 10s --renew-every 3s --nemesis pause,skew,drop-renew,delay-write,restart,\
              delay-acquire,delay-renew,delay-release,lease-edge --fault-gap 10s --store sqlite --lock 'exec:python3 lock.py' --on-renew-failure \
-             stop --call-timeout 1s --swarm"
+             stop --call-timeout 1s --wait poll --swarm"
+        );
+    }
+
+    #[test]
+    fn settings_saved_without_a_wait_mode_read_as_polling_and_polling_is_left_out() {
+        let polling = serde_json::to_value(Settings::default()).unwrap();
+        assert!(polling.get("wait").is_none(), "{polling}");
+        let back: Settings = serde_json::from_value(polling).unwrap();
+        assert_eq!(back.wait, WaitMode::Poll);
+        let backing_off = Settings {
+            wait: WaitMode::Backoff,
+            ..Settings::default()
+        };
+        let json = serde_json::to_value(&backing_off).unwrap();
+        assert_eq!(json["wait"], "backoff");
+        assert_eq!(
+            serde_json::from_value::<Settings>(json).unwrap(),
+            backing_off
+        );
+        assert!(backing_off.describe().ends_with(", wait backoff"));
+        assert!(
+            backing_off
+                .run_command(3, false)
+                .ends_with(" --wait backoff")
         );
     }
 

@@ -32,7 +32,7 @@ use fencer_harness::{FencedStore, LockService, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_run::settings::{Settings, parse_duration};
 use fencer_run::{Backends, Time};
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+use fencer_workloads::{RenewFailurePolicy, WaitMode, WorkerVariant};
 use output::errln;
 
 /// How a command ended, as Jepsen's exit codes.
@@ -195,6 +195,9 @@ enum Command {
         /// [default: one hunt from seed 0].
         #[arg(long)]
         seeds: Option<fencer_gate::seeds::SeedRange>,
+        /// How the mutants' workers wait for a busy lock: poll or backoff (as `run --wait`).
+        #[arg(long, default_value = "poll", value_parser = |s: &str| s.parse::<WaitMode>())]
+        wait: WaitMode,
     },
     /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
     /// failed, the remedy.
@@ -260,7 +263,7 @@ impl RunArgs {
 /// Every flag a plan file replaces (clap ids), so `--plan` refuses them instead of ignoring
 /// them. `--lock` and `--store` are not among them: with server URLs they say where a saved
 /// plan runs again ([`run_dispatch`] refuses simulated names next to `--plan`).
-const SETTINGS_FLAGS: [&str; 12] = [
+const SETTINGS_FLAGS: [&str; 13] = [
     "seed",
     "workload",
     "worker",
@@ -272,6 +275,7 @@ const SETTINGS_FLAGS: [&str; 12] = [
     "fault_gap",
     "on_renew_failure",
     "call_timeout",
+    "wait",
     "swarm",
 ];
 
@@ -333,6 +337,11 @@ struct SettingsArgs {
     /// How long a client waits for a reply before recording the call as unknown (at most 1h).
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     call_timeout: u64,
+    /// How workers wait for a busy lock: poll (retry every TTL/20, so every release and
+    /// expiry meets a storm of acquires) or backoff (capped exponential back-off with jitter
+    /// from TTL/20 up to 16 TTLs, as client libraries retry; scales to 1000 workers).
+    #[arg(long, default_value = "poll", value_parser = |s: &str| s.parse::<WaitMode>())]
+    wait: WaitMode,
     /// Swarm testing: each seed also chooses which of the enabled faults are on and how
     /// often they come.
     #[arg(long)]
@@ -414,6 +423,7 @@ impl SettingsArgs {
             store,
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
+            wait: self.wait,
             ..Settings::default()
         }
     }
@@ -617,7 +627,7 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
             },
             verbose,
         ),
-        Command::Mutants { cap, seeds } => mutants::mutants(cap, seeds),
+        Command::Mutants { cap, seeds, wait } => mutants::mutants(cap, seeds, wait),
         Command::BenchReal {
             lock,
             store,

@@ -3,22 +3,24 @@
 
 use fencer_gate::mutants::{Detection, ZOO, detect_each, hunt};
 use fencer_gate::seeds::SeedRange;
+use fencer_workloads::WaitMode;
 
 use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Hunts each mutant over seeds `0..cap`, or from every start seed of `seeds` (each hunt
-/// capped at `cap` seeds); exit 1 if any was not caught (from any start).
-pub fn mutants(cap: u64, seeds: Option<SeedRange>) -> Outcome {
+/// capped at `cap` seeds), its workers waiting as `wait` says; exit 1 if any was not caught
+/// (from any start).
+pub fn mutants(cap: u64, seeds: Option<SeedRange>, wait: WaitMode) -> Outcome {
     if cap == 0 {
         return Err(Failure::BadInput("--cap must be at least 1".into()));
     }
     match seeds {
-        None => from_zero(cap),
+        None => from_zero(cap, wait),
         Some(SeedRange {
             start,
             end: Some(end),
-        }) => from_every_start(start..end, cap),
+        }) => from_every_start(start..end, cap, wait),
         Some(range) => Err(Failure::BadInput(format!(
             "--seeds {range}: expected a closed range A..B (or A..=B, or one seed N)"
         ))),
@@ -30,7 +32,7 @@ fn internal(error: fencer_run::RunError) -> Failure {
 }
 
 /// One hunt per mutant from seed 0: the seeds it took.
-fn from_zero(cap: u64) -> Outcome {
+fn from_zero(cap: u64, wait: WaitMode) -> Outcome {
     outln!(
         "{:<22} {:<24} {:<22} {:>8} {:>8}",
         "mutant",
@@ -41,7 +43,7 @@ fn from_zero(cap: u64) -> Outcome {
     );
     let mut escaped = Vec::new();
     for mutant in &ZOO {
-        let hunt = hunt(mutant, cap).map_err(internal)?;
+        let hunt = hunt(mutant, wait, cap).map_err(internal)?;
         let (found, seeds) = match &hunt.caught {
             Some(catch) => (catch.classes.join(","), (catch.seed + 1).to_string()),
             None => {
@@ -69,7 +71,7 @@ fn from_zero(cap: u64) -> Outcome {
 
 /// One hunt per mutant from every start seed: detection rate, median and max seeds to
 /// detection.
-fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
+fn from_every_start(starts: std::ops::Range<u64>, cap: u64, wait: WaitMode) -> Outcome {
     outln!(
         "{:<22} {:<24} {:>9} {:>7} {:>6} {:>8}  found",
         "mutant",
@@ -82,7 +84,7 @@ fn from_every_start(starts: std::ops::Range<u64>, cap: u64) -> Outcome {
     let jobs = std::thread::available_parallelism().map_or(1, usize::from);
     let mut escaped = Vec::new();
     let mut failed = None;
-    detect_each(&ZOO, starts.clone(), cap, jobs, |result| {
+    detect_each(&ZOO, wait, starts.clone(), cap, jobs, |result| {
         if failed.is_some() {
             return;
         }

@@ -7,9 +7,11 @@ pub mod register;
 pub mod shape;
 #[cfg(test)]
 mod testkit;
+pub mod wait;
 mod work;
 
 pub use kind::WorkerVariant;
 pub use lease::{LeaseStatus, RenewFailurePolicy};
 pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};
 pub use shape::CycleShape;
+pub use wait::{Backoff, WaitMode};

@@ -21,6 +21,7 @@ use fencer_harness::Workload;
 use crate::kind::WorkerVariant;
 use crate::lease::{RenewFailurePolicy, Renewal};
 use crate::shape::CycleShape;
+use crate::wait::{WaitMode, Waits};
 use crate::work::sleep_ns;
 
 /// Settings of a workload run: the shape of every worker's cycle.
@@ -41,7 +42,8 @@ pub struct RegisterConfig {
     pub lock: String,
     /// Store key the lock protects.
     pub key: String,
-    /// Wait between two acquire attempts on a busy lock.
+    /// Wait between two acquire attempts on a busy lock when polling; the shortest wait when
+    /// backing off.
     pub retry_every_ns: u64,
     /// Acquire attempts per cycle before the worker gives the cycle up.
     pub max_acquire_attempts: u32,
@@ -52,6 +54,10 @@ pub struct RegisterConfig {
     /// How [`plan_workers`] draws cycle durations. Absent in older configs: full.
     #[serde(default)]
     pub cycle_shape: CycleShape,
+    /// How a worker waits between acquire attempts on a busy lock. Absent in older configs:
+    /// poll.
+    #[serde(default)]
+    pub wait: WaitMode,
 }
 
 impl RegisterConfig {
@@ -71,6 +77,7 @@ impl RegisterConfig {
             workload: Workload::FencedRegister,
             variant: WorkerVariant::Reference,
             cycle_shape: CycleShape::Full,
+            wait: WaitMode::Poll,
         }
     }
 
@@ -154,6 +161,13 @@ impl Worker {
     /// Carries out `plan`. Returns when every cycle is done or given up.
     pub async fn run(self, plan: &WorkerPlan, config: &RegisterConfig, seed: u64) {
         let mut owners = stream_rng(seed, Stream::Tokens, self.index as u32);
+        let mut waits = Waits::new(
+            config.wait,
+            config.retry_every_ns,
+            config.ttl_ns,
+            seed,
+            self.index,
+        );
         // Renewal tasks a `zombie-renewal` worker failed to stop; dropping them when the
         // worker ends aborts them, so even a zombie cannot outlive the run.
         let mut zombies: Vec<Zombie> = Vec::new();
@@ -162,7 +176,7 @@ impl Worker {
             zombies.retain(|zombie| zombie.renewal.is_running());
             let slot = free_slot(&zombies);
             let zombie = self
-                .cycle(cycle_number, cycle, config, &mut owners, slot)
+                .cycle(cycle_number, cycle, config, &mut owners, &mut waits, slot)
                 .await;
             zombies.extend(zombie.map(|renewal| Zombie { slot, renewal }));
         }
@@ -176,10 +190,11 @@ impl Worker {
         cycle: &CyclePlan,
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
+        waits: &mut Waits,
         slot: usize,
     ) -> Option<Renewal> {
         let ttl = Duration::from_nanos(config.ttl_ns);
-        let (owner, token, granted_local_ns) = self.acquire(config, owners).await?;
+        let (owner, token, granted_local_ns) = self.acquire(config, owners, waits).await?;
         let task = roles::renewal_task(self.lock.process().name(), slot);
         let renewal = Renewal::start(
             self.lock.for_task(&task),
@@ -208,15 +223,17 @@ impl Worker {
         zombie
     }
 
-    /// Acquires the lock, retrying while busy. An acquire whose outcome is unknown may have
-    /// been granted, so the worker releases that owner token (a no-op if it was not granted)
-    /// and retries with a fresh one.
+    /// Acquires the lock, retrying while busy after the waits of the config's wait mode. An
+    /// acquire whose outcome is unknown may have been granted, so the worker releases that
+    /// owner token (a no-op if it was not granted) and retries with a fresh one.
     async fn acquire(
         &self,
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
+        waits: &mut Waits,
     ) -> Option<(OwnerToken, u64, i64)> {
         let ttl = Duration::from_nanos(config.ttl_ns);
+        waits.begin();
         for _ in 0..config.max_acquire_attempts {
             let owner =
                 OwnerToken(u128::from(owners.next_u64()) << 64 | u128::from(owners.next_u64()));
@@ -230,7 +247,7 @@ impl Worker {
                     let _ = self.lock.release(&config.lock, owner).await;
                 }
             }
-            sleep_ns(config.retry_every_ns).await;
+            sleep_ns(waits.after_refusal_ns()).await;
         }
         None
     }
@@ -389,6 +406,55 @@ mod tests {
         );
         let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
         assert_eq!(write.token, Some(7));
+    }
+
+    #[test]
+    fn a_backing_off_worker_waits_its_own_jittered_back_off_and_starts_over_each_acquire() {
+        let config = |wait| RegisterConfig {
+            wait,
+            ..config(10 * S, 3 * S)
+        };
+        // Six refusals, a grant, then two refusals of the second cycle's acquire.
+        let script = || {
+            let busy = |count| std::iter::repeat_n(Ok(Acquired::Busy), count);
+            let granted = Ok(Acquired::Granted { fencing_token: 3 });
+            FakeLock::granting(7).acquires_answer(busy(6).chain([granted]).chain(busy(2)))
+        };
+        let run = |wait| {
+            run_worker(
+                &config(wait),
+                vec![cycle(0, 0, 0), cycle(0, 0, 0)],
+                script(),
+                FakeStore::default(),
+                |_| {},
+            )
+        };
+        let (backing_off, polling) = (run(WaitMode::Backoff), run(WaitMode::Poll));
+        let acquires = events(&backing_off, "w0", EventType::Invoke, Op::Acquire);
+        assert_eq!(acquires.len(), 10);
+        let gaps: Vec<u64> = times(&acquires)
+            .windows(2)
+            .map(|pair| pair[1] - pair[0])
+            .collect();
+        // Simulated timers fire on the millisecond tick at or after the wait drawn.
+        let mut expected = crate::wait::Backoff::for_worker(500 * MS, 10 * S, 0, 0);
+        let mut next = || expected.next_wait_ns().div_ceil(MS) * MS;
+        let first: Vec<u64> = (0..6).map(|_| next()).collect();
+        expected.reset();
+        let mut next = || expected.next_wait_ns().div_ceil(MS) * MS;
+        let second: Vec<u64> = (0..2).map(|_| next()).collect();
+        assert_eq!(gaps[..6], first[..]);
+        assert_eq!(gaps[7..], second[..]);
+        assert!(second.iter().all(|gap| *gap <= 4 * 500 * MS), "{second:?}");
+        let polled = events(&polling, "w0", EventType::Invoke, Op::Acquire);
+        let owners = |acquires: &[&fencer_harness::Event]| -> Vec<_> {
+            acquires.iter().map(|event| event.owner.clone()).collect()
+        };
+        assert_eq!(
+            owners(&acquires),
+            owners(&polled),
+            "backing off draws no owner token of its own"
+        );
     }
 
     #[test]
