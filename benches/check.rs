@@ -2,7 +2,7 @@
 //! checker, on one core (the README's performance section has the figures and the budget).
 //!
 //! The histories are made by fencer itself, by the same command a reader would run:
-//! `fencer run --seed 1 --workers 50 --ops 28` (1,005,688 events; fenced-register, all faults,
+//! `fencer run --seed 1 --workers 50 --ops 28` (1,024,202 events; fenced-register, all faults,
 //! fifty workers contending for one lock) and `--ops 265` for about 10,000,000, in a temporary
 //! directory. `cargo bench --bench check` measures 1M events; set `FENCER_BENCH_10M=1` to also
 //! measure 10M (its simulation alone takes a minute and several GB).

@@ -35,7 +35,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     // By key and write id: a write id names one write of one key, not one across keys.
     let mut applied: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
     let mut invokes: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
-    for (position, event) in ctx.rows.iter().enumerate() {
+    let logged_or_sent =
+        |kind, f| f == Op::Write && matches!(kind, EventType::Log | EventType::Invoke);
+    for (position, event) in ctx.rows_where(logged_or_sent) {
         let Some(write_id) = event.write_id else {
             continue;
         };
@@ -50,7 +52,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
     let mut unmatched = Undecided::new();
     let mut open: FastMap<Sym, usize> = FastMap::default();
-    for (position, event) in ctx.rows.iter().enumerate() {
+    for (position, event) in ctx.rows_where(|_, f| f == Op::Write) {
         if event.f != Op::Write {
             continue;
         }

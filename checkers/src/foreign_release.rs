@@ -62,7 +62,7 @@ fn from_lock_log(ctx: &Context<'_>) -> Outcome {
     let no_lock = ctx.sym("");
     // (lock, requester, holder token) -> slot of the first hit, if it was kept.
     let mut seen: FastMap<(Option<Sym>, Sym, u64), Option<usize>> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
         if !is_lock_log(row) || row.f == Op::Acquire {
             continue;
         }

@@ -52,7 +52,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
     let versions = ctx.versions();
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|_, f| f == Op::Read) {
         if row.f != Op::Read {
             continue;
         }
@@ -200,7 +200,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
     let mut keys: FastMap<Sym, KeyCalls> = FastMap::default();
     let mut key_order: Vec<Sym> = Vec::new();
     let mut open: FastMap<Sym, (usize, Option<Sym>)> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         if !matches!(row.f, Op::Read | Op::Write) {
             continue;
         }

@@ -92,7 +92,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut reading: FastMap<Sym, usize> = FastMap::default();
     let mut by_value: Vec<(usize, usize)> = Vec::new();
     let mut found: Vec<Hit> = Vec::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         match (row.f, row.kind) {
             (Op::Write, EventType::Invoke) => {
                 let (Some(key), Some(write_id)) = (row.key, row.write_id) else {
@@ -175,7 +175,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 /// returned.
 fn values_never_sent(ctx: &Context<'_>, reads: &[(usize, usize)]) -> Vec<Hit> {
     let mut first_sent: FastMap<(Sym, Sym), usize> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|kind, f| kind == EventType::Invoke && f == Op::Write) {
         if let (true, Some(key), Some(value)) =
             (row.is(EventType::Invoke, Op::Write), row.key, row.value)
         {

@@ -88,7 +88,13 @@ fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
     let mut lock_of_token: FastMap<u64, Sym> = FastMap::default();
     // Per key: the highest token the store has applied.
     let mut store_fence: FastMap<Sym, u64> = FastMap::default();
-    for (position, event) in ctx.rows.iter().enumerate() {
+    let grant_or_applied = |kind, f| {
+        matches!(
+            (kind, f),
+            (EventType::Log | EventType::Ok, Op::Acquire) | (EventType::Log, Op::Write)
+        )
+    };
+    for (position, event) in ctx.rows_where(grant_or_applied) {
         if is_grant(event) {
             if let (Some(lock), Some(token)) = (event.lock, event.token()) {
                 lock_of_token.insert(token, lock);

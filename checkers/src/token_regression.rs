@@ -71,7 +71,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if ctx.has_lock_log {
         let mut highest = Highest::default();
         let mut seen = FastMap::default();
-        for (position, row) in ctx.rows.iter().enumerate() {
+        let logged_grant = |kind, f| kind == EventType::Log && f == Op::Acquire;
+        for (position, row) in ctx.rows_where(logged_grant) {
             if !(is_lock_log(row) && row.f == Op::Acquire) {
                 continue;
             }

@@ -52,7 +52,7 @@ impl Accepted {
 fn sent_and_not_refused(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut sent: Vec<usize> = Vec::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
         if row.f != Op::Write {
             continue;
         }
@@ -119,11 +119,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if ctx.has_store_log {
         let mut applied: FastMap<Sym, (u64, usize)> = FastMap::default();
         if !ctx.store_log_timed {
-            for (position, row) in ctx.rows.iter().enumerate() {
+            for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
                 record_applied(&mut applied, position, row);
             }
         }
-        for (position, row) in ctx.rows.iter().enumerate() {
+        for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
             if ctx.store_log_timed {
                 record_applied(&mut applied, position, row);
             }
@@ -134,7 +134,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         }
     } else {
         let accepted = sent_and_not_refused(ctx);
-        for (position, row) in ctx.rows.iter().enumerate() {
+        for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
             if is_refusal(row) {
                 let highest = row
                     .key

@@ -5,7 +5,7 @@
 //! counter whose store does not return ids); a read of nothing (no id, no value, or a counter's
 //! 0 before any write of 0) saw the initial version.
 
-use fencer_harness::{Row, Sym};
+use fencer_harness::{EventType, Row, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::index::{FastMap, Positions};
@@ -29,10 +29,10 @@ pub(crate) struct StoreVersions {
 }
 
 impl StoreVersions {
-    /// Indexes every store log entry of `rows`.
-    pub fn build(rows: &[Row]) -> StoreVersions {
+    /// Indexes every store log entry of `ctx`'s rows.
+    pub fn build(ctx: &Context<'_>) -> StoreVersions {
         let mut versions = StoreVersions::default();
-        for (position, row) in rows.iter().enumerate() {
+        for (position, row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
             if !is_store_log(row) {
                 continue;
             }

@@ -79,7 +79,9 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
     let mut released: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    let renew_or_release =
+        |kind, f| kind == EventType::Invoke && matches!(f, Op::Renew | Op::Release);
+    for (position, row) in ctx.rows_where(renew_or_release) {
         if row.kind != EventType::Invoke {
             continue;
         }

@@ -43,9 +43,11 @@ pub struct Strings {
     text: String,
     /// Where each string ends in `text`; sym `n` is `ends[n - 1]`, starting where `n - 1` ends.
     ends: Vec<usize>,
-    /// Syms by the hash of their text, each with that hash, so growing the table never reads
-    /// or hashes the texts again.
-    table: HashTable<(u64, Sym)>,
+    /// Syms by the hash of their text, each with 32 bits of that hash ([`Hash32`]), so growing
+    /// the table never reads or hashes the texts again. Eight bytes an entry: a big history
+    /// holds hundreds of thousands of distinct owner tokens, and each new one is a probe at a
+    /// random place in this table, so its size is what the cache misses cost.
+    table: HashTable<(Hash32, Sym)>,
 }
 
 impl Default for Strings {
@@ -66,18 +68,26 @@ impl Strings {
         strings
     }
 
+    /// Room for `strings` more distinct strings of `bytes` bytes in all, so a table whose
+    /// size can be foreseen is not grown (and rehashed) step by step.
+    pub(crate) fn reserve(&mut self, strings: usize, bytes: usize) {
+        self.text.reserve(bytes);
+        self.ends.reserve(strings);
+        self.table.reserve(strings, |&(hash, _)| hash.spread());
+    }
+
     /// The sym of `text`, adding it if it is new.
     pub fn intern(&mut self, text: &str) -> Sym {
-        let hash = hash_of(text);
+        let hash = Hash32::of(text);
         let Strings {
             text: all,
             ends,
             table,
         } = self;
-        let same = |&(entry_hash, sym): &(u64, Sym)| {
+        let same = |&(entry_hash, sym): &(Hash32, Sym)| {
             entry_hash == hash && &all[span_of(ends, sym)] == text
         };
-        if let Some(&(_, sym)) = table.find(hash, same) {
+        if let Some(&(_, sym)) = table.find(hash.spread(), same) {
             return sym;
         }
         let number = u32::try_from(ends.len() + 1)
@@ -87,15 +97,17 @@ impl Strings {
         let sym = Sym(number);
         all.push_str(text);
         ends.push(all.len());
-        table.insert_unique(hash, (hash, sym), |&(entry_hash, _)| entry_hash);
+        table.insert_unique(hash.spread(), (hash, sym), |&(entry_hash, _)| {
+            entry_hash.spread()
+        });
         sym
     }
 
     /// The sym of `text` if the table holds it (never adds).
     pub fn find(&self, text: &str) -> Option<Sym> {
-        let hash = hash_of(text);
+        let hash = Hash32::of(text);
         self.table
-            .find(hash, |&(entry_hash, sym)| {
+            .find(hash.spread(), |&(entry_hash, sym)| {
                 entry_hash == hash && self.text(sym) == text
             })
             .map(|&(_, sym)| sym)
@@ -131,10 +143,25 @@ fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
     start..ends[slot]
 }
 
-fn hash_of(text: &str) -> u64 {
-    let mut hasher = FxHasher::default();
-    hasher.write(text.as_bytes());
-    hasher.finish()
+/// 32 bits of a string's hash: what the string table keeps of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Hash32(u32);
+
+impl Hash32 {
+    fn of(text: &str) -> Hash32 {
+        let mut hasher = FxHasher::default();
+        hasher.write(text.as_bytes());
+        // The top half of a product mixes every bit of the hash into every bit kept (the low
+        // bits of FxHash are weak, and weak bits here would make buckets and tags collide).
+        let mixed = hasher.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        Hash32((mixed >> 32) as u32)
+    }
+
+    /// The 32 bits in both halves of a word: hashbrown picks the bucket from a hash's low bits
+    /// and its tag byte from the top ones, so both must vary.
+    fn spread(self) -> u64 {
+        u64::from(self.0) * 0x1_0000_0001
+    }
 }
 
 /// The numeric columns of an event, in declaration order; a row keeps them in one array.
@@ -427,12 +454,13 @@ impl PackedHistory {
             path: origin.clone(),
             source,
         })?;
-        parse_lines(file, &origin)
+        let file_bytes = file.metadata().ok().map(|metadata| metadata.len());
+        parse_lines(file, &origin, file_bytes)
     }
 
     /// Reads JSONL from any reader, naming `origin` in errors.
     pub fn read_jsonl(reader: impl BufRead, origin: &str) -> Result<PackedHistory, HistoryError> {
-        parse_lines(reader, origin)
+        parse_lines(reader, origin, None)
     }
 
     /// The event at `position`, as it was before packing.
