@@ -445,7 +445,7 @@ mod tests {
             "{\"index\":0,\"time_ns\":1,\"process\":\"w0\",\"type\":\"invoke\",\"f\":\"read\"}\n";
         // Endless zeros, as `/dev/zero` gives them: only the limit ends the read.
         let endless = first.as_bytes().chain(std::io::repeat(0));
-        let error = parse_lines(endless, "zeros", None).err().expect("refused");
+        let error = parse_lines(endless, "zeros", None).expect_err("refused");
         assert!(
             error
                 .to_string()
