@@ -143,14 +143,11 @@ impl Backoff {
 
 /// One worker's waits between acquire attempts, over every cycle of its run.
 #[derive(Clone, Debug)]
-pub(crate) enum Waits {
-    /// The same wait every time.
-    Poll {
-        /// The fixed interval.
-        every_ns: u64,
-    },
-    /// Waits that grow with the refusals of one acquire.
-    Backoff(Backoff),
+pub(crate) struct Waits {
+    /// The wait after every refusal when polling.
+    every_ns: u64,
+    /// The back-off when backing off, `None` when polling.
+    backoff: Option<Backoff>,
 }
 
 impl Waits {
@@ -163,28 +160,28 @@ impl Waits {
         seed: u64,
         worker: usize,
     ) -> Waits {
-        match mode {
-            WaitMode::Poll => Waits::Poll {
-                every_ns: retry_every_ns,
-            },
-            WaitMode::Backoff => {
-                Waits::Backoff(Backoff::for_worker(retry_every_ns, ttl_ns, seed, worker))
-            }
+        let backoff = match mode {
+            WaitMode::Poll => None,
+            WaitMode::Backoff => Some(Backoff::for_worker(retry_every_ns, ttl_ns, seed, worker)),
+        };
+        Waits {
+            every_ns: retry_every_ns,
+            backoff,
         }
     }
 
     /// Called as an acquire begins: back-off starts again from its base.
     pub(crate) fn begin(&mut self) {
-        if let Waits::Backoff(backoff) = self {
+        if let Some(backoff) = &mut self.backoff {
             backoff.reset();
         }
     }
 
     /// The wait after a refused, busy or unanswered attempt, before the next one.
     pub(crate) fn after_refusal_ns(&mut self) -> u64 {
-        match self {
-            Waits::Poll { every_ns } => *every_ns,
-            Waits::Backoff(backoff) => backoff.next_wait_ns(),
+        match &mut self.backoff {
+            None => self.every_ns,
+            Some(backoff) => backoff.next_wait_ns(),
         }
     }
 }
