@@ -6,18 +6,18 @@
 //! clock is a piecewise-linear function of true time: each jump or drift change re-anchors it.
 //!
 //! Reading tokio's paused clock takes a lock, and a simulated call reads the time a dozen
-//! times. Paused time only moves while the runtime parks, so the
-//! [simulation runtime](crate::runtime::simulation_runtime) notes the time each time it wakes
-//! up and every read until it parks again is a thread-local load. Anywhere else (the real tier,
-//! a runtime of the caller's own) nothing is noted and the clock is tokio's.
+//! times. Paused time only moves while the runtime parks, so inside the
+//! [simulation runtime](crate::runtime::simulation_runtime) the first read after the runtime
+//! parked asks tokio and every read until it parks again is a thread-local load. Anywhere else
+//! (the real tier, a runtime of the caller's own) every read asks tokio.
 
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-/// The paused clock's reading noted as the simulation runtime last woke up, and the last
-/// epoch it was measured from (a run has one epoch, so the subtraction is done once a turn).
+/// The paused clock's reading in the current scheduler turn, and the last epoch it was
+/// measured from (a run has one epoch, so the subtraction is done once a turn).
 #[derive(Clone, Copy)]
 struct Noted {
     now: Instant,
@@ -25,51 +25,65 @@ struct Noted {
     since_epoch_ns: u64,
 }
 
+/// What this thread knows of the time.
+#[derive(Clone, Copy)]
+enum Paused {
+    /// Not inside the simulation runtime: ask tokio every time.
+    Elsewhere,
+    /// Inside it, and it parked since the last read: time may have moved.
+    Moved,
+    /// Inside it, read since it last parked.
+    Read(Noted),
+}
+
 thread_local! {
-    /// `None` outside the simulation runtime's `block_on`, and while it parks (when time moves).
-    static PAUSED_NOW: Cell<Option<Noted>> = const { Cell::new(None) };
+    static PAUSED: Cell<Paused> = const { Cell::new(Paused::Elsewhere) };
 }
 
-/// Notes the paused clock's reading as the simulation runtime wakes up: the time until it
-/// parks again.
-pub(crate) fn note_paused_now() {
-    let now = Instant::now();
-    PAUSED_NOW.set(Some(Noted {
-        now,
-        epoch: now,
-        since_epoch_ns: 0,
-    }));
+/// The simulation runtime starts running here, or parks (when time moves): the next read asks
+/// tokio.
+pub(crate) fn paused_time_may_move() {
+    PAUSED.set(Paused::Moved);
 }
 
-/// Forgets the noted reading: the runtime parks (time may move) or stops running here.
-pub(crate) fn forget_paused_now() {
-    PAUSED_NOW.set(None);
+/// The simulation runtime stops running here: reads ask tokio again.
+pub(crate) fn paused_time_left() {
+    PAUSED.set(Paused::Elsewhere);
 }
 
-/// Tokio's time now, from the reading noted on waking when there is one.
+/// Tokio's time now, read once a scheduler turn inside the simulation runtime.
 fn now() -> Instant {
-    match PAUSED_NOW.get() {
-        Some(noted) => noted.now,
-        None => Instant::now(),
+    match PAUSED.get() {
+        Paused::Read(noted) => noted.now,
+        Paused::Moved => {
+            let now = Instant::now();
+            PAUSED.set(Paused::Read(Noted {
+                now,
+                epoch: now,
+                since_epoch_ns: 0,
+            }));
+            now
+        }
+        Paused::Elsewhere => Instant::now(),
     }
 }
 
-/// Nanoseconds from `epoch` to now, from the reading noted on waking when there is one.
+/// Nanoseconds from `epoch` to now, read once a scheduler turn inside the simulation runtime.
 fn since_ns(epoch: Instant) -> u64 {
     let elapsed_ns = |now: Instant| now.duration_since(epoch).as_nanos() as u64;
-    match PAUSED_NOW.get() {
-        Some(noted) if noted.epoch == epoch => noted.since_epoch_ns,
-        Some(noted) => {
-            let since_epoch_ns = elapsed_ns(noted.now);
-            PAUSED_NOW.set(Some(Noted {
-                epoch,
-                since_epoch_ns,
-                ..noted
-            }));
-            since_epoch_ns
-        }
-        None => elapsed_ns(Instant::now()),
-    }
+    let now = match PAUSED.get() {
+        Paused::Read(noted) if noted.epoch == epoch => return noted.since_epoch_ns,
+        Paused::Read(noted) => noted.now,
+        Paused::Moved => Instant::now(),
+        Paused::Elsewhere => return elapsed_ns(Instant::now()),
+    };
+    let since_epoch_ns = elapsed_ns(now);
+    PAUSED.set(Paused::Read(Noted {
+        now,
+        epoch,
+        since_epoch_ns,
+    }));
+    since_epoch_ns
 }
 
 /// True time since the run began. Cheap to clone; every party of a run shares one epoch.

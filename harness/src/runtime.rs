@@ -9,11 +9,11 @@ use std::future::Future;
 
 use tokio::runtime::{Builder, Runtime};
 
-use crate::clock::{forget_paused_now, note_paused_now};
+use crate::clock::{paused_time_left, paused_time_may_move};
 
 /// A current-thread runtime with paused, auto-advancing time and no I/O driver, whose clock
-/// fencer reads without tokio's lock: paused time moves only while the runtime parks, so the
-/// reading taken as it wakes up holds until it parks again.
+/// fencer reads without tokio's lock: paused time moves only while the runtime parks, so one
+/// reading holds from the first read after it parked until it parks again.
 #[derive(Debug)]
 pub struct SimulationRuntime {
     runtime: Runtime,
@@ -22,20 +22,20 @@ pub struct SimulationRuntime {
 impl SimulationRuntime {
     /// Runs `future` to completion on this runtime, as [`Runtime::block_on`].
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        // A reading noted by a runtime that ran here before is not this one's time.
-        forget_paused_now();
-        let _forget = ForgetOnExit;
+        // A reading taken by a runtime that ran here before is not this one's time.
+        paused_time_may_move();
+        let _left = LeftOnExit;
         self.runtime.block_on(future)
     }
 }
 
-/// Forgets the noted reading when `block_on` returns or unwinds, so no other runtime on the
-/// thread ever reads it.
-struct ForgetOnExit;
+/// Forgets the reading when `block_on` returns or unwinds, so no other runtime on the thread
+/// ever reads it.
+struct LeftOnExit;
 
-impl Drop for ForgetOnExit {
+impl Drop for LeftOnExit {
     fn drop(&mut self) {
-        forget_paused_now();
+        paused_time_left();
     }
 }
 
@@ -44,8 +44,7 @@ pub fn simulation_runtime() -> SimulationRuntime {
     let runtime = Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
-        .on_thread_park(forget_paused_now)
-        .on_thread_unpark(note_paused_now)
+        .on_thread_park(paused_time_may_move)
         .build()
         .expect("a current-thread runtime with no I/O cannot fail to build");
     SimulationRuntime { runtime }
