@@ -66,12 +66,7 @@ impl History {
     /// SHA-256 of the JSONL bytes, hex: the identity replay and determinism checks compare.
     /// Hashed as written, so the bytes are never held whole.
     pub fn sha256_hex(&self) -> String {
-        let mut out = std::io::BufWriter::new(HashingWriter::new(std::io::sink()));
-        self.write_jsonl(&mut out)
-            .and_then(|()| out.into_inner().map_err(|error| error.into_error()))
-            .expect("writing to a sink cannot fail")
-            .finish()
-            .1
+        sha256_of_written(|out| self.write_jsonl(out))
     }
 
     /// Reads a JSONL history file; `path` appears in every error message.
@@ -246,6 +241,18 @@ fn for_each_line(
 /// Hex SHA-256 of arbitrary bytes (stored histories are hashed as they lie on disk).
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
+}
+
+/// The hex SHA-256 of what `write` writes, hashed as it is written (the bytes are never held).
+pub(crate) fn sha256_of_written(
+    write: impl FnOnce(&mut std::io::BufWriter<HashingWriter<std::io::Sink>>) -> std::io::Result<()>,
+) -> String {
+    let mut out = std::io::BufWriter::new(HashingWriter::new(std::io::sink()));
+    write(&mut out)
+        .and_then(|()| out.into_inner().map_err(|error| error.into_error()))
+        .expect("writing to a sink cannot fail")
+        .finish()
+        .1
 }
 
 fn hex(digest: &[u8]) -> String {

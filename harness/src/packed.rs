@@ -20,7 +20,7 @@ use hashbrown::HashTable;
 
 use crate::event::{Event, EventType, EventView, Op};
 use crate::fxhash::FxHasher;
-use crate::history::{HashingWriter, History, HistoryError, parse_lines};
+use crate::history::{History, HistoryError, parse_lines};
 
 /// One distinct string of a packed history, by number.
 ///
@@ -387,31 +387,7 @@ impl Row {
 
     /// The event this row packs, its strings read from `strings`.
     pub fn unpack(&self, strings: &Strings) -> Event {
-        let text = |column: Option<Sym>| column.map(|sym| strings.text(sym).to_owned());
-        Event {
-            index: self.index,
-            time_ns: self.time_ns,
-            local_ns: self.local_ns(),
-            lock: text(self.lock),
-            key: text(self.key),
-            owner: text(self.owner),
-            token: self.token(),
-            write_id: text(self.write_id),
-            value: text(self.value),
-            ttl_ns: self.ttl_ns(),
-            holder: text(self.holder),
-            holder_token: self.holder_token(),
-            expires_ns: self.expires_ns(),
-            current_token: self.current_token(),
-            seq: self.seq(),
-            target: text(self.target),
-            duration_ns: self.duration_ns(),
-            jump_ns: self.jump_ns(),
-            drift_ppm: self.drift_ppm(),
-            delay_ns: self.delay_ns(),
-            error: text(self.error),
-            ..Event::new(strings.text(self.process), self.kind, self.f)
-        }
+        self.view(strings).to_event()
     }
 }
 
@@ -529,12 +505,7 @@ impl PackedHistory {
     /// SHA-256 of the JSONL form, hex, hashed as it is written (the bytes are never held):
     /// equal to [`History::sha256_hex`] of the unpacked history.
     pub fn sha256_hex(&self) -> String {
-        let mut out = std::io::BufWriter::new(HashingWriter::new(std::io::sink()));
-        self.write_jsonl(&mut out)
-            .and_then(|()| out.into_inner().map_err(|error| error.into_error()))
-            .expect("writing to a sink cannot fail")
-            .finish()
-            .1
+        crate::history::sha256_of_written(|out| self.write_jsonl(out))
     }
 
     /// Heap bytes the history holds, by capacity (rows and strings): what keeping it costs in
