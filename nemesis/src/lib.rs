@@ -5,11 +5,13 @@
 //! A schedule is plain data (it is part of `plan.json`), so a user can pin a scenario by hand
 //! and a shrinker can drop faults one by one without reshuffling anything else.
 
+pub mod cluster;
 pub mod fault;
 pub mod inject;
 pub mod schedule;
 pub mod server;
 
+pub use cluster::ClusterFaults;
 pub use fault::{Aims, Effect, Fault, FaultKind};
 pub use inject::{TargetError, Targets, inject, validate};
 pub use schedule::{ScheduleConfig, schedule};

@@ -9,6 +9,7 @@
 //! fault must expose.
 
 mod clock;
+pub mod cluster;
 mod error;
 mod etcd;
 mod postgres;
@@ -18,6 +19,7 @@ mod redis;
 mod zookeeper;
 
 pub use clock::ServerClock;
+pub use cluster::{ClusterNode, StartedCluster};
 pub use error::ServerError;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
