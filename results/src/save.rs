@@ -73,12 +73,9 @@ pub fn save_run(
         serde_json::to_writer_pretty(&mut *out, run.verdict)?;
         out.write_all(b"\n")
     })?;
-    crate::report::for_each_report_file(
-        run.history,
-        &record.settings,
-        run.verdict,
-        |name, text| staged.write(name, text.as_bytes()),
-    )?;
+    crate::report::for_each_report_file(run.history, &record.settings, run.verdict, |file| {
+        staged.write_with(file.name(), |out| file.write_to(out))
+    })?;
     staged.finish()?;
     if let Some(root) = archive_root {
         Archive::new(root).point_latest_at(dir)?;

@@ -95,29 +95,191 @@ pub fn report_files(
     verdict: &Verdict,
 ) -> Vec<(&'static str, Vec<u8>)> {
     let mut files = Vec::new();
-    let kept: Result<(), std::convert::Infallible> =
-        for_each_report_file(history, settings, verdict, |name, text| {
-            files.push((name, text.into_bytes()));
+    let kept: Result<(), std::io::Error> =
+        for_each_report_file(history, settings, verdict, |file| {
+            let mut bytes = Vec::new();
+            file.write_to(&mut bytes)?;
+            files.push((file.name(), bytes));
             Ok(())
         });
-    let Ok(()) = kept;
+    kept.expect("writing into memory cannot fail");
     files
 }
 
-/// Renders `timeline.html` and the plots one at a time, handing each (file name, text) to
-/// `each` before the next is rendered: a saved run holds one report in memory at a time, and
+/// Hands `timeline.html` and each plot, one at a time, to `each` to be written: a saved run
+/// holds at most the (bounded) timeline page in memory, never a plot with a mark per call, and
 /// one reading of its history (the [`Model`](model::Model)) serves them all.
 pub fn for_each_report_file<E>(
     history: &PackedHistory,
     settings: &serde_json::Value,
     verdict: &Verdict,
-    mut each: impl FnMut(&'static str, String) -> Result<(), E>,
+    mut each: impl FnMut(&ReportFile<'_>) -> Result<(), E>,
 ) -> Result<(), E> {
     let input = report_input(settings, verdict);
     let model = model::Model::new(history);
-    each(TIMELINE_FILE, timeline::page(&model, &input))?;
+    each(&ReportFile {
+        name: TIMELINE_FILE,
+        content: Content::Page(timeline::page(&model, &input)),
+    })?;
     for (position, name) in PLOT_FILES.into_iter().enumerate() {
-        each(name, plots::plot(&model, position))?;
+        each(&ReportFile {
+            name,
+            content: Content::Plot(&model, position),
+        })?;
     }
     Ok(())
+}
+
+/// One report file, ready to be written where the caller chooses.
+pub struct ReportFile<'m> {
+    name: &'static str,
+    content: Content<'m>,
+}
+
+/// What a report file holds: the timeline page is bounded ([`MAX_DRAWN_OPS`]) and rendered
+/// whole; a plot is drawn as it is written.
+enum Content<'m> {
+    Page(String),
+    Plot(&'m model::Model<'m>, usize),
+}
+
+impl ReportFile<'_> {
+    /// Its file name in a run directory (`timeline.html`, `latency.svg`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Writes the file's bytes to `out`.
+    pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+        match &self.content {
+            Content::Page(text) => out.write_all(text.as_bytes()),
+            Content::Plot(model, position) => {
+                let mut sink = IoSink { out, error: None };
+                plots::plot(model, *position, &mut sink);
+                sink.error.map_or(Ok(()), Err)
+            }
+        }
+    }
+}
+
+/// Text formatted straight into a byte writer, keeping the first I/O error (formatting can only
+/// say that it failed, not why).
+struct IoSink<'w> {
+    out: &'w mut dyn std::io::Write,
+    error: Option<std::io::Error>,
+}
+
+impl std::fmt::Write for IoSink<'_> {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        if self.error.is_some() {
+            return Err(std::fmt::Error);
+        }
+        self.out.write_all(text.as_bytes()).map_err(|error| {
+            self.error = Some(error);
+            std::fmt::Error
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fencer_harness::{Event, EventType, History, Op};
+
+    /// A writer that takes `room` bytes, then fails.
+    struct FullDisk {
+        room: usize,
+        taken: Vec<u8>,
+    }
+
+    impl std::io::Write for FullDisk {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if self.taken.len() + bytes.len() > self.room {
+                return Err(std::io::Error::other("disk full"));
+            }
+            self.taken.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn history() -> PackedHistory {
+        let events = (0..40u64)
+            .flat_map(|n| {
+                let process = format!("w{}", n % 3);
+                [
+                    Event {
+                        time_ns: n * 5_000_000,
+                        ..Event::new(&process, EventType::Invoke, Op::Acquire)
+                    },
+                    Event {
+                        time_ns: n * 5_000_000 + 1_000_000 * (n % 4 + 1),
+                        ..Event::new(&process, EventType::Fail, Op::Acquire)
+                    },
+                ]
+            })
+            .enumerate()
+            .map(|(index, event)| Event {
+                index: index as u64,
+                ..event
+            })
+            .collect();
+        PackedHistory::pack(&History { events })
+    }
+
+    #[test]
+    fn a_plot_written_to_a_file_is_the_plot_rendered_in_memory() {
+        let history = history();
+        let verdict = fencer_checkers::check(&history.unpack());
+        let mut written = Vec::new();
+        let done: std::io::Result<()> =
+            for_each_report_file(&history, &serde_json::json!({}), &verdict, |file| {
+                let mut bytes = Vec::new();
+                file.write_to(&mut bytes)?;
+                written.push((file.name(), bytes));
+                Ok(())
+            });
+        done.unwrap();
+        let names: Vec<&str> = written.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            names,
+            [TIMELINE_FILE, PLOT_FILES[0], PLOT_FILES[1], PLOT_FILES[2]]
+        );
+        for ((name, bytes), (plot_name, text)) in written[1..].iter().zip(render_plots(&history)) {
+            assert_eq!(*name, plot_name);
+            assert_eq!(String::from_utf8(bytes.clone()).unwrap(), text);
+        }
+        let latency = String::from_utf8(written[1].1.clone()).unwrap();
+        assert_eq!(latency.matches("<circle").count(), 40, "a mark per call");
+    }
+
+    #[test]
+    fn a_write_that_fails_partway_through_a_plot_returns_its_error() {
+        let history = history();
+        let verdict = fencer_checkers::check(&history.unpack());
+        let mut failed = Vec::new();
+        let done: std::io::Result<()> =
+            for_each_report_file(&history, &serde_json::json!({}), &verdict, |file| {
+                let mut disk = FullDisk {
+                    room: 600,
+                    taken: Vec::new(),
+                };
+                if let Err(error) = file.write_to(&mut disk) {
+                    failed.push((file.name(), error.to_string(), disk.taken.len()));
+                }
+                Ok(())
+            });
+        done.unwrap();
+        assert!(
+            failed
+                .iter()
+                .any(|(name, error, taken)| *name == PLOT_FILES[0]
+                    && error == "disk full"
+                    && *taken <= 600),
+            "{failed:?}"
+        );
+    }
 }

@@ -39,16 +39,21 @@ pub fn render_plots(history: &PackedHistory) -> Vec<(&'static str, String)> {
     PLOT_FILES
         .into_iter()
         .enumerate()
-        .map(|(position, name)| (name, plot(&model, position)))
+        .map(|(position, name)| {
+            let mut text = String::new();
+            plot(&model, position, &mut text);
+            (name, text)
+        })
         .collect()
 }
 
-/// The plot named `PLOT_FILES[position]` of the history `model` read.
-pub(crate) fn plot(model: &Model<'_>, position: usize) -> String {
+/// Writes the plot named `PLOT_FILES[position]` of the history `model` read to `out`. Once
+/// `out` fails every later write fails too, so the caller reads the outcome from its sink.
+pub(crate) fn plot(model: &Model<'_>, position: usize, out: &mut dyn Write) {
     match position {
-        0 => latency(model),
-        1 => leases(model),
-        _ => clocks(model),
+        0 => latency(model, out),
+        1 => leases(model, out),
+        _ => clocks(model, out),
     }
 }
 
@@ -69,9 +74,10 @@ fn nice_step(span: f64, count: f64) -> f64 {
     nice * power
 }
 
-/// One chart: axes, shading and a legend around series drawn by the caller.
-struct Chart {
-    out: String,
+/// One chart: axes, shading and a legend around series drawn by the caller, written straight
+/// to `out` (a run's file), so a plot of millions of calls is never held whole in memory.
+struct Chart<'w> {
+    out: &'w mut dyn Write,
     x_max_ns: u64,
     y_min: f64,
     y_max: f64,
@@ -80,15 +86,22 @@ struct Chart {
     legend: Vec<(String, String)>,
 }
 
-impl Chart {
-    fn new(title: &str, y_label: &str, x_max_ns: u64, y_min: f64, y_max: f64) -> Chart {
+impl<'w> Chart<'w> {
+    fn new(
+        out: &'w mut dyn Write,
+        title: &str,
+        y_label: &str,
+        x_max_ns: u64,
+        y_min: f64,
+        y_max: f64,
+    ) -> Chart<'w> {
         let (y_min, y_max) = if y_max > y_min {
             (y_min, y_max)
         } else {
             (y_min - 1.0, y_min + 1.0)
         };
-        let mut chart = Chart {
-            out: String::new(),
+        let chart = Chart {
+            out,
             x_max_ns: x_max_ns.max(1_000_000),
             y_min,
             y_max,
@@ -193,7 +206,7 @@ impl Chart {
         }
     }
 
-    fn finish(mut self) -> String {
+    fn finish(self) {
         let x = WIDTH - RIGHT + 12.0;
         for (n, (name, colour)) in self.legend.iter().enumerate() {
             let y = TOP + 10.0 + n as f64 * 16.0;
@@ -207,8 +220,7 @@ impl Chart {
                 escape::text(name)
             );
         }
-        self.out.push_str("</svg>\n");
-        self.out
+        let _ = self.out.write_str("</svg>\n");
     }
 }
 
@@ -223,13 +235,14 @@ fn trim(value: f64) -> String {
     }
 }
 
-fn latency(model: &Model<'_>) -> String {
+fn latency(model: &Model<'_>, out: &mut dyn Write) {
     let max_ms = model
         .calls()
         .map(|call| (call.end_ns - call.start_ns) as f64 / 1e6)
         .fold(0.0, f64::max);
     // Log scale: millisecond replies and second-long timeouts both stay readable.
     let mut chart = Chart::new(
+        out,
         "Operation latency by operation type (× = unknown outcome)",
         "latency (ms, log scale)",
         model.end_ns,
@@ -272,10 +285,11 @@ fn latency(model: &Model<'_>) -> String {
     chart.finish()
 }
 
-fn leases(model: &Model<'_>) -> String {
+fn leases(model: &Model<'_>, out: &mut dyn Write) {
     let max_token = model.leases.iter().map(|l| l.token).max().unwrap_or(1) as f64;
     let min_token = model.leases.iter().map(|l| l.token).min().unwrap_or(0) as f64;
     let mut chart = Chart::new(
+        out,
         "Lease ownership by fencing token (grant to expiry or release)",
         "fencing token",
         model.end_ns,
@@ -321,7 +335,7 @@ fn leases(model: &Model<'_>) -> String {
     chart.finish()
 }
 
-fn clocks(model: &Model<'_>) -> String {
+fn clocks(model: &Model<'_>, out: &mut dyn Write) {
     // node → (true ns, offset ms), only where the offset changed, plus the last reading.
     let mut series: BTreeMap<String, Vec<(u64, f64)>> = BTreeMap::new();
     for event in model.events() {
@@ -358,6 +372,7 @@ fn clocks(model: &Model<'_>) -> String {
     let max = values.fold(0.0, f64::max);
     let pad = ((max - min) * 0.08).max(1.0);
     let mut chart = Chart::new(
+        out,
         "Clock offset per node (local clock minus true clock)",
         "offset (ms)",
         model.end_ns,
@@ -434,7 +449,8 @@ mod tests {
         );
         assert!(!clocks.contains("<title>nemesis</title>"), "{clocks}");
         // The line steps straight down at the jump (same x, offset 0 then -5000 ms).
-        let chart = Chart::new("", "", 3_000_000_000, -5_400.0, 400.0);
+        let mut out = String::new();
+        let chart = Chart::new(&mut out, "", "", 3_000_000_000, -5_400.0, 400.0);
         let at_jump = px(chart.x(2_000_000_000));
         let step = format!(
             "{at_jump},{} {at_jump},{}",
