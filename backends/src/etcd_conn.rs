@@ -119,22 +119,22 @@ impl EtcdConnection {
     /// when none connects the call is `NotApplied`. Once the request may have left, a lost
     /// connection or a missed deadline is `Unknown`, and so is an error answer unless its code
     /// says etcd refused the request outright ([`REFUSED_CODES`]); neither is retried, but the
-    /// next call starts at the next member.
+    /// next call starts at the next member, as it does after a call the caller gave up on.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, CallError> {
         let client = self.client().await;
         let first = self.preferred.load(Ordering::Relaxed);
         let mut unreachable = Vec::new();
         for step in 0..self.base_urls.len() {
             let member = (first + step) % self.base_urls.len();
+            let mut leave = LeaveUnlessAnswered {
+                connection: self,
+                member,
+                answered: false,
+            };
             match self.post_to(&client, member, path, body).await {
-                Attempt::NotConnected(why) => {
-                    self.move_past(member);
-                    unreachable.push((member, why));
-                }
+                Attempt::NotConnected(why) => unreachable.push((member, why)),
                 Attempt::Answered(answer) => {
-                    if matches!(answer, Err(CallError::Unknown(_))) {
-                        self.move_past(member);
-                    }
+                    leave.answered = !matches!(answer, Err(CallError::Unknown(_)));
                     return answer;
                 }
             }
@@ -228,6 +228,23 @@ impl EtcdConnection {
         {
             Ok(_) => Ok(()),
             Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// Moves the connection past `member` when dropped, unless the member answered: on a failure,
+/// and also when the caller gives up on the call mid-way (its own timeout drops the future), so
+/// a member that hangs is left behind like one that fails.
+struct LeaveUnlessAnswered<'a> {
+    connection: &'a EtcdConnection,
+    member: usize,
+    answered: bool,
+}
+
+impl Drop for LeaveUnlessAnswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.connection.move_past(self.member);
         }
     }
 }
@@ -360,6 +377,27 @@ mod tests {
         connection.move_past(1);
         connection.move_past(2);
         assert_eq!(connection.preferred.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_call_given_up_on_leaves_its_member_behind() {
+        // Accepts connections (the kernel's backlog) and never answers.
+        let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = hanging.local_addr().unwrap().port();
+        let connection = EtcdConnection::open(&format!("etcd://127.0.0.1:{port},h2:2")).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let given_up = runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_millis(200),
+                connection.post("/v3/kv/range", &serde_json::json!({})),
+            )
+            .await
+        });
+        assert!(given_up.is_err(), "{given_up:?}");
+        assert_eq!(connection.preferred.load(Ordering::Relaxed), 1);
     }
 
     #[test]
