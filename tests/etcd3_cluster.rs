@@ -12,10 +12,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use fencer::Settings;
 use fencer::{Acquired, CallError, LockService, Owned, OwnerToken};
 use fencer_backends::EtcdConnection;
 use fencer_backends::registry::lock_from_url;
+use fencer_harness::{EventType, Op};
 use fencer_nemesis::{ServerAction, ServerFaults};
+use fencer_run::drive::RunNames;
+use fencer_run::real::{real_plan, run_real, unique_tag};
 use fencer_servers::{Etcd3Cluster, StartedCluster};
 use tokio::runtime::Runtime;
 
@@ -370,4 +374,63 @@ fn etcd3_dropped_cluster_leaves_no_process_namespace_interface_or_rule() {
     let runtime = fencer_harness::runtime::real_runtime().unwrap();
     let late = runtime.block_on(faults.heal());
     assert!(late.is_err_and(|error| error.0.contains("stopped")));
+}
+
+#[test]
+fn etcd3_reference_adapters_prove_no_anomaly_while_the_leader_is_partitioned_away() {
+    let Some(cluster) = cluster("etcd3_run") else {
+        return;
+    };
+    let url = cluster.client_url();
+    let (lock, store) = support::adapters(&url, &url);
+    let plan = real_plan(&Settings {
+        nemesis: Default::default(),
+        ttl_ns: 1_000_000_000,
+        renew_every_ns: 333_000_000,
+        call_timeout_ns: 500_000_000,
+        ..support::real_settings(0, 3, 6)
+    });
+    let faults = cluster.cluster_faults();
+    let (partitioned_at, healed_at) = (Duration::from_millis(1_000), Duration::from_millis(3_500));
+    let started = Instant::now();
+    let (history, old, new) = std::thread::scope(|scope| {
+        let nemesis = scope.spawn(|| {
+            let runtime = fencer_harness::runtime::real_runtime().unwrap();
+            std::thread::sleep(partitioned_at);
+            let old = runtime
+                .block_on(faults.leader())
+                .unwrap()
+                .expect("a leader");
+            let rest: Vec<String> = ["n1", "n2", "n3"]
+                .iter()
+                .filter(|name| **name != old)
+                .map(|name| name.to_string())
+                .collect();
+            runtime
+                .block_on(faults.partition(&[vec![old.clone()], rest]))
+                .unwrap();
+            std::thread::sleep(healed_at - partitioned_at);
+            let new = runtime.block_on(faults.leader()).unwrap();
+            runtime.block_on(faults.heal()).unwrap();
+            (old, new)
+        });
+        let history = run_real(&plan, lock, store, RunNames::tagged(&unique_tag(0))).unwrap();
+        let (old, new) = nemesis.join().unwrap();
+        (history, old, new)
+    });
+    assert!(
+        started.elapsed() > healed_at,
+        "the run outlasted the partition"
+    );
+    assert!(
+        new.as_ref().is_some_and(|new| *new != old),
+        "{old} → {new:?}"
+    );
+    support::assert_not_invalid(&history);
+    let grants = history
+        .events
+        .iter()
+        .filter(|e| e.is(EventType::Ok, Op::Acquire))
+        .count();
+    assert!(grants >= 6, "{grants} grants");
 }

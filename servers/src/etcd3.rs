@@ -80,6 +80,12 @@ impl std::fmt::Debug for Etcd3Cluster {
 /// and all agree on one leader, or fails within [`READY_TIMEOUT`] after the members listen.
 pub fn start(query: &str) -> Result<Etcd3Cluster, ServerError> {
     let started = Instant::now();
+    if !crate::netns::on_path("etcd") {
+        return Err(ServerError::NotInstalled(format!(
+            "`etcd` is not on PATH: a private etcd cluster needs the Debian package {}",
+            PrivateBackend::Etcd.debian_package()
+        )));
+    }
     let lab = Arc::new(NetLab::new(&MEMBERS)?);
     let peers: Vec<String> = MEMBERS
         .iter()
