@@ -58,7 +58,8 @@ impl RedlockOptions {
         let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut masters: Vec<String> = Vec::new();
         for address in hosts.split(',') {
-            check_address(address).map_err(|why| bad(format!("master `{address}`: {why}")))?;
+            check_address(address)
+                .map_err(|why| bad(format!("master `{}`: {why}", shown_address(address))))?;
             if masters.iter().any(|known| known == address) {
                 // Counted twice, one master would make a majority of its own.
                 return Err(bad(format!("master `{address}` is named twice")));
@@ -128,6 +129,13 @@ fn parse_fence(value: &str) -> Result<Fence, String> {
     }
 }
 
+/// `address` as it may be shown: a password someone put in it (`user:secret@host:port`, which
+/// [`check_address`] refuses) hidden as [`redact_url`] hides it.
+fn shown_address(address: &str) -> String {
+    let shown = redact_url(&format!("redis://{address}"));
+    shown.trim_start_matches("redis://").to_string()
+}
+
 /// A master is `HOST:PORT`: nothing else, so no part of the URL is silently ignored.
 fn check_address(address: &str) -> Result<(), String> {
     let (host, port) = address
@@ -163,7 +171,7 @@ mod tests {
         assert_eq!(options.node_timeout, Duration::from_millis(200));
         assert_eq!(options.fence, Fence::Counter("redis://f:6".into()));
         let options = RedlockOptions::parse("redlock://a:1?fence=none").unwrap();
-        assert_eq!((options.fence, options.quorum()), (Fence::None, 1));
+        assert_eq!((options.quorum(), options.fence), (1, Fence::None));
     }
 
     #[test]
