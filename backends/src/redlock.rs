@@ -228,12 +228,14 @@ impl RedlockLock {
     }
 
     /// The token for a grant that reached a majority: the counter's `INCR`, or this adapter's
-    /// own count (see the module documentation).
-    async fn token(&self, lock: &str) -> Result<FencingToken, String> {
+    /// own count (see the module documentation). The counter may take up to `validity_left`:
+    /// it is no Redlock master, and it fsyncs before it answers, so the masters' short timeout
+    /// does not fit it, while a token that comes after the validity ran out is for a lease
+    /// already void.
+    async fn token(&self, lock: &str, validity_left: Duration) -> Result<FencingToken, String> {
         let Some(counter) = &self.counter else {
             return Ok(self.grants.fetch_add(1, Ordering::Relaxed) + 1);
         };
-        let timeout = self.options.node_timeout;
         let increment = async {
             let mut connection = counter.get().await.map_err(|error| error.to_string())?;
             match redis::cmd("INCR")
@@ -245,10 +247,10 @@ impl RedlockLock {
                 Err(error) => Err(counter.sent_error(error).await.to_string()),
             }
         };
-        match tokio::time::timeout(timeout, increment).await {
+        match tokio::time::timeout(validity_left, increment).await {
             Ok(token) => token.map_err(|error| format!("fence counter: {error}")),
             Err(_elapsed) => Err(format!(
-                "fence counter {}: no reply within {timeout:?}",
+                "fence counter {}: no reply within the {validity_left:?} of validity left",
                 counter.shown_url()
             )),
         }
@@ -300,18 +302,18 @@ impl LockService for RedlockLock {
         let tally = Tally::of(&sets);
         let mut why = tally.describe("set the key");
         if tally.reached(quorum) {
-            match self.token(lock).await {
-                Ok(fencing_token) => match self.validity(ttl, started.elapsed()) {
-                    Some(_) => return Ok(Acquired::Granted { fencing_token }),
-                    None => {
-                        why = format!(
-                            "{why}, but no validity was left after {:?}",
-                            started.elapsed()
-                        );
-                    }
-                },
+            let token = match self.validity(ttl, started.elapsed()) {
+                Some(left) => self.token(lock, left).await,
+                None => Err("no validity was left".into()),
+            };
+            match token {
+                Ok(fencing_token) if self.validity(ttl, started.elapsed()).is_some() => {
+                    return Ok(Acquired::Granted { fencing_token });
+                }
+                Ok(_) => why = format!("{why}, but no validity was left with the token"),
                 Err(error) => why = format!("{why}, but {error}"),
             }
+            why = format!("{why} after {:?}", started.elapsed());
         }
         if let Err(left) = self.undo(lock, &owner, &sets).await {
             return Err(CallError::Unknown(format!(
