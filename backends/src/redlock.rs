@@ -289,6 +289,10 @@ fn ttl_ms(ttl: Duration) -> u64 {
 
 #[async_trait]
 impl LockService for RedlockLock {
+    /// Sets the key on every master; granted on a majority with validity left (and a token
+    /// from the counter, with `fence=redis://`). Otherwise every master is told to drop the
+    /// key: `busy` when another owner's keys kept the majority out, not applied when masters
+    /// were unreachable, unknown when a master that may have taken the key could not be told.
     async fn acquire(
         &self,
         lock: &str,
