@@ -183,7 +183,8 @@ impl PrivateServer {
         self.server_address
     }
 
-    /// The server process's id, while it runs.
+    /// The server's process id while it runs, so a caller can check it is gone after a kill
+    /// or after the server was dropped.
     pub fn pid(&self) -> Option<u32> {
         self.lock_guard().pid()
     }
@@ -197,6 +198,11 @@ impl PrivateServer {
     /// The proxy's port, which adapters connect to.
     pub fn proxy_port(&self) -> u16 {
         self.proxy.port()
+    }
+
+    /// The server's temporary directory, removed when the server is dropped.
+    pub fn dir(&self) -> std::path::PathBuf {
+        self.lock_guard().dir().to_path_buf()
     }
 
     /// What it is, for the line fencer prints when it starts one.
