@@ -18,6 +18,7 @@ mod private;
 pub mod proxy;
 mod redis;
 mod zookeeper;
+pub mod zookeeper3;
 
 pub use clock::ServerClock;
 pub use cluster::{ClusterNode, StartedCluster};
@@ -27,6 +28,7 @@ pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
+pub use zookeeper3::Zookeeper3Cluster;
 
 use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener, TcpStream};
