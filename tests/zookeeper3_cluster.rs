@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -279,6 +280,198 @@ fn zookeeper3_leader_killed_a_new_leader_serves_and_no_two_hold_the_lock() {
         eprintln!(
             "restarted {old} serves locks {} ms after its start",
             started.elapsed().as_millis()
+        );
+    });
+    assert_torn_down(cluster);
+}
+
+/// Milliseconds from `from` to `to` (negative when `to` comes first), for the report lines.
+fn ms_between(from: Instant, to: Instant) -> i128 {
+    if to >= from {
+        (to - from).as_millis() as i128
+    } else {
+        -((from - to).as_millis() as i128)
+    }
+}
+
+/// Cuts the leader off from the other two. A client whose session lives on the old leader
+/// alone keeps renewing; a rival on the majority waits for the lock. ZooKeeper's promise:
+/// the cut-off leader commits no write, the majority elects a new leader, and the holder's
+/// lease is over — its renewals refused — before the majority grants the lock to the rival.
+#[test]
+fn zookeeper3_cut_off_leader_serves_no_write_and_its_client_loses_the_lock_to_the_majority() {
+    let _turn = ONE_ENSEMBLE.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(cluster) = ensemble("zookeeper3_partition") else {
+        return;
+    };
+    let ttl = Duration::from_secs(1);
+    let name = format!("fencer/{}/partition", unique_tag(0));
+    let (first, second) = (OwnerToken(1), OwnerToken(2));
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    runtime.block_on(async {
+        let old = leader_other_than(&cluster, None, Duration::from_secs(5))
+            .await
+            .expect("a leader");
+        let others: Vec<String> = cluster
+            .cluster_faults()
+            .nodes()
+            .into_iter()
+            .filter(|node| *node != old)
+            .collect();
+        let minority_url = cluster.url_of(&[&old]).unwrap();
+        let majority_url = cluster.url_of(&[&others[0], &others[1]]).unwrap();
+        let holder = reference_lock(&minority_url);
+        let rival = reference_lock(&majority_url);
+        let writer = reference_lock(&minority_url);
+        let mut lease = Lease::default();
+        let sent = Instant::now();
+        let granted = holder.acquire(&name, first, ttl).await.unwrap();
+        assert!(matches!(granted, Acquired::Granted { .. }), "{granted:?}");
+        lease.confirmed(sent, ttl);
+
+        let faults = cluster.cluster_faults();
+        let cut_at = Instant::now();
+        faults
+            .partition(&[vec![old.clone()], others.clone()])
+            .await
+            .unwrap();
+        // Four clients at once, each at its own pace (a call to the cut-off member may take
+        // its whole deadline), until the majority has a leader and has granted the lock.
+        let watch_until = cut_at + Duration::from_secs(15);
+        let rival_granted: Cell<Option<Instant>> = Cell::new(None);
+        let new_leader: RefCell<Option<(String, Instant)>> = RefCell::new(None);
+        let done = || {
+            Instant::now() >= watch_until
+                || (rival_granted.get().is_some() && new_leader.borrow().is_some())
+        };
+        let lease = RefCell::new(lease);
+        let (renewals_after_cut, renewed_after_rival, minority_writes) =
+            (Cell::new(0u32), Cell::new(false), Cell::new(0u32));
+        let renewing = async {
+            while !done() {
+                let sent = Instant::now();
+                let given_away = rival_granted.get().is_some();
+                match holder.renew(&name, first, ttl).await {
+                    Ok(Owned::Done) => {
+                        lease.borrow_mut().confirmed(sent, ttl);
+                        renewals_after_cut.set(renewals_after_cut.get() + 1);
+                        renewed_after_rival.set(renewed_after_rival.get() || given_away);
+                    }
+                    Ok(Owned::NotOwner) => {
+                        lease.borrow_mut().lost_at.get_or_insert_with(Instant::now);
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        // Writes through the cut-off member: each a new session and node, which need a quorum.
+        let writing = async {
+            while !done() {
+                let fresh = format!("fencer/{}/minority-write", unique_tag(0));
+                if let Ok(Acquired::Granted { .. }) =
+                    writer.acquire(&fresh, OwnerToken(3), ttl).await
+                {
+                    minority_writes.set(minority_writes.get() + 1);
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        let contending = async {
+            while !done() {
+                if rival_granted.get().is_none() {
+                    if let Ok(Acquired::Granted { .. }) = rival.acquire(&name, second, ttl).await {
+                        rival_granted.set(Some(Instant::now()));
+                    }
+                } else if let Err(error) = rival.renew(&name, second, ttl).await {
+                    eprintln!("the rival's renew failed: {error}");
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            // At once: the other clients may still be waiting out a call to the cut-off member.
+            match rival_granted.get() {
+                Some(_) => Some(rival.release(&name, second).await),
+                None => None,
+            }
+        };
+        let watching = async {
+            while !done() {
+                if new_leader.borrow().is_none()
+                    && let Some(leader) = faults.leader().await.unwrap()
+                    && leader != old
+                {
+                    *new_leader.borrow_mut() = Some((leader, Instant::now()));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let ((), (), released, ()) = tokio::join!(renewing, writing, contending, watching);
+        let lease = lease.into_inner();
+        let (leader, elected_at) = new_leader
+            .into_inner()
+            .expect("the majority elects a leader");
+        assert!(
+            others.contains(&leader),
+            "{leader} leads, not one of {others:?}"
+        );
+        let granted_at = rival_granted
+            .get()
+            .expect("the majority grants the lock once the lease ends");
+        let valid_until = lease.valid_until.unwrap();
+        eprintln!(
+            "cut {old} off: {leader} seen leading at +{} ms; the holder renewed through {old} \
+             {} times, its lease valid until +{} ms; renewals refused (not owner) from {}; \
+             the rival got the lock at +{} ms ({} ms after the holder's lease ended); \
+             writes through {old} that succeeded: {}",
+            ms_between(cut_at, elected_at),
+            renewals_after_cut.get(),
+            ms_between(cut_at, valid_until),
+            lease.lost_at.map_or("never".into(), |at| format!(
+                "+{} ms",
+                ms_between(cut_at, at)
+            )),
+            ms_between(cut_at, granted_at),
+            ms_between(valid_until, granted_at),
+            minority_writes.get(),
+        );
+        assert_eq!(
+            minority_writes.get(),
+            0,
+            "the cut-off leader committed writes"
+        );
+        assert!(
+            !renewed_after_rival.get(),
+            "the cut-off leader renewed a lease the majority had given away"
+        );
+        assert!(
+            granted_at >= valid_until,
+            "the rival got the lock {} ms before the holder's lease ended",
+            ms_between(granted_at, valid_until)
+        );
+
+        // The rival held the lock through the majority until it released it.
+        assert_eq!(released.map(Result::unwrap), Some(Owned::Done));
+
+        // Healed, the old leader rejoins and serves again; through it, the holder learns its
+        // lease is gone.
+        faults.heal().await.unwrap();
+        let healed_at = Instant::now();
+        let served = loop {
+            let fresh = format!("fencer/{}/healed", unique_tag(0));
+            match writer.acquire(&fresh, OwnerToken(4), ttl).await {
+                Ok(Acquired::Granted { .. }) => break true,
+                _ if healed_at.elapsed() > Duration::from_secs(20) => break false,
+                _ => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        assert!(served, "{old} never served again after the heal");
+        eprintln!(
+            "healed: {old} serves writes again {} ms later",
+            healed_at.elapsed().as_millis()
+        );
+        assert_eq!(
+            holder.renew(&name, first, ttl).await.unwrap(),
+            Owned::NotOwner
         );
     });
     assert_torn_down(cluster);
