@@ -11,8 +11,10 @@ use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fencer::{Acquired, CallError, LockService, Owned, OwnerToken};
-use fencer_backends::{ZookeeperConnection, ZookeeperLock, ZookeeperLockRules};
+use fencer::{Acquired, CallError, FencedStore, LockService, Owned, OwnerToken, Written};
+use fencer_backends::{
+    ZookeeperConnection, ZookeeperLock, ZookeeperLockRules, ZookeeperStore, ZookeeperStoreRules,
+};
 use fencer_nemesis::ServerAction;
 use fencer_run::real::unique_tag;
 use fencer_servers::{StartedCluster, Zookeeper3Cluster, zookeeper3};
@@ -124,7 +126,10 @@ fn zookeeper3_starts_with_one_leader_grants_locks_through_any_member_and_tears_d
         // Held through the whole ensemble, seen as held through each member alone.
         let name = format!("fencer/{}/start", unique_tag(0));
         let ttl = Duration::from_secs(2);
-        let holder = reference_lock(&url);
+        // Built as a run builds it, from the cluster's URL.
+        let holder = fencer_backends::registry::lock_from_url(&url).unwrap();
+        holder.ping().await.unwrap();
+        let holder = holder.adapter;
         let granted = holder.acquire(&name, OwnerToken(1), ttl).await.unwrap();
         let Acquired::Granted { fencing_token } = granted else {
             panic!("{granted:?}");
@@ -200,13 +205,24 @@ fn zookeeper3_leader_killed_a_new_leader_serves_and_no_two_hold_the_lock() {
         assert!(matches!(granted, Acquired::Granted { .. }), "{granted:?}");
         lease.confirmed(sent, ttl);
 
-        let node = cluster
-            .nodes()
-            .into_iter()
-            .find(|node| node.name == old)
-            .unwrap();
+        // The store's one session over the ensemble, and a fence it holds.
+        let store = ZookeeperStore::new(
+            Arc::new(ZookeeperConnection::open(&url).unwrap()),
+            ZookeeperStoreRules::Fenced,
+        );
+        let key = format!("fencer/{}/register", unique_tag(0));
+        let written = store.write(&key, 10, "w10", "before").await.unwrap();
+        assert_eq!(written, Written::Applied);
+
+        let nodes = cluster.nodes();
+        let node = nodes.iter().find(|node| node.name == old).unwrap();
         let killed_at = Instant::now();
         node.faults.apply(ServerAction::Kill).await.unwrap();
+        // Whichever member the store's session was on, its connection breaks now: the
+        // session must move to a surviving member.
+        for survivor in nodes.iter().filter(|node| node.name != old) {
+            survivor.faults.apply(ServerAction::Cut).await.unwrap();
+        }
         let new = leader_other_than(&cluster, Some(&old), Duration::from_secs(20))
             .await
             .expect("the two left elect a leader");
@@ -260,6 +276,25 @@ fn zookeeper3_leader_killed_a_new_leader_serves_and_no_two_hold_the_lock() {
             } else {
                 "survived the election"
             }
+        );
+
+        // The fence outlived the leader: an older token is refused, a newer one applies.
+        let started = Instant::now();
+        let stale = loop {
+            match store.write(&key, 9, "w9", "stale").await {
+                Ok(written) => break written,
+                Err(error) if started.elapsed() > Duration::from_secs(20) => {
+                    panic!("the store never failed over: {error}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        assert_eq!(stale, Written::Rejected { current_token: 10 });
+        let written = store.write(&key, 11, "w11", "after").await.unwrap();
+        assert_eq!(written, Written::Applied);
+        assert_eq!(
+            store.read(&key).await.unwrap().value.as_deref(),
+            Some("after")
         );
 
         // The killed member comes back on its data directory and the service goes on.

@@ -314,6 +314,16 @@ fn log_tail(log: &Path) -> String {
     format!(" (last lines of {}:\n  {tail})", log.display())
 }
 
+/// `zk://` through `hosts`, with the `private:zookeeper3?…` query (`variant=…`) passed on to
+/// the adapter.
+fn zk_url(hosts: &[String], query: &str) -> String {
+    if query.is_empty() {
+        format!("zk://{}", hosts.join(","))
+    } else {
+        format!("zk://{}?{query}", hosts.join(","))
+    }
+}
+
 /// One member of a started ensemble.
 #[derive(Debug)]
 struct Member {
@@ -420,13 +430,8 @@ impl Zookeeper3Cluster {
         Some(self.url_through(&hosts))
     }
 
-    /// `zk://` through `hosts`, with the query.
     fn url_through(&self, hosts: &[String]) -> String {
-        if self.query.is_empty() {
-            format!("zk://{}", hosts.join(","))
-        } else {
-            format!("zk://{}?{}", hosts.join(","), self.query)
-        }
+        zk_url(hosts, &self.query)
     }
 }
 
@@ -571,6 +576,16 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn the_adapter_url_lists_every_member_and_keeps_the_query() {
+        let hosts = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
+        assert_eq!(zk_url(&hosts, ""), "zk://127.0.0.1:1,127.0.0.1:2");
+        assert_eq!(
+            zk_url(&hosts, "variant=unsafe-release"),
+            "zk://127.0.0.1:1,127.0.0.1:2?variant=unsafe-release"
+        );
     }
 
     #[test]
