@@ -11,267 +11,40 @@
 //! member's `srvr` answer, straight from the member (never through its proxy, which a client
 //! fault may have cut).
 
-use std::net::{Ipv4Addr, SocketAddr};
+mod member;
+mod srvr;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
-use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use crate::cluster::{ClusterNode, StartedCluster};
-use crate::{Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
-
-/// The ensemble's tick. Followers and leader give up on each other after
-/// [`SYNC_LIMIT_TICKS`] ticks, so a tick of 100 ms notices a lost member within a second while
-/// a JVM stalled for a few hundred milliseconds on a loaded two-core machine stays in.
-pub const ZOOKEEPER3_TICK_MS: u64 = 100;
-
-/// How many ticks a follower may lag (or stay silent) before leader and follower drop each
-/// other: 1 s at [`ZOOKEEPER3_TICK_MS`].
-const SYNC_LIMIT_TICKS: u64 = 10;
-
-/// How many ticks a follower may take to connect to a new leader and sync with it: 5 s, for
-/// a cold JVM catching up after a restart.
-const INIT_LIMIT_TICKS: u64 = 50;
-
-/// The shortest session (lease) the members grant: two ticks, ZooKeeper's own floor.
-pub const ZOOKEEPER3_MIN_SESSION_MS: u64 = 2 * ZOOKEEPER3_TICK_MS;
-
-/// The longest session (lease) the members grant. Raised above ZooKeeper's default (20
-/// ticks) so a run's default 10 s TTL is granted as asked rather than refused.
-pub const ZOOKEEPER3_MAX_SESSION_MS: u64 = 30_000;
-
-/// The members' names: three, the smallest ensemble that survives the loss of one.
-const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
-
-/// ZooKeeper's usual ports, which every member can take since each has a namespace (and an
-/// address) of its own: clients, followers to the leader, leader election.
-const CLIENT_PORT: u16 = 2181;
-const QUORUM_PORT: u16 = 2888;
-const ELECTION_PORT: u16 = 3888;
+use crate::{NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
+use member::{MEMBERS, Seat, lab_seats, log_tail, start_members, sweep_dead_dirs};
+pub use member::{ZOOKEEPER3_MAX_SESSION_MS, ZOOKEEPER3_MIN_SESSION_MS, ZOOKEEPER3_TICK_MS};
+use srvr::{Role, leading, roles};
 
 /// How long the members may take, all together, to form a quorum and serve requests once
 /// their client ports accept connections. Three cold JVMs on two busy cores are slow; an idle
 /// machine takes about a second.
 const QUORUM_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How long one `srvr` question may take before the member counts as not answering (paused,
-/// killed, or too busy).
-const SRVR_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Debian's server jar, a logger that writes to stderr (the member's log in its directory),
-/// and Debian's configuration directory.
-const CLASSPATH: &str =
-    "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar:/etc/zookeeper/conf";
-
-/// Where one member listens: its client port and the two ports the members talk on (quorum
-/// traffic from followers to the leader, and leader election).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Seat {
-    /// Its `myid` (1, 2, 3): the `server.N` line that is this member.
-    id: u32,
-    host: Ipv4Addr,
-    client_port: u16,
-    quorum_port: u16,
-    election_port: u16,
-}
-
-impl Seat {
-    fn name(&self) -> String {
-        format!("n{}", self.id)
-    }
-
-    fn client_addr(&self) -> SocketAddr {
-        (self.host, self.client_port).into()
-    }
-}
-
-/// Each member's seat at its address in `lab`.
-fn lab_seats(lab: &NetLab) -> Result<Vec<Seat>, ServerError> {
-    (1..)
-        .zip(MEMBERS)
-        .map(|(id, name)| {
-            Ok(Seat {
-                id,
-                host: lab.address(name)?,
-                client_port: CLIENT_PORT,
-                quorum_port: QUORUM_PORT,
-                election_port: ELECTION_PORT,
-            })
-        })
-        .collect()
-}
-
-/// The `zoo.cfg` of member `seat` of the ensemble `seats`, keeping its data in `data`. The
-/// transaction log is written without fsync (`forceSync=no`): an fsync on a busy disk
-/// outlasts short sessions; a killed JVM loses nothing by it, only a power cut would.
-fn config(seat: &Seat, seats: &[Seat], data: &Path) -> String {
-    let mut text = format!(
-        "tickTime={ZOOKEEPER3_TICK_MS}\ninitLimit={INIT_LIMIT_TICKS}\nsyncLimit={SYNC_LIMIT_TICKS}\n\
-         minSessionTimeout={ZOOKEEPER3_MIN_SESSION_MS}\nmaxSessionTimeout={ZOOKEEPER3_MAX_SESSION_MS}\n\
-         dataDir={}\nclientPort={}\nclientPortAddress={}\n\
-         admin.enableServer=false\n4lw.commands.whitelist=*\nmaxClientCnxns=0\nforceSync=no\n",
-        data.display(),
-        seat.client_port,
-        seat.host,
-    );
-    for other in seats {
-        text.push_str(&format!(
-            "server.{}={}:{}:{}\n",
-            other.id, other.host, other.quorum_port, other.election_port
-        ));
-    }
-    text
-}
-
-/// Writes member `seat`'s directory (config, `myid`) and its launch inside its namespace.
-fn prepare(
-    lab: &NetLab,
-    seat: &Seat,
-    seats: &[Seat],
-) -> Result<(tempfile::TempDir, Launch), ServerError> {
-    let failed = |what: &str, error: std::io::Error| {
-        ServerError::Failed(format!("zookeeper {}: {what}: {error}", seat.name()))
-    };
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("fencer-zk3-{}-", seat.name()))
-        .tempdir()
-        .map_err(|error| failed("temp dir", error))?;
-    let data = dir.path().join("data");
-    std::fs::create_dir_all(&data).map_err(|error| failed("data dir", error))?;
-    std::fs::write(data.join("myid"), format!("{}\n", seat.id))
-        .map_err(|error| failed("myid", error))?;
-    let zoo_cfg = dir.path().join("zoo.cfg");
-    std::fs::write(&zoo_cfg, config(seat, seats, &data))
-        .map_err(|error| failed("zoo.cfg", error))?;
-    let launch = Launch::new("java")
-        .args(["-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"])
-        .args(["-cp", CLASSPATH])
-        .args(["org.apache.zookeeper.server.quorum.QuorumPeerMain"])
-        .args([zoo_cfg.as_os_str()])
-        .log_to(dir.path().join("server.log"));
-    Ok((dir, lab.launch_in(&seat.name(), launch)?))
-}
-
-/// Starts every member at once (each JVM takes seconds to come up; one after another would
-/// add them up) and returns their guards in seat order once every client port accepts
-/// connections. If one fails, the others are killed as their guards drop.
-fn start_members(lab: &NetLab, seats: &[Seat]) -> Result<Vec<ServerGuard>, ServerError> {
-    let prepared = seats
-        .iter()
-        .map(|seat| prepare(lab, seat, seats))
-        .collect::<Result<Vec<_>, _>>()?;
-    let started: Vec<Result<ServerGuard, ServerError>> = std::thread::scope(|scope| {
-        let starts: Vec<_> = prepared
-            .into_iter()
-            .zip(seats)
-            .map(|((dir, launch), seat)| {
-                scope.spawn(move || {
-                    ServerGuard::start_at("zookeeper", launch, seat.client_addr(), dir, None)
-                })
-            })
-            .collect();
-        starts
-            .into_iter()
-            .map(|start| {
-                start.join().unwrap_or_else(|_| {
-                    Err(ServerError::Failed("a member's start panicked".into()))
-                })
-            })
-            .collect()
-    });
-    let mut guards = Vec::with_capacity(seats.len());
-    for (seat, started) in seats.iter().zip(started) {
-        match started {
-            Ok(guard) => guards.push(guard),
-            Err(error) => {
-                return Err(ServerError::Failed(format!(
-                    "zookeeper3 member {}: {error}",
-                    seat.name()
-                )));
-            }
-        }
-    }
-    Ok(guards)
-}
-
-/// What one member says it is, from its `srvr` answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Role {
-    /// `Mode: leader`, in the epoch its zxid carries (the high 32 bits): a leader cut off
-    /// from the quorum may still say so for a moment, in an older epoch than the new one.
-    Leader { epoch: u64 },
-    /// `Mode: follower` (or `observer`): in the quorum, not leading.
-    Follower,
-    /// Not serving: electing, cut off, paused, down, or not answering in time.
-    Absent,
-}
-
-/// Reads a `srvr` answer.
-fn role_of(answer: &str) -> Role {
-    let field = |name: &str| {
-        answer
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .map(str::trim)
-    };
-    let epoch = field("Zxid:")
-        .and_then(|zxid| u64::from_str_radix(zxid.trim_start_matches("0x"), 16).ok())
-        .map_or(0, |zxid| zxid >> 32);
-    match field("Mode:") {
-        Some("leader") => Role::Leader { epoch },
-        Some("follower" | "observer") => Role::Follower,
-        _ => Role::Absent,
-    }
-}
-
-/// Asks the member at `addr` `srvr` (async: a paused member must not hold a thread).
-async fn srvr(addr: SocketAddr) -> Role {
-    let ask = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream.write_all(b"srvr").await?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await?;
-        Ok::<_, std::io::Error>(answer)
-    };
-    match tokio::time::timeout(SRVR_TIMEOUT, ask).await {
-        Ok(Ok(answer)) => role_of(&answer),
-        Ok(Err(_)) | Err(_) => Role::Absent,
-    }
-}
-
-/// Every member's role, asked all at once.
-async fn roles(addrs: &[SocketAddr]) -> Vec<Role> {
-    let mut asked = tokio::task::JoinSet::new();
-    for (index, &addr) in addrs.iter().enumerate() {
-        asked.spawn(async move { (index, srvr(addr).await) });
-    }
-    let mut roles = vec![Role::Absent; addrs.len()];
-    while let Some(answer) = asked.join_next().await {
-        if let Ok((index, role)) = answer {
-            roles[index] = role;
-        }
-    }
-    roles
-}
-
-/// The index of the member that leads: among those saying `leader`, the one in the newest
-/// epoch (a deposed leader that has not noticed yet is in an older one).
-fn leading(roles: &[Role]) -> Option<usize> {
-    roles
-        .iter()
-        .enumerate()
-        .filter_map(|(index, role)| match role {
-            Role::Leader { epoch } => Some((*epoch, index)),
-            Role::Follower | Role::Absent => None,
-        })
-        .max()
-        .map(|(_, index)| index)
-}
-
 /// Waits until every member serves (one leads, the others follow), within [`QUORUM_TIMEOUT`].
+/// The members are asked from a thread of its own, with a runtime of its own, so a caller on a
+/// runtime's thread can wait too.
 fn wait_for_quorum(seats: &[Seat], guards: &[ServerGuard]) -> Result<(), ServerError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| ask_until_quorum(seats, guards))
+            .join()
+            .unwrap_or_else(|_| Err(ServerError::Failed("the quorum wait panicked".into())))
+    })
+}
+
+fn ask_until_quorum(seats: &[Seat], guards: &[ServerGuard]) -> Result<(), ServerError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -306,14 +79,6 @@ fn wait_for_quorum(seats: &[Seat], guards: &[ServerGuard]) -> Result<(), ServerE
     }
 }
 
-/// The last lines of a member's log, for an error message.
-fn log_tail(log: &Path) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(3)..].join("\n  ");
-    format!(" (last lines of {}:\n  {tail})", log.display())
-}
-
 /// `zk://` through `hosts`, with the `private:zookeeper3?…` query (`variant=…`) passed on to
 /// the adapter.
 fn zk_url(hosts: &[String], query: &str) -> String {
@@ -333,6 +98,13 @@ struct Member {
     dir: PathBuf,
 }
 
+impl Member {
+    /// `host:port` of its proxy, where adapters reach it.
+    fn proxy_host(&self) -> String {
+        format!("127.0.0.1:{}", self.server.proxy_port())
+    }
+}
+
 /// A three-member ZooKeeper ensemble fencer started. Dropping it kills every member and
 /// removes their directories.
 #[derive(Debug)]
@@ -348,9 +120,10 @@ pub struct Zookeeper3Cluster {
 }
 
 /// Starts a private three-member ensemble, each member in its own network namespace and
-/// behind its own fault proxy. `query` (`variant=unsafe-release`) is passed on to the adapter's URL. Returns once
-/// every member serves, or fails within [`QUORUM_TIMEOUT`] (plus each JVM's start) naming the
-/// member that did not come up.
+/// behind its own fault proxy; `query` (`variant=unsafe-release`) is passed on to the
+/// adapter's URL. Returns once every member serves, or fails within [`QUORUM_TIMEOUT`] (plus
+/// each JVM's start) naming the member that did not come up. Blocks: from async code, call it
+/// on the blocking pool.
 pub fn start(query: &str) -> Result<Zookeeper3Cluster, ServerError> {
     if !Path::new("/usr/share/java/zookeeper.jar").exists() {
         return Err(ServerError::NotInstalled(
@@ -360,6 +133,7 @@ pub fn start(query: &str) -> Result<Zookeeper3Cluster, ServerError> {
         ));
     }
     let lab = Arc::new(NetLab::new(&MEMBERS)?);
+    sweep_dead_dirs(&std::env::temp_dir());
     let seats = lab_seats(&lab)?;
     let began = Instant::now();
     let guards = start_members(&lab, &seats)?;
@@ -424,7 +198,7 @@ impl Zookeeper3Cluster {
             .iter()
             .map(|name| {
                 let member = self.members.iter().find(|m| m.seat.name() == *name)?;
-                Some(format!("127.0.0.1:{}", member.server.proxy_port()))
+                Some(member.proxy_host())
             })
             .collect::<Option<Vec<_>>>()?;
         Some(self.url_through(&hosts))
@@ -437,11 +211,7 @@ impl Zookeeper3Cluster {
 
 impl StartedCluster for Zookeeper3Cluster {
     fn client_url(&self) -> String {
-        let hosts: Vec<String> = self
-            .members
-            .iter()
-            .map(|member| format!("127.0.0.1:{}", member.server.proxy_port()))
-            .collect();
+        let hosts: Vec<String> = self.members.iter().map(Member::proxy_host).collect();
         self.url_through(&hosts)
     }
 
@@ -549,35 +319,6 @@ impl ClusterFaults for EnsembleLinks {
 mod tests {
     use super::*;
 
-    fn seat(id: u32) -> Seat {
-        Seat {
-            id,
-            host: Ipv4Addr::new(10, 0, 0, id as u8),
-            client_port: 2181,
-            quorum_port: 2888,
-            election_port: 3888,
-        }
-    }
-
-    #[test]
-    fn each_member_config_lists_the_whole_ensemble() {
-        let seats = [seat(1), seat(2), seat(3)];
-        let text = config(&seats[1], &seats, Path::new("/d/data"));
-        assert!(
-            text.contains("clientPort=2181\nclientPortAddress=10.0.0.2\n"),
-            "{text}"
-        );
-        assert!(text.contains("dataDir=/d/data\n"), "{text}");
-        assert!(text.contains("syncLimit=10\n"), "{text}");
-        assert!(text.contains("maxSessionTimeout=30000\n"), "{text}");
-        for id in 1..=3 {
-            assert!(
-                text.contains(&format!("server.{id}=10.0.0.{id}:2888:3888\n")),
-                "{text}"
-            );
-        }
-    }
-
     #[test]
     fn the_adapter_url_lists_every_member_and_keeps_the_query() {
         let hosts = ["127.0.0.1:1".to_string(), "127.0.0.1:2".to_string()];
@@ -586,30 +327,5 @@ mod tests {
             zk_url(&hosts, "variant=unsafe-release"),
             "zk://127.0.0.1:1,127.0.0.1:2?variant=unsafe-release"
         );
-    }
-
-    #[test]
-    fn the_leader_is_the_newest_epoch_that_says_so() {
-        let answer = |mode: &str, zxid: &str| {
-            format!(
-                "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nZxid: {zxid}\nMode: {mode}\nNode count: 5\n"
-            )
-        };
-        assert_eq!(
-            role_of(&answer("leader", "0x200000003")),
-            Role::Leader { epoch: 2 }
-        );
-        assert_eq!(role_of(&answer("follower", "0x2")), Role::Follower);
-        assert_eq!(
-            role_of("This ZooKeeper instance is not currently serving requests\n"),
-            Role::Absent
-        );
-        let deposed_and_new = [
-            Role::Leader { epoch: 1 },
-            Role::Follower,
-            Role::Leader { epoch: 2 },
-        ];
-        assert_eq!(leading(&deposed_and_new), Some(2));
-        assert_eq!(leading(&[Role::Follower, Role::Absent]), None);
     }
 }
