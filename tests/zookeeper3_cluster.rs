@@ -1,7 +1,8 @@
 //! A private three-member ZooKeeper ensemble fencer starts itself (`private:zookeeper3`):
-//! it forms a quorum with one leader, grants locks through any member, keeps the lock
-//! service and mutual exclusion when its leader is killed, and leaves no JVM or directory
-//! behind. Three JVMs start slowly and two cores are shared, so the tests take turns.
+//! it forms a quorum with one leader, grants locks through any member (and whole runs through
+//! it show no anomaly, while the broken release is caught), keeps the lock service and mutual
+//! exclusion when its leader is killed or cut off from the majority, and leaves no JVM,
+//! directory or network namespace behind. Three JVMs start slowly and two cores are shared, so the tests take turns.
 
 #![cfg(feature = "zookeeper")]
 
@@ -18,6 +19,7 @@ use fencer_backends::{
 use fencer_nemesis::ServerAction;
 use fencer_run::real::unique_tag;
 use fencer_servers::{StartedCluster, Zookeeper3Cluster, zookeeper3};
+use support::stale_release_plan;
 
 /// One ensemble at a time: three at once would be nine JVMs on two cores.
 static ONE_ENSEMBLE: Mutex<()> = Mutex::new(());
@@ -162,6 +164,12 @@ fn zookeeper3_starts_with_one_leader_grants_locks_through_any_member_and_tears_d
             Owned::Done
         );
     });
+    // Whole runs through the ensemble: the reference adapters prove no anomaly under faults,
+    // and a release that deletes whoever holds the lock is caught.
+    let (lock, store) = support::adapters(&url, &url);
+    support::assert_clean_under_faults("zookeeper3_reference_adapters", lock, store);
+    let (reference, broken) = support::safe_and_unsafe_release(&url);
+    support::assert_unsafe_release_is_caught(&reference, &broken, &stale_release_plan(), 3);
     assert_torn_down(cluster);
 }
 
