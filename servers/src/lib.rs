@@ -7,11 +7,15 @@
 //! arguments, environment, user), so a restart is "the same launch again, on the same port and
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
+//!
+//! A cluster's members ([`etcd3`]) run the same way, each in a network namespace of its own
+//! ([`netns`]) so the links between members can be cut, each still owned by one guard.
 
 mod clock;
 pub mod cluster;
 mod error;
 mod etcd;
+pub mod etcd3;
 pub mod netns;
 mod postgres;
 mod private;
@@ -23,6 +27,7 @@ pub mod zookeeper3;
 pub use clock::ServerClock;
 pub use cluster::{ClusterNode, StartedCluster};
 pub use error::ServerError;
+pub use etcd3::Etcd3Cluster;
 pub use netns::NetLab;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};

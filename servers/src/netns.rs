@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use names::LabNames;
 use subnet::{MEMBERS_MAX, SubnetClaim};
+pub(crate) use tool::on_path;
 use tool::{Tool, ip, iptables_restore};
 
 use crate::{Launch, ServerError};
@@ -68,6 +69,7 @@ impl NetLab {
     pub fn new(members: &[&str]) -> Result<NetLab, ServerError> {
         Tool::Ip.require()?;
         Tool::IptablesRestore.require()?;
+        tool::require_privileges()?;
         check_member_names(members)?;
         sweep::sweep_dead_owners()?;
         let names = LabNames {

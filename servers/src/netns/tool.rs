@@ -33,10 +33,11 @@ impl Tool {
     /// Fails unless the program is on `PATH`: a missing tool is a clear message up front, not a
     /// half-built lab.
     pub(super) fn require(self) -> Result<(), ServerError> {
-        let found = std::env::var_os("PATH").is_some_and(|path| {
-            std::env::split_paths(&path).any(|dir| dir.join(self.program()).is_file())
-        });
-        if found { Ok(()) } else { Err(self.missing()) }
+        if on_path(self.program()) {
+            Ok(())
+        } else {
+            Err(self.missing())
+        }
     }
 
     fn missing(self) -> ServerError {
@@ -46,6 +47,45 @@ impl Tool {
             self.package()
         ))
     }
+}
+
+/// Linux capability bits a lab needs: `CAP_NET_ADMIN` (links, addresses, firewall rules) and
+/// `CAP_SYS_ADMIN` (mounting and entering namespaces).
+const NEEDED_CAPABILITIES: [(u32, &str); 2] = [(12, "CAP_NET_ADMIN"), (21, "CAP_SYS_ADMIN")];
+
+/// Fails unless this process holds the capabilities a lab needs, naming the missing ones, so a
+/// user without root learns it before anything is half made.
+pub(super) fn require_privileges() -> Result<(), ServerError> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let missing = missing_capabilities(&status);
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(ServerError::Failed(format!(
+            "network namespaces and firewall rules need root: this process lacks {}",
+            missing.join(" and ")
+        )))
+    }
+}
+
+/// The needed capabilities absent from the effective set in `status` (`/proc/self/status`).
+fn missing_capabilities(status: &str) -> Vec<&'static str> {
+    let effective = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    NEEDED_CAPABILITIES
+        .iter()
+        .filter(|(bit, _)| effective & (1 << bit) == 0)
+        .map(|(_, name)| *name)
+        .collect()
+}
+
+/// Whether `program` is an executable file in one of `PATH`'s directories.
+pub(crate) fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// Runs `ip ARGS` and returns what it printed.
@@ -102,14 +142,53 @@ fn run(
     if stderr.contains("exec of") && stderr.contains("No such file") {
         return Err(tool.missing());
     }
-    let hint = if stderr.contains("Operation not permitted") || stderr.contains("Permission denied")
-    {
+    Err(ServerError::Failed(format!(
+        "`{shown}` failed ({}): {stderr}{}",
+        output.status,
+        failure_hint(&stderr)
+    )))
+}
+
+/// What to do about a failure `ip` or `iptables` reported on stderr, when it is a known one.
+fn failure_hint(stderr: &str) -> &'static str {
+    if stderr.contains("Operation not permitted") || stderr.contains("Permission denied") {
         "; network namespaces and firewall rules need root (CAP_NET_ADMIN and CAP_SYS_ADMIN)"
     } else {
         ""
-    };
-    Err(ServerError::Failed(format!(
-        "`{shown}` failed ({}): {stderr}{hint}",
-        output.status
-    )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tool_names_its_debian_package() {
+        let ip = Tool::Ip.missing().to_string();
+        assert!(ip.contains("`ip`") && ip.contains("iproute2"), "{ip}");
+        let iptables = Tool::IptablesRestore.missing().to_string();
+        assert!(iptables.contains("package iptables"), "{iptables}");
+        assert!(!on_path("fencer-no-such-program"));
+        assert!(on_path("sh"));
+    }
+
+    #[test]
+    fn capabilities_are_read_from_the_effective_set() {
+        let root = "Name:\tx\nCapPrm:\t000001fffeffffff\nCapEff:\t000001fffeffffff\n";
+        assert!(missing_capabilities(root).is_empty());
+        let nobody = "CapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n";
+        assert_eq!(
+            missing_capabilities(nobody),
+            ["CAP_NET_ADMIN", "CAP_SYS_ADMIN"]
+        );
+        let net_only = "CapEff:\t0000000000001000\n";
+        assert_eq!(missing_capabilities(net_only), ["CAP_SYS_ADMIN"]);
+    }
+
+    #[test]
+    fn a_refused_privilege_says_root_is_needed() {
+        let hint = failure_hint("mount --make-shared /run/netns failed: Operation not permitted");
+        assert!(hint.contains("need root"), "{hint}");
+        assert_eq!(failure_hint("Cannot find device \"fb1.0\""), "");
+    }
 }
