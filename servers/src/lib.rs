@@ -8,8 +8,9 @@
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
 //!
-//! A cluster's members ([`etcd3`]) run the same way, each in a network namespace of its own
-//! ([`netns`]) so the links between members can be cut, each still owned by one guard.
+//! A cluster's members ([`etcd3`], [`zookeeper3`]) run the same way, each in a network
+//! namespace of its own ([`netns`]) so the links between members can be cut, each still owned
+//! by one guard.
 
 mod clock;
 pub mod cluster;
