@@ -210,7 +210,9 @@ fn zookeeper3_leader_killed_a_new_leader_serves_and_no_two_hold_the_lock() {
         let mut lease = Lease::default();
         let sent = Instant::now();
         let granted = holder.acquire(&name, first, ttl).await.unwrap();
-        assert!(matches!(granted, Acquired::Granted { .. }), "{granted:?}");
+        let Acquired::Granted { fencing_token } = granted else {
+            panic!("{granted:?}");
+        };
         lease.confirmed(sent, ttl);
 
         // The store's one session over the ensemble, and a fence it holds.
@@ -319,7 +321,14 @@ fn zookeeper3_leader_killed_a_new_leader_serves_and_no_two_hold_the_lock() {
                 Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
             }
         };
-        assert!(matches!(granted, Acquired::Granted { .. }), "{granted:?}");
+        // Its data directory kept the zxids: tokens go on rising past the first holder's.
+        let Acquired::Granted {
+            fencing_token: later,
+        } = granted
+        else {
+            panic!("{granted:?}");
+        };
+        assert!(later > fencing_token, "{later} after {fencing_token}");
         eprintln!(
             "restarted {old} serves locks {} ms after its start",
             started.elapsed().as_millis()
