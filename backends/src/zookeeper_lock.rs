@@ -173,6 +173,13 @@ impl ZookeeperLock {
             // The reconnect may have reached the server and reset the expiry.
             Err(Touch::Failed(why)) => return Err(CallError::Unknown(why)),
         };
+        // A reattached session may land on a member of an ensemble that has not yet applied
+        // our node's create (a detached session carries no last-seen zxid, so the member does
+        // not refuse us): catch it up with the leader before reading, or a lagging member
+        // would answer "no node" for a lease we hold.
+        if let Err(error) = within(client.sync(&held.node)).await? {
+            return Err(CallError::Unknown(format!("zookeeper: sync: {error}")));
+        }
         match within(client.get_data(&held.node)).await? {
             Ok((data, stat)) if data == owner.to_string().as_bytes() => {
                 Ok(Some((client, stat.version)))

@@ -8,8 +8,9 @@
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
 //!
-//! A cluster's members ([`etcd3`]) run the same way, each in a network namespace of its own
-//! ([`netns`]) so the links between members can be cut, each still owned by one guard.
+//! A cluster's members ([`etcd3`], [`zookeeper3`]) run the same way, each in a network
+//! namespace of its own ([`netns`]) so the links between members can be cut, each still owned
+//! by one guard.
 
 mod clock;
 pub mod cluster;
@@ -24,6 +25,7 @@ mod redis;
 #[cfg(feature = "redis")]
 pub mod redlock;
 mod zookeeper;
+pub mod zookeeper3;
 
 pub use clock::ServerClock;
 pub use cluster::{ClusterNode, StartedCluster};
@@ -37,6 +39,7 @@ pub use redis::RedisPersistence;
 #[cfg(feature = "redis")]
 pub use redlock::RedlockCluster;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
+pub use zookeeper3::Zookeeper3Cluster;
 
 use std::ffi::OsString;
 use std::net::{SocketAddr, TcpListener, TcpStream};
