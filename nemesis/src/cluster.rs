@@ -22,9 +22,9 @@ pub trait ClusterFaults: Send + Sync + std::fmt::Debug {
     /// independent masters).
     async fn leader(&self) -> Result<Option<String>, FaultFailed>;
 
-    /// Cuts every link between members of different `groups` (each a set of member names;
-    /// a member in no group is cut off from every other member), both directions, and keeps
-    /// links inside a group. Replaces any partition already in place. Clients keep reaching
+    /// Cuts every link whose two ends share no group of `groups` (each a set of member names;
+    /// groups may overlap, so a member in two groups bridges them; a member in no group is cut
+    /// off from every other member), both directions, and keeps links inside a group. Replaces any partition already in place. Clients keep reaching
     /// every member: client-to-member cuts are the member's own faults.
     async fn partition(&self, groups: &[Vec<String>]) -> Result<(), FaultFailed>;
 

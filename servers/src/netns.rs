@@ -244,8 +244,9 @@ impl NetLab {
         })
     }
 
-    /// Cuts every link between members of different `groups`, both directions, and keeps the
-    /// links inside each group; a member in no group is cut from every other. Replaces the
+    /// Cuts every link whose two ends share no group of `groups`, both directions, and keeps
+    /// the links inside each group (groups may overlap: a member in two groups bridges them);
+    /// a member in no group is cut from every other. Replaces the
     /// partition in place, if any. Links between fencer's process and the members stay up.
     pub fn partition(&self, groups: &[Vec<String>]) -> Result<(), ServerError> {
         let cuts = rules::cut_peers(&self.members(), groups)?;

@@ -33,13 +33,22 @@ pub(super) fn chain_script(peers: &[Ipv4Addr]) -> String {
 }
 
 /// For each of `members` (by index), the indices of the members it must be cut from under the
-/// partition `groups`: every member of another group, and everyone for a member in no group.
-/// A name that is no member, or a member in two groups, is an error naming it.
+/// partition `groups`: a link stays up exactly when some group holds both its ends. Groups may
+/// overlap, which is how a bridge is written (`[n1 n2 n3] [n3 n4 n5]`: n3 reaches everyone, the
+/// two sides reach only n3), and a member in no group is cut from everyone. A name that is no
+/// member, or one listed twice in the same group, is an error naming it.
 pub(super) fn cut_peers(
     members: &[String],
     groups: &[Vec<String>],
 ) -> Result<Vec<Vec<usize>>, ServerError> {
-    let mut group_of: Vec<Option<usize>> = vec![None; members.len()];
+    // groups_of[m]: a bit per group that holds member m.
+    let mut groups_of: Vec<u128> = vec![0; members.len()];
+    if groups.len() > 128 {
+        return Err(ServerError::Failed(format!(
+            "a partition has at most 128 groups, found {}",
+            groups.len()
+        )));
+    }
     for (group, names) in groups.iter().enumerate() {
         for name in names {
             let index = members
@@ -51,24 +60,18 @@ pub(super) fn cut_peers(
                         members.join(", ")
                     ))
                 })?;
-            if group_of[index].is_some_and(|earlier| earlier != group)
-                || names.iter().filter(|other| *other == name).count() > 1
-            {
+            if groups_of[index] & (1 << group) != 0 {
                 return Err(ServerError::Failed(format!(
-                    "partition lists member `{name}` more than once: each member belongs to \
-                     at most one group"
+                    "partition lists member `{name}` more than once in one group"
                 )));
             }
-            group_of[index] = Some(group);
+            groups_of[index] |= 1 << group;
         }
     }
     Ok((0..members.len())
         .map(|index| {
             (0..members.len())
-                .filter(|&peer| {
-                    peer != index
-                        && (group_of[index].is_none() || group_of[index] != group_of[peer])
-                })
+                .filter(|&peer| peer != index && groups_of[index] & groups_of[peer] == 0)
                 .collect()
         })
         .collect())
@@ -113,10 +116,24 @@ mod tests {
             error.to_string().contains("`n4`, which is no member"),
             "{error}"
         );
-        let error = cut_peers(&members, &[names(&["n1"]), names(&["n1", "n2"])]).unwrap_err();
-        assert!(error.to_string().contains("`n1` more than once"), "{error}");
         let error = cut_peers(&members, &[names(&["n2", "n2"])]).unwrap_err();
-        assert!(error.to_string().contains("`n2` more than once"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("`n2` more than once in one group"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_member_in_two_groups_bridges_them_and_the_sides_stay_apart() {
+        let members = names(&["n1", "n2", "n3", "n4", "n5"]);
+        let bridge = [names(&["n1", "n2", "n3"]), names(&["n3", "n4", "n5"])];
+        let cuts = cut_peers(&members, &bridge).unwrap();
+        assert_eq!(
+            cuts,
+            vec![vec![3, 4], vec![3, 4], vec![], vec![0, 1], vec![0, 1]]
+        );
     }
 
     #[test]
