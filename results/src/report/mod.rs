@@ -107,8 +107,8 @@ pub fn report_files(
 }
 
 /// Hands `timeline.html` and each plot, one at a time, to `each` to be written: a saved run
-/// holds at most the (bounded) timeline page in memory, never a plot with a mark per call, and
-/// one reading of its history (the [`Model`](model::Model)) serves them all.
+/// never holds a report in memory (the windows around many anomalies can draw hundreds of
+/// thousands of calls, and a plot draws a mark per call), and one reading of its history (the [`Model`](model::Model)) serves them all.
 pub fn for_each_report_file<E>(
     history: &PackedHistory,
     settings: &serde_json::Value,
@@ -119,7 +119,7 @@ pub fn for_each_report_file<E>(
     let model = model::Model::new(history);
     each(&ReportFile {
         name: TIMELINE_FILE,
-        content: Content::Page(timeline::page(&model, &input)),
+        content: Content::Page(&model, &input),
     })?;
     for (position, name) in PLOT_FILES.into_iter().enumerate() {
         each(&ReportFile {
@@ -136,10 +136,9 @@ pub struct ReportFile<'m> {
     content: Content<'m>,
 }
 
-/// What a report file holds: the timeline page is bounded ([`MAX_DRAWN_OPS`]) and rendered
-/// whole; a plot is drawn as it is written.
+/// What a report file draws, as it is written.
 enum Content<'m> {
-    Page(String),
+    Page(&'m model::Model<'m>, &'m ReportInput),
     Plot(&'m model::Model<'m>, usize),
 }
 
@@ -151,14 +150,12 @@ impl ReportFile<'_> {
 
     /// Writes the file's bytes to `out`.
     pub fn write_to(&self, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-        match &self.content {
-            Content::Page(text) => out.write_all(text.as_bytes()),
-            Content::Plot(model, position) => {
-                let mut sink = IoSink { out, error: None };
-                plots::plot(model, *position, &mut sink);
-                sink.error.map_or(Ok(()), Err)
-            }
+        let mut sink = IoSink { out, error: None };
+        match self.content {
+            Content::Page(model, input) => timeline::page(model, input, &mut sink),
+            Content::Plot(model, position) => plots::plot(model, position, &mut sink),
         }
+        sink.error.map_or(Ok(()), Err)
     }
 }
 
@@ -231,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn a_plot_written_to_a_file_is_the_plot_rendered_in_memory() {
+    fn a_report_written_to_a_file_is_the_report_rendered_in_memory() {
         let history = history();
         let verdict = fencer_checkers::check(&history.unpack());
         let mut written = Vec::new();
@@ -252,12 +249,14 @@ mod tests {
             assert_eq!(*name, plot_name);
             assert_eq!(String::from_utf8(bytes.clone()).unwrap(), text);
         }
+        let page = render_timeline(&history, &report_input(&serde_json::json!({}), &verdict));
+        assert_eq!(String::from_utf8(written[0].1.clone()).unwrap(), page);
         let latency = String::from_utf8(written[1].1.clone()).unwrap();
         assert_eq!(latency.matches("<circle").count(), 40, "a mark per call");
     }
 
     #[test]
-    fn a_write_that_fails_partway_through_a_plot_returns_its_error() {
+    fn a_write_that_fails_partway_through_a_report_returns_its_error() {
         let history = history();
         let verdict = fencer_checkers::check(&history.unpack());
         let mut failed = Vec::new();
@@ -276,9 +275,9 @@ mod tests {
         assert!(
             failed
                 .iter()
-                .any(|(name, error, taken)| *name == PLOT_FILES[0]
-                    && error == "disk full"
-                    && *taken <= 600),
+                .filter(|(_, error, taken)| error == "disk full" && *taken <= 600)
+                .count()
+                == 4,
             "{failed:?}"
         );
     }

@@ -34,16 +34,18 @@ const LOCK_H: f64 = 48.0;
 
 /// Renders the timeline page for `history` with the verdict in `input`.
 pub fn render_timeline(history: &PackedHistory, input: &ReportInput) -> String {
-    page(&Model::new(history), input)
+    let mut text = String::new();
+    page(&Model::new(history), input, &mut text);
+    text
 }
 
-/// The timeline page of the history `model` read, with the verdict in `input`.
-pub(crate) fn page(model: &Model<'_>, input: &ReportInput) -> String {
+/// Writes the timeline page of the history `model` read, with the verdict in `input`, to
+/// `page`. It is written as it is drawn: the windows around many anomalies of a long history
+/// can hold hundreds of thousands of calls. Once `page` fails every later write fails too, so
+/// the caller reads the outcome from its sink.
+pub(crate) fn page(model: &Model<'_>, input: &ReportInput, page: &mut dyn Write) {
     let windows = windows(model, &input.anomalies);
-    // What is drawn is bounded (at most MAX_DRAWN_OPS calls), so the page is too.
-    let events = model.history.len();
-    let mut page = String::with_capacity(events.min(MAX_DRAWN_OPS * 4) * 400 + 16_384);
-    head(&mut page, input);
+    head(page, input);
     if let Some(windows) = &windows {
         let spans: Vec<String> = windows
             .iter()
@@ -62,18 +64,16 @@ pub(crate) fn page(model: &Model<'_>, input: &ReportInput) -> String {
             spans.join(", ")
         );
     }
-    page.push_str(CONTROLS);
+    let _ = page.write_str(CONTROLS);
     let drawing = Drawing::new(model, windows);
-    drawing.svg(&mut page, &input.anomalies);
-    anomaly_list(&mut page, model, &input.anomalies);
-    page.push_str(LEGEND);
-    page.push_str("<script>");
-    page.push_str(SCRIPT);
-    page.push_str("</script>\n</body>\n</html>\n");
-    page
+    drawing.svg(page, &input.anomalies);
+    anomaly_list(page, model, &input.anomalies);
+    for part in [LEGEND, "<script>", SCRIPT, "</script>\n</body>\n</html>\n"] {
+        let _ = page.write_str(part);
+    }
 }
 
-fn head(page: &mut String, input: &ReportInput) {
+fn head(page: &mut dyn Write, input: &ReportInput) {
     let title = escape::text(&input.title);
     let _ = write!(
         page,
@@ -82,7 +82,7 @@ fn head(page: &mut String, input: &ReportInput) {
          <title>fencer timeline: {title}</title>\n<style>"
     );
     for line in STYLE.lines() {
-        page.push_str(line);
+        let _ = page.write_str(line);
     }
     let _ = write!(
         page,
@@ -186,7 +186,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
     #[allow(clippy::too_many_arguments)]
     fn span(
         &self,
-        out: &mut String,
+        out: &mut dyn Write,
         a: u64,
         b: u64,
         y: f64,
@@ -214,7 +214,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
     #[allow(clippy::too_many_arguments)]
     fn tick(
         &self,
-        out: &mut String,
+        out: &mut dyn Write,
         t: u64,
         y: f64,
         h: f64,
@@ -235,7 +235,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
     }
 
     /// A label at `a`; with `b`, hidden while the span is too narrow for it.
-    fn label(&self, out: &mut String, a: u64, b: Option<u64>, y: f64, class: &str, text: &str) {
+    fn label(&self, out: &mut dyn Write, a: u64, b: Option<u64>, y: f64, class: &str, text: &str) {
         let b_attr = b.map_or(String::new(), |b| format!(" data-b=\"{}\"", ms(b)));
         let hidden = match b {
             Some(b) if self.x(b) - self.x(a) < text.chars().count() as f64 * 6.5 + 4.0 => {
@@ -253,7 +253,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         );
     }
 
-    fn svg(&self, page: &mut String, anomalies: &[ReportAnomaly]) {
+    fn svg(&self, page: &mut dyn Write, anomalies: &[ReportAnomaly]) {
         let width = LABEL_W + PLOT_W + 10.0;
         let _ = write!(
             page,
@@ -280,15 +280,13 @@ impl<'m, 'e> Drawing<'m, 'e> {
                 escape::text(&lane.name)
             );
         }
-        page.push_str("<g id=\"axis\"></g>\n<g clip-path=\"url(#plot-clip)\">\n");
-        let mut body = String::new();
-        self.faults(&mut body);
-        self.leases(&mut body);
-        self.calls(&mut body);
-        self.server_logs(&mut body);
-        self.evidence(&mut body, anomalies);
-        page.push_str(&body);
-        page.push_str("</g>\n</svg></div>\n");
+        let _ = page.write_str("<g id=\"axis\"></g>\n<g clip-path=\"url(#plot-clip)\">\n");
+        self.faults(page);
+        self.leases(page);
+        self.calls(page);
+        self.server_logs(page);
+        self.evidence(page, anomalies);
+        let _ = page.write_str("</g>\n</svg></div>\n");
     }
 
     fn lane(&self, name: &str) -> Option<(f64, f64)> {
@@ -296,7 +294,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         Some((self.lane_y[index], self.lane_h[index]))
     }
 
-    fn faults(&self, out: &mut String) {
+    fn faults(&self, out: &mut dyn Write) {
         for fault in &self.model.faults {
             if !self.drawn(fault.start_ns, fault.end_ns) {
                 continue;
@@ -391,7 +389,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
     }
 
-    fn leases(&self, out: &mut String) {
+    fn leases(&self, out: &mut dyn Write) {
         // Rows on the lock lane, so overlapping leases are visibly stacked.
         let mut row_ends: Vec<u64> = Vec::new();
         let lock_lane = self.lane("lock");
@@ -475,7 +473,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
     }
 
-    fn calls(&self, out: &mut String) {
+    fn calls(&self, out: &mut dyn Write) {
         for call in self.model.calls() {
             if !self.drawn(call.start_ns, call.end_ns) {
                 continue;
@@ -564,7 +562,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
     }
 
-    fn server_logs(&self, out: &mut String) {
+    fn server_logs(&self, out: &mut dyn Write) {
         for (index, event) in self.model.events().enumerate() {
             if event.kind != EventType::Log || !self.drawn(event.time_ns, event.time_ns) {
                 continue;
@@ -606,7 +604,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
     }
 
-    fn evidence(&self, out: &mut String, anomalies: &[ReportAnomaly]) {
+    fn evidence(&self, out: &mut dyn Write, anomalies: &[ReportAnomaly]) {
         let mut cited: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
         for (k, anomaly) in anomalies.iter().enumerate() {
             for &index in &anomaly.events {
@@ -650,14 +648,14 @@ impl<'m, 'e> Drawing<'m, 'e> {
     }
 }
 
-fn anomaly_list(page: &mut String, model: &Model<'_>, anomalies: &[ReportAnomaly]) {
+fn anomaly_list(page: &mut dyn Write, model: &Model<'_>, anomalies: &[ReportAnomaly]) {
     let _ = write!(
         page,
         "<section id=\"anomaly-section\"><h2>Anomalies ({})</h2>\n<ol id=\"anomalies\">\n",
         anomalies.len()
     );
     if anomalies.is_empty() {
-        page.push_str("<li class=\"none\">No anomaly was found.</li>\n");
+        let _ = page.write_str("<li class=\"none\">No anomaly was found.</li>\n");
     }
     for (k, anomaly) in anomalies.iter().enumerate() {
         let times: Vec<u64> = anomaly
@@ -681,7 +679,7 @@ fn anomaly_list(page: &mut String, model: &Model<'_>, anomalies: &[ReportAnomaly
             cited.join(" ")
         );
     }
-    page.push_str("</ol></section>\n");
+    let _ = page.write_str("</ol></section>\n");
 }
 
 const CONTROLS: &str = "<div id=\"controls\"><button id=\"zoom-in\" title=\"zoom in\">+</button>\
