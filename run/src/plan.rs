@@ -99,6 +99,13 @@ impl Plan {
     /// Expands `settings.seed` into worker scripts and a fault schedule.
     pub fn generate(settings: &Settings) -> Plan {
         let workers = plan_workers(&settings.register_config(), settings.seed);
+        // A cluster's faults aim at its members, never at the role as one server.
+        let clusters = settings.clusters();
+        let servers = settings
+            .private_servers()
+            .into_iter()
+            .filter(|role| clusters.iter().all(|cluster| &cluster.role != role))
+            .collect();
         let schedule = ScheduleConfig {
             kinds: settings.nemesis.clone(),
             workers: settings.workers,
@@ -106,7 +113,8 @@ impl Plan {
             // Faults can only matter while workers run.
             horizon_ns: settings.fault_horizon_ns(),
             mean_gap_ns: settings.mean_fault_gap_ns,
-            servers: settings.private_servers(),
+            servers,
+            clusters,
         };
         let faults = fencer_nemesis::schedule(
             &schedule,
@@ -184,10 +192,56 @@ impl Plan {
             ));
         }
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
+        let clusters = self.settings.clusters();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
             let aims = fault.aims();
-            if !((aims.worker && workers.contains(target)) || aims.servers.contains(&target)) {
+            let role = fencer_nemesis::target_role(target);
+            let cluster = clusters.iter().find(|cluster| cluster.role == role);
+            let on_member = match (cluster, fencer_nemesis::target_member(target)) {
+                (Some(cluster), Some(member)) => {
+                    aims.servers.contains(&role)
+                        && (member == fencer_nemesis::LEADER
+                            || cluster.members.iter().any(|name| name == member))
+                }
+                _ => false,
+            };
+            if let (Some(cluster), Fault::NetPartition { groups, .. }) = (cluster, fault)
+                && let Some(name) = groups
+                    .iter()
+                    .flatten()
+                    .find(|name| *name != fencer_nemesis::LEADER && !cluster.members.contains(name))
+            {
+                return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                    "expected the groups of a net-partition of `{role}` to name its members \
+                     ({}, or {}), found `{name}`",
+                    cluster.members.join(", "),
+                    fencer_nemesis::LEADER
+                )));
+            }
+            if !on_member && cluster.is_some() && fencer_nemesis::target_member(target).is_some() {
+                let cluster = cluster.expect("checked above");
+                return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                    "expected a member of the {role} cluster ({}{}), found `{target}` (a {} \
+                     fault)",
+                    cluster
+                        .members
+                        .iter()
+                        .map(|member| format!("{role}.{member}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if cluster.leader {
+                        format!(", {role}.{}", fencer_nemesis::LEADER)
+                    } else {
+                        String::new()
+                    },
+                    fault.kind().name()
+                )));
+            }
+            if !(on_member
+                || (aims.worker && workers.contains(target))
+                || aims.servers.contains(&target))
+            {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
                     "expected fault target to be {}, found `{target}` (a {} fault; \
                      workers w0..w{})",

@@ -19,7 +19,7 @@ mod redis;
 mod zookeeper;
 
 pub use clock::ServerClock;
-pub use cluster::{ClusterNode, StartedCluster};
+pub use cluster::{ClusterKind, ClusterNode, ClusterTakes, StartedCluster};
 pub use error::ServerError;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};

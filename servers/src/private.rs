@@ -36,8 +36,10 @@ pub enum PrivateBackend {
 }
 
 impl PrivateBackend {
-    /// Every `private:` URL fencer understands, for messages.
-    pub const URLS: &str = "private:redis, private:postgres, private:etcd or private:zookeeper";
+    /// Every `private:` URL fencer understands, single servers and clusters
+    /// ([`crate::ClusterKind`]), for messages.
+    pub const URLS: &str = "private:redis, private:postgres, private:etcd, private:zookeeper, \
+                            private:redlock, private:etcd3 or private:zookeeper3";
 
     /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
     /// query that follows it; `None` when `url` is not a `private:` URL.
