@@ -1,7 +1,8 @@
 //! Backends fencer ships: the reference simulated lease service, the SQLite fenced store, and
 //! their deliberately broken variants ("mutants") that fencer must catch by itself; and, behind
-//! cargo features, adapters for real servers (`redis`, `postgres`, `etcd`, `zookeeper`) and for
-//! a lock service or store in any language run as a child process (`exec`).
+//! cargo features, adapters for real servers (`redis`, which also brings Redlock over several
+//! Redis masters, `postgres`, `etcd`, `zookeeper`) and for a lock service or store in any
+//! language run as a child process (`exec`).
 //!
 //! Each mutant is the reference with one real-world bug put back in, selected by name, so a
 //! checker's detection power is measured against bugs people actually ship.
@@ -35,6 +36,8 @@ mod redis_lock_log;
 mod redis_origin;
 #[cfg(feature = "redis")]
 pub mod redis_store;
+#[cfg(feature = "redis")]
+pub mod redlock;
 pub mod registry;
 pub mod sim_lease;
 pub mod sqlite_store;
@@ -74,6 +77,8 @@ pub use redis_conn::RedisConnection;
 pub use redis_lock::{RedisLock, RedisLockRules};
 #[cfg(feature = "redis")]
 pub use redis_store::{RedisStore, RedisStoreRules};
+#[cfg(feature = "redis")]
+pub use redlock::RedlockLock;
 pub use sim_lease::{LeaseRules, SimLeaseService};
 pub use sqlite_store::{SqliteStore, StoreError, StoreRules};
 pub use url::{redact_url, scheme_of};

@@ -16,6 +16,8 @@ mod postgres;
 mod private;
 pub mod proxy;
 mod redis;
+#[cfg(feature = "redis")]
+pub mod redlock;
 mod zookeeper;
 
 pub use clock::ServerClock;
@@ -24,6 +26,9 @@ pub use error::ServerError;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
+pub use redis::RedisPersistence;
+#[cfg(feature = "redis")]
+pub use redlock::RedlockCluster;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;

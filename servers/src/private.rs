@@ -140,6 +140,16 @@ impl PrivateServer {
                 backend.debian_package()
             )
         })?;
+        PrivateServer::around(backend, query, guard)
+    }
+
+    /// Puts a proxy in front of a server already started as `backend` (one started another
+    /// way than [`PrivateServer::start`]'s, such as a Redis that persists its writes).
+    pub(crate) fn around(
+        backend: PrivateBackend,
+        query: String,
+        guard: ServerGuard,
+    ) -> Result<PrivateServer, ServerError> {
         let server_port = guard.port();
         let proxy = FaultProxy::start(([127, 0, 0, 1], server_port).into()).map_err(|error| {
             ServerError::Failed(format!("cannot start the fault proxy: {error}"))
@@ -172,6 +182,17 @@ impl PrivateServer {
     /// The proxy's port, which adapters connect to.
     pub fn proxy_port(&self) -> u16 {
         self.proxy.port()
+    }
+
+    /// The server's process id while it runs, so a caller can check it is gone after a kill
+    /// or after the server was dropped.
+    pub fn pid(&self) -> Option<u32> {
+        self.lock_guard().pid()
+    }
+
+    /// The server's temporary directory, removed when the server is dropped.
+    pub fn dir(&self) -> std::path::PathBuf {
+        self.lock_guard().dir().to_path_buf()
     }
 
     /// What it is, for the line fencer prints when it starts one.

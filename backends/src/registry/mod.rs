@@ -1,6 +1,6 @@
 //! Every backend fencer can build, by the name a user gives on the command line: simulated
 //! ones by name (`sim`, `sqlite`, and their mutants) and real servers by URL scheme
-//! (`redis://`, `postgres://`, `etcd://`, `zk://`, `sqlite://`), and children speaking the exec
+//! (`redis://`, `redlock://`, `postgres://`, `etcd://`, `zk://`, `sqlite://`), and children speaking the exec
 //! protocol (`exec:COMMAND`).
 
 #[cfg(feature = "test-backends")]

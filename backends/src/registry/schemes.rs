@@ -2,6 +2,9 @@
 //! its lock service and its store, in any mix, with an optional `?variant=` naming a
 //! deliberately broken variant.
 //!
+//! `redlock://HOST:PORT,HOST:PORT,…` is a lock on several independent Redis masters (Redlock,
+//! no store); its own parameters are in [`crate::redlock::RedlockOptions`].
+//!
 //! Variants: lock `?variant=unsafe-release` (Redis, PostgreSQL, etcd, ZooKeeper); store `?variant=unfenced`
 //! (Redis, PostgreSQL, etcd, ZooKeeper, SQLite). A store may be a SQLite file several processes
 //! share, `sqlite://PATH`. A PostgreSQL URL may name the schema to work in with `?schema=NAME`
@@ -97,7 +100,7 @@ macro_rules! probe_by_ping {
 }
 
 #[cfg(feature = "redis")]
-probe_by_ping!(crate::RedisConnection);
+probe_by_ping!(crate::RedisConnection, crate::RedlockLock);
 #[cfg(feature = "postgres")]
 probe_by_ping!(crate::PostgresConnection);
 #[cfg(feature = "etcd")]
@@ -175,6 +178,12 @@ const SCHEMES: &[Scheme] = &[
         lock: Some(redis::lock),
         store: Some(redis::store),
     },
+    #[cfg(feature = "redis")]
+    Scheme {
+        names: &[crate::redlock::REDLOCK_SCHEME],
+        lock: Some(redis::redlock),
+        store: None,
+    },
     #[cfg(feature = "postgres")]
     Scheme {
         names: &["postgres", "postgresql"],
@@ -249,6 +258,19 @@ mod redis {
         let connection = Arc::new(RedisConnection::open(&target.client_url)?);
         let adapter = Arc::new(RedisLock::new(Arc::clone(&connection), rules));
         Ok(target.connected(adapter, Some(connection)))
+    }
+
+    /// Redlock has no broken variant of its own: it is the known-unsafe case.
+    pub(super) fn redlock(target: &Target<'_>) -> Result<Connected<dyn LockService>, BackendError> {
+        if let Some(variant) = &target.variant {
+            return Err(BackendError::BadUrl(format!(
+                "unknown lock variant `{variant}` in {}: a Redlock lock has no variants \
+                 (fence=none or fence=redis://HOST:PORT says where its tokens come from)",
+                redact_url(target.url)
+            )));
+        }
+        let adapter = Arc::new(crate::RedlockLock::open(&target.client_url)?);
+        Ok(target.connected(Arc::clone(&adapter) as Arc<dyn LockService>, Some(adapter)))
     }
 
     pub(super) fn store(target: &Target<'_>) -> Result<Connected<dyn FencedStore>, BackendError> {
@@ -574,6 +596,34 @@ mod tests {
                 .server()
                 .is_none()
         );
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn redlock_urls_build_a_lock_only_and_take_no_variant() {
+        let lock =
+            lock_from_url("redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?fence=none").unwrap();
+        assert_eq!(
+            lock.shown_url,
+            "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3?fence=none"
+        );
+        assert!(lock.probe().is_some(), "a run pings every master first");
+        assert!(check_url_scheme("lock", "redlock://h:1").is_ok());
+        let error = store_from_url("redlock://h:1").err().unwrap().to_string();
+        assert!(
+            error.starts_with("unsupported store URL scheme `redlock`"),
+            "{error}"
+        );
+        let error = lock_from_url("redlock://h:1?variant=unsafe-release")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("a Redlock lock has no variants"), "{error}");
+        let error = lock_from_url("redlock://h:1,h:1")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(error.contains("named twice"), "{error}");
     }
 
     #[cfg(feature = "redis")]
