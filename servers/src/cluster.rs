@@ -103,9 +103,14 @@ impl ClusterKind {
     /// Starts one (members in fresh temporary directories on free ports), configured by the
     /// URL's `query`.
     pub fn start(self, query: &str) -> Result<Box<dyn StartedCluster>, ServerError> {
-        let _ = query;
+        fn boxed<C: StartedCluster + 'static>(
+            started: Result<C, ServerError>,
+        ) -> Result<Box<dyn StartedCluster>, ServerError> {
+            started.map(|cluster| Box::new(cluster) as Box<dyn StartedCluster>)
+        }
         match self {
-            ClusterKind::Redlock | ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => {
+            ClusterKind::Redlock => boxed(crate::redlock::start(query)),
+            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => {
                 Err(ServerError::NotInstalled(format!(
                     "this build of fencer cannot start private:{} yet",
                     self.name()
@@ -137,7 +142,7 @@ impl ClusterKind {
             ClusterKind::Redlock => query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("nodes="))
-                .map_or(Ok(5), |count| {
+                .map_or(Ok(crate::redlock::DEFAULT_MASTERS), |count| {
                     count.parse::<usize>().map_err(|_| {
                         ServerError::BadUrl(format!(
                             "private:redlock?nodes={count}: expected an odd number of masters, \

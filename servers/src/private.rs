@@ -240,6 +240,16 @@ impl PrivateServer {
             PrivateBackend::Redis => {
                 #[cfg(feature = "redis")]
                 {
+                    // A Redis that is down (killed, or restarting: the restart holds the
+                    // guard) keeps no keys, having no persistence: the jump has nothing to
+                    // move, and it comes back with no keys either.
+                    let down = self
+                        .guard
+                        .try_lock()
+                        .map_or(true, |guard| guard.pid().is_none());
+                    if down {
+                        return Ok(());
+                    }
                     let direct = fencer_backends::RedisConnection::open(&format!(
                         "redis://127.0.0.1:{}",
                         self.server_port
