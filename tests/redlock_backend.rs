@@ -222,6 +222,10 @@ fn redlock_with_a_majority_of_masters_down_fails_at_once_and_leaves_no_key() {
         took < Duration::from_secs(1),
         "the acquire must not hang: {took:?}"
     );
+    eprintln!(
+        "three of five masters down: the acquire failed in {} ms: {reply:?}",
+        took.as_millis()
+    );
     for master in &cluster.masters()[3..] {
         assert!(
             !holds_key(master.server_port(), LOCK),

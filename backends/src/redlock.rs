@@ -122,11 +122,6 @@ impl RedlockLock {
         })
     }
 
-    /// What the URL said.
-    pub fn options(&self) -> &RedlockOptions {
-        &self.options
-    }
-
     /// Round-trips a PING to every master and to the fence counter: a run starts from a whole
     /// cluster, and the faults come from its plan.
     pub async fn ping(&self) -> Result<(), BackendError> {

@@ -80,7 +80,11 @@ impl Query {
                         }
                     };
                 }
-                "drift_factor" | "node_timeout_ms" => parsed.adapter_params.push(pair.into()),
+                "drift_factor" | "node_timeout_ms" => {
+                    // The adapter's own rules judge its parameters, before any server starts.
+                    RedlockOptions::check_parameter(name, value).map_err(bad)?;
+                    parsed.adapter_params.push(pair.into());
+                }
                 other => {
                     return Err(bad(format!(
                         "unknown parameter `{other}`: expected nodes, fence, drift_factor or \
@@ -89,10 +93,6 @@ impl Query {
                 }
             }
         }
-        // The adapter's own rules judge its parameters, before any server is started.
-        let sample = format!("redlock://h:1?{}", parsed.adapter_params.join("&"));
-        RedlockOptions::parse(&sample)
-            .map_err(|error| bad(error.to_string().replace(&format!(" in {sample}"), "")))?;
         Ok(parsed)
     }
 }

@@ -58,54 +58,70 @@ impl RedlockOptions {
         let (hosts, query) = rest.split_once('?').unwrap_or((rest, ""));
         let mut masters: Vec<String> = Vec::new();
         for address in hosts.split(',') {
-            check_address(address).map_err(|why| bad(format!("master `{address}`: {why}")))?;
+            check_address(address)
+                .map_err(|why| bad(format!("master `{}`: {why}", shown_address(address))))?;
             if masters.iter().any(|known| known == address) {
                 // Counted twice, one master would make a majority of its own.
                 return Err(bad(format!("master `{address}` is named twice")));
             }
             masters.push(address.to_string());
         }
-        let mut options = RedlockOptions {
-            masters,
-            drift_factor: DEFAULT_DRIFT_FACTOR,
-            node_timeout: DEFAULT_NODE_TIMEOUT,
-            fence: Fence::None,
-        };
+        let mut options = RedlockOptions::defaults(masters);
         for pair in query.split('&').filter(|pair| !pair.is_empty()) {
             let (name, value) = pair
                 .split_once('=')
                 .ok_or_else(|| bad(format!("expected NAME=VALUE, found `{pair}`")))?;
-            match name {
-                "drift_factor" => {
-                    options.drift_factor = value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|factor| (0.0..1.0).contains(factor))
-                        .ok_or_else(|| {
-                            bad(format!(
-                                "drift_factor must be a number from 0 up to 1, found `{value}`"
-                            ))
-                        })?;
-                }
-                "node_timeout_ms" => {
-                    let timeout_ms = value.parse::<u64>().ok().filter(|ms| *ms > 0);
-                    options.node_timeout = Duration::from_millis(timeout_ms.ok_or_else(|| {
-                        bad(format!(
-                            "node_timeout_ms must be a whole number of milliseconds above 0, \
-                             found `{value}`"
-                        ))
-                    })?);
-                }
-                "fence" => options.fence = parse_fence(value).map_err(bad)?,
-                other => {
-                    return Err(bad(format!(
-                        "unknown parameter `{other}`: expected drift_factor, node_timeout_ms or \
-                         fence"
-                    )));
-                }
-            }
+            options.set(name, value).map_err(bad)?;
         }
         Ok(options)
+    }
+
+    /// Whether `name=value` is a parameter a Redlock URL takes, with a value it accepts: for a
+    /// caller that builds such a URL from its user's words and wants their mistakes named
+    /// before anything starts. The error says what was expected.
+    pub fn check_parameter(name: &str, value: &str) -> Result<(), String> {
+        RedlockOptions::defaults(Vec::new()).set(name, value)
+    }
+
+    /// `masters` with every parameter at its default.
+    fn defaults(masters: Vec<String>) -> RedlockOptions {
+        RedlockOptions {
+            masters,
+            drift_factor: DEFAULT_DRIFT_FACTOR,
+            node_timeout: DEFAULT_NODE_TIMEOUT,
+            fence: Fence::None,
+        }
+    }
+
+    /// Takes one `NAME=VALUE` of the query.
+    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        match name {
+            "drift_factor" => {
+                self.drift_factor = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|factor| (0.0..1.0).contains(factor))
+                    .ok_or_else(|| {
+                        format!("drift_factor must be a number from 0 up to 1, found `{value}`")
+                    })?;
+            }
+            "node_timeout_ms" => {
+                let timeout_ms = value.parse::<u64>().ok().filter(|ms| *ms > 0);
+                self.node_timeout = Duration::from_millis(timeout_ms.ok_or_else(|| {
+                    format!(
+                        "node_timeout_ms must be a whole number of milliseconds above 0, found \
+                         `{value}`"
+                    )
+                })?);
+            }
+            "fence" => self.fence = parse_fence(value)?,
+            other => {
+                return Err(format!(
+                    "unknown parameter `{other}`: expected drift_factor, node_timeout_ms or fence"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// How many masters make a majority: N/2 + 1.
@@ -126,6 +142,13 @@ fn parse_fence(value: &str) -> Result<Fence, String> {
             redact_url(value)
         )),
     }
+}
+
+/// `address` as it may be shown: a password someone put in it (`user:secret@host:port`, which
+/// [`check_address`] refuses) hidden as [`redact_url`] hides it.
+fn shown_address(address: &str) -> String {
+    let shown = redact_url(&format!("redis://{address}"));
+    shown.trim_start_matches("redis://").to_string()
 }
 
 /// A master is `HOST:PORT`: nothing else, so no part of the URL is silently ignored.
@@ -163,7 +186,7 @@ mod tests {
         assert_eq!(options.node_timeout, Duration::from_millis(200));
         assert_eq!(options.fence, Fence::Counter("redis://f:6".into()));
         let options = RedlockOptions::parse("redlock://a:1?fence=none").unwrap();
-        assert_eq!((options.fence, options.quorum()), (Fence::None, 1));
+        assert_eq!((options.quorum(), options.fence), (1, Fence::None));
     }
 
     #[test]
@@ -183,5 +206,14 @@ mod tests {
         assert!(error("redlock://a:1?fence=etcd://b:2").contains("fence must be `none`"));
         assert!(error("redlock://a:1?retries=3").contains("unknown parameter `retries`"));
         assert!(error("redlock://a:1?fence").contains("expected NAME=VALUE"));
+        assert_eq!(
+            RedlockOptions::check_parameter("drift_factor", "0.2"),
+            Ok(())
+        );
+        assert!(
+            RedlockOptions::check_parameter("node_timeout_ms", "x")
+                .unwrap_err()
+                .contains("found `x`")
+        );
     }
 }

@@ -71,7 +71,7 @@ impl Tally {
         for (count, what) in [
             (self.no, "refused"),
             (self.not_sent, "unreachable"),
-            (self.unknown, "gave no answer in time"),
+            (self.unknown, "left the outcome unknown"),
         ] {
             if count > 0 {
                 let _ = write!(text, ", {count} {what}");
@@ -110,7 +110,7 @@ mod tests {
         assert!(tally.surely_missed(4));
         assert_eq!(
             tally.describe("took the key"),
-            "2 of 5 masters took the key, 1 refused, 1 unreachable, 1 gave no answer in time \
+            "2 of 5 masters took the key, 1 refused, 1 unreachable, 1 left the outcome unknown \
              (connection refused)"
         );
     }
