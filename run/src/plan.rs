@@ -219,8 +219,10 @@ impl Plan {
                     fencer_nemesis::LEADER
                 )));
             }
-            if !on_member && cluster.is_some() && fencer_nemesis::target_member(target).is_some() {
-                let cluster = cluster.expect("checked above");
+            if let Some(cluster) = cluster
+                && !on_member
+                && fencer_nemesis::target_member(target).is_some()
+            {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
                     "expected a member of the {role} cluster ({}{}), found `{target}` (a {} \
                      fault)",
@@ -283,6 +285,53 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_plan_aims_at_its_members_by_name() {
+        let settings = Settings {
+            lock: "private:redlock?nodes=3".into(),
+            nemesis: [fencer_nemesis::FaultKind::ServerPause]
+                .into_iter()
+                .collect(),
+            ..Settings::default().in_real_time()
+        };
+        let mut plan = Plan::generate(&settings);
+        assert!(!plan.faults.is_empty());
+        assert!(
+            plan.faults
+                .iter()
+                .all(|f| ["lock.n1", "lock.n2", "lock.n3"].contains(&f.target())),
+            "{:?}",
+            plan.faults
+        );
+        plan.check().unwrap();
+        plan.faults = vec![Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.n4".into(),
+            duration_ns: 1,
+        }];
+        let error = plan.check().unwrap_err().message;
+        assert!(
+            error.contains("expected a member of the lock cluster (lock.n1, lock.n2, lock.n3)"),
+            "{error}"
+        );
+        plan.faults = vec![Fault::NetPartition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+            groups: vec![vec!["n1".into()], vec!["n7".into()]],
+        }];
+        let error = plan.check().unwrap_err().message;
+        assert!(error.contains("found `n7`"), "{error}");
+        let mut single = plan.clone();
+        single.settings.lock = "private:redis".into();
+        single.faults = vec![Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.n1".into(),
+            duration_ns: 1,
+        }];
+        assert!(single.check().is_err(), "a single server has no members");
+    }
 
     #[test]
     fn plan_round_trips_through_json() {

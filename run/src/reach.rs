@@ -308,6 +308,43 @@ mod tests {
     };
 
     #[test]
+    fn a_cluster_takes_member_faults_and_only_what_its_kind_can_take() {
+        let redlock: BackendName = "private:redlock".into();
+        let etcd3: BackendName = "private:etcd3".into();
+        let pause = |target: &str| Fault::ServerPause {
+            at_ns: 1,
+            target: target.into(),
+            duration_ns: 1,
+        };
+        let split = Fault::NetPartition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+            groups: vec![vec!["n1".into()], vec!["n2".into(), "n3".into()]],
+        };
+        assert!(SERVER.takes(&redlock, &pause("lock.n2")).is_ok());
+        assert!(SERVER.takes(&etcd3, &pause("lock.leader")).is_ok());
+        assert!(SERVER.takes(&etcd3, &split).is_ok());
+        let why = SERVER.takes(&redlock, &split).unwrap_err();
+        assert!(why.contains("never talk to each other"), "{why}");
+        let why = SERVER.takes(&redlock, &pause("lock.leader")).unwrap_err();
+        assert!(why.contains("has no leader"), "{why}");
+        let why = SERVER.takes(&redlock, &pause("lock")).unwrap_err();
+        assert!(why.contains("aim the fault at one of its members"), "{why}");
+        let jump = Fault::ClockJump {
+            at_ns: 1,
+            target: "lock.n1".into(),
+            jump_ns: 5,
+        };
+        assert!(SERVER.takes(&redlock, &jump).is_ok());
+        assert!(SERVER.takes(&etcd3, &jump).is_err());
+        let why = SERVER
+            .takes(&"private:redis".into(), &pause("lock.n1"))
+            .unwrap_err();
+        assert!(why.contains("is one server, not a cluster"), "{why}");
+    }
+
+    #[test]
     fn a_fault_reaches_only_what_fencer_owns() {
         assert!(SIM.takes(&"sim".into(), &restart()).is_ok());
         let why = Reach::default()

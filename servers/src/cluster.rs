@@ -103,13 +103,16 @@ impl ClusterKind {
     /// Starts one (members in fresh temporary directories on free ports), configured by the
     /// URL's `query`.
     pub fn start(self, query: &str) -> Result<Box<dyn StartedCluster>, ServerError> {
-        fn boxed<C: StartedCluster + 'static>(
-            started: Result<C, ServerError>,
-        ) -> Result<Box<dyn StartedCluster>, ServerError> {
-            started.map(|cluster| Box::new(cluster) as Box<dyn StartedCluster>)
-        }
         match self {
-            ClusterKind::Redlock => boxed(crate::redlock::start(query)),
+            #[cfg(feature = "redis")]
+            ClusterKind::Redlock => {
+                crate::redlock::start(query).map(|c| Box::new(c) as Box<dyn StartedCluster>)
+            }
+            #[cfg(not(feature = "redis"))]
+            ClusterKind::Redlock => Err(ServerError::NotInstalled(format!(
+                "this build of fencer has no Redis client (cargo feature `redis`) for \
+                 private:redlock?{query}"
+            ))),
             ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => {
                 Err(ServerError::NotInstalled(format!(
                     "this build of fencer cannot start private:{} yet",
@@ -138,11 +141,15 @@ impl ClusterKind {
     /// Its members' names (`n1`, …) for a URL's `query`, known before it starts so a plan can
     /// be drawn and checked against them: Redlock's `nodes=N` (default 5), three otherwise.
     pub fn members(self, query: &str) -> Result<Vec<String>, ServerError> {
+        #[cfg(feature = "redis")]
+        let redlock_default = crate::redlock::DEFAULT_MASTERS;
+        #[cfg(not(feature = "redis"))]
+        let redlock_default = 5;
         let count = match self {
             ClusterKind::Redlock => query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("nodes="))
-                .map_or(Ok(crate::redlock::DEFAULT_MASTERS), |count| {
+                .map_or(Ok(redlock_default), |count| {
                     count.parse::<usize>().map_err(|_| {
                         ServerError::BadUrl(format!(
                             "private:redlock?nodes={count}: expected an odd number of masters, \
