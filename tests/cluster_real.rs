@@ -68,9 +68,30 @@ fn cluster_ports(printed: &str) -> Vec<u16> {
         .collect()
 }
 
-/// Asserts the run started five masters behind five proxies and that nothing listens on any
-/// of their ports any more.
+/// The process ids the "started the lock cluster …" line names (`Redis pid N`).
+fn cluster_pids(printed: &str) -> Vec<u32> {
+    let line = printed
+        .lines()
+        .find(|line| line.starts_with("started the lock cluster redlock"))
+        .unwrap_or_else(|| panic!("the cluster is announced: {printed}"));
+    line.split(" pid ")
+        .skip(1)
+        .filter_map(|after| after.split(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// Asserts the run started five masters behind five proxies and that none of them is left:
+/// no redis-server of the cluster alive, nothing listening on any of their ports.
 fn assert_cluster_started_and_stopped(printed: &str) {
+    let pids = cluster_pids(printed);
+    assert_eq!(pids.len(), 5, "five masters: {printed}");
+    for pid in pids {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert!(
+            !comm.starts_with("redis-server"),
+            "master pid {pid} is gone after the run: {printed}"
+        );
+    }
     let ports = cluster_ports(printed);
     assert!(ports.len() >= 10, "5 masters and 5 proxies: {ports:?}");
     assert!(
@@ -136,6 +157,13 @@ fn a_clean_redlock_run_is_valid_and_leaves_no_master_behind() {
         "{printed}"
     );
     assert_cluster_started_and_stopped(&printed);
+
+    // The plan runs again against a fresh cluster, which is stopped in turn.
+    let replay = fencer(&["replay", "clean"], dir.path());
+    let replayed = text(&replay);
+    assert_eq!(replay.status.code(), Some(0), "{replayed}");
+    assert!(replayed.contains("against fresh ones"), "{replayed}");
+    assert_cluster_started_and_stopped(&replayed);
 }
 
 /// A plan of `settings` with `faults` instead of its drawn ones.
