@@ -1,5 +1,11 @@
-//! One etcd server reached through its v3 JSON gateway (`POST /v3/kv/txn`, `/v3/lease/…`) over
-//! plain HTTP/1.1, shared by a lock and a store.
+//! One etcd server or cluster reached through its v3 JSON gateway (`POST /v3/kv/txn`,
+//! `/v3/lease/…`) over plain HTTP/1.1, shared by a lock and a store.
+//!
+//! A cluster is named by every member's client address (`etcd://h1:p1,h2:p2,h3:p3`). Calls go
+//! to one member at a time; a call that could not even connect to it was never sent, so it is
+//! tried on the next member at once. A call that may have reached a member and failed there is
+//! *not* tried again (it may have been applied: it stays unknown), but the next call starts at
+//! the next member, so a dead or cut-off member costs one unknown call, not all of them.
 //!
 //! The gateway needs no generated protobuf code, so the `etcd` feature builds with only the
 //! Rust toolchain (the gRPC client crate needs `protoc`). The gateway's JSON carries int64 as
@@ -10,6 +16,7 @@
 //! runtime makes a new one.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -41,36 +48,47 @@ const REFUSED_CODES: [u64; 3] = [3, 5, 11];
 
 type HttpClient = Client<HttpConnector, Full<Bytes>>;
 
-/// An etcd server address and the HTTP client talking to it.
+/// The addresses of an etcd server (or of every member of a cluster) and the HTTP client
+/// talking to them.
 pub struct EtcdConnection {
-    /// `http://host:port`, what the requests go to.
-    base_url: String,
+    /// `http://host:port` of each member, what the requests go to.
+    base_urls: Vec<String>,
+    /// The member calls go to first: the last one that did not fail.
+    preferred: AtomicUsize,
     shown_url: String,
     /// The client, kept for the runtime whose tasks drive its pooled connections.
     live: PerRuntime<HttpClient>,
 }
 
 impl EtcdConnection {
-    /// Checks `url` (`etcd://host:port`) without connecting. etcd's own authentication is not
-    /// supported, so a URL with a user is refused rather than silently sent without one.
+    /// Checks `url` (`etcd://host:port`, or `etcd://h1:p1,h2:p2,…` for the members of a
+    /// cluster) without connecting. etcd's own authentication is not supported, so a URL with a
+    /// user is refused rather than silently sent without one.
     pub fn open(url: &str) -> Result<EtcdConnection, BackendError> {
         let shown_url = shown_if_scheme(url, &["etcd"], "an etcd://host:port URL")?;
-        let authority = url["etcd://".len()..].trim_end_matches('/');
-        if authority.contains('@') {
+        let authorities = url["etcd://".len()..].trim_end_matches('/');
+        if authorities.contains('@') {
             return Err(BackendError::BadUrl(format!(
                 "etcd authentication is not supported: drop the user from {shown_url}"
             )));
         }
-        let port_ok = authority
-            .rsplit_once(':')
-            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-        if !port_ok || authority.contains(['/', '?', '#']) {
+        let port_ok = |authority: &str| {
+            authority
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+        };
+        if !authorities.split(',').all(port_ok) || authorities.contains(['/', '?', '#']) {
             return Err(BackendError::BadUrl(format!(
-                "expected an etcd://host:port URL (e.g. etcd://127.0.0.1:2379), found {shown_url}"
+                "expected an etcd://host:port URL (e.g. etcd://127.0.0.1:2379, or \
+                 etcd://h1:2379,h2:2379,h3:2379 for a cluster), found {shown_url}"
             )));
         }
         Ok(EtcdConnection {
-            base_url: format!("http://{authority}"),
+            base_urls: authorities
+                .split(',')
+                .map(|authority| format!("http://{authority}"))
+                .collect(),
+            preferred: AtomicUsize::new(0),
             shown_url,
             live: PerRuntime::default(),
         })
@@ -97,63 +115,109 @@ impl EtcdConnection {
 
     /// POSTs `body` to the gateway `path` (`/v3/kv/txn`) and returns the JSON answer.
     ///
-    /// A refused TCP connect means nothing was sent: `NotApplied`. Once the request may have
-    /// left, a lost connection or a missed deadline is `Unknown`, and so is an error answer
-    /// unless its code says etcd refused the request outright ([`REFUSED_CODES`]).
+    /// A refused or timed-out TCP connect means nothing was sent: the next member is tried, and
+    /// when none connects the call is `NotApplied`. Once the request may have left, a lost
+    /// connection or a missed deadline is `Unknown`, and so is an error answer unless its code
+    /// says etcd refused the request outright ([`REFUSED_CODES`]); neither is retried, but the
+    /// next call starts at the next member, as it does after a call the caller gave up on.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, CallError> {
         let client = self.client().await;
-        let request = hyper::Request::post(format!("{}{path}", self.base_url))
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut unreachable = Vec::new();
+        for step in 0..self.base_urls.len() {
+            let member = (first + step) % self.base_urls.len();
+            let mut leave = LeaveUnlessAnswered {
+                connection: self,
+                member,
+                answered: false,
+            };
+            match self.post_to(&client, member, path, body).await {
+                Attempt::NotConnected(why) => unreachable.push((member, why)),
+                Attempt::Answered(answer) => {
+                    leave.answered = !matches!(answer, Err(CallError::Unknown(_)));
+                    return answer;
+                }
+            }
+        }
+        Err(CallError::NotApplied(match unreachable.as_slice() {
+            [(_, why)] => format!("cannot connect to etcd at {}: {why}", self.shown_url),
+            members => {
+                let whys: Vec<String> = members
+                    .iter()
+                    .map(|(member, why)| format!("{}: {why}", self.base_urls[*member]))
+                    .collect();
+                format!(
+                    "cannot connect to any etcd member of {}: {}",
+                    self.shown_url,
+                    whys.join("; ")
+                )
+            }
+        }))
+    }
+
+    /// The next call starts after `member`, unless another call moved past it already.
+    fn move_past(&self, member: usize) {
+        let next = (member + 1) % self.base_urls.len();
+        let _ = self
+            .preferred
+            .compare_exchange(member, next, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
+    /// One try of `post` on the `member`-th address.
+    async fn post_to(
+        &self,
+        client: &HttpClient,
+        member: usize,
+        path: &str,
+        body: &Value,
+    ) -> Attempt {
+        let base_url = &self.base_urls[member];
+        let request = match hyper::Request::post(format!("{base_url}{path}"))
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
-            .map_err(|error| CallError::NotApplied(format!("etcd request {path}: {error}")))?;
+        {
+            Ok(request) => request,
+            Err(error) => {
+                return Attempt::Answered(Err(CallError::NotApplied(format!(
+                    "etcd request {path}: {error}"
+                ))));
+            }
+        };
         let exchange = async {
-            let response = client.request(request).await.map_err(|error| {
-                if error.is_connect() {
-                    CallError::NotApplied(format!(
-                        "cannot connect to etcd at {}: {error}",
-                        self.shown_url
-                    ))
-                } else {
-                    CallError::Unknown(format!("etcd {path}: {error}"))
+            let response = match client.request(request).await {
+                Ok(response) => response,
+                Err(error) if error.is_connect() => {
+                    return Err(Attempt::NotConnected(error.to_string()));
                 }
-            })?;
+                Err(error) => {
+                    return Err(Attempt::Answered(Err(CallError::Unknown(format!(
+                        "etcd {path} at {base_url}: {error}"
+                    )))));
+                }
+            };
             let status = response.status();
             let bytes = response
                 .into_body()
                 .collect()
                 .await
-                .map_err(|error| CallError::Unknown(format!("etcd {path}: reply cut: {error}")))?
+                .map_err(|error| {
+                    Attempt::Answered(Err(CallError::Unknown(format!(
+                        "etcd {path} at {base_url}: reply cut: {error}"
+                    ))))
+                })?
                 .to_bytes();
-            Ok::<_, CallError>((status, bytes))
+            Ok((status, bytes))
         };
-        let (status, bytes) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
-            .await
-            .map_err(|_elapsed| {
-                CallError::Unknown(format!("etcd {path}: no answer within {REQUEST_TIMEOUT:?}"))
-            })??;
-        // A streaming call (lease keep-alive) answers one JSON object per line.
-        let first_line = bytes.split(|byte| *byte == b'\n').next().unwrap_or(&[]);
-        let reply: Value = serde_json::from_slice(first_line).map_err(|error| {
-            CallError::Unknown(format!(
-                "etcd {path}: HTTP {status}, unreadable reply ({error}): {}",
-                String::from_utf8_lossy(&bytes)
-            ))
-        })?;
-        let error = reply
-            .get("error")
-            .or_else(|| reply.get("result").and_then(|result| result.get("error")));
-        match error {
-            None if status.is_success() => Ok(reply),
-            _ => {
-                let code = int(&reply, "code");
-                let why = format!("etcd {path}: HTTP {status}: {reply}");
-                if REFUSED_CODES.contains(&code) {
-                    Err(CallError::NotApplied(why))
-                } else {
-                    Err(CallError::Unknown(why))
-                }
+        let (status, bytes) = match tokio::time::timeout(REQUEST_TIMEOUT, exchange).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(attempt)) => return attempt,
+            Err(_elapsed) => {
+                return Attempt::Answered(Err(CallError::Unknown(format!(
+                    "etcd {path} at {base_url}: no answer within {REQUEST_TIMEOUT:?}"
+                ))));
             }
-        }
+        };
+        Attempt::Answered(judge(path, status, &bytes))
     }
 
     /// Reads the server's status: a clear error up front beats a run full of failed calls.
@@ -164,6 +228,58 @@ impl EtcdConnection {
         {
             Ok(_) => Ok(()),
             Err(error) => Err(error.into()),
+        }
+    }
+}
+
+/// Moves the connection past `member` when dropped, unless the member answered: on a failure,
+/// and also when the caller gives up on the call mid-way (its own timeout drops the future), so
+/// a member that hangs is left behind like one that fails.
+struct LeaveUnlessAnswered<'a> {
+    connection: &'a EtcdConnection,
+    member: usize,
+    answered: bool,
+}
+
+impl Drop for LeaveUnlessAnswered<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.connection.move_past(self.member);
+        }
+    }
+}
+
+/// How one try of a call on one member ended.
+enum Attempt {
+    /// No connection was made: nothing was sent, another member may be tried.
+    NotConnected(String),
+    /// The member got the request (or may have): this is the call's outcome.
+    Answered(Result<Value, CallError>),
+}
+
+/// The call's outcome from the member's HTTP answer.
+fn judge(path: &str, status: hyper::StatusCode, bytes: &[u8]) -> Result<Value, CallError> {
+    // A streaming call (lease keep-alive) answers one JSON object per line.
+    let first_line = bytes.split(|byte| *byte == b'\n').next().unwrap_or(&[]);
+    let reply: Value = serde_json::from_slice(first_line).map_err(|error| {
+        CallError::Unknown(format!(
+            "etcd {path}: HTTP {status}, unreadable reply ({error}): {}",
+            String::from_utf8_lossy(bytes)
+        ))
+    })?;
+    let error = reply
+        .get("error")
+        .or_else(|| reply.get("result").and_then(|result| result.get("error")));
+    match error {
+        None if status.is_success() => Ok(reply),
+        _ => {
+            let code = int(&reply, "code");
+            let why = format!("etcd {path}: HTTP {status}: {reply}");
+            if REFUSED_CODES.contains(&code) {
+                Err(CallError::NotApplied(why))
+            } else {
+                Err(CallError::Unknown(why))
+            }
         }
     }
 }
@@ -213,7 +329,7 @@ mod tests {
     #[test]
     fn urls_name_host_and_port_and_nothing_else() {
         let connection = EtcdConnection::open("etcd://127.0.0.1:2379").unwrap();
-        assert_eq!(connection.base_url, "http://127.0.0.1:2379");
+        assert_eq!(connection.base_urls, ["http://127.0.0.1:2379"]);
         assert_eq!(connection.shown_url(), "etcd://127.0.0.1:2379");
         let error = EtcdConnection::open("redis://127.0.0.1:2379")
             .err()
@@ -234,9 +350,80 @@ mod tests {
             "etcd://:2379",
             "etcd://h:2379/x",
             "etcd://h:port",
+            "etcd://h:1,",
+            "etcd://h:1,h",
+            "etcd://h:1,,h:2",
         ] {
             assert!(EtcdConnection::open(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_cluster_url_names_every_member() {
+        let connection = EtcdConnection::open("etcd://10.0.0.1:2379,h2:2379,h3:12379/").unwrap();
+        assert_eq!(
+            connection.base_urls,
+            ["http://10.0.0.1:2379", "http://h2:2379", "http://h3:12379"]
+        );
+    }
+
+    #[test]
+    fn moving_past_a_failed_member_is_done_once() {
+        let connection = EtcdConnection::open("etcd://h1:1,h2:2,h3:3").unwrap();
+        connection.move_past(0);
+        // A second caller that also failed on h1 finds the preferred member moved already.
+        connection.move_past(0);
+        assert_eq!(connection.preferred.load(Ordering::Relaxed), 1);
+        connection.move_past(1);
+        connection.move_past(2);
+        assert_eq!(connection.preferred.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn a_call_given_up_on_leaves_its_member_behind() {
+        // Accepts connections (the kernel's backlog) and never answers.
+        let hanging = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = hanging.local_addr().unwrap().port();
+        let connection = EtcdConnection::open(&format!("etcd://127.0.0.1:{port},h2:2")).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let given_up = runtime.block_on(async {
+            tokio::time::timeout(
+                Duration::from_millis(200),
+                connection.post("/v3/kv/range", &serde_json::json!({})),
+            )
+            .await
+        });
+        assert!(given_up.is_err(), "{given_up:?}");
+        assert_eq!(connection.preferred.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn only_answers_with_a_refusal_code_are_not_applied() {
+        let ok = judge("/p", hyper::StatusCode::OK, br#"{"succeeded":true}"#);
+        assert!(ok.is_ok(), "{ok:?}");
+        let refused = judge(
+            "/p",
+            hyper::StatusCode::BAD_REQUEST,
+            br#"{"error":"etcdserver: requested lease not found","code":5}"#,
+        );
+        assert!(
+            matches!(refused, Err(CallError::NotApplied(_))),
+            "{refused:?}"
+        );
+        let timed_out = judge(
+            "/p",
+            hyper::StatusCode::SERVICE_UNAVAILABLE,
+            br#"{"error":"etcdserver: request timed out","code":14}"#,
+        );
+        assert!(
+            matches!(timed_out, Err(CallError::Unknown(_))),
+            "{timed_out:?}"
+        );
+        let garbled = judge("/p", hyper::StatusCode::OK, b"<html>");
+        assert!(matches!(garbled, Err(CallError::Unknown(_))), "{garbled:?}");
     }
 
     #[test]

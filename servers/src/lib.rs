@@ -7,11 +7,16 @@
 //! arguments, environment, user), so a restart is "the same launch again, on the same port and
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
+//!
+//! A cluster's members ([`etcd3`]) run the same way, each in a network namespace of its own
+//! ([`netns`]) so the links between members can be cut, each still owned by one guard.
 
 mod clock;
 pub mod cluster;
 mod error;
 mod etcd;
+pub mod etcd3;
+pub mod netns;
 mod postgres;
 mod private;
 pub mod proxy;
@@ -23,6 +28,8 @@ mod zookeeper;
 pub use clock::ServerClock;
 pub use cluster::{ClusterKind, ClusterNode, ClusterTakes, StartedCluster};
 pub use error::ServerError;
+pub use etcd3::Etcd3Cluster;
+pub use netns::NetLab;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
@@ -32,13 +39,17 @@ pub use redlock::RedlockCluster;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;
-use std::net::{TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a starting server may take to accept connections (a cold JVM is the slowest).
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long one probe of a starting server's port may take: an address on a lab bridge that
+/// drops packets would otherwise stall the probe for the kernel's whole connect timeout.
+const CONNECT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// A free TCP port on loopback (the OS picks one; it is released for the server to take).
 pub fn free_port() -> std::io::Result<u16> {
@@ -136,7 +147,8 @@ pub struct ServerGuard {
     name: &'static str,
     launch: Launch,
     child: Option<Child>,
-    port: u16,
+    /// Where it accepts connections: loopback, or its address in a [`NetLab`] namespace.
+    address: SocketAddr,
     clock: Option<ServerClock>,
     /// Kept so the server's directory lives exactly as long as the server.
     dir: tempfile::TempDir,
@@ -153,12 +165,24 @@ impl ServerGuard {
         dir: tempfile::TempDir,
         clock: Option<ServerClock>,
     ) -> Result<ServerGuard, ServerError> {
+        ServerGuard::start_at(name, launch, ([127, 0, 0, 1], port).into(), dir, clock)
+    }
+
+    /// [`ServerGuard::start`] for a server that listens on `address` rather than on loopback:
+    /// a cluster member inside its [`NetLab`] namespace, reached at its lab address.
+    pub fn start_at(
+        name: &'static str,
+        launch: Launch,
+        address: SocketAddr,
+        dir: tempfile::TempDir,
+        clock: Option<ServerClock>,
+    ) -> Result<ServerGuard, ServerError> {
         let child = launch.spawn()?;
         let mut guard = ServerGuard {
             name,
             launch,
             child: Some(child),
-            port,
+            address,
             clock,
             dir,
         };
@@ -166,9 +190,14 @@ impl ServerGuard {
         Ok(guard)
     }
 
-    /// The loopback port it listens on.
+    /// The port it listens on.
     pub fn port(&self) -> u16 {
-        self.port
+        self.address.port()
+    }
+
+    /// The address it listens on (loopback unless it runs in a [`NetLab`] namespace).
+    pub fn address(&self) -> SocketAddr {
+        self.address
     }
 
     /// Its temporary directory.
@@ -189,7 +218,7 @@ impl ServerGuard {
     fn wait_until_listening(&mut self) -> Result<(), ServerError> {
         let started = Instant::now();
         while started.elapsed() < START_TIMEOUT {
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if TcpStream::connect_timeout(&self.address, CONNECT_PROBE_TIMEOUT).is_ok() {
                 return Ok(());
             }
             if let Some(child) = self.child.as_mut()
@@ -204,9 +233,9 @@ impl ServerGuard {
             std::thread::sleep(Duration::from_millis(20));
         }
         Err(ServerError::Failed(format!(
-            "{} on port {} did not accept connections within {START_TIMEOUT:?}{}",
+            "{} on {} did not accept connections within {START_TIMEOUT:?}{}",
             self.name,
-            self.port,
+            self.address,
             self.log_tail()
         )))
     }

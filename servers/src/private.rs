@@ -8,6 +8,7 @@
 //! rewritten by the jump instead).
 
 use fencer_nemesis::{FaultFailed, ServerAction, ServerFaults};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use super::ServerGuard;
@@ -115,7 +116,7 @@ pub struct PrivateServer {
     query: String,
     /// Shared with the blocking tasks that kill and restart it.
     guard: Arc<Mutex<ServerGuard>>,
-    server_port: u16,
+    server_address: SocketAddr,
     proxy: FaultProxy,
 }
 
@@ -123,7 +124,7 @@ impl std::fmt::Debug for PrivateServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PrivateServer")
             .field("backend", &self.backend)
-            .field("server_port", &self.server_port)
+            .field("server_address", &self.server_address)
             .field("proxy_port", &self.proxy.port())
             .finish()
     }
@@ -140,25 +141,27 @@ impl PrivateServer {
                 backend.debian_package()
             )
         })?;
-        PrivateServer::around(backend, query, guard)
+        PrivateServer::behind_proxy(backend, &query, guard)
     }
 
-    /// Puts a proxy in front of a server already started as `backend` (one started another
-    /// way than [`PrivateServer::start`]'s, such as a Redis that persists its writes).
-    pub(crate) fn around(
+    /// A proxy in front of a server already started another way than
+    /// [`PrivateServer::start`]'s (a cluster member in its own network namespace, reached at
+    /// its lab address; a Redis that persists its writes), with the faults of any private
+    /// server.
+    pub fn behind_proxy(
         backend: PrivateBackend,
-        query: String,
+        query: &str,
         guard: ServerGuard,
     ) -> Result<PrivateServer, ServerError> {
-        let server_port = guard.port();
-        let proxy = FaultProxy::start(([127, 0, 0, 1], server_port).into()).map_err(|error| {
+        let server_address = guard.address();
+        let proxy = FaultProxy::start(server_address).map_err(|error| {
             ServerError::Failed(format!("cannot start the fault proxy: {error}"))
         })?;
         Ok(PrivateServer {
             backend,
-            query,
+            query: query.to_string(),
             guard: Arc::new(Mutex::new(guard)),
-            server_port,
+            server_address,
             proxy,
         })
     }
@@ -176,7 +179,23 @@ impl PrivateServer {
 
     /// The server's own port (behind the proxy).
     pub fn server_port(&self) -> u16 {
-        self.server_port
+        self.server_address.port()
+    }
+
+    /// The server's own address (behind the proxy): loopback, or its address in a lab.
+    pub fn server_address(&self) -> SocketAddr {
+        self.server_address
+    }
+
+    /// The server process's id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.lock_guard().pid()
+    }
+
+    /// Kills the server now, even while others still hold this handle: a cluster that is
+    /// dropped stops its members though a run may not have dropped their fault handles yet.
+    pub fn stop(&self) {
+        self.lock_guard().kill();
     }
 
     /// The proxy's port, which adapters connect to.
@@ -199,10 +218,10 @@ impl PrivateServer {
     pub fn describe(&self) -> String {
         let guard = self.lock_guard();
         format!(
-            "{:?} pid {} on 127.0.0.1:{} in {}{}, behind fencer's proxy on 127.0.0.1:{}",
+            "{:?} pid {} on {} in {}{}, behind fencer's proxy on 127.0.0.1:{}",
             self.backend,
             guard.pid().map_or("-".into(), |pid| pid.to_string()),
-            self.server_port,
+            self.server_address,
             guard.dir().display(),
             if guard.clock().is_some() {
                 " (libfaketime clock)"
@@ -251,8 +270,8 @@ impl PrivateServer {
                         return Ok(());
                     }
                     let direct = fencer_backends::RedisConnection::open(&format!(
-                        "redis://127.0.0.1:{}",
-                        self.server_port
+                        "redis://{}",
+                        self.server_address
                     ))?;
                     Ok(direct.shift_expiries(jump_ms).await.map(drop)?)
                 }

@@ -153,7 +153,7 @@ fn start_counter() -> Result<PrivateServer, ServerError> {
             PrivateBackend::Redis.debian_package()
         ))
     })?;
-    PrivateServer::around(PrivateBackend::Redis, String::new(), guard)
+    PrivateServer::behind_proxy(PrivateBackend::Redis, "", guard)
 }
 
 /// A start-up thread's result; a panic in one is that server's failure.
