@@ -113,12 +113,13 @@ impl ClusterKind {
                 "this build of fencer has no Redis client (cargo feature `redis`) for \
                  private:redlock?{query}"
             ))),
-            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => {
-                Err(ServerError::NotInstalled(format!(
-                    "this build of fencer cannot start private:{} yet",
-                    self.name()
-                )))
+            ClusterKind::Etcd3 => {
+                crate::etcd3::start(query).map(|c| Box::new(c) as Box<dyn StartedCluster>)
             }
+            ClusterKind::Zookeeper3 => Err(ServerError::NotInstalled(format!(
+                "this build of fencer cannot start private:{} yet",
+                self.name()
+            ))),
         }
     }
 

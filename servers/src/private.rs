@@ -187,11 +187,6 @@ impl PrivateServer {
         self.server_address
     }
 
-    /// The server process's id, while it runs.
-    pub fn pid(&self) -> Option<u32> {
-        self.lock_guard().pid()
-    }
-
     /// Kills the server now, even while others still hold this handle: a cluster that is
     /// dropped stops its members though a run may not have dropped their fault handles yet.
     pub fn stop(&self) {
