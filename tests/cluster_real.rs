@@ -324,3 +324,82 @@ fn a_failing_redlock_plan_shrinks_to_the_jumps_on_a_majority() {
         "jumps on a majority stay: {targets:?}"
     );
 }
+
+#[test]
+fn an_etcd3_run_through_majority_minority_and_leader_partitions_is_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = fencer(
+        &[
+            "run",
+            "--lock",
+            "private:etcd3",
+            "--store",
+            "private:postgres",
+            "--nemesis",
+            "net-partition",
+            "--ttl",
+            "2s",
+            "--renew-every",
+            "600ms",
+            "--call-timeout",
+            "600ms",
+            "--fault-gap",
+            "1s",
+            "--ops",
+            "3",
+            "--workers",
+            "3",
+            "--seed",
+            "1",
+            "--out",
+            "etcd3",
+        ],
+        dir.path(),
+    );
+    let printed = text(&output);
+    let started = if printed.contains("cannot start a private") {
+        Err(printed.lines().last().unwrap_or("").to_string())
+    } else {
+        Ok(())
+    };
+    let what = "a private etcd3 cluster (root, ip netns, iptables)";
+    let packages = "etcd-server iptables iproute2 postgresql";
+    if support::started_or_skipped("cluster_real", what, packages, started).is_none() {
+        return;
+    }
+    assert_eq!(output.status.code(), Some(0), "valid: {printed}");
+    assert_eq!(verdict(dir.path(), "etcd3")["validity"], "valid");
+    let history = std::fs::read_to_string(dir.path().join("etcd3/history.jsonl")).unwrap();
+    let partitions: Vec<serde_json::Value> = history
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| event["f"] == "net-partition" && event["type"] == "nemesis")
+        .collect();
+    assert!(!partitions.is_empty(), "net partitions ran: {printed}");
+    assert!(
+        partitions
+            .iter()
+            .all(|event| event["value"].as_str().is_some_and(|v| v.contains(" | "))),
+        "each records its sides: {partitions:?}"
+    );
+    // The cluster's namespaces (`fencer-PID-N-nK`) are gone.
+    let lab = printed
+        .split(" in fencer-")
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ')']).next())
+        .map(|id| format!("fencer-{id}"))
+        .unwrap_or_else(|| panic!("the cluster names its namespaces: {printed}"));
+    let namespaces = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let namespaces = String::from_utf8_lossy(&namespaces.stdout);
+    assert!(
+        !namespaces.contains(&format!("{lab}-")),
+        "{lab}'s namespaces are gone: {namespaces}"
+    );
+    assert!(
+        printed.contains("stopped the lock cluster etcd3"),
+        "{printed}"
+    );
+}

@@ -44,6 +44,8 @@ pub struct ClusterShape {
     pub leader: bool,
     /// Whether its members talk to each other, so cutting them apart means something.
     pub partitions: bool,
+    /// Whether a partition of it may put one member in two groups (a bridge).
+    pub bridges: bool,
 }
 
 /// The shapes a net partition of a cluster takes, as drawn.
@@ -146,7 +148,7 @@ impl ScheduleConfig {
             .collect();
         let cluster = takers[rng.random_range(0..takers.len())];
         let mut topologies = vec![Topology::MajorityMinority];
-        if cluster.members.len() >= 3 {
+        if cluster.bridges && cluster.members.len() >= 3 {
             topologies.push(Topology::Bridge);
         }
         if cluster.leader {
@@ -410,6 +412,7 @@ mod tests {
             members: (1..=5).map(|n| format!("n{n}")).collect(),
             leader,
             partitions,
+            bridges: partitions,
         }
     }
 
@@ -473,6 +476,19 @@ mod tests {
             .iter()
             .any(|g| sizes(g) == [3, 3] && g[0].iter().any(|m| g[1].contains(m)));
         assert!(isolated && minority && bridged, "{groups:?}");
+
+        config.clusters[0].bridges = false;
+        let faults = schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0));
+        assert!(
+            faults.iter().all(|f| match f {
+                Fault::NetPartition { groups, .. } => {
+                    let names: Vec<&String> = groups.iter().flatten().collect();
+                    names.iter().collect::<BTreeSet<_>>().len() == names.len()
+                }
+                _ => true,
+            }),
+            "no member in two groups where the cluster cannot bridge"
+        );
     }
 
     #[test]

@@ -155,6 +155,7 @@ impl Settings {
                     members: kind.members(&query).ok()?,
                     leader: takes.leader,
                     partitions: takes.partitions,
+                    bridges: takes.bridges,
                 })
             })
             .collect()

@@ -66,6 +66,9 @@ pub enum ClusterKind {
 pub struct ClusterTakes {
     /// Its members talk to each other, so a net partition between them means something.
     pub partitions: bool,
+    /// Its partitions may put a member in two groups, bridging them (its
+    /// [`ClusterFaults::partition`] keeps every link between members that share a group).
+    pub bridges: bool,
     /// It has a leader (`lock.leader` resolves through [`ClusterFaults::leader`]).
     pub leader: bool,
     /// A member's clock can be stepped (Redis: by rewriting expiries; Go's and the JVM's
@@ -128,11 +131,14 @@ impl ClusterKind {
         match self {
             ClusterKind::Redlock => ClusterTakes {
                 partitions: false,
+                bridges: false,
                 leader: false,
                 clock_jumps: true,
             },
+            // etcd3's partitions put each member in one group at most.
             ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => ClusterTakes {
                 partitions: true,
+                bridges: false,
                 leader: true,
                 clock_jumps: false,
             },
