@@ -326,7 +326,7 @@ fn a_failing_redlock_plan_shrinks_to_the_jumps_on_a_majority() {
 }
 
 #[test]
-fn an_etcd3_run_through_majority_minority_and_leader_partitions_is_valid() {
+fn an_etcd3_run_through_partitions_and_pauses_of_its_leader_is_valid() {
     let dir = tempfile::tempdir().unwrap();
     let output = fencer(
         &[
@@ -336,7 +336,7 @@ fn an_etcd3_run_through_majority_minority_and_leader_partitions_is_valid() {
             "--store",
             "private:postgres",
             "--nemesis",
-            "net-partition",
+            "net-partition,server-pause",
             "--ttl",
             "2s",
             "--renew-every",
@@ -350,7 +350,7 @@ fn an_etcd3_run_through_majority_minority_and_leader_partitions_is_valid() {
             "--workers",
             "3",
             "--seed",
-            "1",
+            "3",
             "--out",
             "etcd3",
         ],
@@ -370,6 +370,36 @@ fn an_etcd3_run_through_majority_minority_and_leader_partitions_is_valid() {
     assert_eq!(output.status.code(), Some(0), "valid: {printed}");
     assert_eq!(verdict(dir.path(), "etcd3")["validity"], "valid");
     let history = std::fs::read_to_string(dir.path().join("etcd3/history.jsonl")).unwrap();
+    // Pauses aimed at the leader hit the member leading then, named in the event (or, with
+    // no leader at that moment, an `info` event says the pause did not happen).
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("etcd3/plan.json")).unwrap())
+            .unwrap();
+    let at_leader = plan["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|fault| fault["target"] == "lock.leader")
+        .count();
+    assert!(at_leader > 0, "seed 3 aims pauses at the leader: {plan}");
+    let hit = history
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|event| {
+            event["f"] == "server-pause"
+                && ((event["type"] == "nemesis"
+                    && event["value"] == "lock.leader"
+                    && event["target"]
+                        .as_str()
+                        .is_some_and(|t| t.starts_with("lock.n")))
+                    || (event["type"] == "info" && event["target"] == "lock.leader"))
+        })
+        .count();
+    // Faults drawn past the run's end never start.
+    assert!(
+        (1..=at_leader).contains(&hit),
+        "{hit} of {at_leader} pauses at the leader recorded with the member hit"
+    );
     let partitions: Vec<serde_json::Value> = history
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
