@@ -138,6 +138,12 @@ pub enum Op {
     LeaseEdge,
     /// Nemesis: calls around the process's lease go out when they are made again.
     HealLeaseEdge,
+    /// Nemesis: the links between the members of a cluster fencer started (`target`: its
+    /// role, `lock`) are cut between the groups in `value` (`n1 n2 | n3 n4 n5`) for
+    /// `duration_ns`; clients still reach every member.
+    NetPartition,
+    /// Nemesis: every link between the cluster's members is restored.
+    HealNetPartition,
 }
 
 impl Op {
@@ -145,7 +151,7 @@ impl Op {
     /// iterate over (the fast history reader's above all, which would otherwise send a new
     /// op's every line to the slow path unnoticed). A test checks the list against the enum's
     /// JSON names, so a variant added but not listed fails it.
-    pub const ALL: [Op; 36] = [
+    pub const ALL: [Op; 38] = [
         Op::Acquire,
         Op::Renew,
         Op::Release,
@@ -182,6 +188,8 @@ impl Op {
         Op::HealDelayRelease,
         Op::LeaseEdge,
         Op::HealLeaseEdge,
+        Op::NetPartition,
+        Op::HealNetPartition,
     ];
 
     /// The kebab-case name, as in the JSONL form.
@@ -223,6 +231,8 @@ impl Op {
             Op::HealDelayRelease => "heal-delay-release",
             Op::LeaseEdge => "lease-edge",
             Op::HealLeaseEdge => "heal-lease-edge",
+            Op::NetPartition => "net-partition",
+            Op::HealNetPartition => "heal-net-partition",
         }
     }
 

@@ -273,6 +273,8 @@ fn op(name: &str) -> Option<Op> {
         "heal-delay-release" => Op::HealDelayRelease,
         "lease-edge" => Op::LeaseEdge,
         "heal-lease-edge" => Op::HealLeaseEdge,
+        "net-partition" => Op::NetPartition,
+        "heal-net-partition" => Op::HealNetPartition,
         _ => return None,
     })
 }

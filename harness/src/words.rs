@@ -49,11 +49,16 @@ pub fn both_clocks(event: &Event) -> String {
 }
 
 /// A server's role in words: `the lock service`, `the store`.
-fn server_name(target: &str) -> &str {
-    match target {
-        "lock" => "the lock service",
-        "store" => "the store",
-        other => other,
+fn server_name(target: &str) -> String {
+    let role = |role: &str| match role {
+        "lock" => "the lock service".to_string(),
+        "store" => "the store".to_string(),
+        other => other.to_string(),
+    };
+    // A member of a cluster fencer started: `lock.n2`.
+    match target.split_once('.') {
+        Some((owner, member)) => format!("member {member} of {}", role(owner)),
+        None => role(target),
     }
 }
 
@@ -88,6 +93,13 @@ pub fn describe(event: &Event) -> String {
     let duration = event
         .duration_ns
         .map_or(String::new(), |d| format!(" for {}", secs(d)));
+    // A member fault aimed at whichever member led: the plan said `lock.leader`.
+    let server = match (event.kind, event.value.as_deref()) {
+        (EventType::Nemesis, Some(aimed)) if aimed.ends_with(".leader") => {
+            format!("{server} (the leader)")
+        }
+        _ => server,
+    };
     match (event.kind, event.f) {
         (EventType::Invoke, Op::Acquire) => format!("{who} asked for lock {lock}"),
         (EventType::Invoke, Op::Renew) => format!("{who} asked to renew lock {lock}"),
@@ -110,6 +122,10 @@ pub fn describe(event: &Event) -> String {
             opt(&event.current_token)
         ),
         (EventType::Fail, f) => format!("{who}'s {} failed{error}", f.name()),
+        // A fault the nemesis could not aim (no leader to hit) did not happen.
+        (EventType::Info, f) if !f.is_client_op() => {
+            format!("the nemesis did not {} {target}{error}", f.name())
+        }
         (EventType::Info, f) => {
             format!("{who}'s {} got no answer{error}: outcome unknown", f.name())
         }
@@ -206,6 +222,13 @@ pub fn describe(event: &Event) -> String {
         }
         (EventType::Nemesis, Op::Cut) => {
             format!("the nemesis closed every connection to {server}")
+        }
+        (EventType::Nemesis, Op::NetPartition) => format!(
+            "the nemesis cut the links between the members of {server} into {}{duration}",
+            opt(&event.value)
+        ),
+        (EventType::Nemesis, Op::HealNetPartition) => {
+            format!("the members of {server} reach each other again")
         }
         (kind, f) => format!("{who} {kind:?} {}", f.name()),
     }

@@ -55,6 +55,9 @@ pub enum FaultKind {
     DropReplies,
     /// Fencer's proxy closes every open connection to a server at once.
     Cut,
+    /// The links between the members of a cluster fencer started are cut between groups of
+    /// members for a while (clients still reach every member).
+    NetPartition,
 }
 
 impl FaultKind {
@@ -80,12 +83,14 @@ impl FaultKind {
     /// Families only a real server fencer started itself can suffer (its process or fencer's
     /// proxy in front of it); opt-in too, and refused anywhere else: the simulation has no
     /// server process and a server behind a plain URL is not fencer's to freeze.
-    pub const SERVER: [FaultKind; 5] = [
+    /// Net partitions are drawn only for a cluster whose members talk to each other.
+    pub const SERVER: [FaultKind; 6] = [
         FaultKind::ServerPause,
         FaultKind::Partition,
         FaultKind::DelayReplies,
         FaultKind::DropReplies,
         FaultKind::Cut,
+        FaultKind::NetPartition,
     ];
 
     /// The CLI name.
@@ -107,12 +112,13 @@ impl FaultKind {
             FaultKind::DelayReplies => "delay-replies",
             FaultKind::DropReplies => "drop-replies",
             FaultKind::Cut => "cut",
+            FaultKind::NetPartition => "net-partition",
         }
     }
 
     /// Every family fencer knows: [`FaultKind::DEFAULT`], then [`FaultKind::OPT_IN`], then
     /// [`FaultKind::SERVER`].
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
@@ -129,6 +135,7 @@ impl FaultKind {
         FaultKind::DelayReplies,
         FaultKind::DropReplies,
         FaultKind::Cut,
+        FaultKind::NetPartition,
     ];
 
     /// True for the [`FaultKind::SERVER`] families.
@@ -166,7 +173,7 @@ impl FaultKind {
             },
             FaultKind::Restart => Fault::Restart {
                 at_ns,
-                target: "lock".to_string(),
+                target: config.pick_lock_server(rng),
                 duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
             },
             // One lost reply or a few: longer windows only starve the worker.
@@ -237,18 +244,27 @@ impl FaultKind {
                 at_ns,
                 target: config.pick_server(rng),
             },
+            FaultKind::NetPartition => {
+                let (target, groups) = config.pick_partition(rng);
+                Fault::NetPartition {
+                    at_ns,
+                    target,
+                    duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
+                    groups,
+                }
+            }
             FaultKind::Skew => {
                 // The lock server's clock decides expiry, so it is skewed as often as all
                 // workers together.
                 let target = if rng.random_bool(0.5) {
-                    "lock".to_string()
+                    config.pick_lock_server(rng)
                 } else {
                     worker
                 };
                 if rng.random_bool(0.5) {
                     // One lock-server step in four is big: every lease expires at once
                     // (forward) or outlives its TTL several times over (backward).
-                    let big = target == "lock" && rng.random_bool(0.25);
+                    let big = target_role(&target) == "lock" && rng.random_bool(0.25);
                     let size = signed(if big {
                         rng.random_range(
                             ttl.saturating_mul(2)
@@ -276,6 +292,22 @@ impl FaultKind {
     }
 }
 
+/// The role a target belongs to: `lock` for `lock` and for a cluster member `lock.n2` or
+/// `lock.leader`; a worker's name for a worker.
+pub fn target_role(target: &str) -> &str {
+    target.split_once('.').map_or(target, |(role, _)| role)
+}
+
+/// The member a target names inside its role's cluster (`n2`, or `leader` for whichever member
+/// leads when the fault starts), `None` for a whole role or a worker.
+pub fn target_member(target: &str) -> Option<&str> {
+    target.split_once('.').map(|(_, member)| member)
+}
+
+/// The member name that stands, in a fault's target (`lock.leader`) or a net partition's
+/// groups, for the member that leads when the fault starts.
+pub const LEADER: &str = "leader";
+
 /// `ns` as a signed size, at most `i64::MAX`.
 fn signed(ns: u64) -> i64 {
     i64::try_from(ns).unwrap_or(i64::MAX)
@@ -298,7 +330,9 @@ impl std::str::FromStr for FaultKind {
 }
 
 /// One scheduled fault. Targets are process names (`w0`), clock owners (`lock`, `w0`) or, for
-/// server faults, the server's role (`lock`, `store`).
+/// server faults, the server's role (`lock`, `store`) or one member of a cluster fencer
+/// started for that role (`lock.n2`; `lock.leader`: whichever member leads when the fault
+/// starts, recorded in its events).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "fault", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Fault {
@@ -424,6 +458,23 @@ pub enum Fault {
         /// The server's role.
         target: String,
     },
+    /// The links between the members of the cluster fencer started for `target` are cut
+    /// between `groups` from `at_ns` for `duration_ns`, then all restored
+    /// ([`crate::ClusterFaults::partition`]): members keep their links within a group (a
+    /// member in two groups bridges them), a member in no group is cut off from every other.
+    /// The name [`LEADER`] in a group stands for the member leading when the partition starts,
+    /// which then counts in that group only (`[["leader"], ["n1", "n2", "n3"]]` isolates the
+    /// leader of three). Clients still reach every member.
+    NetPartition {
+        /// True time the partition starts.
+        at_ns: u64,
+        /// The cluster's role (`lock`).
+        target: String,
+        /// How long it lasts.
+        duration_ns: u64,
+        /// Members by name (`n1`), each group a side of the partition.
+        groups: Vec<Vec<String>>,
+    },
     /// Acquires `target` sends in `[at_ns, at_ns + duration_ns)` are each held in flight for
     /// `duration_ns` before delivery.
     DelayAcquire {
@@ -488,6 +539,9 @@ pub enum Effect {
     Restart,
     /// Only a real server fencer started can take it ([`Fault::server_action`]).
     ServerOnly,
+    /// Only a cluster fencer started can take it: the links between its members
+    /// ([`crate::ClusterFaults`]).
+    Cluster,
 }
 
 /// What may take a fault: the names of the targets a plan may aim it at.
@@ -528,6 +582,7 @@ impl Fault {
             | Fault::DelayReplies { at_ns, .. }
             | Fault::DropReplies { at_ns, .. }
             | Fault::Cut { at_ns, .. }
+            | Fault::NetPartition { at_ns, .. }
             | Fault::DelayAcquire { at_ns, .. }
             | Fault::DelayRenew { at_ns, .. }
             | Fault::DelayRelease { at_ns, .. }
@@ -551,6 +606,7 @@ impl Fault {
             | Fault::DelayReplies { target, .. }
             | Fault::DropReplies { target, .. }
             | Fault::Cut { target, .. }
+            | Fault::NetPartition { target, .. }
             | Fault::DelayAcquire { target, .. }
             | Fault::DelayRenew { target, .. }
             | Fault::DelayRelease { target, .. }
@@ -573,6 +629,7 @@ impl Fault {
             Fault::DelayReplies { .. } => FaultKind::DelayReplies,
             Fault::DropReplies { .. } => FaultKind::DropReplies,
             Fault::Cut { .. } => FaultKind::Cut,
+            Fault::NetPartition { .. } => FaultKind::NetPartition,
             Fault::DelayAcquire { .. } => FaultKind::DelayAcquire,
             Fault::DelayRenew { .. } => FaultKind::DelayRenew,
             Fault::DelayRelease { .. } => FaultKind::DelayRelease,
@@ -619,6 +676,7 @@ impl Fault {
             | Fault::DelayReplies { .. }
             | Fault::DropReplies { .. }
             | Fault::Cut { .. } => Effect::ServerOnly,
+            Fault::NetPartition { .. } => Effect::Cluster,
         }
     }
 
@@ -642,6 +700,7 @@ impl Fault {
             }
             Fault::Cut { .. } => (ServerAction::Cut, None),
             Fault::Pause { .. }
+            | Fault::NetPartition { .. }
             | Fault::ClockDrift { .. }
             | Fault::DropRenew { .. }
             | Fault::DelayWrite { .. }
@@ -670,7 +729,7 @@ impl Fault {
                 worker: true,
                 servers: &["lock"],
             },
-            Effect::Restart | Effect::ServerOnly => Aims {
+            Effect::Restart | Effect::ServerOnly | Effect::Cluster => Aims {
                 worker: false,
                 servers: &["lock", "store"],
             },
@@ -694,6 +753,7 @@ impl Fault {
             Fault::DelayReplies { .. } => (Op::DelayReplies, Some(Op::HealDelayReplies)),
             Fault::DropReplies { .. } => (Op::DropReplies, Some(Op::HealDropReplies)),
             Fault::Cut { .. } => (Op::Cut, None),
+            Fault::NetPartition { .. } => (Op::NetPartition, Some(Op::HealNetPartition)),
             Fault::DelayAcquire { .. } => (Op::DelayAcquire, Some(Op::HealDelayAcquire)),
             Fault::DelayRenew { .. } => (Op::DelayRenew, Some(Op::HealDelayRenew)),
             Fault::DelayRelease { .. } => (Op::DelayRelease, Some(Op::HealDelayRelease)),
@@ -715,6 +775,7 @@ impl Fault {
             Fault::ClockJump { jump_ns, .. } => event.jump_ns = Some(*jump_ns),
             Fault::ClockDrift { drift_ppm, .. } => event.drift_ppm = Some(*drift_ppm),
             Fault::DelayReplies { delay_ns, .. } => event.delay_ns = Some(*delay_ns),
+            Fault::NetPartition { groups, .. } => event.value = Some(groups_text(groups)),
             _ => {}
         }
         event
@@ -754,11 +815,11 @@ impl Fault {
     }
 
     /// True for a fault aimed at a server's process, clock or connections (target `lock` or
-    /// `store`) rather than at a worker. In the real tier with servers fencer started, these
-    /// go to the server nemesis; everywhere else only the simulation's lock service can take
-    /// them (restart, clock).
+    /// `store`, or a member of a cluster in that role: `lock.n2`) rather than at a worker. In
+    /// the real tier with servers fencer started, these go to the server nemesis; everywhere
+    /// else only the simulation's lock service can take them (restart, clock).
     pub fn aims_at_server(&self) -> bool {
-        matches!(self.target(), "lock" | "store")
+        matches!(target_role(self.target()), "lock" | "store")
     }
 
     /// Every size in nanoseconds the fault carries besides its start, by field name: its
@@ -798,6 +859,7 @@ impl Fault {
             | Fault::Partition { duration_ns, .. }
             | Fault::DelayReplies { duration_ns, .. }
             | Fault::DropReplies { duration_ns, .. }
+            | Fault::NetPartition { duration_ns, .. }
             | Fault::DelayAcquire { duration_ns, .. }
             | Fault::DelayRenew { duration_ns, .. }
             | Fault::DelayRelease { duration_ns, .. }
@@ -805,6 +867,15 @@ impl Fault {
             Fault::ClockJump { .. } | Fault::ClockDrift { .. } | Fault::Cut { .. } => 0,
         }
     }
+}
+
+/// A net partition's groups as its events record them: `n1 n2 | n3 n4 n5`.
+pub fn groups_text(groups: &[Vec<String>]) -> String {
+    groups
+        .iter()
+        .map(|group| group.join(" "))
+        .collect::<Vec<_>>()
+        .join(" | ")
 }
 
 #[cfg(test)]
@@ -826,6 +897,33 @@ mod tests {
         assert_eq!(serde_json::from_str::<Fault>(&json).unwrap(), fault);
         let typo = r#"{"fault":"pause","at_ns":5,"target":"w1","duraton_ns":7}"#;
         assert!(serde_json::from_str::<Fault>(typo).is_err());
+    }
+
+    #[test]
+    fn a_net_partition_is_tagged_and_a_member_target_names_its_role() {
+        let json = r#"{"fault":"net-partition","at_ns":5,"target":"lock","duration_ns":7,"groups":[["n1","n2"],["n3","n4","n5"]]}"#;
+        let fault: Fault = serde_json::from_str(json).unwrap();
+        assert_eq!(serde_json::to_string(&fault).unwrap(), json);
+        assert_eq!(fault.kind(), FaultKind::NetPartition);
+        assert_eq!(fault.effect(), Effect::Cluster);
+        assert_eq!(
+            fault.start_event().value.as_deref(),
+            Some("n1 n2 | n3 n4 n5")
+        );
+        assert!(fault.aims_at_server());
+        let typo = json.replace("groups", "group");
+        assert!(serde_json::from_str::<Fault>(&typo).is_err());
+        let pause = Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.leader".into(),
+            duration_ns: 2,
+        };
+        assert!(pause.aims_at_server());
+        assert_eq!(
+            (target_role(pause.target()), target_member(pause.target())),
+            ("lock", Some(LEADER))
+        );
+        assert_eq!((target_role("w0"), target_member("w0")), ("w0", None));
     }
 
     #[test]

@@ -7,10 +7,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use fencer_harness::{Event, LocalClock, ProcessFaults, Recorder, Restartable, WorkerFault};
+use fencer_harness::{
+    Event, EventType, LocalClock, ProcessFaults, Recorder, Restartable, WorkerFault,
+};
 use tokio::sync::oneshot;
 
-use crate::fault::{Effect, Fault};
+use crate::cluster::ClusterFaults;
+use crate::fault::{Effect, Fault, LEADER, groups_text, target_member, target_role};
 use crate::server::{FaultFailed, ServerAction, ServerFaults};
 
 /// What faults can reach: processes by name, clocks by owner name.
@@ -23,8 +26,12 @@ pub struct Targets {
     /// Servers that can be restarted, by name (`lock`).
     pub servers: BTreeMap<String, Arc<dyn Restartable>>,
     /// Real servers fencer started itself, by role (`lock`, `store`): the targets of server
-    /// pauses, proxy faults and, in the real tier, restarts and server clock jumps.
+    /// pauses, proxy faults and, in the real tier, restarts and server clock jumps. A
+    /// cluster's members are here one by one, as `ROLE.NODE` (`lock.n2`).
     pub real_servers: BTreeMap<String, Arc<dyn ServerFaults>>,
+    /// Clusters fencer started itself, by role (`lock`): the targets of net partitions, and
+    /// what resolves `lock.leader` to a member when a fault aimed at it starts.
+    pub clusters: BTreeMap<String, Arc<dyn ClusterFaults>>,
 }
 
 /// A fault aimed at something the run does not have: the message names the fault and what
@@ -49,10 +56,16 @@ fn unknown_target(fault: &Fault, known: impl Iterator<Item = String>) -> TargetE
 pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), TargetError> {
     for fault in faults {
         let target = fault.target();
-        let on_real_server =
-            fault.server_action().is_some() && targets.real_servers.contains_key(target);
+        let on_leader = target_member(target) == Some(LEADER)
+            && targets.clusters.contains_key(target_role(target));
+        let on_real_server = fault.server_action().is_some()
+            && (on_leader || targets.real_servers.contains_key(target));
         let found = on_real_server
             || match fault.effect() {
+                Effect::Cluster => {
+                    validate_partition(fault, targets)?;
+                    true
+                }
                 Effect::Worker(_) => targets.processes.contains_key(target),
                 Effect::ClockJump(_) | Effect::ClockDrift(_) => targets.clocks.contains_key(target),
                 Effect::Restart => targets.servers.contains_key(target),
@@ -75,8 +88,50 @@ pub fn validate(faults: &[Fault], targets: &Targets) -> Result<(), TargetError> 
                 .chain(targets.servers.keys())
                 .chain(targets.real_servers.keys())
                 .cloned()
+                .chain(
+                    targets
+                        .clusters
+                        .keys()
+                        .map(|role| format!("{role}.{LEADER}")),
+                )
                 .collect::<BTreeSet<_>>();
             return Err(unknown_target(fault, names.into_iter()));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a net partition aims at a cluster and its groups name that cluster's members.
+fn validate_partition(fault: &Fault, targets: &Targets) -> Result<(), TargetError> {
+    let Fault::NetPartition { target, groups, .. } = fault else {
+        return Ok(());
+    };
+    let Some(cluster) = targets.clusters.get(target) else {
+        let roles: Vec<&String> = targets.clusters.keys().collect();
+        return Err(TargetError(format!(
+            "fault at {} ns: `net-partition` aims at `{target}`, which is no cluster fencer \
+             started (clusters: {})",
+            fault.at_ns(),
+            if roles.is_empty() {
+                "none; fencer run --lock private:etcd3 starts one".to_string()
+            } else {
+                roles
+                    .iter()
+                    .map(|role| role.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        )));
+    };
+    let members = cluster.nodes();
+    for name in groups.iter().flatten() {
+        if name != LEADER && !members.contains(name) {
+            return Err(TargetError(format!(
+                "fault at {} ns: `net-partition` of `{target}` names `{name}`, which is not one \
+                 of its members ({}, or {LEADER})",
+                fault.at_ns(),
+                members.join(", ")
+            )));
         }
     }
     Ok(())
@@ -91,6 +146,16 @@ enum Heal {
     Worker(Arc<ProcessFaults>, WorkerFault, u64),
     /// What to do to a real server (resume it, start it again, ...).
     Server(Arc<dyn ServerFaults>, ServerAction),
+    /// A cluster whose member-to-member links to restore.
+    Cluster(Arc<dyn ClusterFaults>),
+}
+
+/// A fault as it started: what its end must undo, and the member it hit when it was aimed at
+/// the leader (its end is recorded on that member too).
+#[derive(Debug)]
+struct Started {
+    heal: Heal,
+    member: Option<String>,
 }
 
 /// The end of a timed fault, waiting in the queue.
@@ -148,10 +213,22 @@ pub async fn inject(
                     fault.duration_ns()
                 ))
             })?;
-        let heal = start(&fault, &targets, &recorder, end_ns).await?;
-        if let Some(event) = fault.end_event() {
+        // A fault aimed at a leader when there is none did not happen: nothing to end.
+        let Some(started) = start(&fault, &targets, &recorder, end_ns).await? else {
+            continue;
+        };
+        if let Some(mut event) = fault.end_event() {
+            if let Some(member) = started.member {
+                event.target = Some(member);
+            }
             end_seq += 1;
-            ends.insert((end_ns, end_seq), PendingEnd { event, heal });
+            ends.insert(
+                (end_ns, end_seq),
+                PendingEnd {
+                    event,
+                    heal: started.heal,
+                },
+            );
         }
     }
     // Stopped: heal what is still active (a frozen worker cannot have finished, so this only
@@ -166,27 +243,68 @@ pub async fn inject(
 /// its end must undo. A fault is recorded before its target acts on it when acting records
 /// events of its own (a restarting service logs the leases it lost, after the restart), and
 /// after a clock step, whose event carries the stepped clock's new reading.
+///
+/// A fault aimed at `ROLE.leader`, or a net partition naming the leader, first asks the
+/// cluster which member leads: its events name that member (and say the fault was aimed at
+/// the leader); when none does, an `info` event says the fault did not happen, and `None` is
+/// returned.
 async fn start(
     fault: &Fault,
     targets: &Targets,
     recorder: &Recorder,
     end_ns: u64,
-) -> Result<Heal, FaultFailed> {
+) -> Result<Option<Started>, FaultFailed> {
     let target = fault.target();
     let mut event = fault.start_event();
-    if let Some(server) = real_server(fault, targets) {
+    if let Fault::NetPartition { groups, .. } = fault {
+        let cluster = &targets.clusters[target];
+        let groups = if groups.iter().flatten().any(|name| name == LEADER) {
+            let Some(leader) = leader_of(fault, cluster.as_ref(), recorder).await else {
+                return Ok(None);
+            };
+            event.value = Some(format!(
+                "{} ({LEADER} {leader})",
+                groups_text(&resolve_leader(groups, &leader))
+            ));
+            resolve_leader(groups, &leader)
+        } else {
+            groups.clone()
+        };
+        recorder.record(event);
+        cluster.partition(&groups).await.map_err(|error| {
+            FaultFailed(format!(
+                "net-partition of {target} into {groups:?}: {error}"
+            ))
+        })?;
+        return Ok(Some(Started {
+            heal: Heal::Cluster(Arc::clone(cluster)),
+            member: None,
+        }));
+    }
+    let aimed = match real_server(fault, targets, recorder).await? {
+        Aimed::NoLeader => return Ok(None),
+        aimed => aimed,
+    };
+    if let Aimed::Server(server, member) = aimed {
         let (action, heal) = fault
             .server_action()
             .expect("validate lets only what servers take reach a real server");
+        if let Some(member) = &member {
+            event.value = Some(target.to_string());
+            event.target = Some(member.clone());
+        }
+        let hit = event.target.clone().unwrap_or_default();
         recorder.record(event);
-        server.apply(action).await.map_err(|error| {
-            FaultFailed(format!("{} on {target}: {error}", fault.kind().name()))
-        })?;
-        return Ok(heal.map_or(Heal::Nothing, |action| {
-            Heal::Server(Arc::clone(server), action)
+        server
+            .apply(action)
+            .await
+            .map_err(|error| FaultFailed(format!("{} on {hit}: {error}", fault.kind().name())))?;
+        return Ok(Some(Started {
+            heal: heal.map_or(Heal::Nothing, |action| Heal::Server(server, action)),
+            member,
         }));
     }
-    Ok(match fault.effect() {
+    let heal = match fault.effect() {
         Effect::Worker(worker_fault) => {
             let process = &targets.processes[target];
             process.start(worker_fault, end_ns);
@@ -213,22 +331,103 @@ async fn start(
                 .map_err(|error| FaultFailed(format!("restart of {target}: {error}")))?;
             Heal::Nothing
         }
-        Effect::ServerOnly => unreachable!("validate refuses server faults without a real server"),
-    })
+        Effect::ServerOnly | Effect::Cluster => {
+            unreachable!("validate refuses server faults without a real server or cluster")
+        }
+    };
+    Ok(Some(Started { heal, member: None }))
+}
+
+/// The member of `cluster` leading now, for `fault` aimed at it; when there is none (or the
+/// cluster cannot say), records an `info` event for the fault that did not happen.
+async fn leader_of(
+    fault: &Fault,
+    cluster: &dyn ClusterFaults,
+    recorder: &Recorder,
+) -> Option<String> {
+    let why = match cluster.leader().await {
+        Ok(Some(leader)) => return Some(leader),
+        Ok(None) => "no member leads right now".to_string(),
+        Err(error) => format!("cannot tell which member leads: {error}"),
+    };
+    let mut event = fault.start_event();
+    event.kind = EventType::Info;
+    event.error = Some(why);
+    recorder.record(event);
+    None
+}
+
+/// `groups` with [`LEADER`] replaced by `leader`, who then counts in that group only.
+fn resolve_leader(groups: &[Vec<String>], leader: &str) -> Vec<Vec<String>> {
+    let names_leader = |group: &Vec<String>| group.iter().any(|name| name == LEADER);
+    groups
+        .iter()
+        .map(|group| {
+            if names_leader(group) {
+                group
+                    .iter()
+                    .map(|name| if name == LEADER { leader } else { name })
+                    .map(str::to_string)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .collect()
+            } else {
+                group
+                    .iter()
+                    .filter(|name| *name != leader)
+                    .cloned()
+                    .collect()
+            }
+        })
+        .collect()
+}
+
+/// Where a fault aimed at a server lands.
+enum Aimed {
+    /// On this real server; the member's target (`lock.n2`) when it was aimed at the leader.
+    Server(Arc<dyn ServerFaults>, Option<String>),
+    /// Aimed at the leader, and no member leads (an `info` event said so): it does not happen.
+    NoLeader,
+    /// Not on a real server: fencer's own simulated target takes it.
+    Elsewhere,
 }
 
 /// The real server `fault` acts on, when the run has one for its target (the simulation's
 /// lock service keeps its own restarts and clock).
-fn real_server<'a>(fault: &Fault, targets: &'a Targets) -> Option<&'a Arc<dyn ServerFaults>> {
+async fn real_server(
+    fault: &Fault,
+    targets: &Targets,
+    recorder: &Recorder,
+) -> Result<Aimed, FaultFailed> {
+    let target = fault.target();
     let sim_owns = match fault.effect() {
-        Effect::Restart => targets.servers.contains_key(fault.target()),
-        Effect::ClockJump(_) => targets.clocks.contains_key(fault.target()),
+        Effect::Restart => targets.servers.contains_key(target),
+        Effect::ClockJump(_) => targets.clocks.contains_key(target),
         _ => false,
     };
     if sim_owns {
-        return None;
+        return Ok(Aimed::Elsewhere);
     }
-    targets.real_servers.get(fault.target())
+    let role = target_role(target);
+    if target_member(target) == Some(LEADER)
+        && let Some(cluster) = targets.clusters.get(role)
+    {
+        let Some(leader) = leader_of(fault, cluster.as_ref(), recorder).await else {
+            return Ok(Aimed::NoLeader);
+        };
+        let member = format!("{role}.{leader}");
+        let server = targets.real_servers.get(&member).ok_or_else(|| {
+            FaultFailed(format!(
+                "{} on {target}: the cluster says `{leader}` leads, which is none of its members",
+                fault.kind().name()
+            ))
+        })?;
+        return Ok(Aimed::Server(Arc::clone(server), Some(member)));
+    }
+    Ok(match targets.real_servers.get(target) {
+        Some(server) => Aimed::Server(Arc::clone(server), None),
+        None => Aimed::Elsewhere,
+    })
 }
 
 async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), FaultFailed> {
@@ -239,6 +438,12 @@ async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), FaultFai
             server.apply(*action).await.map_err(|error| {
                 let target = end.event.target.as_deref().unwrap_or("?");
                 FaultFailed(format!("{action:?} on {target}: {error}"))
+            })?;
+        }
+        Heal::Cluster(cluster) => {
+            cluster.heal().await.map_err(|error| {
+                let target = end.event.target.as_deref().unwrap_or("?");
+                FaultFailed(format!("healing the net partition of {target}: {error}"))
             })?;
         }
     }
@@ -340,6 +545,7 @@ mod tests {
                 )]
                 .into(),
                 real_servers: BTreeMap::new(),
+                clusters: BTreeMap::new(),
             };
             let faults = vec![
                 Fault::DelayWrite {
@@ -580,6 +786,212 @@ mod tests {
             ],
             "the restarted server is started again when the run stops"
         );
+    }
+
+    /// A cluster that remembers its partitions and heals, with a leader that can change.
+    #[derive(Debug, Default)]
+    struct Links {
+        leader: std::sync::Mutex<Option<String>>,
+        done: std::sync::Mutex<Vec<Option<Vec<Vec<String>>>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ClusterFaults for Links {
+        fn nodes(&self) -> Vec<String> {
+            ["n1", "n2", "n3"].map(String::from).to_vec()
+        }
+
+        async fn leader(&self) -> Result<Option<String>, FaultFailed> {
+            Ok(self.leader.lock().unwrap().clone())
+        }
+
+        async fn partition(&self, groups: &[Vec<String>]) -> Result<(), FaultFailed> {
+            self.done.lock().unwrap().push(Some(groups.to_vec()));
+            Ok(())
+        }
+
+        async fn heal(&self) -> Result<(), FaultFailed> {
+            self.done.lock().unwrap().push(None);
+            Ok(())
+        }
+    }
+
+    /// Targets of a three-member cluster for `lock`: each member a server, and its links.
+    fn cluster_targets(links: &Arc<Links>, members: &[Arc<Actions>]) -> Targets {
+        Targets {
+            real_servers: members
+                .iter()
+                .enumerate()
+                .map(|(index, server)| {
+                    (
+                        format!("lock.n{}", index + 1),
+                        Arc::clone(server) as Arc<dyn ServerFaults>,
+                    )
+                })
+                .collect(),
+            clusters: [(
+                "lock".to_string(),
+                Arc::clone(links) as Arc<dyn ClusterFaults>,
+            )]
+            .into(),
+            ..Targets::default()
+        }
+    }
+
+    #[test]
+    fn net_partitions_and_leader_faults_resolve_the_leader_and_record_whom_they_hit() {
+        let links = Arc::new(Links::default());
+        *links.leader.lock().unwrap() = Some("n2".into());
+        let members: Vec<Arc<Actions>> = (0..3).map(|_| Arc::new(Actions::default())).collect();
+        let history = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let targets = cluster_targets(&links, &members);
+            let faults = vec![
+                Fault::NetPartition {
+                    at_ns: 10 * MS,
+                    target: "lock".into(),
+                    duration_ns: 20 * MS,
+                    groups: vec![vec!["n1".into()], vec!["n2".into(), "n3".into()]],
+                },
+                Fault::NetPartition {
+                    at_ns: 40 * MS,
+                    target: "lock".into(),
+                    duration_ns: 20 * MS,
+                    groups: vec![
+                        vec![LEADER.into()],
+                        vec!["n1".into(), "n2".into(), "n3".into()],
+                    ],
+                },
+                Fault::ServerPause {
+                    at_ns: 70 * MS,
+                    target: "lock.leader".into(),
+                    duration_ns: 10 * MS,
+                },
+                Fault::Cut {
+                    at_ns: 90 * MS,
+                    target: "lock.n3".into(),
+                },
+            ];
+            validate(&faults, &targets).unwrap();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let _ = stop_tx.send(());
+            injector.await.unwrap().unwrap();
+            recorder.take_history()
+        });
+        let story: Vec<(u64, Op, &str, Option<&str>)> = history
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    e.time_ns / MS,
+                    e.f,
+                    e.target.as_deref().unwrap_or("?"),
+                    e.value.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            story,
+            [
+                (10, Op::NetPartition, "lock", Some("n1 | n2 n3")),
+                (30, Op::HealNetPartition, "lock", None),
+                (40, Op::NetPartition, "lock", Some("n2 | n1 n3 (leader n2)")),
+                (60, Op::HealNetPartition, "lock", None),
+                (70, Op::ServerPause, "lock.n2", Some("lock.leader")),
+                (80, Op::ServerResume, "lock.n2", None),
+                (90, Op::Cut, "lock.n3", None),
+            ]
+        );
+        let strings = |groups: &[&[&str]]| {
+            Some(
+                groups
+                    .iter()
+                    .map(|g| g.iter().map(|m| m.to_string()).collect())
+                    .collect(),
+            )
+        };
+        assert_eq!(
+            *links.done.lock().unwrap(),
+            [
+                strings(&[&["n1"], &["n2", "n3"]]),
+                None,
+                strings(&[&["n2"], &["n1", "n3"]]),
+                None,
+            ]
+        );
+        let actions = |index: usize| -> Vec<ServerAction> {
+            let done = members[index].done.lock().unwrap();
+            done.iter().map(|(_, action)| *action).collect()
+        };
+        assert_eq!(actions(0), []);
+        assert_eq!(actions(1), [ServerAction::Pause, ServerAction::Resume]);
+        assert_eq!(actions(2), [ServerAction::Cut]);
+    }
+
+    #[test]
+    fn a_fault_aimed_at_the_leader_when_there_is_none_is_recorded_as_not_done() {
+        let links = Arc::new(Links::default());
+        let members: Vec<Arc<Actions>> = (0..3).map(|_| Arc::new(Actions::default())).collect();
+        let history = simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let targets = cluster_targets(&links, &members);
+            let faults = vec![Fault::Restart {
+                at_ns: 10 * MS,
+                target: "lock.leader".into(),
+                duration_ns: 10 * MS,
+            }];
+            validate(&faults, &targets).unwrap();
+            let (_stop, stop_rx) = oneshot::channel();
+            inject(faults, targets, Arc::clone(&recorder), stop_rx)
+                .await
+                .unwrap();
+            recorder.take_history()
+        });
+        assert_eq!(history.events.len(), 1, "{:?}", history.events);
+        let event = &history.events[0];
+        assert_eq!(
+            (event.kind, event.f, event.target.as_deref()),
+            (EventType::Info, Op::Restart, Some("lock.leader"))
+        );
+        assert_eq!(event.error.as_deref(), Some("no member leads right now"));
+        assert!(members.iter().all(|m| m.done.lock().unwrap().is_empty()));
+    }
+
+    #[test]
+    fn validate_names_a_clusters_members() {
+        let links = Arc::new(Links::default());
+        let members: Vec<Arc<Actions>> = (0..3).map(|_| Arc::new(Actions::default())).collect();
+        let targets = cluster_targets(&links, &members);
+        let pause = vec![Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.n4".into(),
+            duration_ns: 1,
+        }];
+        let error = validate(&pause, &targets).unwrap_err().to_string();
+        assert!(
+            error.contains("targets `lock.n4`")
+                && error.contains("lock.leader, lock.n1, lock.n2, lock.n3"),
+            "{error}"
+        );
+        let split = vec![Fault::NetPartition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+            groups: vec![vec!["n1".into()], vec!["n9".into()]],
+        }];
+        let error = validate(&split, &targets).unwrap_err().to_string();
+        assert!(
+            error.contains("names `n9`") && error.contains("(n1, n2, n3, or leader)"),
+            "{error}"
+        );
+        let error = validate(&split, &Targets::default())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("no cluster fencer started"), "{error}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod schedule;
 pub mod server;
 
 pub use cluster::ClusterFaults;
-pub use fault::{Aims, Effect, Fault, FaultKind};
+pub use fault::{Aims, Effect, Fault, FaultKind, LEADER, target_member, target_role};
 pub use inject::{TargetError, Targets, inject, validate};
-pub use schedule::{ScheduleConfig, schedule};
+pub use schedule::{ClusterShape, ScheduleConfig, schedule};
 pub use server::{FaultFailed, ServerAction, ServerFaults};

@@ -27,6 +27,34 @@ pub struct ScheduleConfig {
     /// Roles of the servers fencer started itself (`lock`, `store`), the targets of the
     /// [`FaultKind::SERVER`] families; with none, those families are left out.
     pub servers: Vec<String>,
+    /// Clusters fencer started itself, by role: their members take the server families (and
+    /// restarts and clock steps aimed at the lock service), and those whose members talk to
+    /// each other take net partitions.
+    pub clusters: Vec<ClusterShape>,
+}
+
+/// What a schedule needs to know of a cluster fencer starts for one role.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterShape {
+    /// The role (`lock`).
+    pub role: String,
+    /// Its members' names (`n1`, …), in order.
+    pub members: Vec<String>,
+    /// Whether it has a leader to aim faults at (`lock.leader`).
+    pub leader: bool,
+    /// Whether its members talk to each other, so cutting them apart means something.
+    pub partitions: bool,
+}
+
+/// The shapes a net partition of a cluster takes, as drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Topology {
+    /// A minority of members cut off from the majority.
+    MajorityMinority,
+    /// Two halves that reach each other only through one member in both.
+    Bridge,
+    /// The leader alone, whoever it is when the partition starts.
+    IsolateLeader,
 }
 
 /// Largest drift the nemesis sets, in ppm: 5 %, far beyond NTP's 500 ppm bound on purpose.
@@ -51,7 +79,13 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
         .kinds
         .iter()
         .copied()
-        .filter(|kind| !kind.needs_private_server() || !config.servers.is_empty())
+        .filter(|kind| match kind {
+            FaultKind::NetPartition => config.clusters.iter().any(|cluster| cluster.partitions),
+            kind if kind.needs_private_server() => {
+                !config.servers.is_empty() || !config.clusters.is_empty()
+            }
+            _ => true,
+        })
         .collect();
     if kinds.is_empty() || config.workers == 0 || config.mean_gap_ns == 0 {
         return Vec::new();
@@ -73,11 +107,107 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
 }
 
 impl ScheduleConfig {
-    /// One of the servers fencer started (the schedule draws server faults only when there is
-    /// one).
+    /// One of the servers fencer started, or a cluster member (the schedule draws server
+    /// faults only when there is one).
     pub(crate) fn pick_server(&self, rng: &mut ChaCha8Rng) -> String {
-        self.servers[rng.random_range(0..self.servers.len())].clone()
+        if self.clusters.is_empty() {
+            return self.servers[rng.random_range(0..self.servers.len())].clone();
+        }
+        let targets: Vec<String> = self
+            .servers
+            .iter()
+            .cloned()
+            .chain(self.clusters.iter().flat_map(ClusterShape::targets))
+            .collect();
+        targets[rng.random_range(0..targets.len())].clone()
     }
+
+    /// What a restart or clock step aimed at the lock service hits: `lock` itself, or one of
+    /// its members when it is a cluster (drawing nothing otherwise, so schedules without
+    /// clusters stay as they were).
+    pub(crate) fn pick_lock_server(&self, rng: &mut ChaCha8Rng) -> String {
+        match self.clusters.iter().find(|cluster| cluster.role == "lock") {
+            Some(cluster) => {
+                let targets = cluster.targets();
+                targets[rng.random_range(0..targets.len())].clone()
+            }
+            None => "lock".to_string(),
+        }
+    }
+
+    /// A cluster that takes partitions, and the groups of one partition of it: a minority
+    /// against the majority, two halves bridged by one member, or the leader alone (resolved
+    /// when it starts).
+    pub(crate) fn pick_partition(&self, rng: &mut ChaCha8Rng) -> (String, Vec<Vec<String>>) {
+        let takers: Vec<&ClusterShape> = self
+            .clusters
+            .iter()
+            .filter(|cluster| cluster.partitions)
+            .collect();
+        let cluster = takers[rng.random_range(0..takers.len())];
+        let mut topologies = vec![Topology::MajorityMinority];
+        if cluster.members.len() >= 3 {
+            topologies.push(Topology::Bridge);
+        }
+        if cluster.leader {
+            topologies.push(Topology::IsolateLeader);
+        }
+        let topology = topologies[rng.random_range(0..topologies.len())];
+        (cluster.role.clone(), cluster.partition(topology, rng))
+    }
+}
+
+impl ClusterShape {
+    /// Its members as fault targets (`lock.n1`, …, and `lock.leader` when it has one).
+    fn targets(&self) -> Vec<String> {
+        let leader = self.leader.then_some(crate::fault::LEADER);
+        self.members
+            .iter()
+            .map(String::as_str)
+            .chain(leader)
+            .map(|member| format!("{}.{member}", self.role))
+            .collect()
+    }
+
+    /// The groups of one partition of `topology`, members drawn at random.
+    fn partition(&self, topology: Topology, rng: &mut ChaCha8Rng) -> Vec<Vec<String>> {
+        let mut members = self.members.clone();
+        // Fisher–Yates, from the nemesis stream.
+        for index in (1..members.len()).rev() {
+            members.swap(index, rng.random_range(0..=index));
+        }
+        let sorted = |mut group: Vec<String>| {
+            group.sort_by(|a, b| member_order(a, b));
+            group
+        };
+        match topology {
+            Topology::MajorityMinority => {
+                let minority = rng.random_range(1..=(members.len().saturating_sub(1) / 2).max(1));
+                let majority = members.split_off(minority.min(members.len()));
+                vec![sorted(majority), sorted(members)]
+            }
+            Topology::Bridge => {
+                let bridge = members.pop().expect("three members or more");
+                let half = members.split_off(members.len() / 2);
+                let mut left = members;
+                let mut right = half;
+                left.push(bridge.clone());
+                right.push(bridge);
+                vec![sorted(left), sorted(right)]
+            }
+            Topology::IsolateLeader => {
+                vec![
+                    vec![crate::fault::LEADER.to_string()],
+                    sorted(self.members.clone()),
+                ]
+            }
+        }
+    }
+}
+
+/// Member names in their natural order (`n2` before `n10`).
+fn member_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (a.len(), a).cmp(&(b.len(), b))
 }
 
 #[cfg(test)]
@@ -93,6 +223,7 @@ mod tests {
             horizon_ns: 1_000_000_000_000,
             mean_gap_ns: 5_000_000_000,
             servers: Vec::new(),
+            clusters: Vec::new(),
         }
     }
 
@@ -264,8 +395,84 @@ mod tests {
         config.servers = vec!["store".to_string()];
         let faults = schedule(&config, &mut stream_rng(7, Stream::Nemesis, 0));
         let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
-        assert_eq!(kinds.len(), FaultKind::SERVER.len());
+        assert_eq!(
+            kinds.len(),
+            FaultKind::SERVER.len() - 1,
+            "all but net-partition, which needs a cluster: {kinds:?}"
+        );
+        assert!(!kinds.contains(&FaultKind::NetPartition));
         assert!(faults.iter().all(|fault| fault.target() == "store"));
+    }
+
+    fn cluster(leader: bool, partitions: bool) -> ClusterShape {
+        ClusterShape {
+            role: "lock".into(),
+            members: (1..=5).map(|n| format!("n{n}")).collect(),
+            leader,
+            partitions,
+        }
+    }
+
+    #[test]
+    fn a_cluster_lock_takes_server_faults_on_its_members_and_partitions_when_it_has_them() {
+        let mut kinds = FaultKind::SERVER.to_vec();
+        kinds.extend([FaultKind::Restart, FaultKind::Skew]);
+        let mut config = config(&kinds);
+        config.servers = vec!["store".into()];
+        config.clusters = vec![cluster(false, false)];
+        let faults = schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0));
+        assert!(faults.iter().all(|f| f.kind() != FaultKind::NetPartition));
+        assert!(
+            faults
+                .iter()
+                .all(|f| f.target() != "lock" && f.target() != "lock.leader"),
+            "no bare lock target and no leader for a cluster without one"
+        );
+        for kind in [
+            FaultKind::Restart,
+            FaultKind::ServerPause,
+            FaultKind::Partition,
+        ] {
+            assert!(
+                faults
+                    .iter()
+                    .any(|f| f.kind() == kind && f.target().starts_with("lock.n")),
+                "{kind:?} on a member"
+            );
+        }
+        assert!(
+            faults.iter().any(
+                |f| matches!(f, Fault::ClockJump { target, .. } if target.starts_with("lock.n"))
+            )
+        );
+        assert_eq!(
+            faults,
+            schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0)),
+            "a function of the seed"
+        );
+
+        config.clusters = vec![cluster(true, true)];
+        let faults = schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0));
+        assert!(faults.iter().any(|f| f.target() == "lock.leader"));
+        let groups: Vec<&Vec<Vec<String>>> = faults
+            .iter()
+            .filter_map(|f| match f {
+                Fault::NetPartition { groups, target, .. } => {
+                    assert_eq!(target, "lock");
+                    Some(groups)
+                }
+                _ => None,
+            })
+            .collect();
+        let sizes = |g: &Vec<Vec<String>>| g.iter().map(Vec::len).collect::<Vec<_>>();
+        let isolated = groups.iter().any(|g| g[0] == ["leader"] && g[1].len() == 5);
+        let minority = groups
+            .iter()
+            .any(|g| sizes(g) == [4, 1] || sizes(g) == [3, 2]);
+        let bridged = groups
+            .iter()
+            .any(|g| sizes(g) == [3, 3] && g[0].iter().any(|m| g[1].contains(m)));
+        assert!(isolated && minority && bridged, "{groups:?}");
     }
 
     #[test]

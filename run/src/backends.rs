@@ -20,8 +20,8 @@ use fencer_backends::{BackendError, SimLeaseService, SqliteStore, redact_url};
 use fencer_harness::{
     FencedStore, LocalClock, LockService, NodeClock, Recorder, Restartable, TrueClock,
 };
-use fencer_nemesis::ServerFaults;
-use fencer_servers::{PRIVATE_SCHEME, PrivateServer};
+use fencer_nemesis::{ClusterFaults, ServerFaults};
+use fencer_servers::{ClusterKind, PRIVATE_SCHEME, PrivateServer, StartedCluster};
 use serde::{Deserialize, Serialize};
 
 use crate::reach::Reach;
@@ -108,6 +108,12 @@ pub struct Built<T: ?Sized> {
     pub restart: Option<Arc<dyn Restartable>>,
     /// The process behind the backend, when fencer runs it: the target of server faults.
     pub server: Option<Arc<dyn ServerFaults>>,
+    /// The members of the cluster behind the backend, when fencer started one, by name
+    /// (`n1`, …): each the target of server faults aimed at `ROLE.NAME`.
+    pub members: Vec<(String, Arc<dyn ServerFaults>)>,
+    /// The links between those members and their leader: the target of net partitions and
+    /// what resolves `ROLE.leader`.
+    pub cluster: Option<Arc<dyn ClusterFaults>>,
     /// True when the backend records its log into the history as it applies changes, so
     /// nothing is to be appended at the end of the run.
     pub records_log: bool,
@@ -125,6 +131,8 @@ impl<T: ?Sized> Built<T> {
             clock: None,
             restart: None,
             server: None,
+            members: Vec::new(),
+            cluster: None,
             records_log: false,
             probe: None,
             guard: None,
@@ -367,6 +375,10 @@ impl Backends {
                 ..Built::adapter(backend.serve(service))
             });
         }
+        if let Some((kind, query)) = ClusterKind::parse(text) {
+            let (cluster, url) = start_cluster(kind, &query, "lock", cx)?;
+            return Ok(cluster.built(Built::connected(lock_from_url(&url)?)));
+        }
         if text.starts_with(PRIVATE_SCHEME) {
             let (server, url) = start_private(text, "lock", cx)?;
             return Ok(Built {
@@ -399,6 +411,10 @@ impl Backends {
                 records_log: true,
                 ..Built::adapter(Arc::new(store) as Arc<dyn FencedStore>)
             });
+        }
+        if let Some((kind, query)) = ClusterKind::parse(text) {
+            let (cluster, url) = start_cluster(kind, &query, "store", cx)?;
+            return Ok(cluster.built(Built::connected(store_from_url(&url)?)));
         }
         if text.starts_with(PRIVATE_SCHEME) {
             let (server, url) = start_private(text, "store", cx)?;
@@ -531,6 +547,77 @@ fn start_private(
     (cx.note)(&format!("started the {role} server: {}", server.describe()));
     let url = server.url();
     Ok((Arc::new(server), url))
+}
+
+/// Starts the cluster a `private:` name asks for and returns it with the URL the role's
+/// adapter uses.
+fn start_cluster(
+    kind: ClusterKind,
+    query: &str,
+    role: &'static str,
+    cx: &RunContext<'_>,
+) -> Result<(ClusterStopper, String), BackendError> {
+    let cluster = kind.start(query).map_err(|error| match error {
+        fencer_servers::ServerError::BadUrl(message) => BackendError::BadUrl(message),
+        other => BackendError::Unreachable(format!(
+            "cannot start a private {} cluster ({other}); install the Debian package {}",
+            kind.name(),
+            kind.debian_package()
+        )),
+    })?;
+    (cx.note)(&format!(
+        "started the {role} cluster {}: {}",
+        kind.name(),
+        cluster.describe()
+    ));
+    let url = cluster.client_url();
+    let stopper = ClusterStopper {
+        role,
+        kind,
+        cluster: Some(cluster),
+        note: Arc::clone(cx.note),
+    };
+    Ok((stopper, url))
+}
+
+/// Stops a cluster fencer started when the run is done with it (on every path: the run's
+/// end, an error, a panic unwinding), and says so.
+struct ClusterStopper {
+    role: &'static str,
+    kind: ClusterKind,
+    cluster: Option<Box<dyn StartedCluster>>,
+    note: Note,
+}
+
+impl ClusterStopper {
+    /// `connected` (the role's adapter) with the cluster's members and links as the targets
+    /// of the plan's faults, and the cluster kept until the run is done with it.
+    fn built<T: ?Sized>(self, connected: Built<T>) -> Built<T> {
+        let cluster = self.cluster.as_ref().expect("started above");
+        Built {
+            members: cluster
+                .nodes()
+                .into_iter()
+                .map(|node| (node.name, node.faults))
+                .collect(),
+            cluster: Some(cluster.cluster_faults()),
+            guard: Some(Box::new(self)),
+            ..connected
+        }
+    }
+}
+
+impl Drop for ClusterStopper {
+    fn drop(&mut self) {
+        if let Some(cluster) = self.cluster.take() {
+            drop(cluster);
+            (self.note)(&format!(
+                "stopped the {} cluster {}",
+                self.role,
+                self.kind.name()
+            ));
+        }
+    }
 }
 
 /// Stops a private server when the run is done with it, and says so.

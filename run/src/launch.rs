@@ -165,7 +165,7 @@ impl<'a> Launch<'a> {
         };
         let mut lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
         let store = self.backends.build_store(&plan.settings.store, &cx)?;
-        if lock.restart.is_none() && lock.server.is_none() {
+        if lock.restart.is_none() && lock.server.is_none() && lock.cluster.is_none() {
             let (adapter, restart) = gate_restart(Arc::clone(&lock.adapter), truth);
             lock.adapter = adapter;
             lock.restart = restart;
@@ -289,6 +289,17 @@ fn add_targets<T: ?Sized>(targets: &mut fencer_nemesis::Targets, role: &str, bui
         targets
             .real_servers
             .insert(role.to_string(), Arc::clone(server));
+    }
+    // A cluster's members, one real server each, as `lock.n1`, ….
+    for (member, server) in &built.members {
+        targets
+            .real_servers
+            .insert(format!("{role}.{member}"), Arc::clone(server));
+    }
+    if let Some(cluster) = &built.cluster {
+        targets
+            .clusters
+            .insert(role.to_string(), Arc::clone(cluster));
     }
 }
 

@@ -99,6 +99,13 @@ impl Plan {
     /// Expands `settings.seed` into worker scripts and a fault schedule.
     pub fn generate(settings: &Settings) -> Plan {
         let workers = plan_workers(&settings.register_config(), settings.seed);
+        // A cluster's faults aim at its members, never at the role as one server.
+        let clusters = settings.clusters();
+        let servers = settings
+            .private_servers()
+            .into_iter()
+            .filter(|role| clusters.iter().all(|cluster| &cluster.role != role))
+            .collect();
         let schedule = ScheduleConfig {
             kinds: settings.nemesis.clone(),
             workers: settings.workers,
@@ -106,7 +113,8 @@ impl Plan {
             // Faults can only matter while workers run.
             horizon_ns: settings.fault_horizon_ns(),
             mean_gap_ns: settings.mean_fault_gap_ns,
-            servers: settings.private_servers(),
+            servers,
+            clusters,
         };
         let faults = fencer_nemesis::schedule(
             &schedule,
@@ -184,10 +192,58 @@ impl Plan {
             ));
         }
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
+        let clusters = self.settings.clusters();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
             let aims = fault.aims();
-            if !((aims.worker && workers.contains(target)) || aims.servers.contains(&target)) {
+            let role = fencer_nemesis::target_role(target);
+            let cluster = clusters.iter().find(|cluster| cluster.role == role);
+            let on_member = match (cluster, fencer_nemesis::target_member(target)) {
+                (Some(cluster), Some(member)) => {
+                    aims.servers.contains(&role)
+                        && (member == fencer_nemesis::LEADER
+                            || cluster.members.iter().any(|name| name == member))
+                }
+                _ => false,
+            };
+            if let (Some(cluster), Fault::NetPartition { groups, .. }) = (cluster, fault)
+                && let Some(name) = groups
+                    .iter()
+                    .flatten()
+                    .find(|name| *name != fencer_nemesis::LEADER && !cluster.members.contains(name))
+            {
+                return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                    "expected the groups of a net-partition of `{role}` to name its members \
+                     ({}, or {}), found `{name}`",
+                    cluster.members.join(", "),
+                    fencer_nemesis::LEADER
+                )));
+            }
+            if let Some(cluster) = cluster
+                && !on_member
+                && fencer_nemesis::target_member(target).is_some()
+            {
+                return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
+                    "expected a member of the {role} cluster ({}{}), found `{target}` (a {} \
+                     fault)",
+                    cluster
+                        .members
+                        .iter()
+                        .map(|member| format!("{role}.{member}"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if cluster.leader {
+                        format!(", {role}.{}", fencer_nemesis::LEADER)
+                    } else {
+                        String::new()
+                    },
+                    fault.kind().name()
+                )));
+            }
+            if !(on_member
+                || (aims.worker && workers.contains(target))
+                || aims.servers.contains(&target))
+            {
                 return Err(at(vec![Step::Key("faults"), Step::Index(index)])(format!(
                     "expected fault target to be {}, found `{target}` (a {} fault; \
                      workers w0..w{})",
@@ -229,6 +285,53 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_plan_aims_at_its_members_by_name() {
+        let settings = Settings {
+            lock: "private:redlock?nodes=3".into(),
+            nemesis: [fencer_nemesis::FaultKind::ServerPause]
+                .into_iter()
+                .collect(),
+            ..Settings::default().in_real_time()
+        };
+        let mut plan = Plan::generate(&settings);
+        assert!(!plan.faults.is_empty());
+        assert!(
+            plan.faults
+                .iter()
+                .all(|f| ["lock.n1", "lock.n2", "lock.n3"].contains(&f.target())),
+            "{:?}",
+            plan.faults
+        );
+        plan.check().unwrap();
+        plan.faults = vec![Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.n4".into(),
+            duration_ns: 1,
+        }];
+        let error = plan.check().unwrap_err().message;
+        assert!(
+            error.contains("expected a member of the lock cluster (lock.n1, lock.n2, lock.n3)"),
+            "{error}"
+        );
+        plan.faults = vec![Fault::NetPartition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+            groups: vec![vec!["n1".into()], vec!["n7".into()]],
+        }];
+        let error = plan.check().unwrap_err().message;
+        assert!(error.contains("found `n7`"), "{error}");
+        let mut single = plan.clone();
+        single.settings.lock = "private:redis".into();
+        single.faults = vec![Fault::ServerPause {
+            at_ns: 1,
+            target: "lock.n1".into(),
+            duration_ns: 1,
+        }];
+        assert!(single.check().is_err(), "a single server has no members");
+    }
 
     #[test]
     fn plan_round_trips_through_json() {

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use fencer_backends::registry::{EXEC_SCHEME, exec_refusal};
-use fencer_nemesis::{Effect, Fault, FaultKind};
-use fencer_servers::PrivateBackend;
+use fencer_nemesis::{Effect, Fault, FaultKind, LEADER, target_member, target_role};
+use fencer_servers::{ClusterKind, PrivateBackend};
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{BackendName, Built};
@@ -34,18 +34,19 @@ impl Reach {
         Reach {
             clock: built.clock.is_some(),
             restart: built.restart.is_some(),
-            server: built.server.is_some(),
+            server: built.server.is_some() || built.cluster.is_some(),
         }
     }
 
     /// Whether the backend `name`, in the role `fault` aims at, can take `fault`, or why not,
     /// in words that hold for every fault of its family on that role (so they group).
     fn takes(&self, name: &BackendName, fault: &Fault) -> Result<(), String> {
-        let own = match fault.effect() {
-            Effect::ClockJump(_) | Effect::ClockDrift(_) => self.clock,
-            Effect::Restart => self.restart,
-            Effect::Worker(_) | Effect::ServerOnly => false,
-        };
+        let own = target_member(fault.target()).is_none()
+            && match fault.effect() {
+                Effect::ClockJump(_) | Effect::ClockDrift(_) => self.clock,
+                Effect::Restart => self.restart,
+                Effect::Worker(_) | Effect::ServerOnly | Effect::Cluster => false,
+            };
         if own {
             return Ok(());
         }
@@ -84,6 +85,21 @@ impl Reach {
 
 /// Whether a server fencer runs for `name` (a private server, an exec child) takes `fault`.
 fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
+    if let Some((kind, _)) = ClusterKind::parse(name.as_str()) {
+        return cluster_takes(kind, fault);
+    }
+    if let Some(member) = target_member(fault.target()) {
+        return Err(format!(
+            "`{name}` is one server, not a cluster with a member `{member}` (clusters: \
+             private:redlock, private:etcd3, private:zookeeper3)"
+        ));
+    }
+    if let Fault::NetPartition { .. } = fault {
+        return Err(format!(
+            "`{name}` is one server, not a cluster whose members could be cut apart (clusters: \
+             private:etcd3, private:zookeeper3)"
+        ));
+    }
     if name.as_str().starts_with(EXEC_SCHEME) {
         return exec_refusal(fault).map_or(Ok(()), Err);
     }
@@ -106,6 +122,55 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Whether a cluster of `kind` takes `fault`: its members take what one private server takes
+/// (clock steps where the kind's servers can be stepped), the cluster as a whole takes net
+/// partitions where its members talk, and `ROLE.leader` needs a leader.
+fn cluster_takes(kind: ClusterKind, fault: &Fault) -> Result<(), String> {
+    let takes = kind.takes();
+    let cluster = format!("private:{}", kind.name());
+    if let Fault::NetPartition { .. } = fault {
+        return if takes.partitions {
+            Ok(())
+        } else {
+            Err(format!(
+                "the members of a {cluster} never talk to each other, so there is no link \
+                 between them to cut: cut clients off one member with `partition` aimed at \
+                 {}.n1 instead",
+                target_role(fault.target())
+            ))
+        };
+    }
+    let Some(member) = target_member(fault.target()) else {
+        return Err(format!(
+            "a {cluster} is no single process: aim the fault at one of its members ({role}.n1, \
+             …{})",
+            if takes.leader {
+                format!(" or {role}.{LEADER}", role = target_role(fault.target()))
+            } else {
+                String::new()
+            },
+            role = target_role(fault.target())
+        ));
+    };
+    if member == LEADER && !takes.leader {
+        return Err(format!(
+            "a {cluster} has no leader: its members are independent (aim at one of them)"
+        ));
+    }
+    match fault {
+        Fault::ClockDrift { .. } => Err(
+            "a real server's clock can be stepped (libfaketime, Redis expiry rewrite), not made \
+             to drift"
+                .into(),
+        ),
+        Fault::ClockJump { .. } if !takes.clock_jumps => Err(format!(
+            "the clocks of a {cluster}'s members cannot be stepped (etcd ignores libfaketime; \
+             ZooKeeper expires sessions by its monotonic clock)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Faults of one family, aimed at one target, that a plan left out for one reason.
@@ -161,7 +226,7 @@ pub struct Roles<'a> {
 impl Roles<'_> {
     /// Why the role `fault` aims at cannot take it; `Ok` for faults aimed at a worker.
     fn takes(&self, fault: &Fault) -> Result<(), String> {
-        let (name, reach) = match fault.target() {
+        let (name, reach) = match target_role(fault.target()) {
             "lock" => self.lock,
             "store" => self.store,
             _ => return Ok(()),
@@ -241,6 +306,43 @@ mod tests {
         restart: false,
         server: true,
     };
+
+    #[test]
+    fn a_cluster_takes_member_faults_and_only_what_its_kind_can_take() {
+        let redlock: BackendName = "private:redlock".into();
+        let etcd3: BackendName = "private:etcd3".into();
+        let pause = |target: &str| Fault::ServerPause {
+            at_ns: 1,
+            target: target.into(),
+            duration_ns: 1,
+        };
+        let split = Fault::NetPartition {
+            at_ns: 1,
+            target: "lock".into(),
+            duration_ns: 1,
+            groups: vec![vec!["n1".into()], vec!["n2".into(), "n3".into()]],
+        };
+        assert!(SERVER.takes(&redlock, &pause("lock.n2")).is_ok());
+        assert!(SERVER.takes(&etcd3, &pause("lock.leader")).is_ok());
+        assert!(SERVER.takes(&etcd3, &split).is_ok());
+        let why = SERVER.takes(&redlock, &split).unwrap_err();
+        assert!(why.contains("never talk to each other"), "{why}");
+        let why = SERVER.takes(&redlock, &pause("lock.leader")).unwrap_err();
+        assert!(why.contains("has no leader"), "{why}");
+        let why = SERVER.takes(&redlock, &pause("lock")).unwrap_err();
+        assert!(why.contains("aim the fault at one of its members"), "{why}");
+        let jump = Fault::ClockJump {
+            at_ns: 1,
+            target: "lock.n1".into(),
+            jump_ns: 5,
+        };
+        assert!(SERVER.takes(&redlock, &jump).is_ok());
+        assert!(SERVER.takes(&etcd3, &jump).is_err());
+        let why = SERVER
+            .takes(&"private:redis".into(), &pause("lock.n1"))
+            .unwrap_err();
+        assert!(why.contains("is one server, not a cluster"), "{why}");
+    }
 
     #[test]
     fn a_fault_reaches_only_what_fencer_owns() {

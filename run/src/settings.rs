@@ -7,8 +7,9 @@ pub use fencer_backends::registry::{LockBackend, StoreBackend};
 pub use crate::backends::BackendName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
-use fencer_nemesis::FaultKind;
 use fencer_nemesis::schedule::MAX_FAULTS;
+use fencer_nemesis::{ClusterShape, FaultKind};
+use fencer_servers::ClusterKind;
 use fencer_workloads::{CycleShape, RenewFailurePolicy, WaitMode, WorkerVariant};
 use serde::{Deserialize, Serialize};
 
@@ -137,6 +138,25 @@ impl Settings {
             .into_iter()
             .filter(|(_, name)| name.is_fencers_own_server())
             .map(|(role, _)| role.to_string())
+            .collect()
+    }
+
+    /// The clusters fencer starts itself for the roles (`--lock private:redlock`), as the plan
+    /// generator and checker see them: members, leader, whether they take net partitions.
+    /// A cluster name whose query is unreadable counts as none here; starting it says why.
+    pub fn clusters(&self) -> Vec<ClusterShape> {
+        [("lock", &self.lock), ("store", &self.store)]
+            .into_iter()
+            .filter_map(|(role, name)| {
+                let (kind, query) = ClusterKind::parse(name.as_str())?;
+                let takes = kind.takes();
+                Some(ClusterShape {
+                    role: role.to_string(),
+                    members: kind.members(&query).ok()?,
+                    leader: takes.leader,
+                    partitions: takes.partitions,
+                })
+            })
             .collect()
     }
 

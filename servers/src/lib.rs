@@ -28,7 +28,7 @@ mod zookeeper;
 pub mod zookeeper3;
 
 pub use clock::ServerClock;
-pub use cluster::{ClusterNode, StartedCluster};
+pub use cluster::{ClusterKind, ClusterNode, ClusterTakes, StartedCluster};
 pub use error::ServerError;
 pub use etcd3::Etcd3Cluster;
 pub use netns::NetLab;

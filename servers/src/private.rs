@@ -37,8 +37,10 @@ pub enum PrivateBackend {
 }
 
 impl PrivateBackend {
-    /// Every `private:` URL fencer understands, for messages.
-    pub const URLS: &str = "private:redis, private:postgres, private:etcd or private:zookeeper";
+    /// Every `private:` URL fencer understands, single servers and clusters
+    /// ([`crate::ClusterKind`]), for messages.
+    pub const URLS: &str = "private:redis, private:postgres, private:etcd, private:zookeeper, \
+                            private:redlock, private:etcd3 or private:zookeeper3";
 
     /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
     /// query that follows it; `None` when `url` is not a `private:` URL.
@@ -142,8 +144,10 @@ impl PrivateServer {
         PrivateServer::behind_proxy(backend, &query, guard)
     }
 
-    /// A proxy in front of a server already started (a cluster member in its own network
-    /// namespace, reached at its lab address), with the faults of any private server.
+    /// A proxy in front of a server already started another way than
+    /// [`PrivateServer::start`]'s (a cluster member in its own network namespace, reached at
+    /// its lab address; a Redis that persists its writes), with the faults of any private
+    /// server.
     pub fn behind_proxy(
         backend: PrivateBackend,
         query: &str,
@@ -250,6 +254,16 @@ impl PrivateServer {
             PrivateBackend::Redis => {
                 #[cfg(feature = "redis")]
                 {
+                    // A Redis that is down (killed, or restarting: the restart holds the
+                    // guard) keeps no keys, having no persistence: the jump has nothing to
+                    // move, and it comes back with no keys either.
+                    let down = self
+                        .guard
+                        .try_lock()
+                        .map_or(true, |guard| guard.pid().is_none());
+                    if down {
+                        return Ok(());
+                    }
                     let direct = fencer_backends::RedisConnection::open(&format!(
                         "redis://{}",
                         self.server_address

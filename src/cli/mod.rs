@@ -305,8 +305,9 @@ struct SettingsArgs {
     /// Faults to inject: a comma list of fault families and the groups default (pause, skew,
     /// drop-renew, delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge)
     /// and all (also drop-acquire and drop-write, and on servers fencer starts, private:…, also
-    /// server-pause, partition, delay-replies, drop-replies, cut), e.g. default,drop-write;
-    /// or none.
+    /// server-pause, partition, delay-replies, drop-replies, cut, and on a cluster whose
+    /// members talk to each other, private:etcd3 or private:zookeeper3, net-partition), e.g.
+    /// default,drop-write; or none.
     #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,
     /// Mean gap between two faults (at most 1h; a run's schedule holds at most 1000000

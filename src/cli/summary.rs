@@ -166,7 +166,8 @@ impl Shape {
                 | Op::DelayAcquire
                 | Op::DelayRenew
                 | Op::DelayRelease
-                | Op::LeaseEdge,
+                | Op::LeaseEdge
+                | Op::NetPartition,
             ) => &mut self.faults,
             _ => return,
         };

@@ -197,7 +197,17 @@ fn lanes(history: &PackedHistory) -> Vec<Lane> {
     let mut workers: Vec<&str> = Vec::new();
     let mut seen: BTreeSet<&str> = BTreeSet::new();
     let mut has_nemesis = false;
+    // Members of clusters fencer started (`lock.n2`), under their role's lane.
+    let mut members: BTreeSet<(u8, (String, u64, String), String)> = BTreeSet::new();
     for event in history.views() {
+        if event.kind == EventType::Nemesis
+            && let Some(target) = event.target
+        {
+            for member in cluster_members(target, event.f, event.value) {
+                let role = u8::from(member.starts_with("store."));
+                members.insert((role, natural_key(&member), member));
+            }
+        }
         let name = event.process;
         match name {
             "lock" | "store" => {}
@@ -218,13 +228,54 @@ fn lanes(history: &PackedHistory) -> Vec<Lane> {
         name: name.to_string(),
         thin: name.contains(':'),
     }));
-    for server in ["lock", "store"] {
+    for (role, server) in ["lock", "store"].into_iter().enumerate() {
         lanes.push(Lane {
             name: server.into(),
             thin: false,
         });
+        lanes.extend(
+            members
+                .iter()
+                .filter(|(of, ..)| usize::from(*of) == role)
+                .map(|(_, _, name)| Lane {
+                    name: name.clone(),
+                    thin: false,
+                }),
+        );
     }
     lanes
+}
+
+/// The cluster members a nemesis event names as `ROLE.NODE` lanes: its target when that is a
+/// member (`lock.n2`), and for a net partition every member in its groups.
+fn cluster_members(target: &str, f: Op, value: Option<&str>) -> Vec<String> {
+    if f == Op::NetPartition || f == Op::HealNetPartition {
+        return partition_sides(value)
+            .into_iter()
+            .flatten()
+            .map(|member| format!("{target}.{member}"))
+            .collect();
+    }
+    match target.split_once('.') {
+        Some((role, member)) if matches!(role, "lock" | "store") && !member.is_empty() => {
+            vec![target.to_string()]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The sides of a net partition as its start event records them (`n1 n2 | n3 n4 n5`, with
+/// ` (leader n2)` after it when the leader was resolved), each a list of member names.
+pub fn partition_sides(value: Option<&str>) -> Vec<Vec<&str>> {
+    let Some(value) = value else {
+        return Vec::new();
+    };
+    let groups = value.split(" (").next().unwrap_or(value);
+    groups
+        .split('|')
+        .map(|side| side.split_whitespace().collect::<Vec<_>>())
+        .filter(|side| !side.is_empty())
+        .collect()
 }
 
 /// True time at which a lock-clock deadline falls, using the server's offset at `event`.
@@ -360,13 +411,21 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
                 | Op::DelayRenew
                 | Op::DelayRelease
                 | Op::LeaseEdge
+                | Op::ServerPause
+                | Op::Partition
+                | Op::DelayReplies
+                | Op::DropReplies
+                | Op::Cut
+                | Op::NetPartition
         );
         if starts {
             let end_ns = match event.duration_ns {
                 Some(duration_ns) => event.time_ns.saturating_add(duration_ns),
                 None => event.time_ns,
             };
-            if event.duration_ns.is_none() && !matches!(event.f, Op::ClockJump | Op::ClockDrift) {
+            if event.duration_ns.is_none()
+                && !matches!(event.f, Op::ClockJump | Op::ClockDrift | Op::Cut)
+            {
                 waiting
                     .entry((event.f, target))
                     .or_default()
@@ -394,6 +453,7 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
             Op::HealDelayRenew => Op::DelayRenew,
             Op::HealDelayRelease => Op::DelayRelease,
             Op::HealLeaseEdge => Op::LeaseEdge,
+            Op::HealNetPartition => Op::NetPartition,
             _ => continue,
         };
         if let Some(open) = waiting.get_mut(&(opened_by, target))

@@ -13,7 +13,7 @@ use std::fmt::Write;
 use fencer_harness::{EventType, Op, PackedHistory, roles};
 
 use super::escape;
-use super::model::{LeaseEnd, Model};
+use super::model::{LeaseEnd, Model, partition_sides};
 use super::svg::{ms, op_colour, px, token_colour};
 use super::{ReportAnomaly, ReportInput};
 use fencer_harness::words::{both_clocks, describe, secs};
@@ -308,6 +308,9 @@ impl<'m, 'e> Drawing<'m, 'e> {
                 describe(&event.to_event())
             );
             let class = format!("fault f-{}", fault.f.name());
+            if fault.f == Op::NetPartition {
+                self.partition_sides(out, fault, event.value, &class, &title);
+            }
             let mut lanes = vec!["nemesis".to_string(), fault.target.clone()];
             // A pause freezes the renewal tasks too; dropped renew replies are their loss.
             if matches!(fault.f, Op::Pause | Op::DropRenew) {
@@ -366,6 +369,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
                             | Op::HealDelayRenew
                             | Op::HealDelayRelease
                             | Op::HealLeaseEdge
+                            | Op::HealNetPartition
                     )
                     && self.drawn(event.time_ns, event.time_ns)
                 {
@@ -385,6 +389,37 @@ impl<'m, 'e> Drawing<'m, 'e> {
                         &title,
                     );
                 }
+            }
+        }
+    }
+
+    /// A net partition on the lane of every member it cut off, labelled with its side
+    /// (`side 1/2: n1 n2`), so a reader sees who could reach whom.
+    fn partition_sides(
+        &self,
+        out: &mut dyn Write,
+        fault: &super::model::FaultSpan,
+        value: Option<&str>,
+        class: &str,
+        title: &str,
+    ) {
+        let sides = partition_sides(value);
+        for (side, members) in sides.iter().enumerate() {
+            let text = format!("side {}/{}: {}", side + 1, sides.len(), members.join(" "));
+            for member in members {
+                let Some((y, h)) = self.lane(&format!("{}.{member}", fault.target)) else {
+                    continue;
+                };
+                let title = format!("{title} — {member} on {text}");
+                self.span(out, fault.start_ns, fault.end_ns, y, h, class, "", &title);
+                self.label(
+                    out,
+                    fault.start_ns,
+                    Some(fault.end_ns),
+                    y + 13.0,
+                    "flabel",
+                    &text,
+                );
             }
         }
     }
@@ -692,7 +727,7 @@ const LEGEND: &str = "<section id=\"legend\"><h2>Legend</h2><ul>\
 <li><span class=\"sw\" style=\"background:#dd8452\"></span> write call; ✓tN accepted, ✗tN rejected, ?tN unknown</li>\
 <li><span class=\"sw\" style=\"background:#8172b2\"></span> renew call (renewal lane); <b>lost</b>: reply never came</li>\
 <li><span class=\"sw\" style=\"background:#4c72b0\"></span> acquire · <span class=\"sw\" style=\"background:#55a868\"></span> read · <span class=\"sw\" style=\"background:#64b5cd\"></span> release</li>\
-<li><span class=\"sw fault-sw\"></span> nemesis fault (pause, dropped renew replies, delayed writes, lock restart); clock jumps and drift as marks</li>\
+<li><span class=\"sw fault-sw\"></span> nemesis fault (pause, dropped renew replies, delayed writes, lock restart, server faults on the server's or the cluster member's lane); clock jumps and drift as marks; a net partition on each member's lane, labelled with its side</li>\
 <li><span class=\"sw ev-sw\"></span> evidence of an anomaly (click an anomaly to focus it)</li>\
 </ul><p>Times are on the true clock; tooltips give each event's own clock too.</p></section>\n";
 
@@ -804,5 +839,55 @@ mod tests {
         let drawn = page.matches("class=\"t call").count();
         assert!((190..=210).contains(&drawn), "{drawn} calls drawn");
         assert!(page.contains("data-event=\"18000\""));
+    }
+
+    #[test]
+    fn cluster_members_get_lanes_with_their_faults_and_partition_sides() {
+        let nemesis = |time_ms, f, target: &str| {
+            let mut event = ev(time_ms, "nemesis", EventType::Nemesis, f);
+            event.target = Some(target.into());
+            event
+        };
+        let mut pause = nemesis(10, Op::ServerPause, "lock.n2");
+        pause.duration_ns = Some(20_000_000);
+        pause.value = Some("lock.leader".into());
+        let resume = nemesis(30, Op::ServerResume, "lock.n2");
+        let mut split = nemesis(40, Op::NetPartition, "lock");
+        split.duration_ns = Some(50_000_000);
+        split.value = Some("n1 n3 | n2 (leader n2)".into());
+        let heal = nemesis(90, Op::HealNetPartition, "lock");
+        let history = PackedHistory::pack(&History {
+            events: indexed(vec![pause, resume, split, heal]),
+        });
+        let model = Model::new(&history);
+        let names: Vec<&str> = model.lanes.iter().map(|lane| lane.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["nemesis", "lock", "lock.n1", "lock.n2", "lock.n3", "store"]
+        );
+        let spans: Vec<(Op, &str, u64, u64)> = model
+            .faults
+            .iter()
+            .map(|f| (f.f, f.target.as_str(), f.start_ns, f.end_ns))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (Op::ServerPause, "lock.n2", 10_000_000, 30_000_000),
+                (Op::NetPartition, "lock", 40_000_000, 90_000_000),
+            ]
+        );
+        let page = render_timeline(&history, &ReportInput::default());
+        assert!(page.contains("side 1/2: n1 n3"), "{page}");
+        assert!(page.contains("n2 on side 2/2: n2"), "{page}");
+        assert!(
+            page.contains("member n2 of the lock service (the leader)"),
+            "{page}"
+        );
+        assert_eq!(
+            page.matches("f-net-partition").count(),
+            5,
+            "nemesis, lock and 3 members"
+        );
     }
 }
