@@ -110,6 +110,24 @@ fn verdict(dir: &Path, run: &str) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join(run).join("verdict.json")).unwrap()).unwrap()
 }
 
+/// The events of a saved run's history.
+fn history(dir: &Path, run: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join(run).join("history.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// The true time of the first event of `kind` in `events`.
+fn first_ns(events: &[serde_json::Value], kind: &str) -> u64 {
+    events
+        .iter()
+        .find(|event| event["type"] == kind)
+        .and_then(|event| event["time_ns"].as_u64())
+        .unwrap_or_else(|| panic!("no {kind} event"))
+}
+
 fn anomaly_classes(verdict: &serde_json::Value) -> Vec<String> {
     verdict["anomaly_counts"]
         .as_object()
@@ -238,6 +256,14 @@ fn clock_jumps_on_a_majority_of_masters_let_two_holders_in_but_on_a_minority_do_
         "{found:?}: {printed}"
     );
     assert_cluster_started_and_stopped(&printed);
+    // The schedule counts from the workers' start, not from before five masters and
+    // PostgreSQL came up: the first jump lands two TTLs after the first call.
+    let events = history(dir.path(), "jumps");
+    let after_first_call_ns = first_ns(&events, "nemesis") - first_ns(&events, "invoke");
+    assert!(
+        after_first_call_ns + 50_000_000 >= 2 * TTL_NS,
+        "the first jump came {after_first_call_ns} ns after the first call"
+    );
 
     // The same plan with the jumps on a minority only (n4, n5) is safe: a majority still
     // holds the key.

@@ -590,6 +590,32 @@ impl Fault {
         }
     }
 
+    /// The same fault starting `delay_ns` later: a real-tier run's schedule counts from the
+    /// moment its workers start, after its servers and clusters came up.
+    pub fn delayed_by(mut self, delay_ns: u64) -> Fault {
+        match &mut self {
+            Fault::Pause { at_ns, .. }
+            | Fault::ClockJump { at_ns, .. }
+            | Fault::ClockDrift { at_ns, .. }
+            | Fault::DropRenew { at_ns, .. }
+            | Fault::DelayWrite { at_ns, .. }
+            | Fault::Restart { at_ns, .. }
+            | Fault::DropAcquire { at_ns, .. }
+            | Fault::DropWrite { at_ns, .. }
+            | Fault::ServerPause { at_ns, .. }
+            | Fault::Partition { at_ns, .. }
+            | Fault::DelayReplies { at_ns, .. }
+            | Fault::DropReplies { at_ns, .. }
+            | Fault::Cut { at_ns, .. }
+            | Fault::NetPartition { at_ns, .. }
+            | Fault::DelayAcquire { at_ns, .. }
+            | Fault::DelayRenew { at_ns, .. }
+            | Fault::DelayRelease { at_ns, .. }
+            | Fault::LeaseEdge { at_ns, .. } => *at_ns = at_ns.saturating_add(delay_ns),
+        }
+        self
+    }
+
     /// The process or clock the fault targets.
     pub fn target(&self) -> &str {
         match self {
@@ -897,6 +923,32 @@ mod tests {
         assert_eq!(serde_json::from_str::<Fault>(&json).unwrap(), fault);
         let typo = r#"{"fault":"pause","at_ns":5,"target":"w1","duraton_ns":7}"#;
         assert!(serde_json::from_str::<Fault>(typo).is_err());
+    }
+
+    #[test]
+    fn a_delayed_fault_keeps_everything_but_its_start() {
+        let partition = Fault::NetPartition {
+            at_ns: 5,
+            target: "lock".into(),
+            duration_ns: 7,
+            groups: vec![vec!["n1".into()], vec!["n2".into(), "n3".into()]],
+        };
+        let delayed = partition.clone().delayed_by(1_000);
+        assert_eq!(delayed.at_ns(), 1_005);
+        assert_eq!(delayed.clone().delayed_by(0), delayed);
+        let (Fault::NetPartition { groups, .. }, Fault::NetPartition { groups: kept, .. }) =
+            (&partition, &delayed)
+        else {
+            panic!("{delayed:?}");
+        };
+        assert_eq!(groups, kept);
+        assert_eq!(delayed.duration_ns(), partition.duration_ns());
+        assert_eq!(delayed.target(), partition.target());
+        let late = Fault::Cut {
+            at_ns: u64::MAX - 1,
+            target: "lock".into(),
+        };
+        assert_eq!(late.delayed_by(5).at_ns(), u64::MAX, "saturates");
     }
 
     #[test]

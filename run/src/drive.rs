@@ -171,9 +171,18 @@ impl Run<'_> {
         );
         reach(&mut targets);
         fencer_nemesis::validate(&self.plan.faults, &targets)?;
+        // The plan's times count from here, where the workers start: starting servers and
+        // clusters (a JVM takes seconds) must not squeeze the schedule's first faults together.
+        let started_ns = self.truth.now_ns();
+        let faults = self
+            .plan
+            .faults
+            .iter()
+            .map(|fault| fault.clone().delayed_by(started_ns))
+            .collect();
         let (stop_nemesis, stopped) = oneshot::channel();
         let nemesis = tokio::spawn(fencer_nemesis::inject(
-            self.plan.faults.clone(),
+            faults,
             targets,
             Arc::clone(self.recorder),
             stopped,
