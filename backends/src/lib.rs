@@ -34,6 +34,8 @@ mod redis_lock_log;
 #[cfg(feature = "redis")]
 mod redis_origin;
 #[cfg(feature = "redis")]
+pub mod redis_sentinel;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod registry;
 pub mod sim_lease;

@@ -266,9 +266,19 @@ impl LockService for RedisLock {
     /// The logs of every lock called through this adapter. `None` if the server cannot be
     /// read, if an entry is out of form, if the server has no `PEXPIRETIME` (Redis before
     /// 7.0), whose entries name no expiry, or if it lost a lock's log since the run began (a
-    /// restart without persistence, see [`crate::redis_origin`]): a log is used whole or not
-    /// at all.
+    /// restart without persistence, see [`crate::redis_origin`]), or if the calls went to
+    /// more than one primary (a Sentinel failover: replication is asynchronous, so the new
+    /// primary's log may lack grants the old one made): a log is used whole or not at all.
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
+        let primaries = self.connection.primaries_used();
+        if primaries.len() > 1 {
+            eprintln!(
+                "fencer: {} failed over during the run (primaries {}): no lock log",
+                self.connection.shown_url(),
+                primaries.join(", ")
+            );
+            return None;
+        }
         let mut connection = self.connection.get().await.ok()?;
         let mut log = Vec::new();
         for lock in self.locks.all() {
