@@ -8,7 +8,7 @@
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
 //!
-//! A cluster's members ([`etcd3`]) run the same way, each in a network namespace of its own
+//! A cluster's members ([`etcd3`], [`redis_sentinel`]) run the same way, each in a network namespace of its own
 //! ([`netns`]) so the links between members can be cut, each still owned by one guard.
 
 mod clock;
@@ -21,6 +21,7 @@ mod postgres;
 mod private;
 pub mod proxy;
 mod redis;
+pub mod redis_sentinel;
 mod zookeeper;
 
 pub use clock::ServerClock;
@@ -31,6 +32,7 @@ pub use netns::NetLab;
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
+pub use redis_sentinel::SentinelCluster;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};
 
 use std::ffi::OsString;
