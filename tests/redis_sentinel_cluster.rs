@@ -132,9 +132,17 @@ fn sentinel_cluster_starts_with_n1_primary_and_grants_through_the_sentinel_url()
     let released = runtime.block_on(lock.release("l", OwnerToken(1)));
     assert!(matches!(released, Ok(Owned::Done)), "{released:?}");
     assert_eq!(connection.primaries_used().len(), 1);
-    // One primary all along: the lock log is whole.
+    // One primary all along: the lock log is whole (the grant and the release).
     let log = runtime.block_on(lock.lock_log()).expect("a lock log");
     assert_eq!(log.len(), 2, "{log:?}");
+    // A variant rides on the cluster URL: the unsafe release deletes another owner's lease.
+    let unsafe_release = lock_from_url(&format!("{url}&variant=unsafe-release"))
+        .unwrap()
+        .adapter;
+    let taken = runtime.block_on(lock.acquire("u", OwnerToken(6), LONG_TTL));
+    assert!(granted(&taken).is_some(), "{taken:?}");
+    let stolen = runtime.block_on(unsafe_release.release("u", OwnerToken(7)));
+    assert!(matches!(stolen, Ok(Owned::Done)), "{stolen:?}");
     let description = cluster.describe();
     assert!(description.contains("sentinel pid"), "{description}");
 
@@ -199,6 +207,54 @@ fn sentinel_killed_primary_is_replaced_and_the_adapter_follows() {
     let demoted = eventually(
         &runtime,
         || Box::pin(on_n1.acquire("x", OwnerToken(4), LONG_TTL)),
+        |answer| matches!(answer, Err(CallError::NotApplied(why)) if why.contains("READONLY")),
+    );
+    assert!(
+        matches!(&demoted, Err(CallError::NotApplied(why)) if why.contains("READONLY")),
+        "{demoted:?}"
+    );
+    assert_eq!(leader(&runtime, &cluster).as_deref(), Some(new.as_str()));
+}
+
+#[test]
+fn sentinel_paused_primary_is_replaced_and_demoted_once_it_resumes() {
+    let Some(cluster) = cluster("sentinel_pause") else {
+        return;
+    };
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    let (connection, lock) = sentinel_lock(&cluster);
+    let before = runtime.block_on(lock.acquire("before", OwnerToken(1), LONG_TTL));
+    assert!(granted(&before).is_some(), "{before:?}");
+    std::thread::sleep(Duration::from_millis(300));
+
+    let n1 = cluster.member("n1").unwrap();
+    runtime.block_on(n1.apply(ServerAction::Pause)).unwrap();
+    // A call to the paused n1 hangs until its caller gives up, as a run's call timeout does.
+    let hung = runtime.block_on(async {
+        tokio::time::timeout(
+            Duration::from_millis(300),
+            lock.acquire("before", OwnerToken(2), LONG_TTL),
+        )
+        .await
+    });
+    assert!(hung.is_err(), "{hung:?}");
+    let (new, took) = new_leader(&runtime, &cluster, "n1");
+    eprintln!(
+        "sentinel_pause: {new} replaced the paused n1 in {} ms",
+        took.as_millis()
+    );
+    // The call given up on sends the very next one back to the sentinels, to the new primary,
+    // which has the lease.
+    let seen = runtime.block_on(lock.acquire("before", OwnerToken(2), LONG_TTL));
+    assert!(matches!(seen, Ok(Acquired::Busy)), "{seen:?}");
+    assert_eq!(connection.primaries_used().len(), 2);
+
+    // Resumed, n1 still believes it is primary until the sentinels reconfigure it.
+    runtime.block_on(n1.apply(ServerAction::Resume)).unwrap();
+    let on_n1 = lock_through(&cluster, "n1");
+    let demoted = eventually(
+        &runtime,
+        || Box::pin(on_n1.acquire("x", OwnerToken(3), LONG_TTL)),
         |answer| matches!(answer, Err(CallError::NotApplied(why)) if why.contains("READONLY")),
     );
     assert!(

@@ -11,7 +11,9 @@
 //! back to the sentinels.
 
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use fencer_harness::CallError;
@@ -42,6 +44,22 @@ pub struct RedisConnection {
     /// Every primary (as the sentinels announce it) a connection went to: more than one means
     /// a failover happened in between.
     primaries: Mutex<BTreeSet<String>>,
+    /// Set when a caller gave up on a call before it finished ([`RedisConnection::watched`]).
+    abandoned: AtomicBool,
+}
+
+/// Notes, when dropped before its call finished, that the caller gave up on it.
+struct Watch<'a> {
+    abandoned: &'a AtomicBool,
+    finished: bool,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.abandoned.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 impl RedisConnection {
@@ -51,7 +69,7 @@ impl RedisConnection {
         let shown_url = shown_if_scheme(
             url,
             &["redis", SENTINEL_SCHEME],
-            "a redis://host:port or redis-sentinel://host:port,…/NAME URL",
+            "a redis://host:port URL (or redis-sentinel://host:port,…/NAME)",
         )?;
         let route = if url.starts_with(SENTINEL_SCHEME) {
             Route::Sentinel(SentinelTarget::parse(url)?)
@@ -65,6 +83,7 @@ impl RedisConnection {
             shown_url,
             live: PerRuntime::default(),
             primaries: Mutex::default(),
+            abandoned: AtomicBool::new(false),
         })
     }
 
@@ -85,8 +104,26 @@ impl RedisConnection {
     }
 
     /// The live connection, opening one if needed. Failing to open one means nothing was sent.
+    /// With a sentinel URL, a call given up on since (see [`RedisConnection::watched`]) makes
+    /// this open a new one, to whichever primary the sentinels name now.
     pub async fn get(&self) -> Result<MultiplexedConnection, CallError> {
-        self.live.get_or_open(|_| true, || self.connect()).await
+        let sentinel = matches!(self.route, Route::Sentinel(_));
+        let stale = sentinel && self.abandoned.swap(false, Ordering::Relaxed);
+        self.live.get_or_open(|_| !stale, || self.connect()).await
+    }
+
+    /// Runs `call` (one adapter call's commands), noting whether its caller gives up on it
+    /// first: a caller's own timeout drops a call that hangs on a paused or cut-off primary,
+    /// and the connection it hangs on would hold up every later call too, while the sentinels
+    /// may already name another primary.
+    pub async fn watched<T>(&self, call: impl Future<Output = T>) -> T {
+        let mut watch = Watch {
+            abandoned: &self.abandoned,
+            finished: false,
+        };
+        let result = call.await;
+        watch.finished = true;
+        result
     }
 
     async fn connect(&self) -> Result<MultiplexedConnection, CallError> {
@@ -142,11 +179,15 @@ impl RedisConnection {
     /// Classifies an error from a command that was sent: its effect is unknown (a Lua script
     /// that failed half-way is not rolled back either), except a `READONLY` refusal: the
     /// server is a replica, where no write of any command or script takes effect, so nothing
-    /// was applied. A broken connection, or one to a demoted primary, is dropped so the next
-    /// call reconnects (through the sentinels, to whoever is primary then).
+    /// was applied. A broken connection, or one to a demoted primary (or, with a sentinel URL,
+    /// one whose reply timed out), is dropped so the next call reconnects (through the
+    /// sentinels, to whoever is primary then).
     pub async fn sent_error(&self, error: redis::RedisError) -> CallError {
         let read_only = error.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        // A primary that stopped answering may have been replaced: ask the sentinels again.
+        let sentinel_timeout = matches!(self.route, Route::Sentinel(_)) && error.is_timeout();
         if read_only
+            || sentinel_timeout
             || error.is_io_error()
             || error.is_connection_dropped()
             || error.is_unrecoverable_error()
