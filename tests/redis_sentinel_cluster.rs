@@ -44,7 +44,12 @@ fn cluster(test: &str) -> Option<SentinelCluster> {
 
 /// A lock adapter on the cluster URL, with its connection for the primaries it used.
 fn sentinel_lock(cluster: &SentinelCluster) -> (Arc<RedisConnection>, RedisLock) {
-    let connection = Arc::new(RedisConnection::open(&cluster.client_url()).unwrap());
+    sentinel_lock_at(&cluster.client_url())
+}
+
+/// A lock adapter on `url`, with its connection.
+fn sentinel_lock_at(url: &str) -> (Arc<RedisConnection>, RedisLock) {
+    let connection = Arc::new(RedisConnection::open(url).unwrap());
     let lock = RedisLock::new(Arc::clone(&connection), RedisLockRules::Reference);
     (connection, lock)
 }
@@ -138,6 +143,18 @@ fn sentinel_cluster_starts_with_n1_primary_and_grants_through_the_sentinel_url()
     // One primary all along: the lock log is whole (the grant and the release).
     let log = runtime.block_on(lock.lock_log()).expect("a lock log");
     assert_eq!(log.len(), 2, "{log:?}");
+    // One sentinel of three unreachable: the other two still make a majority.
+    let first_sentinel = url
+        .trim_start_matches("redis-sentinel://")
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    let with_dead_first = url.replacen(&first_sentinel, "127.0.0.1:1", 1);
+    let (_, two_of_three) = sentinel_lock_at(&with_dead_first);
+    let answer = runtime.block_on(two_of_three.acquire("l", OwnerToken(8), LONG_TTL));
+    assert!(granted(&answer).is_some(), "{answer:?}");
+
     // A variant rides on the cluster URL: the unsafe release deletes another owner's lease.
     let unsafe_release = lock_from_url(&format!("{url}&variant=unsafe-release"))
         .unwrap()

@@ -101,11 +101,19 @@ impl SentinelTarget {
                 (sentinel, answer.unwrap_or_else(|_| Err("no answer".into())))
             });
         }
+        let majority = self.sentinels.len() / 2 + 1;
         let mut named: Vec<String> = Vec::new();
         let mut failures = Vec::new();
         while let Some(joined) = asking.join_next().await {
             match joined {
-                Ok((_, Ok(Some(primary)))) => named.push(primary),
+                Ok((_, Ok(Some(primary)))) => {
+                    named.push(primary.clone());
+                    // A majority decides: the slowest sentinel need not be waited for (the
+                    // rest are aborted when `asking` is dropped).
+                    if named.iter().filter(|other| **other == primary).count() >= majority {
+                        return Ok(primary);
+                    }
+                }
                 Ok((sentinel, Ok(None))) => {
                     failures.push(format!("{sentinel}: no primary named {}", self.name));
                 }
@@ -114,20 +122,13 @@ impl SentinelTarget {
             }
         }
         named.sort();
-        let majority = self.sentinels.len() / 2 + 1;
-        let agreed = named
-            .chunk_by(|a, b| a == b)
-            .find(|same| same.len() >= majority)
-            .map(|same| same[0].clone());
-        agreed.ok_or_else(|| {
-            failures.sort();
-            format!(
-                "no {majority} of {} sentinels agree on the primary {}: named {named:?}; {}",
-                self.sentinels.len(),
-                self.name,
-                failures.join("; ")
-            )
-        })
+        failures.sort();
+        Err(format!(
+            "no {majority} of {} sentinels agree on the primary {}: named {named:?}; {}",
+            self.sentinels.len(),
+            self.name,
+            failures.join("; ")
+        ))
     }
 }
 
@@ -200,5 +201,16 @@ mod tests {
             assert!(error.contains("expected redis-sentinel://"), "{error}");
             assert!(!error.contains("pw"), "{error}");
         }
+    }
+
+    #[test]
+    fn without_a_majority_of_sentinels_answering_no_primary_is_chosen() {
+        let target =
+            SentinelTarget::parse("redis-sentinel://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3/fencer")
+                .unwrap();
+        let runtime = fencer_harness::runtime::real_runtime().unwrap();
+        let error = runtime.block_on(target.primary()).unwrap_err();
+        assert!(error.contains("no 2 of 3 sentinels agree"), "{error}");
+        assert!(error.contains("127.0.0.1:3: "), "{error}");
     }
 }
