@@ -131,7 +131,7 @@ pub fn start(query: &str) -> Result<SentinelCluster, ServerError> {
     let mut members = Vec::new();
     for (index, member) in addresses.iter().enumerate() {
         let replica_of = (index > 0).then_some(primary);
-        let guard = start_data_node(&lab, member, replica_of).map_err(|error| failed(&error))?;
+        let guard = start_data_node(&lab, member, replica_of).map_err(failed)?;
         let server = PrivateServer::behind_proxy(PrivateBackend::Redis, query, guard)?;
         members.push((member.name.clone(), Arc::new(server)));
     }
@@ -140,7 +140,7 @@ pub fn start(query: &str) -> Result<SentinelCluster, ServerError> {
     wait_for("both replicas to sync with n1", || replicated(primary))?;
     let sentinels = addresses
         .iter()
-        .map(|member| start_sentinel(&lab, member, primary).map_err(|error| failed(&error)))
+        .map(|member| start_sentinel(&lab, member, primary).map_err(failed))
         .collect::<Result<Vec<_>, _>>()?;
     wait_for(
         "every sentinel to watch n1 with its replicas and peers",
@@ -164,9 +164,9 @@ pub fn start(query: &str) -> Result<SentinelCluster, ServerError> {
 }
 
 /// A start failure, with the package that provides Redis.
-fn failed(error: &ServerError) -> ServerError {
+fn failed(error: ServerError) -> ServerError {
     match error {
-        ServerError::NotInstalled(_) => ServerError::NotInstalled(error.to_string()),
+        ServerError::NotInstalled(_) => error,
         other => ServerError::Failed(format!(
             "cannot start the Redis Sentinel cluster ({other}); install the Debian package {}",
             PrivateBackend::Redis.debian_package()
