@@ -35,6 +35,8 @@ mod redis_lock_log;
 #[cfg(feature = "redis")]
 mod redis_origin;
 #[cfg(feature = "redis")]
+pub mod redis_sentinel;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 #[cfg(feature = "redis")]
 pub mod redlock;

@@ -215,20 +215,24 @@ impl LockService for RedisLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
-        let mut invocation = self.call(&self.acquire, lock, owner);
-        invocation.arg(ttl_ms(ttl));
-        let mut connection = self.connection.get().await?;
-        self.origins
-            .mark(&self.connection, &mut connection, lock)
-            .await?;
-        let token: u64 = match invocation.invoke_async(&mut connection).await {
-            Ok(token) => token,
-            Err(error) => return Err(self.connection.sent_error(error).await),
-        };
-        Ok(match token {
-            0 => Acquired::Busy,
-            fencing_token => Acquired::Granted { fencing_token },
-        })
+        self.connection
+            .watched(async {
+                let mut invocation = self.call(&self.acquire, lock, owner);
+                invocation.arg(ttl_ms(ttl));
+                let mut connection = self.connection.get().await?;
+                self.origins
+                    .mark(&self.connection, &mut connection, lock)
+                    .await?;
+                let token: u64 = match invocation.invoke_async(&mut connection).await {
+                    Ok(token) => token,
+                    Err(error) => return Err(self.connection.sent_error(error).await),
+                };
+                Ok(match token {
+                    0 => Acquired::Busy,
+                    fencing_token => Acquired::Granted { fencing_token },
+                })
+            })
+            .await
     }
 
     async fn renew(
@@ -237,38 +241,56 @@ impl LockService for RedisLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
-        let mut invocation = self.call(&self.renew, lock, owner);
-        invocation.arg(ttl_ms(ttl));
-        let mut connection = self.connection.get().await?;
-        self.origins
-            .mark(&self.connection, &mut connection, lock)
-            .await?;
-        match invocation.invoke_async::<u64>(&mut connection).await {
-            Ok(1) => Ok(Owned::Done),
-            Ok(_) => Ok(Owned::NotOwner),
-            Err(error) => Err(self.connection.sent_error(error).await),
-        }
+        self.connection
+            .watched(async {
+                let mut invocation = self.call(&self.renew, lock, owner);
+                invocation.arg(ttl_ms(ttl));
+                let mut connection = self.connection.get().await?;
+                self.origins
+                    .mark(&self.connection, &mut connection, lock)
+                    .await?;
+                match invocation.invoke_async::<u64>(&mut connection).await {
+                    Ok(1) => Ok(Owned::Done),
+                    Ok(_) => Ok(Owned::NotOwner),
+                    Err(error) => Err(self.connection.sent_error(error).await),
+                }
+            })
+            .await
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        let invocation = self.call(&self.release, lock, owner);
-        let mut connection = self.connection.get().await?;
-        self.origins
-            .mark(&self.connection, &mut connection, lock)
-            .await?;
-        match invocation.invoke_async::<u64>(&mut connection).await {
-            Ok(1) => Ok(Owned::Done),
-            Ok(_) => Ok(Owned::NotOwner),
-            Err(error) => Err(self.connection.sent_error(error).await),
-        }
+        self.connection
+            .watched(async {
+                let invocation = self.call(&self.release, lock, owner);
+                let mut connection = self.connection.get().await?;
+                self.origins
+                    .mark(&self.connection, &mut connection, lock)
+                    .await?;
+                match invocation.invoke_async::<u64>(&mut connection).await {
+                    Ok(1) => Ok(Owned::Done),
+                    Ok(_) => Ok(Owned::NotOwner),
+                    Err(error) => Err(self.connection.sent_error(error).await),
+                }
+            })
+            .await
     }
 
     /// The logs of every lock called through this adapter. `None` if the server cannot be
     /// read, if an entry is out of form, if the server has no `PEXPIRETIME` (Redis before
     /// 7.0), whose entries name no expiry, or if it lost a lock's log since the run began (a
-    /// restart without persistence, see [`crate::redis_origin`]): a log is used whole or not
-    /// at all.
+    /// restart without persistence, see [`crate::redis_origin`]), or if the calls went to
+    /// more than one primary (a Sentinel failover: replication is asynchronous, so the new
+    /// primary's log may lack grants the old one made): a log is used whole or not at all.
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
+        let primaries = self.connection.primaries_used();
+        if primaries.len() > 1 {
+            eprintln!(
+                "fencer: {} failed over during the run (primaries {}): no lock log",
+                self.connection.shown_url(),
+                primaries.join(", ")
+            );
+            return None;
+        }
         let mut connection = self.connection.get().await.ok()?;
         let mut log = Vec::new();
         for lock in self.locks.all() {

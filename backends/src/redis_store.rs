@@ -74,60 +74,79 @@ impl FencedStore for RedisStore {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        self.keys.note(key);
-        let mut connection = self.connection.get().await?;
-        self.origins
-            .mark(&self.connection, &mut connection, key)
-            .await?;
-        let fenced = match self.rules {
-            RedisStoreRules::Fenced => "1",
-            RedisStoreRules::Unfenced => "0",
-        };
-        let reply: (u64, u64) = match self
-            .write
-            .key(key)
-            .key(log_key(key))
-            .arg(fencing_token)
-            .arg(write_id)
-            .arg(value)
-            .arg(fenced)
-            .invoke_async(&mut connection)
+        self.connection
+            .watched(async {
+                self.keys.note(key);
+                let mut connection = self.connection.get().await?;
+                self.origins
+                    .mark(&self.connection, &mut connection, key)
+                    .await?;
+                let fenced = match self.rules {
+                    RedisStoreRules::Fenced => "1",
+                    RedisStoreRules::Unfenced => "0",
+                };
+                let reply: (u64, u64) = match self
+                    .write
+                    .key(key)
+                    .key(log_key(key))
+                    .arg(fencing_token)
+                    .arg(write_id)
+                    .arg(value)
+                    .arg(fenced)
+                    .invoke_async(&mut connection)
+                    .await
+                {
+                    Ok(reply) => reply,
+                    Err(error) => return Err(self.connection.sent_error(error).await),
+                };
+                Ok(match reply {
+                    (1, _seq) => Written::Applied,
+                    (_, current_token) => Written::Rejected { current_token },
+                })
+            })
             .await
-        {
-            Ok(reply) => reply,
-            Err(error) => return Err(self.connection.sent_error(error).await),
-        };
-        Ok(match reply {
-            (1, _seq) => Written::Applied,
-            (_, current_token) => Written::Rejected { current_token },
-        })
     }
 
     async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        let mut connection = self.connection.get().await?;
-        let (fence, write_id, value): (Option<u64>, Option<String>, Option<String>) =
-            match redis::cmd("HMGET")
-                .arg(key)
-                .arg("fence")
-                .arg("write_id")
-                .arg("value")
-                .query_async(&mut connection)
-                .await
-            {
-                Ok(reply) => reply,
-                Err(error) => return Err(self.connection.sent_error(error).await),
-            };
-        Ok(ReadValue {
-            fencing_token: fence.unwrap_or(0),
-            write_id,
-            value,
-        })
+        self.connection
+            .watched(async {
+                let mut connection = self.connection.get().await?;
+                let (fence, write_id, value): (Option<u64>, Option<String>, Option<String>) =
+                    match redis::cmd("HMGET")
+                        .arg(key)
+                        .arg("fence")
+                        .arg("write_id")
+                        .arg("value")
+                        .query_async(&mut connection)
+                        .await
+                    {
+                        Ok(reply) => reply,
+                        Err(error) => return Err(self.connection.sent_error(error).await),
+                    };
+                Ok(ReadValue {
+                    fencing_token: fence.unwrap_or(0),
+                    write_id,
+                    value,
+                })
+            })
+            .await
     }
 
     /// The applied writes of every key written through this adapter; `None` if the server
     /// cannot be read, an entry is out of form, or the server lost a key's log since the run
-    /// began (a restart without persistence, see [`crate::redis_origin`]).
+    /// began (a restart without persistence, see [`crate::redis_origin`]), or the writes went
+    /// to more than one primary (a Sentinel failover: replication is asynchronous, so the new
+    /// primary's log may lack writes the old one applied).
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
+        let primaries = self.connection.primaries_used();
+        if primaries.len() > 1 {
+            eprintln!(
+                "fencer: {} failed over during the run (primaries {}): no store log",
+                self.connection.shown_url(),
+                primaries.join(", ")
+            );
+            return None;
+        }
         let keys = self.keys.all();
         let mut connection = self.connection.get().await.ok()?;
         let mut log = Vec::new();

@@ -91,13 +91,13 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
     if let Some(member) = target_member(fault.target()) {
         return Err(format!(
             "`{name}` is one server, not a cluster with a member `{member}` (clusters: \
-             private:redlock, private:etcd3, private:zookeeper3)"
+             private:redlock, private:etcd3, private:zookeeper3, private:redis-sentinel)"
         ));
     }
     if let Fault::NetPartition { .. } = fault {
         return Err(format!(
             "`{name}` is one server, not a cluster whose members could be cut apart (clusters: \
-             private:etcd3, private:zookeeper3)"
+             private:etcd3, private:zookeeper3, private:redis-sentinel)"
         ));
     }
     if name.as_str().starts_with(EXEC_SCHEME) {

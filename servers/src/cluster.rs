@@ -58,6 +58,10 @@ pub enum ClusterKind {
     Etcd3,
     /// A three-member ZooKeeper ensemble (`private:zookeeper3`); Zab elects a leader.
     Zookeeper3,
+    /// A Redis primary, two replicas and three sentinels (`private:redis-sentinel`), each data
+    /// node in a network namespace with its sentinel; the sentinels fail over to a replica
+    /// when the primary is gone, and replication is asynchronous.
+    RedisSentinel,
 }
 
 /// What a cluster kind can be made to suffer, beyond what each member takes as a server:
@@ -75,10 +79,11 @@ pub struct ClusterTakes {
 
 impl ClusterKind {
     /// Every cluster name, as after `private:`.
-    pub const NAMES: [(&str, ClusterKind); 3] = [
+    pub const NAMES: [(&str, ClusterKind); 4] = [
         ("redlock", ClusterKind::Redlock),
         ("etcd3", ClusterKind::Etcd3),
         ("zookeeper3", ClusterKind::Zookeeper3),
+        ("redis-sentinel", ClusterKind::RedisSentinel),
     ];
 
     /// The cluster a `private:NAME[?query]` URL names, with its query; `None` when `url` is no
@@ -119,6 +124,9 @@ impl ClusterKind {
             ClusterKind::Zookeeper3 => {
                 crate::zookeeper3::start(query).map(|c| Box::new(c) as Box<dyn StartedCluster>)
             }
+            ClusterKind::RedisSentinel => {
+                crate::redis_sentinel::start(query).map(|c| Box::new(c) as Box<dyn StartedCluster>)
+            }
         }
     }
 
@@ -130,11 +138,14 @@ impl ClusterKind {
                 leader: false,
                 clock_jumps: true,
             },
-            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => ClusterTakes {
-                partitions: true,
-                leader: true,
-                clock_jumps: false,
-            },
+            // A Redis clock step rewrites expiries, which a replica refuses (`READONLY`).
+            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 | ClusterKind::RedisSentinel => {
+                ClusterTakes {
+                    partitions: true,
+                    leader: true,
+                    clock_jumps: false,
+                }
+            }
         }
     }
 
@@ -157,7 +168,7 @@ impl ClusterKind {
                         ))
                     })
                 })?,
-            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 => 3,
+            ClusterKind::Etcd3 | ClusterKind::Zookeeper3 | ClusterKind::RedisSentinel => 3,
         };
         Ok((1..=count).map(|n| format!("n{n}")).collect())
     }
@@ -165,7 +176,7 @@ impl ClusterKind {
     /// The Debian package that provides its servers, for messages.
     pub fn debian_package(self) -> &'static str {
         match self {
-            ClusterKind::Redlock => "redis-server",
+            ClusterKind::Redlock | ClusterKind::RedisSentinel => "redis-server",
             ClusterKind::Etcd3 => "etcd-server",
             ClusterKind::Zookeeper3 => "zookeeper",
         }
@@ -197,6 +208,11 @@ mod tests {
         assert_eq!(ClusterKind::Redlock.members("").unwrap().len(), 5);
         assert!(ClusterKind::Redlock.members("nodes=x").is_err());
         assert_eq!(ClusterKind::Etcd3.members("").unwrap(), ["n1", "n2", "n3"]);
+        assert_eq!(
+            ClusterKind::parse("private:redis-sentinel?variant=unfenced"),
+            Some((ClusterKind::RedisSentinel, "variant=unfenced".to_string()))
+        );
+        assert_eq!(ClusterKind::RedisSentinel.members("").unwrap().len(), 3);
     }
 
     #[test]

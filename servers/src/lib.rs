@@ -8,9 +8,9 @@
 //! directory": whatever the server keeps on disk survives, which is exactly what a restart
 //! fault must expose.
 //!
-//! A cluster's members ([`etcd3`], [`zookeeper3`]) run the same way, each in a network
-//! namespace of its own ([`netns`]) so the links between members can be cut, each still owned
-//! by one guard.
+//! A cluster's members ([`etcd3`], [`zookeeper3`], [`redis_sentinel`]) run the same way, each
+//! in a network namespace of its own ([`netns`]) so the links between members can be cut, each
+//! still owned by one guard.
 
 mod clock;
 pub mod cluster;
@@ -22,6 +22,7 @@ mod postgres;
 mod private;
 pub mod proxy;
 mod redis;
+pub mod redis_sentinel;
 #[cfg(feature = "redis")]
 pub mod redlock;
 mod zookeeper;
@@ -36,6 +37,7 @@ pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;
 pub use redis::RedisPersistence;
+pub use redis_sentinel::SentinelCluster;
 #[cfg(feature = "redis")]
 pub use redlock::RedlockCluster;
 pub use zookeeper::{ZOOKEEPER_TICK_MS, wait_until_ok as zookeeper_ready};

@@ -40,7 +40,8 @@ impl PrivateBackend {
     /// Every `private:` URL fencer understands, single servers and clusters
     /// ([`crate::ClusterKind`]), for messages.
     pub const URLS: &str = "private:redis, private:postgres, private:etcd, private:zookeeper, \
-                            private:redlock, private:etcd3 or private:zookeeper3";
+                            private:redlock, private:etcd3, private:zookeeper3 or \
+                            private:redis-sentinel";
 
     /// The backend a `private:NAME` URL names (`private:redis?variant=unfenced` too), with the
     /// query that follows it; `None` when `url` is not a `private:` URL.

@@ -306,7 +306,8 @@ struct SettingsArgs {
     /// drop-renew, delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge)
     /// and all (also drop-acquire and drop-write, and on servers fencer starts, private:…, also
     /// server-pause, partition, delay-replies, drop-replies, cut, and on a cluster whose
-    /// members talk to each other, private:etcd3 or private:zookeeper3, net-partition), e.g.
+    /// members talk to each other, private:etcd3, private:zookeeper3 or private:redis-sentinel,
+    /// net-partition), e.g.
     /// default,drop-write; or none.
     #[arg(long, default_value = "default", value_parser = parse_nemesis)]
     nemesis: NemesisList,

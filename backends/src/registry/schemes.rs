@@ -174,7 +174,7 @@ struct Scheme {
 const SCHEMES: &[Scheme] = &[
     #[cfg(feature = "redis")]
     Scheme {
-        names: &["redis"],
+        names: &["redis", "redis-sentinel"],
         lock: Some(redis::lock),
         store: Some(redis::store),
     },
