@@ -434,3 +434,15 @@ fn etcd3_reference_adapters_prove_no_anomaly_while_the_leader_is_partitioned_awa
         .count();
     assert!(grants >= 6, "{grants} grants");
 }
+
+#[test]
+fn etcd3_release_without_owner_compare_is_caught_through_the_cluster() {
+    let Some(cluster) = cluster("etcd3_unsafe_release") else {
+        return;
+    };
+    // The stale-release scenario through the three members: the reference lock proves no
+    // anomaly, the lock that deletes whoever holds the key is proved invalid.
+    let (reference, broken) = support::safe_and_unsafe_release(&cluster.client_url());
+    let plan = support::stretched(support::stale_release_plan(), 10, 3);
+    support::assert_unsafe_release_is_caught(&reference, &broken, &plan, 2);
+}
