@@ -459,3 +459,124 @@ fn an_etcd3_run_through_partitions_and_pauses_of_its_leader_is_valid() {
         "{printed}"
     );
 }
+
+/// The network namespaces `ip netns` lists whose name starts with `prefix`.
+fn namespaces_named(prefix: &str) -> Vec<String> {
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|output| String::from_utf8_lossy(&output.stdout).into_owned())
+        .unwrap_or_default();
+    listed
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| name.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn an_interrupted_etcd3_run_tears_its_cluster_down_and_exits_130() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = cli_support::fencer_command(
+        &[
+            "run",
+            "--lock",
+            "private:etcd3",
+            "--store",
+            "private:postgres",
+            "--nemesis",
+            "net-partition",
+            "--ttl",
+            "2s",
+            "--renew-every",
+            "600ms",
+            "--call-timeout",
+            "600ms",
+            "--fault-gap",
+            "1s",
+            "--ops",
+            "200",
+            "--workers",
+            "3",
+            "--out",
+            "interrupted",
+        ],
+        dir.path(),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("fencer runs");
+    let namespace_prefix = format!("fencer-{}-", child.id());
+    // Read what it prints until both servers are up; then the run is under way.
+    let mut printed = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while !printed.contains("started the store server") {
+        let Some(Ok(line)) = lines.next() else {
+            break;
+        };
+        printed.push_str(&line);
+        printed.push('\n');
+    }
+    let running = printed.contains("started the store server");
+    if !running {
+        let status = child.wait().unwrap();
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        let started: Result<(), String> = Err(format!("{status}: {printed}{stderr}"));
+        support::started_or_skipped(
+            "cluster_real",
+            "a private etcd3 cluster",
+            "etcd-server postgresql iproute2 iptables",
+            started,
+        );
+        return;
+    }
+    let etcd_pids: Vec<u32> = printed
+        .lines()
+        .find(|line| line.starts_with("started the lock cluster etcd3"))
+        .map(|line| {
+            line.split(" pid ")
+                .skip(1)
+                .filter_map(|after| after.split(' ').next()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(etcd_pids.len(), 3, "three members: {printed}");
+    assert_eq!(namespaces_named(&namespace_prefix).len(), 3);
+    std::thread::sleep(std::time::Duration::from_millis(1_500));
+    // SIGINT to fencer alone: the members are not signalled, so what stops them is fencer.
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started_waiting = std::time::Instant::now();
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(
+        started_waiting.elapsed() < std::time::Duration::from_secs(20),
+        "stopped promptly: {:?}",
+        started_waiting.elapsed()
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(
+        namespaces_named(&namespace_prefix).is_empty(),
+        "no namespace left: {:?}",
+        namespaces_named(&namespace_prefix)
+    );
+    for pid in etcd_pids {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        assert!(!comm.starts_with("etcd"), "member pid {pid} is gone");
+    }
+    assert!(
+        !dir.path().join("interrupted").exists(),
+        "an interrupted run saves nothing"
+    );
+}

@@ -191,7 +191,12 @@ impl Run<'_> {
         let most = Duration::from_nanos(self.limits.simulated_ns);
         let limited = budget > most;
         let deadline = tokio::time::Instant::now() + budget.min(most);
-        let unfinished = join_workers(workers, deadline, self.recorder).await?;
+        let listening = crate::interrupt::Listening::start();
+        let unfinished = tokio::select! {
+            biased;
+            () = listening.requested() => return Err(RunError::Interrupted),
+            joined = join_workers(workers, deadline, self.recorder) => joined?,
+        };
         let out_of_time = limited && !unfinished.is_empty();
         // Past the deadline: cancel whatever still runs. Dropping a call records it as `info`.
         cancel(unfinished).await;

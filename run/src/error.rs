@@ -27,6 +27,11 @@ pub enum RunError {
     /// time) and was stopped: the settings ask for more than a run may do.
     #[error("{0}")]
     Limit(String),
+    /// The run was asked to stop ([`crate::interrupt::request`], Ctrl-C): its workers were
+    /// stopped where they were and every server it started was torn down; there is no
+    /// history to judge.
+    #[error("interrupted: the run was stopped and every server and cluster it started torn down")]
+    Interrupted,
     /// A component of fencer itself failed: a bug.
     #[error("internal error: {0}")]
     Internal(String),

@@ -13,6 +13,7 @@ pub mod checking;
 pub mod demo;
 pub mod drive;
 mod error;
+pub mod interrupt;
 pub mod launch;
 pub mod plan;
 mod plan_locate;

@@ -42,6 +42,8 @@ pub enum Failure {
     BadInput(String),
     /// fencer itself failed (255).
     Internal(String),
+    /// A real-time run was stopped by Ctrl-C (130), its servers torn down.
+    Interrupted(String),
 }
 
 impl Failure {
@@ -72,6 +74,8 @@ impl From<crate::RunError> for Failure {
     fn from(error: crate::RunError) -> Failure {
         if error.is_bad_input() {
             Failure::bad_input(error)
+        } else if let crate::RunError::Interrupted = error {
+            Failure::Interrupted(error.to_string())
         } else {
             Failure::internal(error)
         }
@@ -94,6 +98,8 @@ pub const DEFAULT_ARCHIVE: &str = "runs";
 pub const EXIT_BAD_INPUT: u8 = 254;
 /// Exit code for fencer's own failures.
 pub const EXIT_INTERNAL: u8 = 255;
+/// Exit code for a run stopped by Ctrl-C (128 + SIGINT, as a shell reports it).
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// `fencer --version`: the release and the git commit it was built from (`unknown` for a
 /// build outside a git checkout), so a report names the exact source.
@@ -109,8 +115,8 @@ const VERSION: &str = concat!(
     name = "fencer",
     version = VERSION,
     about = "Fault-injection harness for distributed locks: leases, owner tokens, fencing tokens",
-    after_help = "Exit codes: 0 valid, 1 invalid (anomaly found), 2 unknown, 254 bad arguments \
-                  or input, 255 internal error."
+    after_help = "Exit codes: 0 valid, 1 invalid (anomaly found), 2 unknown, 130 interrupted, \
+                  254 bad arguments or input, 255 internal error."
 )]
 struct CliArgs {
     #[command(subcommand)]
@@ -600,6 +606,10 @@ fn exit(outcome: Outcome) -> ExitCode {
         Err(Failure::Internal(message)) => {
             errln!("internal error: {}", escape_lines(&message));
             ExitCode::from(EXIT_INTERNAL)
+        }
+        Err(Failure::Interrupted(message)) => {
+            errln!("{}", escape_lines(&message));
+            ExitCode::from(EXIT_INTERRUPTED)
         }
     }
 }

@@ -71,6 +71,9 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         },
         escape(&plan.settings.describe())
     );
+    if time == Time::Real {
+        install_interrupt_handler();
+    }
     let started = std::time::Instant::now();
     let Launched { plan, history, .. } =
         launch
@@ -189,4 +192,20 @@ pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
         errln!("warning: {warning}");
     }
     Ok(plan)
+}
+
+/// Ctrl-C (or SIGTERM, SIGHUP) during a real-time run stops it and tears down every server and
+/// cluster it started, namespaces included, before fencer exits with 130; a second signal, or
+/// one that comes while no run is under way (starting servers, saving), exits at once. The
+/// servers fencer started are in its process group, so a terminal's Ctrl-C stops them too.
+fn install_interrupt_handler() {
+    let signals = std::sync::atomic::AtomicUsize::new(0);
+    let _ = ctrlc::set_handler(move || {
+        let first = signals.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        if first && fencer_run::interrupt::request() {
+            errln!("interrupted: stopping the run and tearing down its servers");
+        } else {
+            std::process::exit(i32::from(super::EXIT_INTERRUPTED));
+        }
+    });
 }
