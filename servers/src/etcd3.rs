@@ -13,13 +13,13 @@
 mod status;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
 
 use crate::cluster::{ClusterNode, StartedCluster};
-use crate::{Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
+use crate::{LabLinks, Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
 use status::{MemberStatus, current_leader};
 
 /// The members' names, in order.
@@ -110,7 +110,7 @@ pub fn start(query: &str) -> Result<Etcd3Cluster, ServerError> {
         .collect();
     let statuses = wait_until_ready(&addresses)?;
     let faults = Arc::new(Etcd3Links {
-        lab: Arc::downgrade(&lab),
+        links: LabLinks::new(&lab, "the etcd cluster"),
         members: members
             .iter()
             .zip(statuses)
@@ -280,28 +280,11 @@ impl Drop for Etcd3Cluster {
     }
 }
 
-/// The links between the members, and who leads. It holds the lab weakly: once the cluster is
-/// dropped, a late partition fails instead of keeping the namespaces alive.
+/// The links between the members, and who leads.
 #[derive(Debug)]
 struct Etcd3Links {
-    lab: Weak<NetLab>,
+    links: LabLinks,
     members: Vec<Member>,
-}
-
-impl Etcd3Links {
-    async fn on_lab<F>(&self, work: F) -> Result<(), FaultFailed>
-    where
-        F: FnOnce(&NetLab) -> Result<(), ServerError> + Send + 'static,
-    {
-        let lab = self
-            .lab
-            .upgrade()
-            .ok_or_else(|| FaultFailed("the etcd cluster is stopped".into()))?;
-        tokio::task::spawn_blocking(move || work(&lab))
-            .await
-            .map_err(|error| FaultFailed(format!("link fault task failed: {error}")))?
-            .map_err(|error| FaultFailed(error.to_string()))
-    }
 }
 
 #[async_trait::async_trait]
@@ -334,11 +317,10 @@ impl ClusterFaults for Etcd3Links {
     }
 
     async fn partition(&self, groups: &[Vec<String>]) -> Result<(), FaultFailed> {
-        let groups = groups.to_vec();
-        self.on_lab(move |lab| lab.partition(&groups)).await
+        self.links.partition(groups).await
     }
 
     async fn heal(&self) -> Result<(), FaultFailed> {
-        self.on_lab(NetLab::heal).await
+        self.links.heal().await
     }
 }

@@ -32,7 +32,7 @@ pub use clock::ServerClock;
 pub use cluster::{ClusterKind, ClusterNode, ClusterTakes, StartedCluster};
 pub use error::ServerError;
 pub use etcd3::Etcd3Cluster;
-pub use netns::NetLab;
+pub use netns::{LabLinks, NetLab};
 pub use postgres::POSTGRES_DATABASE;
 pub use private::{PRIVATE_SCHEME, PrivateBackend, PrivateServer};
 pub use proxy::FaultProxy;

@@ -13,6 +13,7 @@
 //! dropped; what a killed process left behind is swept when the next lab starts. Needs root
 //! (`CAP_NET_ADMIN`, `CAP_SYS_ADMIN`) and the Debian packages iproute2 and iptables.
 
+mod links;
 mod names;
 mod rules;
 mod subnet;
@@ -27,6 +28,8 @@ use names::LabNames;
 use subnet::{MEMBERS_MAX, SubnetClaim};
 pub(crate) use tool::on_path;
 use tool::{Tool, ip, iptables_restore};
+
+pub use links::LabLinks;
 
 use crate::{Launch, ServerError};
 

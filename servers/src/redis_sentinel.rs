@@ -25,13 +25,13 @@
 mod resp;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
 
 use crate::cluster::{ClusterNode, StartedCluster};
-use crate::{Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
+use crate::{LabLinks, Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
 
 /// The members' names, in order; `n1` is the first primary.
 const MEMBERS: [&str; 3] = ["n1", "n2", "n3"];
@@ -154,7 +154,7 @@ pub fn start(query: &str) -> Result<SentinelCluster, ServerError> {
         members,
         sentinels,
         faults: Arc::new(SentinelLinks {
-            lab: Arc::downgrade(&lab),
+            links: LabLinks::new(&lab, "the Redis Sentinel cluster"),
             members: addresses,
         }),
         query: query.to_string(),
@@ -409,28 +409,11 @@ impl Drop for SentinelCluster {
     }
 }
 
-/// The links between the members, and which one is primary. It holds the lab weakly: once the
-/// cluster is dropped, a late partition fails instead of keeping the namespaces alive.
+/// The links between the members, and which one is primary.
 #[derive(Debug)]
 struct SentinelLinks {
-    lab: Weak<NetLab>,
+    links: LabLinks,
     members: Vec<Member>,
-}
-
-impl SentinelLinks {
-    async fn on_lab<F>(&self, work: F) -> Result<(), FaultFailed>
-    where
-        F: FnOnce(&NetLab) -> Result<(), ServerError> + Send + 'static,
-    {
-        let lab = self
-            .lab
-            .upgrade()
-            .ok_or_else(|| FaultFailed("the Redis Sentinel cluster is stopped".into()))?;
-        tokio::task::spawn_blocking(move || work(&lab))
-            .await
-            .map_err(|error| FaultFailed(format!("link fault task failed: {error}")))?
-            .map_err(|error| FaultFailed(error.to_string()))
-    }
 }
 
 /// The member a majority of the sentinels names as primary, if any: an isolated sentinel may
@@ -473,8 +456,8 @@ impl ClusterFaults for SentinelLinks {
     }
 
     async fn leader(&self) -> Result<Option<String>, FaultFailed> {
-        if self.lab.strong_count() == 0 {
-            return Err(FaultFailed("the Redis Sentinel cluster is stopped".into()));
+        if !self.links.cluster_runs() {
+            return Err(self.links.stopped());
         }
         let members = self.members.clone();
         tokio::task::spawn_blocking(move || named_primary(&members))
@@ -483,12 +466,11 @@ impl ClusterFaults for SentinelLinks {
     }
 
     async fn partition(&self, groups: &[Vec<String>]) -> Result<(), FaultFailed> {
-        let groups = groups.to_vec();
-        self.on_lab(move |lab| lab.partition(&groups)).await
+        self.links.partition(groups).await
     }
 
     async fn heal(&self) -> Result<(), FaultFailed> {
-        self.on_lab(NetLab::heal).await
+        self.links.heal().await
     }
 }
 

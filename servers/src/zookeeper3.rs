@@ -16,13 +16,13 @@ mod srvr;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
 
 use crate::cluster::{ClusterNode, StartedCluster};
-use crate::{NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
+use crate::{LabLinks, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
 use member::{MEMBERS, Seat, lab_seats, log_tail, start_members, sweep_dead_dirs};
 pub use member::{ZOOKEEPER3_MAX_SESSION_MS, ZOOKEEPER3_MIN_SESSION_MS, ZOOKEEPER3_TICK_MS};
 use srvr::{Role, leading, roles};
@@ -152,7 +152,7 @@ pub fn start(query: &str) -> Result<Zookeeper3Cluster, ServerError> {
     let links = Arc::new(EnsembleLinks {
         names: seats.iter().map(Seat::name).collect(),
         addrs: seats.iter().map(Seat::client_addr).collect(),
-        lab: Arc::downgrade(&lab),
+        links: LabLinks::new(&lab, "the zookeeper3 ensemble"),
     });
     Ok(Zookeeper3Cluster {
         members,
@@ -273,25 +273,7 @@ struct EnsembleLinks {
     names: Vec<String>,
     /// Each member's own client address (not its proxy's), for `srvr`.
     addrs: Vec<SocketAddr>,
-    /// Weak: a run may hold these faults a moment longer than the ensemble, whose drop must
-    /// still remove the namespaces.
-    lab: Weak<NetLab>,
-}
-
-impl EnsembleLinks {
-    /// Rewrites the links with `change` on the blocking pool (it runs `iptables-restore`).
-    async fn relink<F>(&self, change: F) -> Result<(), FaultFailed>
-    where
-        F: FnOnce(&NetLab) -> Result<(), ServerError> + Send + 'static,
-    {
-        let lab = self.lab.upgrade().ok_or_else(|| {
-            FaultFailed("the zookeeper3 ensemble is gone: no links to cut or heal".into())
-        })?;
-        tokio::task::spawn_blocking(move || change(&lab))
-            .await
-            .map_err(|error| FaultFailed(format!("the link change failed: {error}")))?
-            .map_err(|error| FaultFailed(error.to_string()))
-    }
+    links: LabLinks,
 }
 
 #[async_trait::async_trait]
@@ -306,12 +288,11 @@ impl ClusterFaults for EnsembleLinks {
     }
 
     async fn partition(&self, groups: &[Vec<String>]) -> Result<(), FaultFailed> {
-        let groups = groups.to_vec();
-        self.relink(move |lab| lab.partition(&groups)).await
+        self.links.partition(groups).await
     }
 
     async fn heal(&self) -> Result<(), FaultFailed> {
-        self.relink(NetLab::heal).await
+        self.links.heal().await
     }
 }
 
