@@ -52,14 +52,20 @@ fn started(printed: &str) -> bool {
     .is_some()
 }
 
+/// The "started the lock cluster KIND …" line fencer printed.
+fn cluster_line<'p>(printed: &'p str, kind: &str) -> &'p str {
+    let start = format!("started the lock cluster {kind}");
+    printed
+        .lines()
+        .find(|line| line.starts_with(&start))
+        .unwrap_or_else(|| panic!("the {kind} cluster is announced: {printed}"))
+}
+
 /// Every loopback port the "started the lock cluster …" line names: each master's and each
 /// proxy's.
 fn cluster_ports(printed: &str) -> Vec<u16> {
-    let line = printed
-        .lines()
-        .find(|line| line.starts_with("started the lock cluster redlock"))
-        .unwrap_or_else(|| panic!("the cluster is announced: {printed}"));
-    line.split("127.0.0.1:")
+    cluster_line(printed, "redlock")
+        .split("127.0.0.1:")
         .skip(1)
         .filter_map(|after| {
             let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
@@ -68,13 +74,10 @@ fn cluster_ports(printed: &str) -> Vec<u16> {
         .collect()
 }
 
-/// The process ids the "started the lock cluster …" line names (`Redis pid N`).
-fn cluster_pids(printed: &str) -> Vec<u32> {
-    let line = printed
-        .lines()
-        .find(|line| line.starts_with("started the lock cluster redlock"))
-        .unwrap_or_else(|| panic!("the cluster is announced: {printed}"));
-    line.split(" pid ")
+/// The process ids the "started the lock cluster KIND …" line names (`Redis pid N`).
+fn cluster_pids(printed: &str, kind: &str) -> Vec<u32> {
+    cluster_line(printed, kind)
+        .split(" pid ")
         .skip(1)
         .filter_map(|after| after.split(' ').next()?.parse().ok())
         .collect()
@@ -83,7 +86,7 @@ fn cluster_pids(printed: &str) -> Vec<u32> {
 /// Asserts the run started five masters behind five proxies and that none of them is left:
 /// no redis-server of the cluster alive, nothing listening on any of their ports.
 fn assert_cluster_started_and_stopped(printed: &str) {
-    let pids = cluster_pids(printed);
+    let pids = cluster_pids(printed, "redlock");
     assert_eq!(pids.len(), 5, "five masters: {printed}");
     for pid in pids {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
@@ -536,16 +539,7 @@ fn an_interrupted_etcd3_run_tears_its_cluster_down_and_exits_130() {
         );
         return;
     }
-    let etcd_pids: Vec<u32> = printed
-        .lines()
-        .find(|line| line.starts_with("started the lock cluster etcd3"))
-        .map(|line| {
-            line.split(" pid ")
-                .skip(1)
-                .filter_map(|after| after.split(' ').next()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
+    let etcd_pids = cluster_pids(&printed, "etcd3");
     assert_eq!(etcd_pids.len(), 3, "three members: {printed}");
     assert_eq!(namespaces_named(&namespace_prefix).len(), 3);
     std::thread::sleep(std::time::Duration::from_millis(1_500));

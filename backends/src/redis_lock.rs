@@ -177,6 +177,28 @@ impl RedisLock {
         }
     }
 
+    /// Runs a renew or release script (`1`: the owner held the lock and the script acted on it)
+    /// on the current connection, watched like every call through it.
+    async fn owner_checked(
+        &self,
+        invocation: redis::ScriptInvocation<'_>,
+        lock: &str,
+    ) -> Result<Owned, CallError> {
+        self.connection
+            .watched(async {
+                let mut connection = self.connection.get().await?;
+                self.origins
+                    .mark(&self.connection, &mut connection, lock)
+                    .await?;
+                match invocation.invoke_async::<u64>(&mut connection).await {
+                    Ok(1) => Ok(Owned::Done),
+                    Ok(_) => Ok(Owned::NotOwner),
+                    Err(error) => Err(self.connection.sent_error(error).await),
+                }
+            })
+            .await
+    }
+
     /// `script` with the keys every lock script takes for `lock`, and `owner` as its first
     /// argument.
     fn call<'s>(
@@ -241,38 +263,14 @@ impl LockService for RedisLock {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
-        self.connection
-            .watched(async {
-                let mut invocation = self.call(&self.renew, lock, owner);
-                invocation.arg(ttl_ms(ttl));
-                let mut connection = self.connection.get().await?;
-                self.origins
-                    .mark(&self.connection, &mut connection, lock)
-                    .await?;
-                match invocation.invoke_async::<u64>(&mut connection).await {
-                    Ok(1) => Ok(Owned::Done),
-                    Ok(_) => Ok(Owned::NotOwner),
-                    Err(error) => Err(self.connection.sent_error(error).await),
-                }
-            })
-            .await
+        let mut invocation = self.call(&self.renew, lock, owner);
+        invocation.arg(ttl_ms(ttl));
+        self.owner_checked(invocation, lock).await
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        self.connection
-            .watched(async {
-                let invocation = self.call(&self.release, lock, owner);
-                let mut connection = self.connection.get().await?;
-                self.origins
-                    .mark(&self.connection, &mut connection, lock)
-                    .await?;
-                match invocation.invoke_async::<u64>(&mut connection).await {
-                    Ok(1) => Ok(Owned::Done),
-                    Ok(_) => Ok(Owned::NotOwner),
-                    Err(error) => Err(self.connection.sent_error(error).await),
-                }
-            })
-            .await
+        let invocation = self.call(&self.release, lock, owner);
+        self.owner_checked(invocation, lock).await
     }
 
     /// The logs of every lock called through this adapter. `None` if the server cannot be

@@ -21,6 +21,17 @@ pub struct ClusterNode {
     pub faults: Arc<dyn ServerFaults>,
 }
 
+impl ClusterNode {
+    /// The member `name` whose faults are those of the private server `server` (its process
+    /// and the proxy in front of it).
+    pub fn new(name: impl Into<String>, server: &Arc<crate::PrivateServer>) -> ClusterNode {
+        ClusterNode {
+            name: name.into(),
+            faults: Arc::clone(server) as Arc<dyn ServerFaults>,
+        }
+    }
+}
+
 impl std::fmt::Debug for ClusterNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterNode")

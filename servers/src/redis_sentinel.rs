@@ -28,7 +28,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
+use fencer_nemesis::{ClusterFaults, FaultFailed};
 
 use crate::cluster::{ClusterNode, StartedCluster};
 use crate::{LabLinks, Launch, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
@@ -356,13 +356,7 @@ impl StartedCluster for SentinelCluster {
     fn nodes(&self) -> Vec<ClusterNode> {
         self.members
             .iter()
-            .map(|(name, server)| {
-                let faults: Arc<dyn ServerFaults> = server.clone();
-                ClusterNode {
-                    name: name.clone(),
-                    faults,
-                }
-            })
+            .map(|(name, server)| ClusterNode::new(name, server))
             .collect()
     }
 

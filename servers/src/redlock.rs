@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fencer_backends::redlock::RedlockOptions;
-use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
+use fencer_nemesis::{ClusterFaults, FaultFailed};
 
 use crate::ServerGuard;
 use crate::cluster::{ClusterNode, StartedCluster};
@@ -220,10 +220,7 @@ impl StartedCluster for RedlockCluster {
             .names
             .iter()
             .zip(&self.masters)
-            .map(|(name, master)| ClusterNode {
-                name: name.clone(),
-                faults: Arc::clone(master) as Arc<dyn ServerFaults>,
-            })
+            .map(|(name, master)| ClusterNode::new(name, master))
             .collect()
     }
 

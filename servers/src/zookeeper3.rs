@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer_nemesis::{ClusterFaults, FaultFailed, ServerFaults};
+use fencer_nemesis::{ClusterFaults, FaultFailed};
 
 use crate::cluster::{ClusterNode, StartedCluster};
 use crate::{LabLinks, NetLab, PrivateBackend, PrivateServer, ServerError, ServerGuard};
@@ -218,10 +218,7 @@ impl StartedCluster for Zookeeper3Cluster {
     fn nodes(&self) -> Vec<ClusterNode> {
         self.members
             .iter()
-            .map(|member| ClusterNode {
-                name: member.seat.name(),
-                faults: Arc::clone(&member.server) as Arc<dyn ServerFaults>,
-            })
+            .map(|member| ClusterNode::new(member.seat.name(), &member.server))
             .collect()
     }
 
