@@ -262,11 +262,9 @@ async fn start(
             let Some(leader) = leader_of(fault, cluster.as_ref(), recorder).await else {
                 return Ok(None);
             };
-            event.value = Some(format!(
-                "{} ({LEADER} {leader})",
-                groups_text(&resolve_leader(groups, &leader))
-            ));
-            resolve_leader(groups, &leader)
+            let resolved = resolve_leader(groups, &leader);
+            event.value = Some(format!("{} ({LEADER} {leader})", groups_text(&resolved)));
+            resolved
         } else {
             groups.clone()
         };
