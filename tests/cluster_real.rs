@@ -232,13 +232,18 @@ fn run_plan(dir: &Path, plan: &Plan, out: &str) -> Output {
 #[test]
 fn clock_jumps_on_a_majority_of_masters_let_two_holders_in_but_on_a_minority_do_not() {
     let dir = tempfile::tempdir().unwrap();
-    let settings = unfenced_redlock(4);
-    // A clock jump on three of five masters every two TTLs: each time, the holder's keys
-    // vanish from a majority and a rival is granted the lock while the holder still counts
-    // validity (a small jump on n4 beside it changes nothing).
+    // Cycles enough for the run to outlast every round of jumps below.
+    let settings = fencer::Settings {
+        ops_per_worker: 40,
+        ..unfenced_redlock(4)
+    };
+    // A clock jump on three of five masters once a renewal interval (two thirds of a TTL):
+    // each time, the holder's keys vanish from a majority and a rival is granted the lock
+    // while the holder still counts validity (a small jump on n4 beside it changes nothing).
+    const ROUND_NS: u64 = 2 * TTL_NS / 3;
     let mut faults = Vec::new();
     for round in 1..=16u64 {
-        let at_ns = round * 2 * TTL_NS;
+        let at_ns = round * ROUND_NS;
         faults.extend(jumps(at_ns, &["n1", "n2", "n3"], 10 * TTL_NS as i64));
         faults.extend(jumps(at_ns + TTL_NS / 2, &["n4"], TTL_NS as i64 / 10));
     }
@@ -260,11 +265,11 @@ fn clock_jumps_on_a_majority_of_masters_let_two_holders_in_but_on_a_minority_do_
     );
     assert_cluster_started_and_stopped(&printed);
     // The schedule counts from the workers' start, not from before five masters and
-    // PostgreSQL came up: the first jump lands two TTLs after the first call.
+    // PostgreSQL came up: the first jump lands a round after the first call.
     let events = history(dir.path(), "jumps");
     let after_first_call_ns = first_ns(&events, "nemesis") - first_ns(&events, "invoke");
     assert!(
-        after_first_call_ns + 50_000_000 >= 2 * TTL_NS,
+        after_first_call_ns + 50_000_000 >= ROUND_NS,
         "the first jump came {after_first_call_ns} ns after the first call"
     );
 
@@ -272,7 +277,7 @@ fn clock_jumps_on_a_majority_of_masters_let_two_holders_in_but_on_a_minority_do_
     // holds the key.
     let mut minority = plan.clone();
     minority.faults = (1..=16u64)
-        .flat_map(|round| jumps(round * 2 * TTL_NS, &["n4", "n5"], 10 * TTL_NS as i64))
+        .flat_map(|round| jumps(round * ROUND_NS, &["n4", "n5"], 10 * TTL_NS as i64))
         .collect();
     let output = run_plan(dir.path(), &minority, "minority");
     let printed = text(&output);
