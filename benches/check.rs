@@ -2,10 +2,11 @@
 //! checker, on one core (the README's performance section has the figures and the budget).
 //!
 //! The histories are made by fencer itself, by the same command a reader would run:
-//! `fencer run --seed 1 --workers 50 --ops 28` (1,024,202 events; fenced-register, all faults,
-//! fifty workers contending for one lock) and `--ops 265` for about 10,000,000, in a temporary
-//! directory. `cargo bench --bench check` measures 1M events; set `FENCER_BENCH_10M=1` to also
-//! measure 10M (its simulation alone takes a minute and several GB).
+//! `fencer run --seed 1 --workers 50 --ops 28 --wait poll` (1,024,202 events; fenced-register,
+//! all faults, fifty polling workers contending for one lock) and `--ops 265` for about
+//! 10,000,000, in a temporary directory. `cargo bench --bench check` measures 1M events; set
+//! `FENCER_BENCH_10M=1` to also measure 10M (its simulation alone takes a minute and several
+//! GB).
 //!
 //! Criterion reports time and events/s. Peak memory is the process's: the simulation runs in a
 //! child process, so the bench's own peak resident set after the first check is the check's,
@@ -24,7 +25,16 @@ use fencer_harness::PackedHistory;
 fn simulate_into(dir: &Path, ops: usize) -> PathBuf {
     let out = dir.join(format!("run-{ops}"));
     let status = Command::new(env!("CARGO_BIN_EXE_fencer"))
-        .args(["run", "--seed", "1", "--workers", "50", "--ops"])
+        .args([
+            "run",
+            "--seed",
+            "1",
+            "--workers",
+            "50",
+            "--wait",
+            "poll",
+            "--ops",
+        ])
         .arg(ops.to_string())
         .arg("--out")
         .arg(&out)

@@ -46,7 +46,7 @@ fn bad_flag_values_exit_254_with_a_reason() {
     );
     assert_bad_input(
         &["run", "--wait", "queue"],
-        "unknown wait mode `queue`: expected poll or backoff",
+        "unknown wait mode `queue`: expected auto, poll or backoff",
     );
     assert_bad_input(&["run", "--ttl", "0s"], "a duration must be positive");
     assert_bad_input(&["run", "--ttl", "-5s"], "a duration must be positive");
@@ -127,7 +127,19 @@ fn a_backing_off_run_saves_its_wait_mode_and_replays_byte_identical() {
         "--out",
         "b",
     ]);
-    run(&["run", "--workers", "20", "--ops", "5", "--out", "p"]);
+    run(&[
+        "run",
+        "--workers",
+        "20",
+        "--ops",
+        "5",
+        "--wait",
+        "poll",
+        "--out",
+        "p",
+    ]);
+    run(&["run", "--workers", "20", "--ops", "5", "--out", "crowd"]);
+    run(&["run", "--workers", "10", "--ops", "5", "--out", "few"]);
     let plan = |name: &str| std::fs::read_to_string(dir.path().join(name).join("plan.json"));
     assert!(plan("b").unwrap().contains("\"wait\": \"backoff\""));
     assert!(
@@ -136,6 +148,15 @@ fn a_backing_off_run_saves_its_wait_mode_and_replays_byte_identical() {
     );
     let history = |name: &str| std::fs::read(dir.path().join(name).join("history.jsonl")).unwrap();
     assert_ne!(history("b"), history("p"), "the workers waited differently");
+    assert_eq!(
+        history("crowd"),
+        history("b"),
+        "with no --wait, twenty workers back off"
+    );
+    assert!(
+        !plan("few").unwrap().contains("\"wait\""),
+        "with no --wait, ten workers poll"
+    );
     let replay = run(&["replay", "b"]);
     assert!(
         stdout(&replay).contains("identical:"),

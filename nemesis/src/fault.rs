@@ -565,79 +565,50 @@ impl Aims {
     }
 }
 
+/// The field `$field` of `$fault`, a field every fault has: one list of the variants for
+/// every accessor of such a field, so a new variant cannot be forgotten in one of them.
+macro_rules! every_fault {
+    ($fault:expr, $field:ident) => {
+        match $fault {
+            Fault::Pause { $field, .. }
+            | Fault::ClockJump { $field, .. }
+            | Fault::ClockDrift { $field, .. }
+            | Fault::DropRenew { $field, .. }
+            | Fault::DelayWrite { $field, .. }
+            | Fault::Restart { $field, .. }
+            | Fault::DropAcquire { $field, .. }
+            | Fault::DropWrite { $field, .. }
+            | Fault::ServerPause { $field, .. }
+            | Fault::Partition { $field, .. }
+            | Fault::DelayReplies { $field, .. }
+            | Fault::DropReplies { $field, .. }
+            | Fault::Cut { $field, .. }
+            | Fault::NetPartition { $field, .. }
+            | Fault::DelayAcquire { $field, .. }
+            | Fault::DelayRenew { $field, .. }
+            | Fault::DelayRelease { $field, .. }
+            | Fault::LeaseEdge { $field, .. } => $field,
+        }
+    };
+}
+
 impl Fault {
     /// True time the fault starts.
     pub fn at_ns(&self) -> u64 {
-        match self {
-            Fault::Pause { at_ns, .. }
-            | Fault::ClockJump { at_ns, .. }
-            | Fault::ClockDrift { at_ns, .. }
-            | Fault::DropRenew { at_ns, .. }
-            | Fault::DelayWrite { at_ns, .. }
-            | Fault::Restart { at_ns, .. }
-            | Fault::DropAcquire { at_ns, .. }
-            | Fault::DropWrite { at_ns, .. }
-            | Fault::ServerPause { at_ns, .. }
-            | Fault::Partition { at_ns, .. }
-            | Fault::DelayReplies { at_ns, .. }
-            | Fault::DropReplies { at_ns, .. }
-            | Fault::Cut { at_ns, .. }
-            | Fault::NetPartition { at_ns, .. }
-            | Fault::DelayAcquire { at_ns, .. }
-            | Fault::DelayRenew { at_ns, .. }
-            | Fault::DelayRelease { at_ns, .. }
-            | Fault::LeaseEdge { at_ns, .. } => *at_ns,
-        }
+        *every_fault!(self, at_ns)
     }
 
     /// The same fault starting `delay_ns` later: a real-tier run's schedule counts from the
     /// moment its workers start, after its servers and clusters came up.
     pub fn delayed_by(mut self, delay_ns: u64) -> Fault {
-        match &mut self {
-            Fault::Pause { at_ns, .. }
-            | Fault::ClockJump { at_ns, .. }
-            | Fault::ClockDrift { at_ns, .. }
-            | Fault::DropRenew { at_ns, .. }
-            | Fault::DelayWrite { at_ns, .. }
-            | Fault::Restart { at_ns, .. }
-            | Fault::DropAcquire { at_ns, .. }
-            | Fault::DropWrite { at_ns, .. }
-            | Fault::ServerPause { at_ns, .. }
-            | Fault::Partition { at_ns, .. }
-            | Fault::DelayReplies { at_ns, .. }
-            | Fault::DropReplies { at_ns, .. }
-            | Fault::Cut { at_ns, .. }
-            | Fault::NetPartition { at_ns, .. }
-            | Fault::DelayAcquire { at_ns, .. }
-            | Fault::DelayRenew { at_ns, .. }
-            | Fault::DelayRelease { at_ns, .. }
-            | Fault::LeaseEdge { at_ns, .. } => *at_ns = at_ns.saturating_add(delay_ns),
-        }
+        let at_ns = every_fault!(&mut self, at_ns);
+        *at_ns = at_ns.saturating_add(delay_ns);
         self
     }
 
     /// The process or clock the fault targets.
     pub fn target(&self) -> &str {
-        match self {
-            Fault::Pause { target, .. }
-            | Fault::ClockJump { target, .. }
-            | Fault::ClockDrift { target, .. }
-            | Fault::DropRenew { target, .. }
-            | Fault::DelayWrite { target, .. }
-            | Fault::Restart { target, .. }
-            | Fault::DropAcquire { target, .. }
-            | Fault::DropWrite { target, .. }
-            | Fault::ServerPause { target, .. }
-            | Fault::Partition { target, .. }
-            | Fault::DelayReplies { target, .. }
-            | Fault::DropReplies { target, .. }
-            | Fault::Cut { target, .. }
-            | Fault::NetPartition { target, .. }
-            | Fault::DelayAcquire { target, .. }
-            | Fault::DelayRenew { target, .. }
-            | Fault::DelayRelease { target, .. }
-            | Fault::LeaseEdge { target, .. } => target,
-        }
+        every_fault!(self, target)
     }
 
     /// The family the fault belongs to.

@@ -236,9 +236,10 @@ impl PrivateServer {
 
     /// Runs `work` on the guard on tokio's blocking pool (killing and restarting wait on the
     /// process), so the run's other tasks go on meanwhile.
-    async fn on_guard<F>(&self, work: F) -> Result<(), ServerError>
+    async fn on_guard<F, T>(&self, work: F) -> Result<T, ServerError>
     where
-        F: FnOnce(&mut ServerGuard) -> Result<(), ServerError> + Send + 'static,
+        F: FnOnce(&mut ServerGuard) -> Result<T, ServerError> + Send + 'static,
+        T: Send + 'static,
     {
         let guard = Arc::clone(&self.guard);
         tokio::task::spawn_blocking(move || {
@@ -255,14 +256,11 @@ impl PrivateServer {
             PrivateBackend::Redis => {
                 #[cfg(feature = "redis")]
                 {
-                    // A Redis that is down (killed, or restarting: the restart holds the
-                    // guard) keeps no keys, having no persistence: the jump has nothing to
-                    // move, and it comes back with no keys either.
-                    let down = self
-                        .guard
-                        .try_lock()
-                        .map_or(true, |guard| guard.pid().is_none());
-                    if down {
+                    // A Redis that is down keeps no keys, having no persistence: the jump
+                    // has nothing to move. A restart under way holds the guard, so this waits
+                    // for it and then shifts the keys of a server that came back empty.
+                    let up = self.on_guard(|guard| Ok(guard.pid().is_some())).await?;
+                    if !up {
                         return Ok(());
                     }
                     let direct = fencer_backends::RedisConnection::open(&format!(

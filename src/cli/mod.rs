@@ -346,14 +346,47 @@ struct SettingsArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration, allow_hyphen_values = true)]
     call_timeout: u64,
     /// How workers wait for a busy lock: poll (retry every TTL/20, so every release and
-    /// expiry meets a storm of acquires) or backoff (capped exponential back-off with jitter
-    /// from TTL/20 up to 16 TTLs, as client libraries retry; scales to 1000 workers).
-    #[arg(long, default_value = "poll", value_parser = |s: &str| s.parse::<WaitMode>())]
-    wait: WaitMode,
+    /// expiry meets a storm of acquires), backoff (capped exponential back-off with jitter
+    /// from TTL/20 up to 16 TTLs, as client libraries retry; scales to 1000 workers), or
+    /// auto: poll up to 10 workers, backoff above.
+    #[arg(long, default_value = "auto", value_parser = |s: &str| s.parse::<WaitArg>())]
+    wait: WaitArg,
     /// Swarm testing: each seed also chooses which of the enabled faults are on and how
     /// often they come.
     #[arg(long)]
     swarm: bool,
+}
+
+/// A parsed `--wait` value: a mode, or `auto`, which picks one by the size of the crowd
+/// ([`WaitMode::for_crowd`]). A plan always records the mode it ran with, so `auto` never
+/// reaches a saved run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitArg {
+    Auto,
+    Mode(WaitMode),
+}
+
+impl WaitArg {
+    /// The mode a run of `workers` waits in.
+    fn for_crowd(self, workers: usize) -> WaitMode {
+        match self {
+            WaitArg::Auto => WaitMode::for_crowd(workers),
+            WaitArg::Mode(mode) => mode,
+        }
+    }
+}
+
+impl std::str::FromStr for WaitArg {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<WaitArg, String> {
+        if text == "auto" {
+            return Ok(WaitArg::Auto);
+        }
+        text.parse()
+            .map(WaitArg::Mode)
+            .map_err(|_| format!("unknown wait mode `{text}`: expected auto, poll or backoff"))
+    }
 }
 
 /// A parsed `--nemesis` value: a comma list of fault families and the groups `default` and
@@ -431,7 +464,7 @@ impl SettingsArgs {
             store,
             on_renew_failure: self.on_renew_failure,
             call_timeout_ns: self.call_timeout,
-            wait: self.wait,
+            wait: self.wait.for_crowd(self.workers),
             ..Settings::default()
         }
     }

@@ -14,4 +14,4 @@ pub use kind::WorkerVariant;
 pub use lease::{LeaseStatus, RenewFailurePolicy};
 pub use register::{CyclePlan, RegisterConfig, Worker, WorkerPlan, plan_workers};
 pub use shape::CycleShape;
-pub use wait::{Backoff, WaitMode};
+pub use wait::{Backoff, POLL_MAX_WORKERS, WaitMode};
