@@ -116,30 +116,20 @@ fn a_backing_off_run_saves_its_wait_mode_and_replays_byte_identical() {
         );
         output
     };
-    run(&[
-        "run",
-        "--workers",
-        "20",
-        "--ops",
-        "5",
-        "--wait",
-        "backoff",
-        "--out",
-        "b",
-    ]);
-    run(&[
-        "run",
-        "--workers",
-        "20",
-        "--ops",
-        "5",
-        "--wait",
-        "poll",
-        "--out",
-        "p",
-    ]);
-    run(&["run", "--workers", "20", "--ops", "5", "--out", "crowd"]);
-    run(&["run", "--workers", "10", "--ops", "5", "--out", "few"]);
+    // Five cycles each for `workers` workers into `out`, waiting as `wait` says (or as the
+    // default picks, without it).
+    let crowd = |workers: &str, wait: &[&str], out: &str| {
+        let args = [
+            &["run", "--workers", workers, "--ops", "5"],
+            wait,
+            &["--out", out],
+        ];
+        run(&args.concat())
+    };
+    crowd("20", &["--wait", "backoff"], "b");
+    crowd("20", &["--wait", "poll"], "p");
+    crowd("20", &[], "crowd");
+    crowd("10", &[], "few");
     let plan = |name: &str| std::fs::read_to_string(dir.path().join(name).join("plan.json"));
     assert!(plan("b").unwrap().contains("\"wait\": \"backoff\""));
     assert!(
