@@ -11,6 +11,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use fencer_harness::{EventType, Op};
+use fencer_nemesis::{ServerAction, ServerFaults};
 use fencer_run::drive::RunNames;
 use fencer_run::real::{run_real, run_real_with_servers};
 use fencer_servers::{PrivateBackend, ServerGuard};
@@ -129,4 +130,27 @@ fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stal
         return;
     };
     support::assert_clock_jump_is_stopped_only_by_the_fence(&server, "jump");
+}
+
+#[test]
+fn a_clock_jump_finds_nothing_to_move_on_a_killed_redis_and_shifts_a_restarted_one() {
+    let Some(server) = support::private_server("redis_jump_down", "private:redis") else {
+        return;
+    };
+    let jump = ServerAction::JumpClock(5_000_000_000);
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    runtime.block_on(async {
+        server.apply(ServerAction::Kill).await.unwrap();
+        assert_eq!(server.pid(), None);
+        server
+            .apply(jump)
+            .await
+            .expect("a server that is down keeps no keys: nothing to move, no error");
+        server.apply(ServerAction::Start).await.unwrap();
+        assert!(server.pid().is_some());
+        server
+            .apply(jump)
+            .await
+            .expect("the restarted server's keys are shifted");
+    });
 }
