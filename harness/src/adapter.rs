@@ -24,13 +24,45 @@ impl std::fmt::Display for OwnerToken {
     /// lock call and lock-log entry names its owner, and the formatting machinery's padded
     /// integer path costs several times the digits themselves.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        f.write_str(self.hex().as_str())
+    }
+}
+
+impl OwnerToken {
+    /// The 32 hex digits this token prints as, on the stack: what the client path interns
+    /// into a history without building a `String`.
+    pub(crate) fn hex(self) -> OwnerHex {
         let mut hex = [0u8; 32];
-        for (place, digit) in hex.iter_mut().enumerate() {
-            let nibble = (self.0 >> (124 - 4 * place)) & 0xf;
-            *digit = DIGITS[nibble as usize];
+        for (place, digits) in hex.chunks_exact_mut(8).enumerate() {
+            let word = (self.0 >> (96 - 32 * place)) as u32;
+            digits.copy_from_slice(&eight_hex_digits(word));
         }
-        f.write_str(std::str::from_utf8(&hex).expect("hex digits are ASCII"))
+        OwnerHex(hex)
+    }
+}
+
+/// The 8 lower-case hex digits of `word`, most significant first, made all at once in one
+/// 64-bit word: each nibble is spread into a byte of its own, then every byte becomes its
+/// digit (`'0'` plus the nibble, 39 more from 10 up, where `'a'` follows `'9'`). No byte can
+/// carry into the next: a nibble plus 6 stays below 256, and so does its digit.
+fn eight_hex_digits(word: u32) -> [u8; 8] {
+    const BYTES: u64 = 0x0101_0101_0101_0101;
+    let mut nibbles = u64::from(word);
+    nibbles = (nibbles | (nibbles << 16)) & 0x0000_ffff_0000_ffff;
+    nibbles = (nibbles | (nibbles << 8)) & 0x00ff_00ff_00ff_00ff;
+    nibbles = (nibbles | (nibbles << 4)) & 0x0f0f_0f0f_0f0f_0f0f;
+    // Bit 4 of nibble + 6 is set exactly for the nibbles 10 to 15.
+    let letters = ((nibbles + 6 * BYTES) >> 4) & BYTES;
+    (nibbles + u64::from(b'0') * BYTES + letters * 39).to_be_bytes()
+}
+
+/// An owner token's 32 lower-case hex digits ([`OwnerToken::hex`]).
+pub(crate) struct OwnerHex([u8; 32]);
+
+impl OwnerHex {
+    /// The digits as text.
+    pub(crate) fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).expect("hex digits are ASCII")
     }
 }
 

@@ -33,9 +33,10 @@ use crate::adapter::{
     Written,
 };
 use crate::clock::LocalClock;
-use crate::event::{Event, EventType, Op};
+use crate::event::{EventType, Op};
 use crate::freeze::ProcessFaults;
-use crate::recorder::Recorder;
+use crate::packed::{Number, Row};
+use crate::recorder::{Recorder, RowStrings, Table, Word};
 
 /// One-way message latency drawn uniformly from `[min_ns, max_ns]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -162,8 +163,8 @@ impl Courier {
 /// Everything a process needs to make recorded calls: its name, its clock, its faults.
 #[derive(Clone, Debug)]
 pub struct Process {
-    name: Arc<str>,
-    clock: LocalClock,
+    /// Its name and clock, shared as they are handed to the adapter on every call.
+    caller: Arc<Caller>,
     faults: Arc<ProcessFaults>,
     recorder: Arc<Recorder>,
     network: Arc<Network>,
@@ -179,8 +180,10 @@ impl Process {
         network: Arc<Network>,
     ) -> Process {
         Process {
-            name: name.into(),
-            clock,
+            caller: Arc::new(Caller {
+                process: name.into(),
+                clock,
+            }),
             faults,
             recorder,
             network,
@@ -190,20 +193,28 @@ impl Process {
     /// A sibling process (e.g. `w0:renew`) sharing this one's clock and faults: a renewal task
     /// lives and freezes with its worker.
     pub fn sibling(&self, suffix: &str) -> Process {
+        self.renamed(format!("{}:{suffix}", self.name()).into())
+    }
+
+    /// This process under another name, with the same clock and faults.
+    fn renamed(&self, name: Arc<str>) -> Process {
         Process {
-            name: format!("{}:{suffix}", self.name).into(),
+            caller: Arc::new(Caller {
+                process: name,
+                clock: self.clock().clone(),
+            }),
             ..self.clone()
         }
     }
 
     /// The process name.
     pub fn name(&self) -> &str {
-        &self.name
+        &self.caller.process
     }
 
     /// The process's local clock.
     pub fn clock(&self) -> &LocalClock {
-        &self.clock
+        &self.caller.clock
     }
 
     /// The faults the nemesis applies to this process.
@@ -217,40 +228,40 @@ impl Process {
         if !self.faults.lease_edge_attacked() {
             return;
         }
-        let truth = self.clock.truth();
+        let truth = self.clock().truth();
         while let Some(until_ns) = self.faults.edge_hold_until(f, truth.now_ns()) {
             tokio::time::sleep_until(truth.instant_at(until_ns)).await;
         }
     }
 
-    fn event(&self, kind: EventType, f: Op) -> Event {
-        Event::new(&*self.name, kind, f)
-    }
-
-    /// Records `invoke`, delivers `apply` over the wire, waits for the reply within the call
-    /// timeout and records the completion. `annotate` fills the completion's columns from a
-    /// reply and says whether it was `ok` or `fail`. Returns the reply and the true time the
-    /// request was sent.
+    /// Records the invoke of `call`, delivers `apply` over the wire, waits for the reply within
+    /// the call timeout and records the completion. `annotate` fills the completion's columns
+    /// from a reply (its strings interned into the history's table) and says whether it was
+    /// `ok` or `fail`. Returns the reply and the true time the request was sent.
     async fn call<T, Apply>(
         &self,
-        invoke: Event,
+        call: CallText<'_>,
         apply: Apply,
-        annotate: fn(&T, &mut Event) -> EventType,
+        annotate: fn(&T, &mut Row, &mut RowStrings<'_>) -> EventType,
     ) -> (Result<T, CallError>, u64)
     where
         T: Send + 'static,
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
-        let f = invoke.f;
+        let f = call.f;
         // Held before it is sent: a call cancelled while held never happened.
         self.hold_for_lease_edge(f).await;
         let mut guard = OpenCall {
             process: self,
-            completion: Some(invoke.clone()),
+            call,
+            invoke: None,
+            open: true,
         };
-        let sent_ns = self.clock.truth().now_ns();
-        self.recorder.record_on(invoke, &self.clock);
-        let deadline = self.clock.truth().now_instant() + self.network.call_timeout;
+        let sent_ns = self.clock().truth().now_ns();
+        guard.invoke = self.recorder.record_row_on(self.clock(), |strings, _| {
+            call.invoke_row(self.name(), strings)
+        });
+        let deadline = self.clock().truth().now_instant() + self.network.call_timeout;
         let reply = self.deliver(f, apply);
         let reply = match tokio::time::timeout_at(deadline, reply).await {
             Ok(Ok(result)) => result,
@@ -261,19 +272,17 @@ impl Process {
             }
             Err(_elapsed) => Err(CallError::Unknown("timeout".into())),
         };
-        let mut completion = guard.completion.take().expect("completed once");
-        completion.kind = match &reply {
-            Ok(value) => annotate(value, &mut completion),
+        guard.complete(|row, strings| match &reply {
+            Ok(value) => annotate(value, row, strings),
             Err(CallError::NotApplied(why)) => {
-                completion.error = Some(why.clone());
+                row.error = Some(strings.intern(why));
                 EventType::Fail
             }
             Err(CallError::Unknown(why)) => {
-                completion.error = Some(why.clone());
+                row.error = Some(strings.intern(why));
                 EventType::Info
             }
-        };
-        self.recorder.record_on(completion, &self.clock);
+        });
         (reply, sent_ns)
     }
 
@@ -285,17 +294,14 @@ impl Process {
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
         let (reply_tx, reply_rx) = oneshot::channel();
-        let truth = self.clock.truth();
+        let truth = self.clock().truth();
         // A delayed request is held on the wire, not by its sender: the sender's deadline still
         // runs, so it records `info` while the request is still on its way.
         let held = Duration::from_nanos(self.faults.request_delay_at(f, truth.now_ns()));
         let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
         let faults = Arc::clone(&self.faults);
-        let caller = Caller {
-            process: Arc::clone(&self.name),
-            clock: self.clock.clone(),
-        };
+        let caller = Arc::clone(&self.caller);
         self.network.dispatch(Box::pin(async move {
             if !request_latency.is_zero() {
                 tokio::time::sleep_until(truth.now_instant() + request_latency).await;
@@ -321,15 +327,50 @@ impl Process {
     }
 }
 
-/// Who is calling the adapter, while it runs.
-#[derive(Clone, Debug)]
+/// A string a request carries to its adapter (a lock name, key, write id or value), held
+/// inline when short, as such strings are, so sending a request allocates nothing for them.
+enum CarriedText {
+    /// Up to [`CarriedText::INLINE`] bytes, and how many are used.
+    Inline(u8, [u8; CarriedText::INLINE]),
+    /// Anything longer.
+    Boxed(Box<str>),
+}
+
+impl CarriedText {
+    /// The longest text held inline: the enum stays as small as four words.
+    const INLINE: usize = 30;
+
+    fn new(text: &str) -> CarriedText {
+        match u8::try_from(text.len()) {
+            Ok(len) if text.len() <= CarriedText::INLINE => {
+                let mut bytes = [0; CarriedText::INLINE];
+                bytes[..text.len()].copy_from_slice(text.as_bytes());
+                CarriedText::Inline(len, bytes)
+            }
+            _ => CarriedText::Boxed(text.into()),
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        match self {
+            CarriedText::Inline(len, bytes) => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("copied whole from a str")
+            }
+            CarriedText::Boxed(text) => text,
+        }
+    }
+}
+
+/// Who is calling the adapter, while it runs: a process's name and clock, one `Arc` a call
+/// hands to its adapter.
+#[derive(Debug)]
 struct Caller {
     process: Arc<str>,
     clock: LocalClock,
 }
 
 tokio::task_local! {
-    static CALLER: Caller;
+    static CALLER: Arc<Caller>;
 }
 
 /// The calling process's own clock, from inside an adapter call fencer delivers: the clock the
@@ -359,21 +400,102 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Records an `info` completion if a call is dropped (cancelled) before it completed, so no
-/// invoke is ever left open and a cancelled call is never mistaken for one that did not happen.
+/// The columns a client call's invoke carries, borrowed from its caller: packed straight into
+/// the history's row, and its completion is that row plus the reply, so recording a call builds
+/// no event and copies no string.
+#[derive(Clone, Copy, Debug)]
+struct CallText<'a> {
+    f: Op,
+    lock: Option<&'a str>,
+    key: Option<&'a str>,
+    owner: Option<OwnerToken>,
+    token: Option<FencingToken>,
+    write_id: Option<&'a str>,
+    value: Option<&'a str>,
+    ttl_ns: Option<u64>,
+}
+
+impl<'a> CallText<'a> {
+    /// A call of `f` carrying no column yet.
+    fn of(f: Op) -> CallText<'a> {
+        CallText {
+            f,
+            lock: None,
+            key: None,
+            owner: None,
+            token: None,
+            write_id: None,
+            value: None,
+            ttl_ns: None,
+        }
+    }
+
+    /// The invoke's row as `process`, its strings interned into `strings` in the order
+    /// [`Row::pack`] interns an event's (so a table's strings are numbered alike either way).
+    fn invoke_row(&self, process: &str, strings: &mut RowStrings<'_>) -> Row {
+        let lock = self.lock.map(|text| strings.intern(text));
+        let key = self.key.map(|text| strings.intern(text));
+        let owner = self.owner.map(|owner| strings.intern(owner.hex().as_str()));
+        let write_id = self.write_id.map(|text| strings.intern(text));
+        let value = self.value.map(|text| strings.intern(text));
+        let mut row = Row::blank(strings.intern(process));
+        row.f = self.f;
+        (row.lock, row.key, row.owner) = (lock, key, owner);
+        (row.write_id, row.value) = (write_id, value);
+        if let Some(token) = self.token {
+            row.set(Number::Token, token);
+        }
+        if let Some(ttl_ns) = self.ttl_ns {
+            row.set(Number::TtlNs, ttl_ns);
+        }
+        row
+    }
+}
+
+/// A call whose invoke may be recorded and whose completion is not yet: it records the
+/// completion once, and an `info` one if the call is dropped (cancelled) before it completed,
+/// so no invoke is ever left open and a cancelled call is never mistaken for one that did not
+/// happen.
 struct OpenCall<'a> {
     process: &'a Process,
-    completion: Option<Event>,
+    call: CallText<'a>,
+    /// The invoke's row as recorded and the string table it was packed into; `None` when the
+    /// recorder was full and dropped it.
+    invoke: Option<(Row, Table)>,
+    open: bool,
+}
+
+impl OpenCall<'_> {
+    /// Records the completion: the invoke's row (packed again if the history was taken
+    /// meanwhile, its string table with it), its type and columns set by `reply`.
+    fn complete(&mut self, reply: impl FnOnce(&mut Row, &mut RowStrings<'_>) -> EventType) {
+        self.open = false;
+        let OpenCall {
+            process,
+            call,
+            invoke,
+            ..
+        } = *self;
+        process
+            .recorder
+            .record_row_on(process.clock(), |strings, table| {
+                let mut row = match invoke {
+                    Some((row, packed_in)) if packed_in == table => row,
+                    _ => call.invoke_row(process.name(), strings),
+                };
+                row.kind = reply(&mut row, strings);
+                row
+            });
+    }
 }
 
 impl Drop for OpenCall<'_> {
     fn drop(&mut self) {
-        if let Some(mut completion) = self.completion.take() {
-            completion.kind = EventType::Info;
-            completion.error = Some("cancelled".into());
-            self.process
-                .recorder
-                .record_on(completion, &self.process.clock);
+        if self.open {
+            self.complete(|row, strings| {
+                row.error = Some(strings.word(Word::Cancelled));
+                EventType::Info
+            });
         }
     }
 }
@@ -400,10 +522,7 @@ impl LockClient {
     /// and faults: a worker's renewal task, which lives and freezes with its worker.
     pub fn for_task(&self, name: &str) -> LockClient {
         LockClient {
-            process: Process {
-                name: name.into(),
-                ..self.process.clone()
-            },
+            process: self.process.renamed(name.into()),
             service: Arc::clone(&self.service),
         }
     }
@@ -415,24 +534,24 @@ impl LockClient {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
-        let invoke = Event {
-            lock: Some(lock.to_string()),
-            owner: Some(owner.to_string()),
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
             ttl_ns: Some(ttl.as_nanos() as u64),
-            ..self.process.event(EventType::Invoke, Op::Acquire)
+            ..CallText::of(Op::Acquire)
         };
         let service = Arc::clone(&self.service);
-        let lock = lock.to_string();
-        let apply = async move { service.acquire(&lock, owner, ttl).await };
+        let lock = CarriedText::new(lock);
+        let apply = async move { service.acquire(lock.as_str(), owner, ttl).await };
         let (reply, sent_ns) = self
             .process
-            .call(invoke, apply, |reply: &Acquired, event| match reply {
+            .call(call, apply, |reply: &Acquired, row, strings| match reply {
                 Acquired::Granted { fencing_token } => {
-                    event.token = Some(*fencing_token);
+                    row.set(Number::Token, *fencing_token);
                     EventType::Ok
                 }
                 Acquired::Busy => {
-                    event.error = Some("busy".into());
+                    row.error = Some(strings.word(Word::Busy));
                     EventType::Fail
                 }
             })
@@ -450,16 +569,16 @@ impl LockClient {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
-        let invoke = Event {
-            lock: Some(lock.to_string()),
-            owner: Some(owner.to_string()),
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
             ttl_ns: Some(ttl.as_nanos() as u64),
-            ..self.process.event(EventType::Invoke, Op::Renew)
+            ..CallText::of(Op::Renew)
         };
         let service = Arc::clone(&self.service);
-        let lock = lock.to_string();
-        let apply = async move { service.renew(&lock, owner, ttl).await };
-        let (reply, sent_ns) = self.process.call(invoke, apply, annotate_owned).await;
+        let lock = CarriedText::new(lock);
+        let apply = async move { service.renew(lock.as_str(), owner, ttl).await };
+        let (reply, sent_ns) = self.process.call(call, apply, annotate_owned).await;
         match reply {
             Ok(Owned::Done) => self.process.faults.publish_lease(owner, edge(sent_ns, ttl)),
             Ok(Owned::NotOwner) => self.process.faults.end_lease(owner),
@@ -470,15 +589,15 @@ impl LockClient {
 
     /// Recorded [`LockService::release`].
     pub async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        let invoke = Event {
-            lock: Some(lock.to_string()),
-            owner: Some(owner.to_string()),
-            ..self.process.event(EventType::Invoke, Op::Release)
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
+            ..CallText::of(Op::Release)
         };
         let service = Arc::clone(&self.service);
-        let lock = lock.to_string();
-        let apply = async move { service.release(&lock, owner).await };
-        let (reply, _) = self.process.call(invoke, apply, annotate_owned).await;
+        let lock = CarriedText::new(lock);
+        let apply = async move { service.release(lock.as_str(), owner).await };
+        let (reply, _) = self.process.call(call, apply, annotate_owned).await;
         if reply.is_ok() {
             self.process.faults.end_lease(owner);
         }
@@ -492,11 +611,11 @@ fn edge(sent_ns: u64, ttl: Duration) -> u64 {
     sent_ns.saturating_add(ttl.as_nanos() as u64)
 }
 
-fn annotate_owned(reply: &Owned, event: &mut Event) -> EventType {
+fn annotate_owned(reply: &Owned, row: &mut Row, strings: &mut RowStrings<'_>) -> EventType {
     match reply {
         Owned::Done => EventType::Ok,
         Owned::NotOwner => {
-            event.error = Some("not-owner".into());
+            row.error = Some(strings.word(Word::NotOwner));
             EventType::Fail
         }
     }
@@ -523,23 +642,36 @@ impl StoreClient {
         write_id: &str,
         value: &str,
     ) -> Result<Written, CallError> {
-        let invoke = Event {
-            key: Some(key.to_string()),
+        let call = CallText {
+            key: Some(key),
             token: Some(fencing_token),
-            write_id: Some(write_id.to_string()),
-            value: Some(value.to_string()),
-            ..self.process.event(EventType::Invoke, Op::Write)
+            write_id: Some(write_id),
+            value: Some(value),
+            ..CallText::of(Op::Write)
         };
         let store = Arc::clone(&self.store);
-        let (key, write_id, value) = (key.to_string(), write_id.to_string(), value.to_string());
-        let apply = async move { store.write(&key, fencing_token, &write_id, &value).await };
+        let (key, write_id, value) = (
+            CarriedText::new(key),
+            CarriedText::new(write_id),
+            CarriedText::new(value),
+        );
+        let apply = async move {
+            store
+                .write(
+                    key.as_str(),
+                    fencing_token,
+                    write_id.as_str(),
+                    value.as_str(),
+                )
+                .await
+        };
         let (reply, _) = self
             .process
-            .call(invoke, apply, |reply: &Written, event| match reply {
+            .call(call, apply, |reply: &Written, row, strings| match reply {
                 Written::Applied => EventType::Ok,
                 Written::Rejected { current_token } => {
-                    event.current_token = Some(*current_token);
-                    event.error = Some("rejected".into());
+                    row.set(Number::CurrentToken, *current_token);
+                    row.error = Some(strings.word(Word::Rejected));
                     EventType::Fail
                 }
             })
@@ -549,19 +681,19 @@ impl StoreClient {
 
     /// Recorded [`FencedStore::read`].
     pub async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        let invoke = Event {
-            key: Some(key.to_string()),
-            ..self.process.event(EventType::Invoke, Op::Read)
+        let call = CallText {
+            key: Some(key),
+            ..CallText::of(Op::Read)
         };
         let store = Arc::clone(&self.store);
-        let key = key.to_string();
-        let apply = async move { store.read(&key).await };
+        let key = CarriedText::new(key);
+        let apply = async move { store.read(key.as_str()).await };
         let (reply, _) = self
             .process
-            .call(invoke, apply, |reply: &ReadValue, event| {
-                event.token = Some(reply.fencing_token);
-                event.write_id = reply.write_id.clone();
-                event.value = reply.value.clone();
+            .call(call, apply, |reply: &ReadValue, row, strings| {
+                row.set(Number::Token, reply.fencing_token);
+                row.write_id = reply.write_id.as_deref().map(|text| strings.intern(text));
+                row.value = reply.value.as_deref().map(|text| strings.intern(text));
                 EventType::Ok
             })
             .await;
@@ -815,6 +947,60 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    #[test]
+    fn a_call_open_while_its_history_is_taken_completes_with_its_own_columns() {
+        let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
+        let (taken, rest) = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let client = LockClient::new(
+                process("w0", truth, &recorder, ProcessFaults::default()),
+                lock,
+            );
+            let caller = tokio::spawn(async move {
+                client
+                    .acquire("L", OwnerToken(7), Duration::from_secs(1))
+                    .await
+            });
+            // The invoke is recorded and the request is on the 1 ms wire when the history,
+            // with the string table its row points into, is taken.
+            tokio::task::yield_now().await;
+            let taken = recorder.take_history();
+            caller.await.unwrap().unwrap();
+            (taken, recorder.take_history())
+        });
+        let invoke = &taken.events[0];
+        assert_eq!(
+            (invoke.kind, invoke.owner.as_deref()),
+            (EventType::Invoke, Some("00000000000000000000000000000007"))
+        );
+        // 1 ms each way: the grant comes back at 2 ms, as the next history's first event.
+        let granted = crate::Event {
+            index: 0,
+            time_ns: 2 * MS,
+            kind: EventType::Ok,
+            local_ns: Some((2 * MS) as i64),
+            token: Some(1),
+            ..invoke.clone()
+        };
+        assert_eq!(rest.events, [granted]);
+    }
+
+    #[test]
+    fn carried_text_gives_back_what_it_was_given_inline_or_boxed() {
+        let longest = "k".repeat(CarriedText::INLINE);
+        let longer = "k".repeat(CarriedText::INLINE + 1);
+        for text in ["", "L", "ключ-1", longest.as_str(), longer.as_str()] {
+            assert_eq!(CarriedText::new(text).as_str(), text);
+        }
+        assert!(matches!(
+            CarriedText::new(&longest),
+            CarriedText::Inline(..)
+        ));
+        assert!(matches!(CarriedText::new(&longer), CarriedText::Boxed(_)));
+        assert!(std::mem::size_of::<CarriedText>() <= 32);
     }
 
     #[test]

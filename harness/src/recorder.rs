@@ -6,15 +6,15 @@
 //! history is never held as owned events: a process name, an op's lock and key, an error
 //! string are stored once for the whole run instead of once per event.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
 use crate::clock::{LocalClock, TrueClock};
 use crate::event::Event;
 use crate::history::History;
-use crate::packed::{Number, PackedHistory};
+use crate::packed::{Number, PackedHistory, Row, Strings, Sym};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -24,11 +24,69 @@ use crate::packed::{Number, PackedHistory};
 #[derive(Debug)]
 pub struct Recorder {
     truth: TrueClock,
-    events: Mutex<PackedHistory>,
+    events: Mutex<Recording>,
     limit: usize,
     full: AtomicBool,
     filled: Notify,
 }
+
+/// What a recorder holds: the history so far, and which string table its syms point into.
+#[derive(Debug)]
+struct Recording {
+    history: PackedHistory,
+    table: Table,
+    /// The syms of the [`Word`]s in this table, each once it was first recorded.
+    words: [Option<Sym>; Word::ALL.len()],
+}
+
+/// The fixed error words client completions record, looked up in a history's string table
+/// once instead of at every completion (most calls of a contended lock end `busy`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Word {
+    Busy,
+    NotOwner,
+    Rejected,
+    Cancelled,
+}
+
+impl Word {
+    const ALL: [Word; 4] = [Word::Busy, Word::NotOwner, Word::Rejected, Word::Cancelled];
+
+    fn text(self) -> &'static str {
+        match self {
+            Word::Busy => "busy",
+            Word::NotOwner => "not-owner",
+            Word::Rejected => "rejected",
+            Word::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// A history's string table as a row being recorded sees it: any text interned, and the
+/// [`Word`]s from the recorder's note of their syms.
+pub(crate) struct RowStrings<'a> {
+    strings: &'a mut Strings,
+    words: &'a mut [Option<Sym>; Word::ALL.len()],
+}
+
+impl RowStrings<'_> {
+    /// The sym of `text`, adding it if it is new.
+    pub(crate) fn intern(&mut self, text: &str) -> Sym {
+        self.strings.intern(text)
+    }
+
+    /// The sym of `word`, interned the first time it is recorded in this table, so the
+    /// table's strings are numbered as if it were interned each time.
+    pub(crate) fn word(&mut self, word: Word) -> Sym {
+        *self.words[word as usize].get_or_insert_with(|| self.strings.intern(word.text()))
+    }
+}
+
+/// Which of a recorder's string tables a row's syms point into: each
+/// [`take_packed`](Recorder::take_packed) hands the table over with the rows and starts a new
+/// one, so a row kept across it (a call still open) must be packed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Table(u64);
 
 impl Recorder {
     /// An empty recorder stamping events with `truth`, holding as many events as are recorded.
@@ -40,9 +98,13 @@ impl Recorder {
     pub fn with_limit(truth: TrueClock, limit: usize) -> Recorder {
         Recorder {
             truth,
-            events: Mutex::new(PackedHistory {
-                rows: Vec::with_capacity(limit.min(4096)),
-                ..PackedHistory::default()
+            events: Mutex::new(Recording {
+                history: PackedHistory {
+                    rows: Vec::with_capacity(limit.min(4096)),
+                    ..PackedHistory::default()
+                },
+                table: Table(0),
+                words: [None; Word::ALL.len()],
             }),
             limit,
             full: AtomicBool::new(false),
@@ -64,25 +126,74 @@ impl Recorder {
     /// Packs `event` stamped with its index, the true time and (given `clock`) the local one,
     /// unless the recorder holds its limit already; then drops it and marks the recorder full.
     fn append(&self, event: &Event, clock: Option<&LocalClock>) -> u64 {
-        let mut events = self.events.lock().unwrap_or_else(|p| p.into_inner());
-        let index = events.len() as u64;
-        if events.len() >= self.limit {
-            if !self.full.swap(true, Ordering::Relaxed) {
-                // Waiters now, and one that checked just before the flag was set.
-                self.filled.notify_waiters();
-                self.filled.notify_one();
-            }
+        let mut recording = self.recording();
+        let index = recording.history.len() as u64;
+        if !self.has_room(recording.history.len()) {
             return index;
         }
+        recording.history.push(event);
+        let row = recording.history.rows.last_mut().expect("just pushed");
+        self.stamp(row, index, clock);
+        index
+    }
+
+    /// Appends the row `build` packs into the recorder's string table (told which
+    /// [`Table`] that is), stamped now as [`Recorder::record_on`] stamps an event; returns a
+    /// copy of the row as recorded and its table, or `None` when the recorder holds its limit
+    /// and dropped it (then `build` is not called). A client call records its invoke this way
+    /// and derives its completion from the copy, so a call builds no event and copies no
+    /// string.
+    pub(crate) fn record_row_on(
+        &self,
+        clock: &LocalClock,
+        build: impl FnOnce(&mut RowStrings<'_>, Table) -> Row,
+    ) -> Option<(Row, Table)> {
+        let mut recording = self.recording();
+        let index = recording.history.len() as u64;
+        if !self.has_room(recording.history.len()) {
+            return None;
+        }
+        let Recording {
+            history,
+            table,
+            words,
+        } = &mut *recording;
+        let mut strings = RowStrings {
+            strings: &mut history.strings,
+            words,
+        };
+        let mut row = build(&mut strings, *table);
+        self.stamp(&mut row, index, Some(clock));
+        history.rows.push(row);
+        Some((row, *table))
+    }
+
+    fn recording(&self) -> MutexGuard<'_, Recording> {
+        self.events.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// True if one more event fits beside the `held` ones; if not, marks the recorder full
+    /// (waking whoever waits for that).
+    fn has_room(&self, held: usize) -> bool {
+        if held < self.limit {
+            return true;
+        }
+        if !self.full.swap(true, Ordering::Relaxed) {
+            // Waiters now, and one that checked just before the flag was set.
+            self.filled.notify_waiters();
+            self.filled.notify_one();
+        }
+        false
+    }
+
+    /// Stamps `row` with its index, the true time and (given `clock`) the local one.
+    fn stamp(&self, row: &mut Row, index: u64, clock: Option<&LocalClock>) {
         let time_ns = self.truth.now_ns();
-        events.push(event);
-        let row = events.rows.last_mut().expect("just pushed");
         row.index = index;
         row.time_ns = time_ns;
         if let Some(clock) = clock {
             row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
         }
-        index
     }
 
     /// True once an event was dropped because the recorder held its limit: the history is
@@ -106,7 +217,10 @@ impl Recorder {
     /// Everything recorded so far in checking form, leaving the recorder empty: what the run
     /// paths check, write and explain.
     pub fn take_packed(&self) -> PackedHistory {
-        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+        let mut recording = self.recording();
+        recording.table = Table(recording.table.0 + 1);
+        recording.words = [None; Word::ALL.len()];
+        std::mem::take(&mut recording.history)
     }
 
     /// Everything recorded so far as events, leaving the recorder empty: the unpacked view,
@@ -121,6 +235,34 @@ mod tests {
     use super::*;
     use crate::event::{EventType, Op};
     use crate::runtime::simulation_runtime;
+
+    #[test]
+    fn a_word_is_looked_up_again_in_the_table_a_taken_history_leaves_behind() {
+        let truth = TrueClock::start();
+        let recorder = Recorder::new(truth);
+        let clock = LocalClock::new(truth, crate::clock::NodeClock::with_offset(0));
+        let mut taken = Vec::new();
+        let mut tables = Vec::new();
+        // The second table holds one string more before the word, so its sym differs there.
+        for names in [&["w0"][..], &["w1", "w1:renew"]] {
+            let (_, table) = recorder
+                .record_row_on(&clock, |strings, _| {
+                    let process = names.iter().map(|name| strings.intern(name)).last();
+                    let mut row = Row::blank(process.expect("a name"));
+                    row.kind = EventType::Fail;
+                    row.f = Op::Acquire;
+                    row.error = Some(strings.word(Word::Busy));
+                    row
+                })
+                .expect("room");
+            tables.push(table);
+            taken.push(recorder.take_packed());
+        }
+        assert_ne!(tables[0], tables[1]);
+        for history in &taken {
+            assert_eq!(history.event(0).error.as_deref(), Some("busy"));
+        }
+    }
 
     #[test]
     fn a_limited_recorder_keeps_its_limit_drops_the_rest_and_says_it_is_full() {
