@@ -78,18 +78,27 @@ impl Strings {
 
     /// The sym of `text`, adding it if it is new.
     pub fn intern(&mut self, text: &str) -> Sym {
-        let hash = Hash32::of(text);
+        self.intern_bytes(text.as_bytes()).expect("a str is UTF-8")
+    }
+
+    /// The sym of the string whose bytes are `bytes`, adding it if it is new; `None` (nothing
+    /// added) when `bytes` are not UTF-8. Bytes equal to a held string are valid, so only a
+    /// new string is checked: the line reader hands over raw bytes, and most of them are
+    /// strings the table already holds.
+    pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> Option<Sym> {
+        let hash = Hash32::of(bytes);
         let Strings {
             text: all,
             ends,
             table,
         } = self;
         let same = |&(entry_hash, sym): &(Hash32, Sym)| {
-            entry_hash == hash && &all[span_of(ends, sym)] == text
+            entry_hash == hash && &all.as_bytes()[span_of(ends, sym)] == bytes
         };
         if let Some(&(_, sym)) = table.find(hash.spread(), same) {
-            return sym;
+            return Some(sym);
         }
+        let text = std::str::from_utf8(bytes).ok()?;
         let number = u32::try_from(ends.len() + 1)
             .ok()
             .and_then(NonZeroU32::new)
@@ -100,12 +109,12 @@ impl Strings {
         table.insert_unique(hash.spread(), (hash, sym), |&(entry_hash, _)| {
             entry_hash.spread()
         });
-        sym
+        Some(sym)
     }
 
     /// The sym of `text` if the table holds it (never adds).
     pub fn find(&self, text: &str) -> Option<Sym> {
-        let hash = Hash32::of(text);
+        let hash = Hash32::of(text.as_bytes());
         self.table
             .find(hash.spread(), |&(entry_hash, sym)| {
                 entry_hash == hash && self.text(sym) == text
@@ -148,9 +157,9 @@ fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
 struct Hash32(u32);
 
 impl Hash32 {
-    fn of(text: &str) -> Hash32 {
+    fn of(bytes: &[u8]) -> Hash32 {
         let mut hasher = FxHasher::default();
-        hasher.write(text.as_bytes());
+        hasher.write(bytes);
         // The top half of a product mixes every bit of the hash into every bit kept (the low
         // bits of FxHash are weak, and weak bits here would make buckets and tags collide).
         let mixed = hasher.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15);
