@@ -182,10 +182,11 @@ impl<'a> Cursor<'a> {
             None => FIELD_KEYS.iter().position(|&k| k == key)?,
         };
         let name = FIELDS[bit];
-        // Below eight bytes, the key is the whole name (names hold no zero byte); from eight
-        // on, the bytes past the word and the closing quote are checked too.
-        if name.len() >= 8
-            && (rest.get(8..name.len())? != &name[8..] || rest.get(name.len())? != &b'"')
+        // The key matched the name's first eight bytes (names hold no zero byte, so a shorter
+        // name matched whole); its closing quote, and any bytes past the eighth, are checked
+        // here.
+        if rest.get(name.len()) != Some(&b'"')
+            || (name.len() > 8 && rest[8..name.len()] != name[8..])
         {
             return None;
         }
@@ -545,6 +546,11 @@ mod tests {
                 let text = [b"\"", wrong, b"\":1"].concat();
                 let mut cursor = Cursor { text: &text, at: 0 };
                 assert_eq!(cursor.field_name(0), None, "{wrong:?}");
+            }
+            // Unclosed at the end of the input, or followed by a zero byte before the quote.
+            for text in [[b"\"", *name].concat(), [b"\"", *name, b"\0\":1"].concat()] {
+                let mut cursor = Cursor { text: &text, at: 0 };
+                assert_eq!(cursor.field_name(0), None, "{text:?}");
             }
         }
     }

@@ -93,7 +93,7 @@ impl Strings {
             table,
         } = self;
         let same = |&(entry_hash, sym): &(Hash32, Sym)| {
-            entry_hash == hash && &all.as_bytes()[span_of(ends, sym)] == bytes
+            entry_hash == hash && same_bytes(&all.as_bytes()[span_of(ends, sym)], bytes)
         };
         if let Some(&(_, sym)) = table.find(hash.spread(), same) {
             return Some(sym);
@@ -144,6 +144,26 @@ impl Strings {
             + self.ends.capacity() * std::mem::size_of::<usize>()
             + self.table.allocation_size()
     }
+}
+
+/// Byte equality, eight bytes at a time. The strings compared are short (names, 32-byte owner
+/// tokens) and nearly always equal (a hash match), where a call to `memcmp` costs more than
+/// the comparison itself.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut a_words = a.chunks_exact(8);
+    let mut b_words = b.chunks_exact(8);
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+    (&mut a_words)
+        .zip(&mut b_words)
+        .all(|(x, y)| word(x) == word(y))
+        && a_words
+            .remainder()
+            .iter()
+            .zip(b_words.remainder())
+            .all(|(x, y)| x == y)
 }
 
 fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
@@ -566,6 +586,26 @@ mod tests {
         assert_eq!(packed.rows[0].error, packed.strings.find(""));
         assert_eq!(packed.strings.len(), 8);
         assert_eq!(packed.rows[1].token(), None);
+    }
+
+    #[test]
+    fn bytes_are_the_same_exactly_when_slices_are_equal() {
+        let texts: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"lock-1",
+            b"lock-2",
+            b"register",
+            b"register-1",
+            b"0123456789abcdef0123456789abcdef",
+            b"0123456789abcdef0123456789abcdeF",
+            b"1123456789abcdef0123456789abcdef",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]
