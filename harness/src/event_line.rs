@@ -3,45 +3,52 @@
 //!
 //! serde_json's generic path builds an [`Event`](crate::event::Event), allocating every string
 //! of every line. This reader walks the bytes once, matches field names and enum names
-//! directly, and fills a [`Row`] (strings interned, nothing allocated per line).
+//! directly, and fills a [`Row`] (strings interned, nothing allocated per line). It also finds
+//! where the line ends (the newline after its closing brace), so the file needs no separate
+//! newline search, and checks UTF-8 only where a line can hold anything but ASCII: every byte
+//! outside a string value must be one of the plain form's ASCII bytes, and a string value is
+//! either one the table already holds (so valid) or checked once as it is added.
 //!
 //! It answers `None` for anything outside that plain form (escapes, whitespace, `null`, unknown
-//! or repeated fields, exotic numbers); the caller then parses the line with serde, which
-//! accepts every JSON spelling of an event and words the error when the line is not one. So the
-//! rule here is: never accept a line serde would reject, and never read one differently.
+//! or repeated fields, exotic numbers, bytes that are not UTF-8); the caller then parses the
+//! line with serde, which accepts every JSON spelling of an event and words the error when the
+//! line is not one. So the rule here is: never accept a line serde would reject, and never read
+//! one differently.
 
 #[cfg(test)]
 use crate::event::Event;
 use crate::event::{EventType, Op};
 use crate::packed::{Number, Row, Strings, Sym};
 
-/// Reads one event line (trailing JSON whitespace, including the newline, allowed) into
-/// `row`, which must be blank, adding its strings to `strings`; false when the line is not in
-/// the plain form and must go to serde (`row` is then partly filled: discard it).
-pub(crate) fn parse_plain(line: &[u8], row: &mut Row, strings: &mut Strings) -> bool {
-    read(line, row, strings).is_some()
-}
-
-fn read(line: &[u8], row: &mut Row, strings: &mut Strings) -> Option<()> {
-    // One UTF-8 check for the whole line (serde rejects invalid UTF-8 anywhere), so strings
-    // are cut from it without checking each again.
-    let line = std::str::from_utf8(line).ok()?;
-    let mut cursor = Cursor { text: line, at: 0 };
+/// Reads the event line at the start of `text` into `row`, which must be blank, adding its
+/// strings to `strings`. Trailing JSON whitespace other than a newline may follow the object,
+/// then the newline. Answers the line's length, newline included (all of `text` when no
+/// newline follows: the last line of a file), or `None` when the line is not in the plain form
+/// and must go to serde (`row` is then partly filled: discard it).
+///
+/// `text` must end where a line ends (after a newline, or at the end of the input): a line
+/// cut short could otherwise be taken whole.
+pub(crate) fn parse_plain(text: &[u8], row: &mut Row, strings: &mut Strings) -> Option<usize> {
+    let mut cursor = Cursor { text, at: 0 };
     if !cursor.eat(b'{') {
         return None;
     }
     let mut seen = 0u32;
+    // Fencer writes the fields in declaration order, which is the order of their bits: the
+    // next name is looked for from the bit after the last one.
+    let mut next = 0;
     if !cursor.eat(b'}') {
         loop {
-            let field = cursor.string()?;
+            let bit = cursor.field_name(next)?;
             if !cursor.eat(b':') {
                 return None;
             }
-            let bit = cursor.field(field, row, strings)?;
+            cursor.field(bit, row, strings)?;
             if seen & (1 << bit) != 0 {
                 return None;
             }
             seen |= 1 << bit;
+            next = bit as usize + 1;
             if cursor.eat(b',') {
                 continue;
             }
@@ -52,10 +59,19 @@ fn read(line: &[u8], row: &mut Row, strings: &mut Strings) -> Option<()> {
         }
     }
     let required = (1 << INDEX) | (1 << TIME_NS) | (1 << PROCESS) | (1 << TYPE) | (1 << F);
-    let trailing_is_blank = line.as_bytes()[cursor.at..]
-        .iter()
-        .all(|byte| matches!(byte, b' ' | b'\t' | b'\n' | b'\r'));
-    (seen & required == required && trailing_is_blank).then_some(())
+    if seen & required != required {
+        return None;
+    }
+    // The object read holds no newline (a string stops at any control character), so the
+    // first newline after it ends the line.
+    for (at, byte) in text.iter().enumerate().skip(cursor.at) {
+        match byte {
+            b' ' | b'\t' | b'\r' => {}
+            b'\n' => return Some(at + 1),
+            _ => return None,
+        }
+    }
+    Some(text.len())
 }
 
 /// Bits of the required fields in the `seen` mask (the others follow, in declaration order).
@@ -65,119 +81,211 @@ const PROCESS: u32 = 2;
 const TYPE: u32 = 3;
 const F: u32 = 4;
 
+/// The field names by bit: the five required ones, then the optional columns in
+/// declaration order.
+const FIELDS: [&[u8]; 24] = [
+    b"index",
+    b"time_ns",
+    b"process",
+    b"type",
+    b"f",
+    b"local_ns",
+    b"lock",
+    b"key",
+    b"owner",
+    b"token",
+    b"write_id",
+    b"value",
+    b"ttl_ns",
+    b"holder",
+    b"holder_token",
+    b"expires_ns",
+    b"current_token",
+    b"seq",
+    b"target",
+    b"duration_ns",
+    b"jump_ns",
+    b"drift_ppm",
+    b"delay_ns",
+    b"error",
+];
+
+/// The [`key`] of each of [`FIELDS`], by bit.
+const FIELD_KEYS: [u64; 24] = {
+    let mut keys = [0; 24];
+    let mut bit = 0;
+    while bit < FIELDS.len() {
+        keys[bit] = key(FIELDS[bit]);
+        bit += 1;
+    }
+    keys
+};
+
+/// A name's first eight bytes as a little-endian word, zero past its end. No two field names
+/// share one (tested), so a name is found by one word comparison, its length and any bytes
+/// past the eighth checked after.
+const fn key(name: &[u8]) -> u64 {
+    let mut key = 0;
+    let mut at = 0;
+    while at < name.len() && at < 8 {
+        key |= (name[at] as u64) << (8 * at);
+        at += 1;
+    }
+    key
+}
+
+/// The first eight bytes of `bytes` as a little-endian word, zero past its end.
+fn word_at(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<8>() {
+        Some(word) => u64::from_le_bytes(*word),
+        None => key(bytes),
+    }
+}
+
 struct Cursor<'a> {
-    text: &'a str,
+    text: &'a [u8],
     at: usize,
 }
 
 impl<'a> Cursor<'a> {
     /// Consumes `byte` if it is next.
     fn eat(&mut self, byte: u8) -> bool {
-        let next = self.text.as_bytes().get(self.at) == Some(&byte);
+        let next = self.text.get(self.at) == Some(&byte);
         self.at += usize::from(next);
         next
     }
 
-    /// Reads the value of `field` into `row`; returns the field's bit, or `None` for an
-    /// unknown field or a value outside the plain form.
-    fn field(&mut self, field: &str, row: &mut Row, strings: &mut Strings) -> Option<u32> {
-        let bit = match field {
-            "index" => {
-                row.index = self.unsigned()?;
-                INDEX
-            }
-            "time_ns" => {
-                row.time_ns = self.unsigned()?;
-                TIME_NS
-            }
-            "process" => {
-                row.process = strings.intern(self.string()?);
-                PROCESS
-            }
-            "type" => {
-                row.kind = event_type(self.string()?)?;
-                TYPE
-            }
-            "f" => {
-                row.f = op(self.string()?)?;
-                F
-            }
-            "local_ns" => return self.signed_into(row, Number::LocalNs, 5),
-            "lock" => return self.string_into(&mut row.lock, strings, 6),
-            "key" => return self.string_into(&mut row.key, strings, 7),
-            "owner" => return self.string_into(&mut row.owner, strings, 8),
-            "token" => return self.unsigned_into(row, Number::Token, 9),
-            "write_id" => return self.string_into(&mut row.write_id, strings, 10),
-            "value" => return self.string_into(&mut row.value, strings, 11),
-            "ttl_ns" => return self.unsigned_into(row, Number::TtlNs, 12),
-            "holder" => return self.string_into(&mut row.holder, strings, 13),
-            "holder_token" => return self.unsigned_into(row, Number::HolderToken, 14),
-            "expires_ns" => return self.signed_into(row, Number::ExpiresNs, 15),
-            "current_token" => return self.unsigned_into(row, Number::CurrentToken, 16),
-            "seq" => return self.unsigned_into(row, Number::Seq, 17),
-            "target" => return self.string_into(&mut row.target, strings, 18),
-            "duration_ns" => return self.unsigned_into(row, Number::DurationNs, 19),
-            "jump_ns" => return self.signed_into(row, Number::JumpNs, 20),
-            "drift_ppm" => return self.signed_into(row, Number::DriftPpm, 21),
-            "delay_ns" => return self.unsigned_into(row, Number::DelayNs, 22),
-            "error" => return self.string_into(&mut row.error, strings, 23),
-            _ => return None,
-        };
-        Some(bit)
-    }
-
-    fn string_into(
-        &mut self,
-        column: &mut Option<Sym>,
-        strings: &mut Strings,
-        bit: u32,
-    ) -> Option<u32> {
-        *column = Some(strings.intern(self.string()?));
-        Some(bit)
-    }
-
-    fn unsigned_into(&mut self, row: &mut Row, column: Number, bit: u32) -> Option<u32> {
-        row.set(column, self.unsigned()?);
-        Some(bit)
-    }
-
-    fn signed_into(&mut self, row: &mut Row, column: Number, bit: u32) -> Option<u32> {
-        row.set(column, self.signed()? as u64);
-        Some(bit)
-    }
-
-    /// A string without escapes or control characters (serde rejects raw control characters;
-    /// escapes are left to it).
-    fn string(&mut self) -> Option<&'a str> {
+    /// Reads a quoted field name and answers its bit, looking first among the fields from bit
+    /// `next` on; `None` for a name that is not a field's (or is not plain: a field name has
+    /// no escapes).
+    fn field_name(&mut self, next: usize) -> Option<u32> {
         if !self.eat(b'"') {
             return None;
         }
         let rest = &self.text[self.at..];
-        let len = first_stop(rest.as_bytes())?;
-        if rest.as_bytes()[len] != b'"' {
+        let word = word_at(rest);
+        // A name of up to seven bytes ends at the first quote in the word; a longer one has
+        // none there, and its key is the whole word.
+        let quotes = word ^ (ONES * u64::from(b'"'));
+        let flags = quotes.wrapping_sub(ONES) & !quotes & TOPS;
+        let short = flags.trailing_zeros() as usize / 8;
+        let key = if short < 8 {
+            word & ((1 << (8 * short)) - 1)
+        } else {
+            word
+        };
+        let later = FIELD_KEYS[next.min(FIELDS.len())..]
+            .iter()
+            .position(|&k| k == key);
+        let bit = match later {
+            Some(at) => next + at,
+            None => FIELD_KEYS.iter().position(|&k| k == key)?,
+        };
+        let name = FIELDS[bit];
+        // The key matched the name's first eight bytes (names hold no zero byte, so a shorter
+        // name matched whole); its closing quote, and any bytes past the eighth, are checked
+        // here.
+        if rest.get(name.len()) != Some(&b'"')
+            || (name.len() > 8 && rest[8..name.len()] != name[8..])
+        {
+            return None;
+        }
+        self.at += name.len() + 1;
+        Some(bit as u32)
+    }
+
+    /// Reads the value of the field of `bit` into `row`; `None` for a value outside the plain
+    /// form.
+    fn field(&mut self, bit: u32, row: &mut Row, strings: &mut Strings) -> Option<()> {
+        match bit {
+            INDEX => row.index = self.unsigned()?,
+            TIME_NS => row.time_ns = self.unsigned()?,
+            PROCESS => row.process = strings.intern_bytes(self.string()?)?,
+            TYPE => row.kind = event_type(self.string()?)?,
+            F => row.f = op(self.string()?)?,
+            5 => self.signed_into(row, Number::LocalNs)?,
+            6 => self.string_into(&mut row.lock, strings)?,
+            7 => self.string_into(&mut row.key, strings)?,
+            8 => self.string_into(&mut row.owner, strings)?,
+            9 => self.unsigned_into(row, Number::Token)?,
+            10 => self.string_into(&mut row.write_id, strings)?,
+            11 => self.string_into(&mut row.value, strings)?,
+            12 => self.unsigned_into(row, Number::TtlNs)?,
+            13 => self.string_into(&mut row.holder, strings)?,
+            14 => self.unsigned_into(row, Number::HolderToken)?,
+            15 => self.signed_into(row, Number::ExpiresNs)?,
+            16 => self.unsigned_into(row, Number::CurrentToken)?,
+            17 => self.unsigned_into(row, Number::Seq)?,
+            18 => self.string_into(&mut row.target, strings)?,
+            19 => self.unsigned_into(row, Number::DurationNs)?,
+            20 => self.signed_into(row, Number::JumpNs)?,
+            21 => self.signed_into(row, Number::DriftPpm)?,
+            22 => self.unsigned_into(row, Number::DelayNs)?,
+            23 => self.string_into(&mut row.error, strings)?,
+            _ => unreachable!("bits index FIELDS"),
+        }
+        Some(())
+    }
+
+    fn string_into(&mut self, column: &mut Option<Sym>, strings: &mut Strings) -> Option<()> {
+        *column = Some(strings.intern_bytes(self.string()?)?);
+        Some(())
+    }
+
+    fn unsigned_into(&mut self, row: &mut Row, column: Number) -> Option<()> {
+        row.set(column, self.unsigned()?);
+        Some(())
+    }
+
+    fn signed_into(&mut self, row: &mut Row, column: Number) -> Option<()> {
+        row.set(column, self.signed()? as u64);
+        Some(())
+    }
+
+    /// The bytes of a string without escapes or control characters (serde rejects raw control
+    /// characters; escapes are left to it), not yet checked for UTF-8.
+    fn string(&mut self) -> Option<&'a [u8]> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let rest = &self.text[self.at..];
+        let len = first_stop(rest)?;
+        if rest[len] != b'"' {
             return None;
         }
         self.at += len + 1;
-        // `len` is at an ASCII quote, so on a character boundary.
         Some(&rest[..len])
     }
 
     /// Decimal digits with no sign, fraction, exponent or leading zero, within `u64` (what
     /// serde reads as an integer; anything else goes to serde).
     fn unsigned(&mut self) -> Option<u64> {
-        let rest = &self.text.as_bytes()[self.at..];
-        let len = rest
-            .iter()
-            .position(|byte| !byte.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let rest = &self.text[self.at..];
+        let mut value = 0u64;
+        let mut len = 0;
+        // Eight digits at a time while they last (timestamps have ten or more), up to sixteen.
+        while len < 16
+            && let Some(word) = rest[len..].first_chunk::<8>()
+            && let Some(eight) = eight_digits(u64::from_le_bytes(*word))
+        {
+            value = value * 100_000_000 + eight;
+            len += 8;
+        }
+        while let Some(&byte) = rest.get(len) {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            // Nineteen digits always fit in a u64; only a twentieth can overflow it.
+            value = if len < 19 {
+                value * 10 + u64::from(digit)
+            } else {
+                value.checked_mul(10)?.checked_add(u64::from(digit))?
+            };
+            len += 1;
+        }
         if len == 0 || (len > 1 && rest[0] == b'0') {
             return None;
-        }
-        let mut value = 0u64;
-        for digit in &rest[..len] {
-            value = value
-                .checked_mul(10)?
-                .checked_add(u64::from(digit - b'0'))?;
         }
         self.at += len;
         Some(value)
@@ -223,60 +331,38 @@ fn first_stop(bytes: &[u8]) -> Option<usize> {
     Some(offset + at)
 }
 
-fn event_type(name: &str) -> Option<EventType> {
+/// The number that eight ASCII digits spell, most significant first, read as a little-endian
+/// word; `None` unless all eight bytes are digits. (Pairs, then fours, then the eight are
+/// combined by three multiplications instead of eight.)
+fn eight_digits(word: u64) -> Option<u64> {
+    const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    // A digit is 0x30..=0x39: its high nibble is 3, and still 3 once 6 is added.
+    let digits = (word & HIGH_NIBBLES) | ((word.wrapping_add(ONES * 6) & HIGH_NIBBLES) >> 4);
+    if digits != ONES * 0x33 {
+        return None;
+    }
+    let values = word - ONES * u64::from(b'0');
+    let pairs = (values.wrapping_mul(10 * 256 + 1) >> 8) & 0x00ff_00ff_00ff_00ff;
+    let fours = (pairs.wrapping_mul(100 * 65_536 + 1) >> 16) & 0x0000_ffff_0000_ffff;
+    Some(fours.wrapping_mul(10_000 * (1 << 32) + 1) >> 32)
+}
+
+fn event_type(name: &[u8]) -> Option<EventType> {
     Some(match name {
-        "invoke" => EventType::Invoke,
-        "ok" => EventType::Ok,
-        "fail" => EventType::Fail,
-        "info" => EventType::Info,
-        "nemesis" => EventType::Nemesis,
-        "log" => EventType::Log,
+        b"invoke" => EventType::Invoke,
+        b"ok" => EventType::Ok,
+        b"fail" => EventType::Fail,
+        b"info" => EventType::Info,
+        b"nemesis" => EventType::Nemesis,
+        b"log" => EventType::Log,
         _ => return None,
     })
 }
 
-fn op(name: &str) -> Option<Op> {
-    Some(match name {
-        "acquire" => Op::Acquire,
-        "renew" => Op::Renew,
-        "release" => Op::Release,
-        "write" => Op::Write,
-        "read" => Op::Read,
-        "pause" => Op::Pause,
-        "resume" => Op::Resume,
-        "clock-jump" => Op::ClockJump,
-        "clock-drift" => Op::ClockDrift,
-        "drop-renew" => Op::DropRenew,
-        "heal-renew" => Op::HealRenew,
-        "delay-write" => Op::DelayWrite,
-        "heal-write" => Op::HealWrite,
-        "restart" => Op::Restart,
-        "recover" => Op::Recover,
-        "drop-acquire-reply" => Op::DropAcquireReply,
-        "heal-acquire-reply" => Op::HealAcquireReply,
-        "drop-write-reply" => Op::DropWriteReply,
-        "heal-write-reply" => Op::HealWriteReply,
-        "server-pause" => Op::ServerPause,
-        "server-resume" => Op::ServerResume,
-        "partition" => Op::Partition,
-        "heal-partition" => Op::HealPartition,
-        "delay-replies" => Op::DelayReplies,
-        "heal-delay-replies" => Op::HealDelayReplies,
-        "drop-replies" => Op::DropReplies,
-        "heal-drop-replies" => Op::HealDropReplies,
-        "cut" => Op::Cut,
-        "delay-acquire" => Op::DelayAcquire,
-        "heal-delay-acquire" => Op::HealDelayAcquire,
-        "delay-renew" => Op::DelayRenew,
-        "heal-delay-renew" => Op::HealDelayRenew,
-        "delay-release" => Op::DelayRelease,
-        "heal-delay-release" => Op::HealDelayRelease,
-        "lease-edge" => Op::LeaseEdge,
-        "heal-lease-edge" => Op::HealLeaseEdge,
-        "net-partition" => Op::NetPartition,
-        "heal-net-partition" => Op::HealNetPartition,
-        _ => return None,
-    })
+/// The op named `name`, looked for in [`Op::ALL`] order: the client operations, which are
+/// nearly every line, come first.
+fn op(name: &[u8]) -> Option<Op> {
+    Op::ALL.into_iter().find(|f| f.name().as_bytes() == name)
 }
 
 #[cfg(test)]
@@ -284,11 +370,14 @@ mod tests {
     use super::*;
 
     /// What the fast path reads from `line`; `None` when it leaves the line to serde, which is
-    /// exactly the reader's decision ([`parse_plain`] is its only test of a line).
+    /// exactly the reader's decision ([`parse_plain`] is its only test of a line). A line it
+    /// takes is taken whole.
     fn fast(line: &[u8]) -> Option<Event> {
         let mut strings = Strings::new();
         let mut row = Row::blank(strings.intern(""));
-        parse_plain(line, &mut row, &mut strings).then(|| row.unpack(&strings))
+        let len = parse_plain(line, &mut row, &mut strings)?;
+        assert_eq!(len, line.len(), "{line:?}");
+        Some(row.unpack(&strings))
     }
 
     /// Every op and type, with no optional column and with all of them, written as fencer
@@ -379,5 +468,133 @@ mod tests {
         invalid_utf8.extend_from_slice(b"\"}");
         assert_eq!(fast(&invalid_utf8), None);
         assert!(serde_json::from_slice::<Event>(&invalid_utf8).is_err());
+    }
+
+    /// A line is read up to its newline and no further, whatever follows it, and one whose
+    /// object is followed by anything but blanks and the newline is left to serde.
+    #[test]
+    fn a_line_ends_at_the_newline_after_its_object() {
+        let line = r#"{"index":0,"time_ns":1,"process":"w0","type":"invoke","f":"read"}"#;
+        for (after, taken) in [
+            ("\n", Some(line.len() + 1)),
+            (" \t\r\n", Some(line.len() + 4)),
+            (" x\n", None),
+            ("{}\n", None),
+            ("\x0c\n", None),
+        ] {
+            for next in ["", "{\"index\":1}\n", "not json\n", "\n"] {
+                let text = format!("{line}{after}{next}");
+                let mut strings = Strings::new();
+                let mut row = Row::blank(strings.intern(""));
+                assert_eq!(
+                    parse_plain(text.as_bytes(), &mut row, &mut strings),
+                    taken,
+                    "{text:?}"
+                );
+            }
+        }
+        // The end of the input ends the last line, which may lack its newline.
+        let mut strings = Strings::new();
+        let mut row = Row::blank(strings.intern(""));
+        let taken = parse_plain(line.as_bytes(), &mut row, &mut strings);
+        assert_eq!(taken, Some(line.len()));
+    }
+
+    /// Non-ASCII text is read in place; bytes that are not UTF-8 are left to serde (which
+    /// rejects them) both in a string the table holds a prefix of and in a new one, and the
+    /// table is left as it was.
+    #[test]
+    fn strings_are_taken_as_utf8_or_left_to_serde() {
+        let line = r#"{"index":0,"time_ns":1,"process":"w0","type":"invoke","f":"write","value":"ünï 😀"}"#;
+        assert_eq!(
+            fast(line.as_bytes()).unwrap().value.as_deref(),
+            Some("ünï 😀")
+        );
+        let base = r#"{"index":0,"time_ns":1,"process":"w0","type":"invoke","f":"read","lock":""#;
+        for bad in [
+            &[0xff][..],
+            &[0xc3],
+            &[b'a', 0xc3, 0x28],
+            &[0xed, 0xa0, 0x80],
+        ] {
+            let mut line = base.as_bytes().to_vec();
+            line.extend_from_slice(bad);
+            line.extend_from_slice(b"\"}");
+            let mut strings = Strings::new();
+            strings.intern("a");
+            let mut row = Row::blank(strings.intern(""));
+            let held = strings.len();
+            assert_eq!(parse_plain(&line, &mut row, &mut strings), None, "{bad:?}");
+            assert_eq!(strings.len(), held + 1, "only \"w0\" was added");
+            assert!(serde_json::from_slice::<Event>(&line).is_err());
+        }
+    }
+
+    /// Each field is found by its key alone (no two share one), and a name that merely starts
+    /// like a field's, or is one cut short, is no field.
+    #[test]
+    fn field_names_are_told_apart_by_their_keys() {
+        for (bit, name) in FIELDS.iter().enumerate() {
+            assert_eq!(FIELD_KEYS.iter().position(|&k| k == key(name)), Some(bit));
+            for next in [0, bit, bit + 1, FIELDS.len()] {
+                let text = [b"\"", *name, b"\":1"].concat();
+                let mut cursor = Cursor { text: &text, at: 0 };
+                assert_eq!(cursor.field_name(next), Some(bit as u32), "{name:?}");
+                assert_eq!(cursor.at, name.len() + 2);
+            }
+            for wrong in [&name[..name.len() - 1], &[*name, b"x"].concat()[..]] {
+                let text = [b"\"", wrong, b"\":1"].concat();
+                let mut cursor = Cursor { text: &text, at: 0 };
+                assert_eq!(cursor.field_name(0), None, "{wrong:?}");
+            }
+            // Unclosed at the end of the input, or followed by a zero byte before the quote.
+            for text in [[b"\"", *name].concat(), [b"\"", *name, b"\0\":1"].concat()] {
+                let mut cursor = Cursor { text: &text, at: 0 };
+                assert_eq!(cursor.field_name(0), None, "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn eight_digits_read_as_their_number_and_nothing_else_does() {
+        for text in [
+            b"00000000",
+            b"12345678",
+            b"99999999",
+            b"10000000",
+            b"00000001",
+        ] {
+            let word = u64::from_le_bytes(*text);
+            let number: u64 = std::str::from_utf8(text).unwrap().parse().unwrap();
+            assert_eq!(eight_digits(word), Some(number));
+        }
+        for at in 0..8 {
+            for byte in [b'/', b':', b'-', b'"', 0x00, 0x3a + 0xc0, 0xff, 0x90] {
+                let mut text = *b"12345678";
+                text[at] = byte;
+                assert_eq!(eight_digits(u64::from_le_bytes(text)), None, "{text:?}");
+            }
+        }
+    }
+
+    /// Numbers of every length up to the limits read as serde reads them, across the
+    /// eight-digit steps, and one past the limits is left to serde.
+    #[test]
+    fn numbers_of_every_length_read_as_serde_reads_them() {
+        let base = r#""index":0,"time_ns":1,"process":"w0","type":"invoke","f":"read""#;
+        let mut numbers: Vec<u64> = (0..20).map(|digits| 10u64.pow(digits)).collect();
+        numbers.extend((1..20).map(|digits| 10u64.pow(digits) - 1));
+        numbers.extend([
+            u64::MAX,
+            1_234_567_890_123_456_789,
+            12_345_678_901_234_567_890,
+        ]);
+        for number in numbers {
+            for column in ["token", "local_ns"] {
+                let line = format!("{{{base},\"{column}\":{number}}}");
+                let slow = serde_json::from_str::<Event>(&line).ok();
+                assert_eq!(fast(line.as_bytes()), slow, "{line}");
+            }
+        }
     }
 }

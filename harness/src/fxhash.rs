@@ -31,9 +31,13 @@ impl Hasher for FxHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
+            // The tail as a little-endian word, zero-padded (built bytewise: a copy into a
+            // padded array is a `memcpy` call for a few bytes).
+            self.add(
+                rest.iter()
+                    .rev()
+                    .fold(0, |word, &byte| word << 8 | u64::from(byte)),
+            );
         }
     }
 
@@ -87,6 +91,21 @@ mod tests {
         assert_ne!(hash("w1-10"), hash("w1-01"));
         assert_ne!(hash("abcdefgh"), hash("abcdefgh\0"));
         assert_eq!(hash("w1-10"), hash("w1-10"));
+    }
+
+    /// A tail shorter than a word hashes as that word zero-padded, little-endian.
+    #[test]
+    fn a_tail_hashes_as_its_zero_padded_word() {
+        for len in 1..8 {
+            let bytes: Vec<u8> = (1..=len).map(|byte| byte * 17).collect();
+            let mut padded = [0u8; 8];
+            padded[..bytes.len()].copy_from_slice(&bytes);
+            let mut as_bytes = FxHasher::default();
+            as_bytes.write(&bytes);
+            let mut as_word = FxHasher::default();
+            as_word.write_u64(u64::from_le_bytes(padded));
+            assert_eq!(as_bytes.finish(), as_word.finish(), "{len}");
+        }
     }
 
     #[test]

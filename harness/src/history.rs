@@ -108,25 +108,28 @@ pub(crate) fn parse_lines(
     let mut rules = Rules::default();
     let mut line_no = 0usize;
     let empty = packed.strings.intern("");
-    for_each_line(reader, |line| {
+    for_each_line(reader, |text| {
         line_no += 1;
-        if line.trim_ascii().is_empty() {
-            return Ok(());
-        }
         // Filled where it lies, so the 144-byte row is not built elsewhere and copied in.
         packed.rows.push(Row::blank(empty));
         let row = packed.rows.last_mut().expect("just pushed");
-        if !event_line::parse_plain(line, row, &mut packed.strings) {
-            let event: Event =
-                serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
-                    path: origin.to_string(),
-                    line: line_no,
-                    message: format!("expected one history event as a JSON object: {err}"),
-                })?;
-            *row = Row::pack(&event, &mut packed.strings);
+        if let Some(len) = event_line::parse_plain(text, row, &mut packed.strings) {
+            rules.check(row, &packed.strings, line_no);
+            return Ok(len);
         }
+        let line = first_line(text);
+        if line.trim_ascii().is_empty() {
+            packed.rows.pop();
+            return Ok(line.len());
+        }
+        let event: Event = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
+            path: origin.to_string(),
+            line: line_no,
+            message: format!("expected one history event as a JSON object: {err}"),
+        })?;
+        *row = Row::pack(&event, &mut packed.strings);
         rules.check(row, &packed.strings, line_no);
-        Ok(())
+        Ok(line.len())
     })
     .map_err(|error| match error {
         LineError::Io(source) => HistoryError::Io {
@@ -196,12 +199,16 @@ enum LineError {
     Stop(HistoryError),
 }
 
-/// Calls `each` on every line of `reader` in order, newline included (the last line may lack
-/// one), straight from a chunk buffer; a line longer than the buffer grows it, up to
-/// [`MAX_LINE_BYTES`].
+/// Calls `each` once per line of `reader`, in order, on the bytes from the start of that line
+/// to the end of the last whole line in the buffer (the last line of the input may lack its
+/// newline); `each` reads the line at the start and answers its length, newline included
+/// (at least one byte). So a line is never cut short, and finding where it ends is left to
+/// the line reader, which meets its newline anyway: the buffer is searched only backwards from
+/// its end, for the last newline of each read. Lines are read straight from a chunk buffer; a
+/// line longer than the buffer grows it, up to [`MAX_LINE_BYTES`].
 fn for_each_line(
     mut reader: impl Read,
-    mut each: impl FnMut(&[u8]) -> Result<(), HistoryError>,
+    mut each: impl FnMut(&[u8]) -> Result<usize, HistoryError>,
 ) -> Result<(), LineError> {
     let mut buffer = vec![0u8; CHUNK_BYTES];
     let mut filled = 0usize;
@@ -221,21 +228,30 @@ fn for_each_line(
         let at_end = read == 0;
         let searched = filled;
         filled += read;
+        // The bytes kept from the last read hold no newline, so whole lines end at the last
+        // newline just read (or at the end of the input).
+        let whole = if at_end {
+            filled
+        } else {
+            memchr::memrchr(b'\n', &buffer[searched..filled]).map_or(0, |at| searched + at + 1)
+        };
         let mut start = 0;
-        for newline in memchr::memchr_iter(b'\n', &buffer[searched..filled]) {
-            let end = searched + newline + 1;
-            each(&buffer[start..end]).map_err(LineError::Stop)?;
-            start = end;
+        while start < whole {
+            let len = each(&buffer[start..whole]).map_err(LineError::Stop)?;
+            debug_assert!(len > 0 && start + len <= whole, "a line of {len} bytes");
+            start += len;
         }
         if at_end {
-            if start < filled {
-                each(&buffer[start..filled]).map_err(LineError::Stop)?;
-            }
             return Ok(());
         }
         buffer.copy_within(start..filled, 0);
         filled -= start;
     }
+}
+
+/// The first line of `text`, newline included (all of it when it holds no newline).
+fn first_line(text: &[u8]) -> &[u8] {
+    memchr::memchr(b'\n', text).map_or(text, |at| &text[..=at])
 }
 
 /// Hex SHA-256 of arbitrary bytes (stored histories are hashed as they lie on disk).
@@ -436,9 +452,12 @@ mod tests {
                 bytes: text.as_bytes(),
                 step,
             };
-            let done = for_each_line(reader, |line| {
+            let done = for_each_line(reader, |text| {
+                // Handed out whole: up to a newline, or the end of the input.
+                assert!(text.ends_with(b"\n") || text.ends_with(b"last"), "{text:?}");
+                let line = first_line(text);
                 lines.push(String::from_utf8(line.to_vec()).unwrap());
-                Ok(())
+                Ok(line.len())
             });
             assert!(done.is_ok());
             let expected = ["a\n", "\n", "bc\n", &format!("{long}\n"), "last"];
@@ -461,9 +480,9 @@ mod tests {
         );
         let longest = format!("{}\n", " ".repeat(MAX_LINE_BYTES));
         let mut lines = 0;
-        let done = for_each_line(longest.as_bytes(), |_| {
+        let done = for_each_line(longest.as_bytes(), |text| {
             lines += 1;
-            Ok(())
+            Ok(first_line(text).len())
         });
         assert!(
             done.is_ok() && lines == 1,
@@ -505,7 +524,7 @@ mod tests {
         let plain = |line: &[u8]| {
             let mut strings = Strings::new();
             let mut row = Row::blank(strings.intern(""));
-            event_line::parse_plain(line, &mut row, &mut strings)
+            event_line::parse_plain(line, &mut row, &mut strings) == Some(line.len())
         };
         let taken: Vec<bool> = lines.iter().map(|line| plain(line.as_bytes())).collect();
         assert_eq!(taken, [true, false, false, false, false, false]);

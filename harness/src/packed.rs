@@ -78,18 +78,27 @@ impl Strings {
 
     /// The sym of `text`, adding it if it is new.
     pub fn intern(&mut self, text: &str) -> Sym {
-        let hash = Hash32::of(text);
+        self.intern_bytes(text.as_bytes()).expect("a str is UTF-8")
+    }
+
+    /// The sym of the string whose bytes are `bytes`, adding it if it is new; `None` (nothing
+    /// added) when `bytes` are not UTF-8. Bytes equal to a held string are valid, so only a
+    /// new string is checked: the line reader hands over raw bytes, and most of them are
+    /// strings the table already holds.
+    pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> Option<Sym> {
+        let hash = Hash32::of(bytes);
         let Strings {
             text: all,
             ends,
             table,
         } = self;
         let same = |&(entry_hash, sym): &(Hash32, Sym)| {
-            entry_hash == hash && &all[span_of(ends, sym)] == text
+            entry_hash == hash && same_bytes(&all.as_bytes()[span_of(ends, sym)], bytes)
         };
         if let Some(&(_, sym)) = table.find(hash.spread(), same) {
-            return sym;
+            return Some(sym);
         }
+        let text = std::str::from_utf8(bytes).ok()?;
         let number = u32::try_from(ends.len() + 1)
             .ok()
             .and_then(NonZeroU32::new)
@@ -100,12 +109,12 @@ impl Strings {
         table.insert_unique(hash.spread(), (hash, sym), |&(entry_hash, _)| {
             entry_hash.spread()
         });
-        sym
+        Some(sym)
     }
 
     /// The sym of `text` if the table holds it (never adds).
     pub fn find(&self, text: &str) -> Option<Sym> {
-        let hash = Hash32::of(text);
+        let hash = Hash32::of(text.as_bytes());
         self.table
             .find(hash.spread(), |&(entry_hash, sym)| {
                 entry_hash == hash && self.text(sym) == text
@@ -137,6 +146,26 @@ impl Strings {
     }
 }
 
+/// Byte equality, eight bytes at a time. The strings compared are short (names, 32-byte owner
+/// tokens) and nearly always equal (a hash match), where a call to `memcmp` costs more than
+/// the comparison itself.
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut a_words = a.chunks_exact(8);
+    let mut b_words = b.chunks_exact(8);
+    let word = |chunk: &[u8]| u64::from_le_bytes(chunk.try_into().expect("8-byte chunk"));
+    (&mut a_words)
+        .zip(&mut b_words)
+        .all(|(x, y)| word(x) == word(y))
+        && a_words
+            .remainder()
+            .iter()
+            .zip(b_words.remainder())
+            .all(|(x, y)| x == y)
+}
+
 fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
     let slot = sym.slot();
     let start = if slot == 0 { 0 } else { ends[slot - 1] };
@@ -148,9 +177,9 @@ fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
 struct Hash32(u32);
 
 impl Hash32 {
-    fn of(text: &str) -> Hash32 {
+    fn of(bytes: &[u8]) -> Hash32 {
         let mut hasher = FxHasher::default();
-        hasher.write(text.as_bytes());
+        hasher.write(bytes);
         // The top half of a product mixes every bit of the hash into every bit kept (the low
         // bits of FxHash are weak, and weak bits here would make buckets and tags collide).
         let mixed = hasher.finish().wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -557,6 +586,26 @@ mod tests {
         assert_eq!(packed.rows[0].error, packed.strings.find(""));
         assert_eq!(packed.strings.len(), 8);
         assert_eq!(packed.rows[1].token(), None);
+    }
+
+    #[test]
+    fn bytes_are_the_same_exactly_when_slices_are_equal() {
+        let texts: [&[u8]; 9] = [
+            b"",
+            b"a",
+            b"lock-1",
+            b"lock-2",
+            b"register",
+            b"register-1",
+            b"0123456789abcdef0123456789abcdef",
+            b"0123456789abcdef0123456789abcdeF",
+            b"1123456789abcdef0123456789abcdef",
+        ];
+        for a in texts {
+            for b in texts {
+                assert_eq!(same_bytes(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
     }
 
     #[test]
