@@ -10,7 +10,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use fencer_harness::{EventType, Op};
+use fencer_harness::{Acquired, EventType, Op, OwnerToken};
 use fencer_nemesis::{ServerAction, ServerFaults};
 use fencer_run::drive::RunNames;
 use fencer_run::real::{run_real, run_real_with_servers};
@@ -133,11 +133,12 @@ fn an_emulated_clock_jump_expires_a_live_lease_and_only_the_fence_stops_the_stal
 }
 
 #[test]
-fn a_clock_jump_finds_nothing_to_move_on_a_killed_redis_and_shifts_a_restarted_one() {
+fn a_clock_jump_finds_nothing_to_move_on_a_killed_redis_and_expires_a_restarted_ones_lease() {
     let Some(server) = support::private_server("redis_jump_down", "private:redis") else {
         return;
     };
-    let jump = ServerAction::JumpClock(5_000_000_000);
+    let ttl = Duration::from_secs(8);
+    let jump = ServerAction::JumpClock(10_000_000_000);
     let runtime = fencer_harness::runtime::real_runtime().unwrap();
     runtime.block_on(async {
         server.apply(ServerAction::Kill).await.unwrap();
@@ -148,9 +149,18 @@ fn a_clock_jump_finds_nothing_to_move_on_a_killed_redis_and_shifts_a_restarted_o
             .expect("a server that is down keeps no keys: nothing to move, no error");
         server.apply(ServerAction::Start).await.unwrap();
         assert!(server.pid().is_some());
-        server
-            .apply(jump)
-            .await
-            .expect("the restarted server's keys are shifted");
+        let lock = fencer_backends::registry::lock_from_url(&server.url())
+            .unwrap()
+            .adapter;
+        let first = lock.acquire("jumped", OwnerToken(1), ttl).await.unwrap();
+        assert!(matches!(first, Acquired::Granted { .. }), "{first:?}");
+        let held = lock.acquire("jumped", OwnerToken(2), ttl).await.unwrap();
+        assert_eq!(held, Acquired::Busy, "the first lease runs for {ttl:?}");
+        server.apply(jump).await.unwrap();
+        let after = lock.acquire("jumped", OwnerToken(2), ttl).await.unwrap();
+        assert!(
+            matches!(after, Acquired::Granted { .. }),
+            "a jump past the lease's end expires it on the restarted server: {after:?}"
+        );
     });
 }

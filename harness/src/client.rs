@@ -234,12 +234,14 @@ impl Process {
         }
     }
 
-    /// Records the invoke of `call`, delivers `apply` over the wire, waits for the reply within
-    /// the call timeout and records the completion. `annotate` fills the completion's columns
-    /// from a reply (its strings interned into the history's table) and says whether it was
-    /// `ok` or `fail`. Returns the reply and the true time the request was sent.
+    /// Records the invoke of an `f` carrying `call`, delivers `apply` over the wire, waits for
+    /// the reply within the call timeout and records the completion. `annotate` fills the
+    /// completion's columns from a reply (its strings interned into the history's table) and
+    /// says whether it was `ok` or `fail`. Returns the reply and the true time the request was
+    /// sent.
     async fn call<T, Apply>(
         &self,
+        f: Op,
         call: CallText<'_>,
         apply: Apply,
         annotate: fn(&T, &mut Row, &mut RowStrings<'_>) -> EventType,
@@ -248,18 +250,18 @@ impl Process {
         T: Send + 'static,
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
-        let f = call.f;
         // Held before it is sent: a call cancelled while held never happened.
         self.hold_for_lease_edge(f).await;
         let mut guard = OpenCall {
             process: self,
+            f,
             call,
             invoke: None,
             open: true,
         };
         let sent_ns = self.clock().truth().now_ns();
         guard.invoke = self.recorder.record_row_on(self.clock(), |strings, _| {
-            call.invoke_row(self.name(), strings)
+            call.invoke_row(f, self.name(), strings)
         });
         let deadline = self.clock().truth().now_instant() + self.network.call_timeout;
         let reply = self.deliver(f, apply);
@@ -403,9 +405,8 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 /// The columns a client call's invoke carries, borrowed from its caller: packed straight into
 /// the history's row, and its completion is that row plus the reply, so recording a call builds
 /// no event and copies no string.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct CallText<'a> {
-    f: Op,
     lock: Option<&'a str>,
     key: Option<&'a str>,
     owner: Option<OwnerToken>,
@@ -415,31 +416,18 @@ struct CallText<'a> {
     ttl_ns: Option<u64>,
 }
 
-impl<'a> CallText<'a> {
-    /// A call of `f` carrying no column yet.
-    fn of(f: Op) -> CallText<'a> {
-        CallText {
-            f,
-            lock: None,
-            key: None,
-            owner: None,
-            token: None,
-            write_id: None,
-            value: None,
-            ttl_ns: None,
-        }
-    }
-
-    /// The invoke's row as `process`, its strings interned into `strings` in the order
-    /// [`Row::pack`] interns an event's (so a table's strings are numbered alike either way).
-    fn invoke_row(&self, process: &str, strings: &mut RowStrings<'_>) -> Row {
+impl CallText<'_> {
+    /// The invoke's row of a call of `f` as `process`, its strings interned into `strings` in
+    /// the order [`Row::pack`] interns an event's (so a table's strings are numbered alike
+    /// either way).
+    fn invoke_row(&self, f: Op, process: &str, strings: &mut RowStrings<'_>) -> Row {
         let lock = self.lock.map(|text| strings.intern(text));
         let key = self.key.map(|text| strings.intern(text));
         let owner = self.owner.map(|owner| strings.intern(owner.hex().as_str()));
         let write_id = self.write_id.map(|text| strings.intern(text));
         let value = self.value.map(|text| strings.intern(text));
         let mut row = Row::blank(strings.intern(process));
-        row.f = self.f;
+        row.f = f;
         (row.lock, row.key, row.owner) = (lock, key, owner);
         (row.write_id, row.value) = (write_id, value);
         if let Some(token) = self.token {
@@ -458,6 +446,7 @@ impl<'a> CallText<'a> {
 /// happen.
 struct OpenCall<'a> {
     process: &'a Process,
+    f: Op,
     call: CallText<'a>,
     /// The invoke's row as recorded and the string table it was packed into; `None` when the
     /// recorder was full and dropped it.
@@ -472,6 +461,7 @@ impl OpenCall<'_> {
         self.open = false;
         let OpenCall {
             process,
+            f,
             call,
             invoke,
             ..
@@ -481,7 +471,7 @@ impl OpenCall<'_> {
             .record_row_on(process.clock(), |strings, table| {
                 let mut row = match invoke {
                     Some((row, packed_in)) if packed_in == table => row,
-                    _ => call.invoke_row(process.name(), strings),
+                    _ => call.invoke_row(f, process.name(), strings),
                 };
                 row.kind = reply(&mut row, strings);
                 row
@@ -538,23 +528,28 @@ impl LockClient {
             lock: Some(lock),
             owner: Some(owner),
             ttl_ns: Some(ttl.as_nanos() as u64),
-            ..CallText::of(Op::Acquire)
+            ..CallText::default()
         };
         let service = Arc::clone(&self.service);
         let lock = CarriedText::new(lock);
         let apply = async move { service.acquire(lock.as_str(), owner, ttl).await };
         let (reply, sent_ns) = self
             .process
-            .call(call, apply, |reply: &Acquired, row, strings| match reply {
-                Acquired::Granted { fencing_token } => {
-                    row.set(Number::Token, *fencing_token);
-                    EventType::Ok
-                }
-                Acquired::Busy => {
-                    row.error = Some(strings.word(Word::Busy));
-                    EventType::Fail
-                }
-            })
+            .call(
+                Op::Acquire,
+                call,
+                apply,
+                |reply: &Acquired, row, strings| match reply {
+                    Acquired::Granted { fencing_token } => {
+                        row.set(Number::Token, *fencing_token);
+                        EventType::Ok
+                    }
+                    Acquired::Busy => {
+                        row.error = Some(strings.word(Word::Busy));
+                        EventType::Fail
+                    }
+                },
+            )
             .await;
         if let Ok(Acquired::Granted { .. }) = reply {
             self.process.faults.publish_lease(owner, edge(sent_ns, ttl));
@@ -573,12 +568,15 @@ impl LockClient {
             lock: Some(lock),
             owner: Some(owner),
             ttl_ns: Some(ttl.as_nanos() as u64),
-            ..CallText::of(Op::Renew)
+            ..CallText::default()
         };
         let service = Arc::clone(&self.service);
         let lock = CarriedText::new(lock);
         let apply = async move { service.renew(lock.as_str(), owner, ttl).await };
-        let (reply, sent_ns) = self.process.call(call, apply, annotate_owned).await;
+        let (reply, sent_ns) = self
+            .process
+            .call(Op::Renew, call, apply, annotate_owned)
+            .await;
         match reply {
             Ok(Owned::Done) => self.process.faults.publish_lease(owner, edge(sent_ns, ttl)),
             Ok(Owned::NotOwner) => self.process.faults.end_lease(owner),
@@ -592,12 +590,15 @@ impl LockClient {
         let call = CallText {
             lock: Some(lock),
             owner: Some(owner),
-            ..CallText::of(Op::Release)
+            ..CallText::default()
         };
         let service = Arc::clone(&self.service);
         let lock = CarriedText::new(lock);
         let apply = async move { service.release(lock.as_str(), owner).await };
-        let (reply, _) = self.process.call(call, apply, annotate_owned).await;
+        let (reply, _) = self
+            .process
+            .call(Op::Release, call, apply, annotate_owned)
+            .await;
         if reply.is_ok() {
             self.process.faults.end_lease(owner);
         }
@@ -647,7 +648,7 @@ impl StoreClient {
             token: Some(fencing_token),
             write_id: Some(write_id),
             value: Some(value),
-            ..CallText::of(Op::Write)
+            ..CallText::default()
         };
         let store = Arc::clone(&self.store);
         let (key, write_id, value) = (
@@ -667,14 +668,19 @@ impl StoreClient {
         };
         let (reply, _) = self
             .process
-            .call(call, apply, |reply: &Written, row, strings| match reply {
-                Written::Applied => EventType::Ok,
-                Written::Rejected { current_token } => {
-                    row.set(Number::CurrentToken, *current_token);
-                    row.error = Some(strings.word(Word::Rejected));
-                    EventType::Fail
-                }
-            })
+            .call(
+                Op::Write,
+                call,
+                apply,
+                |reply: &Written, row, strings| match reply {
+                    Written::Applied => EventType::Ok,
+                    Written::Rejected { current_token } => {
+                        row.set(Number::CurrentToken, *current_token);
+                        row.error = Some(strings.word(Word::Rejected));
+                        EventType::Fail
+                    }
+                },
+            )
             .await;
         reply
     }
@@ -683,14 +689,14 @@ impl StoreClient {
     pub async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
         let call = CallText {
             key: Some(key),
-            ..CallText::of(Op::Read)
+            ..CallText::default()
         };
         let store = Arc::clone(&self.store);
         let key = CarriedText::new(key);
         let apply = async move { store.read(key.as_str()).await };
         let (reply, _) = self
             .process
-            .call(call, apply, |reply: &ReadValue, row, strings| {
+            .call(Op::Read, call, apply, |reply: &ReadValue, row, strings| {
                 row.set(Number::Token, reply.fencing_token);
                 row.write_id = reply.write_id.as_deref().map(|text| strings.intern(text));
                 row.value = reply.value.as_deref().map(|text| strings.intern(text));
