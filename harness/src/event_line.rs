@@ -271,6 +271,14 @@ impl<'a> Cursor<'a> {
             value = value * 100_000_000 + eight;
             len += 8;
         }
+        // The digits left, fewer than eight, at once when the word holding them is there.
+        if let Some(word) = rest[len..].first_chunk::<8>() {
+            let (digits, count) = leading_digits(u64::from_le_bytes(*word));
+            if count > 0 && len + count <= 19 {
+                value = value * POWERS_OF_TEN[count] + digits;
+                len += count;
+            }
+        }
         while let Some(&byte) = rest.get(len) {
             let digit = byte.wrapping_sub(b'0');
             if digit > 9 {
@@ -341,10 +349,43 @@ fn eight_digits(word: u64) -> Option<u64> {
     if digits != ONES * 0x33 {
         return None;
     }
-    let values = word - ONES * u64::from(b'0');
+    Some(eight_digit_values(word - ONES * u64::from(b'0')))
+}
+
+/// The number written by eight digit values (0 to 9, the first in the lowest byte).
+fn eight_digit_values(values: u64) -> u64 {
     let pairs = (values.wrapping_mul(10 * 256 + 1) >> 8) & 0x00ff_00ff_00ff_00ff;
     let fours = (pairs.wrapping_mul(100 * 65_536 + 1) >> 16) & 0x0000_ffff_0000_ffff;
-    Some(fours.wrapping_mul(10_000 * (1 << 32) + 1) >> 32)
+    fours.wrapping_mul(10_000 * (1 << 32) + 1) >> 32
+}
+
+/// `10ⁿ` for every count of digits [`leading_digits`] can find.
+const POWERS_OF_TEN: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// The number the digits at the start of `word` (its lowest bytes) write, and how many there
+/// are: a number's last few digits, read without a loop.
+fn leading_digits(word: u64) -> (u64, usize) {
+    let values = word ^ (ONES * u64::from(b'0'));
+    // A byte is a digit when its value is at most 9: adding 0x76 sets its top bit otherwise.
+    // A carry out of a flagged byte only reaches later bytes, so the first flag is exact.
+    let others = (values.wrapping_add(ONES * 0x76) | values) & TOPS;
+    let count = (others.trailing_zeros() / 8) as usize;
+    if count == 0 {
+        return (0, 0);
+    }
+    // Moving the digits up to the top bytes leaves zeros before them: leading zeros.
+    let digits = values << (8 * (8 - count) as u32);
+    (eight_digit_values(digits), count)
 }
 
 fn event_type(name: &[u8]) -> Option<EventType> {
@@ -552,6 +593,35 @@ mod tests {
                 let mut cursor = Cursor { text: &text, at: 0 };
                 assert_eq!(cursor.field_name(0), None, "{text:?}");
             }
+        }
+    }
+
+    #[test]
+    fn leading_digits_read_as_their_number_and_stop_at_the_first_other_byte() {
+        for text in [
+            *b"7,\"local",
+            *b"12345678",
+            *b"1234567}",
+            *b"00012\"ab",
+            *b",1234567",
+            *b"98\x00\x00\x00\x00\x00\x00",
+            *b"5:999999",
+            *b"3/999999",
+            *b"4\xb0999999",
+            *b"6\xff999999",
+        ] {
+            let count = text.iter().take_while(|byte| byte.is_ascii_digit()).count();
+            let number = std::str::from_utf8(&text[..count])
+                .unwrap()
+                .parse()
+                .unwrap_or(0);
+            let read = leading_digits(u64::from_le_bytes(text));
+            assert_eq!(
+                read,
+                (number, count),
+                "{:?}",
+                String::from_utf8_lossy(&text)
+            );
         }
     }
 
