@@ -36,17 +36,22 @@ const OWNER_CHECK: (&str, &str) = (
     "        if lease is None:\n",
 );
 
-/// The real-time settings of the README's example runs.
-const QUICK: [&str; 8] = [
-    "--ttl",
-    "300ms",
-    "--renew-every",
-    "100ms",
-    "--call-timeout",
-    "100ms",
-    "--ops",
-    "5",
-];
+/// The real-time settings of the README's example runs, with faults `fault_gap` apart on
+/// average.
+fn quick(fault_gap: &str) -> [&str; 10] {
+    [
+        "--ttl",
+        "300ms",
+        "--renew-every",
+        "100ms",
+        "--call-timeout",
+        "100ms",
+        "--ops",
+        "5",
+        "--fault-gap",
+        fault_gap,
+    ]
+}
 
 /// The mean gap between faults of the README's example runs.
 const QUICK_FAULT_GAP: &str = "300ms";
@@ -104,8 +109,6 @@ fn run_with_fault_gap(
     let seed = seed.to_string();
     let mut args = vec![
         "run",
-        "--fault-gap",
-        fault_gap,
         "--lock",
         command,
         "--store",
@@ -117,7 +120,7 @@ fn run_with_fault_gap(
         "--out",
         name,
     ];
-    args.extend(QUICK);
+    args.extend(quick(fault_gap));
     fencer(&args, dir)
 }
 
@@ -332,7 +335,7 @@ fn bad_commands_are_one_line_errors_with_exit_254() {
         ),
     ] {
         let mut args = vec!["run", "--lock", lock, "--store", "sqlite://register.db"];
-        args.extend(QUICK);
+        args.extend(quick(QUICK_FAULT_GAP));
         let output = fencer_command(&args, dir.path())
             .env("FENCER_EXEC_HELLO_TIMEOUT_MS", "500")
             .output()
@@ -555,10 +558,8 @@ fn faults_a_group_drew_but_the_child_cannot_take_are_recorded_and_printed_on_req
         "--nemesis",
         "all",
         "--verbose",
-        "--fault-gap",
-        QUICK_FAULT_GAP,
     ];
-    args.extend(QUICK);
+    args.extend(quick(QUICK_FAULT_GAP));
     let verbose = fencer(&args, dir.path());
     assert_eq!(printed_left_out(&verbose).len(), recorded.len());
 }
