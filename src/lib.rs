@@ -90,6 +90,9 @@ pub use cli::Cli;
 pub use fencer_backends as backends;
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
 pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
+/// Sleeps, deadlines and the instant now on the simulation's clock, or tokio's in real time:
+/// what fencer's own code uses, and a backend may too (`tokio::time` works as well).
+pub use fencer_harness::time;
 pub use fencer_harness::{
     Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LocalClock, LockChange,
     LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written, caller_clock, caller_process,

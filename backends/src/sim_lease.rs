@@ -175,6 +175,10 @@ impl SimLeaseService {
 
     fn with_lock<T>(&self, lock: &str, body: impl FnOnce(&mut LockState) -> T) -> T {
         let mut locks = self.locks.lock().unwrap_or_else(|p| p.into_inner());
+        // Looked up by `&str` first: a lock seen before costs no `String`.
+        if let Some(state) = locks.get_mut(lock) {
+            return body(state);
+        }
         body(locks.entry(lock.to_string()).or_default())
     }
 }
@@ -419,7 +423,7 @@ mod tests {
     }
 
     async fn expire() {
-        tokio::time::sleep(TTL + Duration::from_millis(1)).await;
+        fencer_harness::time::sleep(TTL + Duration::from_millis(1)).await;
     }
 
     fn granted(token: FencingToken) -> Result<Acquired, CallError> {
@@ -502,7 +506,7 @@ mod tests {
     #[test]
     fn clock_tokens_regress_after_a_backward_step() {
         with_service(LeaseRules::ClockTokens, |service, clock| async move {
-            tokio::time::sleep(Duration::from_secs(100)).await;
+            fencer_harness::time::sleep(Duration::from_secs(100)).await;
             let Ok(Acquired::Granted {
                 fencing_token: first,
             }) = service.acquire("L", A, TTL).await
@@ -526,16 +530,16 @@ mod tests {
         let grace = TTL / LATE_RENEW_GRACE_PER_TTL as u32;
         let history = with_service(LeaseRules::LateRenew, |service, _| async move {
             service.acquire("L", A, TTL).await.unwrap();
-            tokio::time::sleep(TTL).await;
+            fencer_harness::time::sleep(TTL).await;
             // Expired: B is granted the lock, and A's renew, inside the grace, revives A's.
             assert_eq!(service.acquire("L", B, TTL).await, granted(2));
-            tokio::time::sleep(grace / 2).await;
+            fencer_harness::time::sleep(grace / 2).await;
             assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
             // Past the grace, a renew is refused as the reference would.
             service.release("L", B).await.unwrap();
             service.release("L", A).await.unwrap();
             service.acquire("L", A, TTL).await.unwrap();
-            tokio::time::sleep(TTL + grace).await;
+            fencer_harness::time::sleep(TTL + grace).await;
             assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
         });
         let renew = history.events.iter().find(|e| e.f == Op::Renew).unwrap();
@@ -563,7 +567,7 @@ mod tests {
             expire().await;
             assert_eq!(service.acquire("L", B, TTL).await, granted(2));
             assert_eq!(service.renew("L", B, TTL).await, Ok(Owned::Done));
-            tokio::time::sleep(TTL * 100).await;
+            fencer_harness::time::sleep(TTL * 100).await;
             assert_eq!(service.acquire("L", A, TTL).await, Ok(Acquired::Busy));
             // A release still frees it.
             assert_eq!(service.release("L", B).await, Ok(Owned::Done));
@@ -622,12 +626,13 @@ mod tests {
             };
             let (holder, rival) = (client("w0"), client("w1"));
             holder.acquire("L", A, TTL).await.unwrap();
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            fencer_harness::time::sleep(Duration::from_secs(3)).await;
             let first = holder.renew("L", A, TTL).await.unwrap();
             holder.process().clock().jump(-2_000_000_000);
-            tokio::time::sleep(Duration::from_secs(3)).await;
+            fencer_harness::time::sleep(Duration::from_secs(3)).await;
             let second = holder.renew("L", A, TTL).await.unwrap();
-            tokio::time::sleep(TTL - Duration::from_secs(3) + Duration::from_millis(1)).await;
+            fencer_harness::time::sleep(TTL - Duration::from_secs(3) + Duration::from_millis(1))
+                .await;
             let rival_got = rival.acquire("L", B, TTL).await.unwrap();
             *out = Some((first, second, rival_got));
         });
@@ -664,7 +669,7 @@ mod tests {
     fn the_reference_refuses_a_renew_one_millisecond_after_expiry() {
         with_service(LeaseRules::Reference, |service, _| async move {
             service.acquire("L", A, TTL).await.unwrap();
-            tokio::time::sleep(TTL + Duration::from_millis(1)).await;
+            fencer_harness::time::sleep(TTL + Duration::from_millis(1)).await;
             assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
         });
     }
@@ -684,7 +689,7 @@ mod tests {
             .await
             .unwrap();
         let while_down = service.acquire("L", B, TTL).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        fencer_harness::time::sleep(Duration::from_secs(1)).await;
         // The lease was lost with the restart, well before its TTL: B gets the lock at once.
         let Ok(Acquired::Granted {
             fencing_token: after,

@@ -240,7 +240,7 @@ impl FencedStore for SqliteStore {
                         current_token: current,
                     });
                 }
-                tokio::time::sleep(Duration::from_nanos(check_gap_ns)).await;
+                fencer_harness::time::sleep(Duration::from_nanos(check_gap_ns)).await;
                 Compare::Nothing
             }
             StoreRules::RefusesNewer => Compare::Text,
@@ -380,9 +380,11 @@ mod tests {
                 store.write("k", 1, "a0", "A result").await.unwrap();
                 let late = {
                     let store = Arc::clone(&store);
-                    tokio::spawn(async move { store.write("k", 1, "a1", "late A result").await })
+                    fencer_harness::task::spawn(async move {
+                        store.write("k", 1, "a1", "late A result").await
+                    })
                 };
-                tokio::task::yield_now().await;
+                // B checks first; A's check, before B has written, passes too.
                 store.write("k", 2, "b", "B result").await.unwrap();
                 late.await.unwrap().unwrap();
                 store.read("k").await.unwrap().value.unwrap()

@@ -9,7 +9,8 @@
 //! plans are saved as regressions, and a JUnit report can be written.
 //!
 //! Two ways time can pass:
-//! - [`Harness::simulated_time`] (the default): one paused tokio runtime per seed. An in-memory
+//! - [`Harness::simulated_time`] (the default): fencer's simulation executor over a paused
+//!   tokio runtime, one per seed. An in-memory
 //!   backend that measures time with `tokio::time` runs a 10 s lease scenario in microseconds,
 //!   and the same seed gives the same history.
 //! - [`Harness::real_time`]: a real runtime for backends that talk to real servers. TTLs are
@@ -252,7 +253,8 @@ impl Harness {
         self
     }
 
-    /// Paused tokio time (the default): for in-memory backends that use `tokio::time`.
+    /// Simulated time (the default): fencer's executor over paused tokio time, for in-memory
+    /// backends that use `tokio::time`.
     pub fn simulated_time(mut self) -> Harness {
         self.time = TimeMode::Simulated;
         self

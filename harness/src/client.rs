@@ -36,7 +36,7 @@ use crate::clock::LocalClock;
 use crate::event::{EventType, Op};
 use crate::freeze::ProcessFaults;
 use crate::packed::{Number, Row};
-use crate::recorder::{Recorder, RowStrings, Table, Word};
+use crate::recorder::{KnownSym, Recorder, RowStrings, Table, Word};
 
 /// One-way message latency drawn uniformly from `[min_ns, max_ns]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -85,7 +85,7 @@ impl Network {
             Some(courier) => courier.assign(delivery),
             None => {
                 let courier = Arc::new(Courier::default());
-                tokio::spawn(courier.carry(delivery, Arc::downgrade(self)));
+                crate::task::spawn(courier.carry(delivery, Arc::downgrade(self)));
             }
         }
     }
@@ -182,6 +182,7 @@ impl Process {
         Process {
             caller: Arc::new(Caller {
                 process: name.into(),
+                process_sym: KnownSym::default(),
                 clock,
             }),
             faults,
@@ -201,6 +202,7 @@ impl Process {
         Process {
             caller: Arc::new(Caller {
                 process: name,
+                process_sym: KnownSym::default(),
                 clock: self.clock().clone(),
             }),
             ..self.clone()
@@ -230,7 +232,7 @@ impl Process {
         }
         let truth = self.clock().truth();
         while let Some(until_ns) = self.faults.edge_hold_until(f, truth.now_ns()) {
-            tokio::time::sleep_until(truth.instant_at(until_ns)).await;
+            crate::time::sleep_until(truth.instant_at(until_ns)).await;
         }
     }
 
@@ -261,15 +263,16 @@ impl Process {
         };
         let sent_ns = self.clock().truth().now_ns();
         guard.invoke = self.recorder.record_row_on(self.clock(), |strings, _| {
-            call.invoke_row(f, self.name(), strings)
+            call.invoke_row(f, &self.caller, strings)
         });
-        let deadline = self.clock().truth().now_instant() + self.network.call_timeout;
         let reply = self.deliver(f, apply);
-        let reply = match tokio::time::timeout_at(deadline, reply).await {
+        let reply = match crate::time::timeout(self.network.call_timeout, reply).await {
             Ok(Ok(result)) => result,
             Ok(Err(_lost)) => {
                 // The reply will never come, but the caller cannot know that before its deadline.
-                tokio::time::sleep_until(deadline).await;
+                let deadline_ns =
+                    sent_ns.saturating_add(self.network.call_timeout.as_nanos() as u64);
+                crate::time::sleep_until(self.clock().truth().instant_at(deadline_ns)).await;
                 Err(CallError::Unknown("timeout".into()))
             }
             Err(_elapsed) => Err(CallError::Unknown("timeout".into())),
@@ -306,9 +309,10 @@ impl Process {
         let caller = Arc::clone(&self.caller);
         self.network.dispatch(Box::pin(async move {
             if !request_latency.is_zero() {
-                tokio::time::sleep_until(truth.now_instant() + request_latency).await;
+                crate::time::sleep(request_latency).await;
             }
-            let applied = CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind());
+            let applied =
+                crate::sim::foreign(CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind()));
             let result = match applied.await {
                 Ok(result) => result,
                 Err(panic) => Err(CallError::Unknown(format!(
@@ -320,7 +324,7 @@ impl Process {
                 return;
             }
             if !reply_latency.is_zero() {
-                tokio::time::sleep_until(truth.now_instant() + reply_latency).await;
+                crate::time::sleep(reply_latency).await;
             }
             // The caller may have given up already; the reply then simply goes nowhere.
             let _ = reply_tx.send(result);
@@ -368,6 +372,8 @@ impl CarriedText {
 #[derive(Debug)]
 struct Caller {
     process: Arc<str>,
+    /// The process name's sym in the history being recorded.
+    process_sym: KnownSym,
     clock: LocalClock,
 }
 
@@ -420,13 +426,13 @@ impl CallText<'_> {
     /// The invoke's row of a call of `f` as `process`, its strings interned into `strings` in
     /// the order [`Row::pack`] interns an event's (so a table's strings are numbered alike
     /// either way).
-    fn invoke_row(&self, f: Op, process: &str, strings: &mut RowStrings<'_>) -> Row {
+    fn invoke_row(&self, f: Op, caller: &Caller, strings: &mut RowStrings<'_>) -> Row {
         let lock = self.lock.map(|text| strings.intern(text));
         let key = self.key.map(|text| strings.intern(text));
         let owner = self.owner.map(|owner| strings.intern(owner.hex().as_str()));
         let write_id = self.write_id.map(|text| strings.intern(text));
         let value = self.value.map(|text| strings.intern(text));
-        let mut row = Row::blank(strings.intern(process));
+        let mut row = Row::blank(strings.intern_known(&caller.process_sym, &caller.process));
         row.f = f;
         (row.lock, row.key, row.owner) = (lock, key, owner);
         (row.write_id, row.value) = (write_id, value);
@@ -471,7 +477,7 @@ impl OpenCall<'_> {
             .record_row_on(process.clock(), |strings, table| {
                 let mut row = match invoke {
                     Some((row, packed_in)) if packed_in == table => row,
-                    _ => call.invoke_row(f, process.name(), strings),
+                    _ => call.invoke_row(f, &process.caller, strings),
                 };
                 row.kind = reply(&mut row, strings);
                 row
@@ -923,16 +929,16 @@ mod tests {
             let recorder = Arc::new(Recorder::new(truth));
             let w0 = process("w0", truth, &recorder, ProcessFaults::default());
             let client = LockClient::new(w0, lock);
-            let caller = tokio::spawn(async move {
+            let caller = crate::task::spawn(async move {
                 let _ = client
                     .acquire("L", OwnerToken(1), Duration::from_secs(1))
                     .await;
             });
             // The caller sends its request, then is cancelled while it is on the 1 ms wire.
-            tokio::task::yield_now().await;
+            crate::task::yield_now().await;
             caller.abort();
             let _ = caller.await;
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            crate::time::sleep(Duration::from_millis(10)).await;
             recorder.take_history()
         });
         assert_eq!(
@@ -965,14 +971,14 @@ mod tests {
                 process("w0", truth, &recorder, ProcessFaults::default()),
                 lock,
             );
-            let caller = tokio::spawn(async move {
+            let caller = crate::task::spawn(async move {
                 client
                     .acquire("L", OwnerToken(7), Duration::from_secs(1))
                     .await
             });
             // The invoke is recorded and the request is on the 1 ms wire when the history,
             // with the string table its row points into, is taken.
-            tokio::task::yield_now().await;
+            crate::task::yield_now().await;
             let taken = recorder.take_history();
             caller.await.unwrap().unwrap();
             (taken, recorder.take_history())
@@ -1099,7 +1105,7 @@ mod tests {
                 let courier = Arc::downgrade(&network.idle_couriers()[0]);
                 drop((client, network));
                 // Let the couriers, told the network is gone, run to their end.
-                tokio::time::sleep(Duration::from_millis(1)).await;
+                crate::time::sleep(Duration::from_millis(1)).await;
                 (
                     idle_after_one,
                     idle_after_two_at_once,

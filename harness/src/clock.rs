@@ -1,89 +1,24 @@
 //! Time: the true clock every event is stamped with, and per-node local clocks that the nemesis
 //! can offset, jump and make drift.
 //!
-//! The true clock is tokio's (paused and auto-advancing in the simulation tier, monotonic in the
-//! real tier) measured from the run's epoch, so the simulation never reads `std::time`. A local
+//! The true clock is the simulation's (in the simulation tier) or tokio's monotonic one (in the
+//! real tier), measured from the run's epoch, so the simulation never reads `std::time`. A local
 //! clock is a piecewise-linear function of true time: each jump or drift change re-anchors it.
 //!
-//! Reading tokio's paused clock takes a lock, and a simulated call reads the time a dozen
-//! times. Paused time only moves while the runtime parks, so inside the
-//! [simulation runtime](crate::runtime::simulation_runtime) the first read after the runtime
-//! parked asks tokio and every read until it parks again is a thread-local load. Anywhere else
-//! (the real tier, a runtime of the caller's own) every read asks tokio.
+//! Inside the [simulation runtime](crate::runtime::simulation_runtime) the true clock is the
+//! simulation executor's, a thread-local read; anywhere else (the real tier, a runtime of the
+//! caller's own) it is tokio's.
 
-use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
-/// The paused clock's reading in the current scheduler turn, and the last epoch it was
-/// measured from (a run has one epoch, so the subtraction is done once a turn).
-#[derive(Clone, Copy)]
-struct Noted {
-    now: Instant,
-    epoch: Instant,
-    since_epoch_ns: u64,
-}
+use crate::time::now;
 
-/// What this thread knows of the time.
-#[derive(Clone, Copy)]
-enum Paused {
-    /// Not inside the simulation runtime: ask tokio every time.
-    Elsewhere,
-    /// Inside it, and it parked since the last read: time may have moved.
-    Moved,
-    /// Inside it, read since it last parked.
-    Read(Noted),
-}
-
-thread_local! {
-    static PAUSED: Cell<Paused> = const { Cell::new(Paused::Elsewhere) };
-}
-
-/// The simulation runtime starts running here, or parks (when time moves): the next read asks
-/// tokio.
-pub(crate) fn paused_time_may_move() {
-    PAUSED.set(Paused::Moved);
-}
-
-/// The simulation runtime stops running here: reads ask tokio again.
-pub(crate) fn paused_time_left() {
-    PAUSED.set(Paused::Elsewhere);
-}
-
-/// Tokio's time now, read once a scheduler turn inside the simulation runtime.
-fn now() -> Instant {
-    match PAUSED.get() {
-        Paused::Read(noted) => noted.now,
-        Paused::Moved => {
-            let now = Instant::now();
-            PAUSED.set(Paused::Read(Noted {
-                now,
-                epoch: now,
-                since_epoch_ns: 0,
-            }));
-            now
-        }
-        Paused::Elsewhere => Instant::now(),
-    }
-}
-
-/// Nanoseconds from `epoch` to now, read once a scheduler turn inside the simulation runtime.
+/// Nanoseconds from `epoch` to now.
 fn since_ns(epoch: Instant) -> u64 {
-    let elapsed_ns = |now: Instant| now.duration_since(epoch).as_nanos() as u64;
-    let now = match PAUSED.get() {
-        Paused::Read(noted) if noted.epoch == epoch => return noted.since_epoch_ns,
-        Paused::Read(noted) => noted.now,
-        Paused::Moved => Instant::now(),
-        Paused::Elsewhere => return elapsed_ns(Instant::now()),
-    };
-    let since_epoch_ns = elapsed_ns(now);
-    PAUSED.set(Paused::Read(Noted {
-        now,
-        epoch,
-        since_epoch_ns,
-    }));
-    since_epoch_ns
+    crate::sim::with(|sim| sim.now_ns().saturating_sub(sim.ns_at(epoch)))
+        .unwrap_or_else(|| Instant::now().duration_since(epoch).as_nanos() as u64)
 }
 
 /// True time since the run began. Cheap to clone; every party of a run shares one epoch.
@@ -103,13 +38,12 @@ impl TrueClock {
         since_ns(self.epoch)
     }
 
-    /// Tokio's instant now (as `tokio::time::Instant::now()`, without its lock in the
-    /// simulation runtime), for deadlines relative to now.
+    /// The instant now ([`crate::time::now`]), for deadlines relative to now.
     pub fn now_instant(&self) -> Instant {
         now()
     }
 
-    /// The tokio instant at `true_ns`, for sleeping until a true time.
+    /// The instant at `true_ns`, for sleeping until a true time.
     pub fn instant_at(&self, true_ns: u64) -> Instant {
         self.epoch + std::time::Duration::from_nanos(true_ns)
     }
@@ -136,6 +70,13 @@ impl NodeClock {
     /// The local reading at `true_ns`, held within `i64` (a clock stepped or drifted past it
     /// reads its end rather than wrapping round to the other one).
     pub fn read(&self, true_ns: u64) -> i64 {
+        if self.drift_ppm == 0
+            && let Some(elapsed) = true_ns.checked_sub(self.anchor_true_ns)
+            && let Ok(elapsed) = i64::try_from(elapsed)
+        {
+            // A clock that does not drift, read after its anchor: no scaling to do.
+            return self.anchor_local_ns.saturating_add(elapsed);
+        }
         let elapsed = i128::from(true_ns) - i128::from(self.anchor_true_ns);
         let scaled = elapsed * (1_000_000 + i128::from(self.drift_ppm)) / 1_000_000;
         let reading = i128::from(self.anchor_local_ns) + scaled;
@@ -224,13 +165,15 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
-    /// The true clock's readings across sleeps, each checked against tokio's own clock.
+    /// The true clock's readings across sleeps, each checked against tokio's own clock as an
+    /// adapter reads it.
     async fn readings_across_sleeps() -> Vec<u64> {
         let truth = TrueClock::start();
         let mut readings = vec![truth.now_ns()];
         for step_ms in [3, 0, 250, 10_000] {
-            tokio::time::sleep(Duration::from_millis(step_ms)).await;
-            assert_eq!(truth.now_instant(), Instant::now());
+            crate::time::sleep(Duration::from_millis(step_ms)).await;
+            let adapter_reads = crate::sim::foreign(async { Instant::now() }).await;
+            assert_eq!(truth.now_instant(), adapter_reads);
             readings.push(truth.now_ns());
         }
         readings

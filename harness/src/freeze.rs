@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::time::{Sleep, sleep_until};
+use crate::time::{Sleep, sleep_until};
 
 use crate::adapter::OwnerToken;
 use crate::clock::TrueClock;
@@ -392,13 +392,13 @@ mod tests {
             let truth = TrueClock::start();
             let faults = Arc::new(ProcessFaults::default());
             let nemesis_faults = Arc::clone(&faults);
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(500)).await;
+            crate::task::spawn(async move {
+                crate::time::sleep(Duration::from_millis(500)).await;
                 nemesis_faults.start(WorkerFault::Freeze, 5_000_000_000);
             });
             let finished_at = Freezable::new(
                 async move {
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    crate::time::sleep(Duration::from_secs(1)).await;
                     truth.now_ns()
                 },
                 faults,

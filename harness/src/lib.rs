@@ -19,7 +19,10 @@ pub mod restart;
 pub mod rng;
 pub mod roles;
 pub mod runtime;
+mod sim;
+pub mod task;
 pub mod terminal;
+pub mod time;
 pub mod words;
 pub mod workload;
 

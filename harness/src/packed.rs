@@ -35,6 +35,16 @@ impl Sym {
     pub fn slot(self) -> usize {
         self.0.get() as usize - 1
     }
+
+    /// The sym's number, never 0, for packing it into a word.
+    pub(crate) fn number(self) -> u32 {
+        self.0.get()
+    }
+
+    /// The sym numbered `number` ([`Sym::number`]); `None` for 0.
+    pub(crate) fn from_number(number: u32) -> Option<Sym> {
+        NonZeroU32::new(number).map(Sym)
+    }
 }
 
 /// The distinct strings of a history, each stored once in one buffer.

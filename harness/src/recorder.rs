@@ -6,7 +6,7 @@
 //! history is never held as owned events: a process name, an op's lock and key, an error
 //! string are stored once for the whole run instead of once per event.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -67,9 +67,32 @@ impl Word {
 pub(crate) struct RowStrings<'a> {
     strings: &'a mut Strings,
     words: &'a mut [Option<Sym>; Word::ALL.len()],
+    table: Table,
 }
 
+/// The sym a string that is recorded again and again (a process's own name) has in one of a
+/// recorder's tables, remembered by its owner so it is looked up once per table: the table's
+/// number and the sym, in one word (0: none yet).
+#[derive(Debug, Default)]
+pub(crate) struct KnownSym(AtomicU64);
+
 impl RowStrings<'_> {
+    /// The sym of `text`, which `known` remembers for this table once it has been interned.
+    pub(crate) fn intern_known(&mut self, known: &KnownSym, text: &str) -> Sym {
+        let table = (self.table.0 + 1) << 32;
+        let noted = known.0.load(Ordering::Relaxed);
+        if noted & !0xffff_ffff == table
+            && let Some(sym) = Sym::from_number(noted as u32)
+        {
+            return sym;
+        }
+        let sym = self.strings.intern(text);
+        known
+            .0
+            .store(table | u64::from(sym.number()), Ordering::Relaxed);
+        sym
+    }
+
     /// The sym of `text`, adding it if it is new.
     pub(crate) fn intern(&mut self, text: &str) -> Sym {
         self.strings.intern(text)
@@ -161,6 +184,7 @@ impl Recorder {
         let mut strings = RowStrings {
             strings: &mut history.strings,
             words,
+            table: *table,
         };
         let mut row = build(&mut strings, *table);
         self.stamp(&mut row, index, Some(clock));
@@ -270,9 +294,9 @@ mod tests {
             let recorder = std::sync::Arc::new(Recorder::with_limit(TrueClock::start(), 2));
             let waiter = {
                 let recorder = std::sync::Arc::clone(&recorder);
-                tokio::spawn(async move { recorder.filled().await })
+                crate::task::spawn(async move { recorder.filled().await })
             };
-            tokio::task::yield_now().await;
+            crate::task::yield_now().await;
             for _ in 0..2 {
                 recorder.record(Event::new("w0", EventType::Invoke, Op::Read));
             }
@@ -282,7 +306,7 @@ mod tests {
                 2
             );
             recorder.record(Event::new("w0", EventType::Ok, Op::Read));
-            let woke = tokio::time::timeout(std::time::Duration::from_secs(1), waiter)
+            let woke = crate::time::timeout(std::time::Duration::from_secs(1), waiter)
                 .await
                 .is_ok();
             (

@@ -101,7 +101,7 @@ impl Restartable for RestartGate {
     async fn restart(&self, down_ns: u64) -> Result<(), String> {
         let until_ns = self.truth.now_ns().saturating_add(down_ns);
         self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
-        self.service.restart().await
+        crate::time::adapter_code(self.service.restart()).await
     }
 }
 
@@ -175,7 +175,7 @@ mod tests {
             gate.acquire("L", OwnerToken(2), ttl).await.unwrap();
             Restartable::restart(&gate, 1_000_000_000).await.unwrap();
             replies.push(gate.acquire("L", OwnerToken(3), ttl).await);
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            crate::time::sleep(Duration::from_secs(1)).await;
             replies.push(gate.acquire("L", OwnerToken(4), ttl).await);
             replies
         });

@@ -1,50 +1,37 @@
 //! The two runtimes fencer runs in.
 //!
-//! The simulation runtime is a single current-thread tokio runtime with time paused: when every
-//! task waits, tokio jumps the clock to the next timer, so a 12 s pause costs nothing and task
-//! order depends only on the program, never on the OS. The real runtime is the same shape with
-//! real time and I/O, so the same code paths run against real servers.
+//! The simulation runtime is fencer's own discrete-event executor ([`crate::sim`]) inside a
+//! current-thread tokio runtime with time paused: when every task waits, the clock jumps to
+//! the next deadline, so a 12 s pause costs nothing and task order depends only on the
+//! program, never on the OS. The real runtime is a plain current-thread tokio runtime with
+//! real time and I/O, so the same code paths ([`crate::task`], [`crate::time`]) run against
+//! real servers.
 
 use std::future::Future;
 
 use tokio::runtime::{Builder, Runtime};
 
-use crate::clock::{paused_time_left, paused_time_may_move};
-
-/// A current-thread runtime with paused, auto-advancing time and no I/O driver, whose clock
-/// fencer reads without tokio's lock: paused time moves only while the runtime parks, so one
-/// reading holds from the first read after it parked until it parks again.
+/// Runs futures on fencer's simulation executor, with tokio's paused runtime underneath for
+/// `tokio::sync` and any `tokio::time` an adapter uses.
 #[derive(Debug)]
 pub struct SimulationRuntime {
     runtime: Runtime,
 }
 
 impl SimulationRuntime {
-    /// Runs `future` to completion on this runtime, as [`Runtime::block_on`].
+    /// Runs `future` to completion, with every task it spawns through [`crate::task::spawn`];
+    /// tasks still pending when it completes are dropped.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        // A reading taken by a runtime that ran here before is not this one's time.
-        paused_time_may_move();
-        let _left = LeftOnExit;
-        self.runtime.block_on(future)
+        crate::sim::block_on(&self.runtime, future)
     }
 }
 
-/// Forgets the reading when `block_on` returns or unwinds, so no other runtime on the thread
-/// ever reads it.
-struct LeftOnExit;
-
-impl Drop for LeftOnExit {
-    fn drop(&mut self) {
-        paused_time_left();
-    }
-}
-
-/// A current-thread runtime with paused, auto-advancing time and no I/O driver.
+/// A simulation runtime: fencer's executor over a current-thread tokio runtime with paused,
+/// auto-advancing time and no I/O driver.
 pub fn simulation_runtime() -> SimulationRuntime {
     let runtime = Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
-        .on_thread_park(paused_time_may_move)
         .build()
         .expect("a current-thread runtime with no I/O cannot fail to build");
     SimulationRuntime { runtime }

@@ -190,7 +190,7 @@ pub async fn inject(
         tokio::select! {
             biased;
             _ = &mut stop => break,
-            () = tokio::time::sleep_until(truth.instant_at(wake_ns)) => {}
+            () = fencer_harness::time::sleep_until(truth.instant_at(wake_ns)) => {}
         }
         // Ends first at equal times: a fault ending as another starts is healed before it.
         if next_end == Some(wake_ns) {
@@ -489,8 +489,13 @@ mod tests {
             ];
             validate(&faults, &targets).unwrap();
             let (stop_tx, stop_rx) = oneshot::channel();
-            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            let injector = fencer_harness::task::spawn(inject(
+                faults,
+                targets,
+                Arc::clone(&recorder),
+                stop_rx,
+            ));
+            fencer_harness::time::sleep(std::time::Duration::from_millis(500)).await;
             let clock_reading = lock_clock.now_ns();
             stop_tx.send(()).unwrap();
             injector.await.unwrap().unwrap();
@@ -559,10 +564,15 @@ mod tests {
             ];
             validate(&faults, &targets).unwrap();
             let (stop_tx, stop_rx) = oneshot::channel();
-            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let injector = fencer_harness::task::spawn(inject(
+                faults,
+                targets,
+                Arc::clone(&recorder),
+                stop_rx,
+            ));
+            fencer_harness::time::sleep(std::time::Duration::from_millis(50)).await;
             let delay_inside = worker.request_delay_at(Op::Write, truth.now_ns());
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            fencer_harness::time::sleep(std::time::Duration::from_millis(100)).await;
             let delay_after = worker.request_delay_at(Op::Write, truth.now_ns());
             // Every fault has ended by now, so the injector may be gone already.
             let _ = stop_tx.send(());
@@ -622,8 +632,13 @@ mod tests {
             ];
             validate(&faults, &targets).unwrap();
             let (stop_tx, stop_rx) = oneshot::channel();
-            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let injector = fencer_harness::task::spawn(inject(
+                faults,
+                targets,
+                Arc::clone(&recorder),
+                stop_rx,
+            ));
+            fencer_harness::time::sleep(std::time::Duration::from_millis(50)).await;
             let now = truth.now_ns();
             let probe = |worker: &ProcessFaults, now| {
                 (
@@ -633,7 +648,7 @@ mod tests {
                 )
             };
             let inside = probe(&worker, now);
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            fencer_harness::time::sleep(std::time::Duration::from_millis(100)).await;
             let after = probe(&worker, truth.now_ns());
             let _ = stop_tx.send(());
             injector.await.unwrap().unwrap();
@@ -756,8 +771,13 @@ mod tests {
             ];
             validate(&faults, &targets).unwrap();
             let (stop_tx, stop_rx) = oneshot::channel();
-            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let injector = fencer_harness::task::spawn(inject(
+                faults,
+                targets,
+                Arc::clone(&recorder),
+                stop_rx,
+            ));
+            fencer_harness::time::sleep(std::time::Duration::from_millis(100)).await;
             stop_tx.send(()).unwrap();
             injector.await.unwrap().unwrap();
             recorder.take_history()
@@ -873,8 +893,13 @@ mod tests {
             ];
             validate(&faults, &targets).unwrap();
             let (stop_tx, stop_rx) = oneshot::channel();
-            let injector = tokio::spawn(inject(faults, targets, Arc::clone(&recorder), stop_rx));
-            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let injector = fencer_harness::task::spawn(inject(
+                faults,
+                targets,
+                Arc::clone(&recorder),
+                stop_rx,
+            ));
+            fencer_harness::time::sleep(std::time::Duration::from_millis(200)).await;
             let _ = stop_tx.send(());
             injector.await.unwrap().unwrap();
             recorder.take_history()

@@ -91,7 +91,8 @@ fn kebab_name<T: Serialize>(value: &T) -> String {
 /// How time passes for a backend, and so in which tier a run with it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Time {
-    /// `tokio::time` in a paused runtime: deterministic, a 10 s lease costs nothing.
+    /// Simulated time on fencer's executor (an adapter's `tokio::time` reads it too):
+    /// deterministic, a 10 s lease costs nothing.
     Simulated,
     /// The wall clock: the backend talks to a server or a process.
     Real,

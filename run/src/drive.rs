@@ -181,7 +181,7 @@ impl Run<'_> {
             .map(|fault| fault.clone().delayed_by(started_ns))
             .collect();
         let (stop_nemesis, stopped) = oneshot::channel();
-        let nemesis = tokio::spawn(fencer_nemesis::inject(
+        let nemesis = fencer_harness::task::spawn(fencer_nemesis::inject(
             faults,
             targets,
             Arc::clone(self.recorder),
@@ -190,7 +190,7 @@ impl Run<'_> {
         let budget = run_budget(self.plan);
         let most = Duration::from_nanos(self.limits.simulated_ns);
         let limited = budget > most;
-        let deadline = tokio::time::Instant::now() + budget.min(most);
+        let deadline = fencer_harness::time::now() + budget.min(most);
         let listening = crate::interrupt::Listening::start();
         let unfinished = tokio::select! {
             biased;
@@ -213,10 +213,10 @@ impl Run<'_> {
 /// Waits for every worker until `deadline`, or until `recorder` is full; returns the workers
 /// still running then.
 pub(crate) async fn join_workers(
-    workers: Vec<tokio::task::JoinHandle<()>>,
+    workers: Vec<fencer_harness::task::JoinHandle<()>>,
     deadline: tokio::time::Instant,
     recorder: &Recorder,
-) -> Result<Vec<tokio::task::JoinHandle<()>>, RunError> {
+) -> Result<Vec<fencer_harness::task::JoinHandle<()>>, RunError> {
     let mut unfinished = Vec::new();
     for (index, mut worker) in workers.into_iter().enumerate() {
         if recorder.is_full() {
@@ -226,7 +226,7 @@ pub(crate) async fn join_workers(
         tokio::select! {
             biased;
             () = recorder.filled() => unfinished.push(worker),
-            joined = tokio::time::timeout_at(deadline, &mut worker) => match joined {
+            joined = fencer_harness::time::timeout_at(deadline, &mut worker) => match joined {
                 Ok(joined) => joined.map_err(|error| {
                     RunError::Internal(format!("worker w{index} failed: {error}"))
                 })?,
@@ -238,7 +238,7 @@ pub(crate) async fn join_workers(
 }
 
 /// Cancels `workers` and waits until each is gone (a call dropped midway records `info`).
-pub(crate) async fn cancel(workers: Vec<tokio::task::JoinHandle<()>>) {
+pub(crate) async fn cancel(workers: Vec<fencer_harness::task::JoinHandle<()>>) {
     for worker in workers {
         worker.abort();
         let _ = worker.await;
@@ -258,7 +258,7 @@ pub(crate) fn spawn_workers(
     recorder: &Arc<Recorder>,
     network: &Arc<Network>,
     truth: TrueClock,
-) -> (Vec<tokio::task::JoinHandle<()>>, Targets) {
+) -> (Vec<fencer_harness::task::JoinHandle<()>>, Targets) {
     let mut targets = Targets::default();
     let mut workers = Vec::with_capacity(plan.workers.len());
     let board = LeaseBoard::new(plan.workers.len());
@@ -282,7 +282,7 @@ pub(crate) fn spawn_workers(
         };
         let task_plan = Arc::clone(plan);
         let config = config.clone();
-        workers.push(tokio::spawn(Freezable::new(
+        workers.push(fencer_harness::task::spawn(Freezable::new(
             async move {
                 worker
                     .run(&task_plan.workers[index], &config, task_plan.settings.seed)

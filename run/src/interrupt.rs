@@ -38,7 +38,7 @@ impl Listening {
     /// Completes once a stop was requested (at once if it was before).
     pub(crate) async fn requested(&self) {
         while !REQUESTED.load(Ordering::SeqCst) {
-            tokio::time::sleep(POLL).await;
+            fencer_harness::time::sleep(POLL).await;
         }
     }
 }

@@ -196,7 +196,7 @@ impl<'a> Launch<'a> {
         add_targets(&mut targets, "store", &store);
         fencer_nemesis::validate(&plan.faults, &targets)?;
         let (stop_nemesis, stopped) = oneshot::channel();
-        let nemesis = tokio::spawn(fencer_nemesis::inject(
+        let nemesis = fencer_harness::task::spawn(fencer_nemesis::inject(
             plan.faults.clone(),
             targets,
             Arc::clone(&recorder),
@@ -316,7 +316,7 @@ async fn settle(plan: &Plan) {
     let settle_ns = longest_delay_ns
         .saturating_add(settings.latency.max_ns.saturating_mul(2))
         .saturating_add(settings.call_timeout_ns);
-    tokio::time::sleep(Duration::from_nanos(settle_ns)).await;
+    fencer_harness::time::sleep(Duration::from_nanos(settle_ns)).await;
 }
 
 /// The lock-counter's ground truth for lost and duplicated increments: once every worker is
@@ -360,7 +360,12 @@ async fn append_logs(
 /// Their `time_ns` is the end of the run (the recorder keeps time monotonic); `seq` carries
 /// the store's order.
 pub(crate) async fn append_applied_log(recorder: &Recorder, store: &dyn FencedStore, key: &str) {
-    let mut log = match tokio::time::timeout(LOG_TIMEOUT, store.applied_log()).await {
+    let mut log = match fencer_harness::time::timeout(
+        LOG_TIMEOUT,
+        fencer_harness::time::adapter_code(store.applied_log()),
+    )
+    .await
+    {
         Ok(Some(log)) => log,
         Ok(None) => return,
         Err(_elapsed) => {
@@ -392,7 +397,12 @@ pub(crate) async fn append_applied_log(recorder: &Recorder, store: &dyn FencedSt
 /// events: the same events fencer's simulated lease service records as it goes, with the
 /// service's own clock readings.
 pub(crate) async fn append_lock_log(recorder: &Recorder, service: &dyn LockService, lock: &str) {
-    let mut log = match tokio::time::timeout(LOG_TIMEOUT, service.lock_log()).await {
+    let mut log = match fencer_harness::time::timeout(
+        LOG_TIMEOUT,
+        fencer_harness::time::adapter_code(service.lock_log()),
+    )
+    .await
+    {
         Ok(Some(log)) => log,
         Ok(None) => return,
         Err(_elapsed) => {

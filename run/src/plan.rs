@@ -18,7 +18,23 @@ use crate::settings::Settings;
 /// Version of the plan format; bumped when the same plan would run differently.
 /// 2: delay-write and restart faults, `worker` and the lock-counter and mutex workloads, and
 /// a run ends only once writes still in flight have landed.
-pub const PLAN_FORMAT: u32 = 2;
+/// 3: the simulation runs on fencer's own executor, whose timers are exact to the nanosecond
+/// and ordered by deadline, then by registration (format 2 ran on tokio's millisecond timer
+/// wheel), so the same plan records other times and interleavings.
+pub const PLAN_FORMAT: u32 = 3;
+
+/// Why a plan of an older format cannot be replayed byte for byte, for the error that refuses it.
+fn older_format(format: u32) -> &'static str {
+    match format {
+        2 => {
+            "format 2 ran on tokio's millisecond timer wheel, format 3 on fencer's own \
+             executor with nanosecond timers: the same plan would record another history. \
+             Run its seed again (`fencer run --seed N` with the settings in the plan) to \
+             record a format 3 plan; a regression saved as format 2 is found again the same way"
+        }
+        _ => "written by another fencer version",
+    }
+}
 
 /// Settings, worker scripts and fault schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,8 +177,9 @@ impl Plan {
         let at = |path: Vec<Step>| move |message: String| InvalidPlan { path, message };
         if self.format != PLAN_FORMAT {
             return Err(at(vec![Step::Key("format")])(format!(
-                "expected plan format {PLAN_FORMAT}, found {} (written by another fencer version)",
-                self.format
+                "expected plan format {PLAN_FORMAT}, found {} ({})",
+                self.format,
+                older_format(self.format)
             )));
         }
         self.settings.validate().map_err(|error| InvalidPlan {
@@ -386,6 +403,25 @@ mod tests {
             )),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_format_2_plan_is_refused_with_why_its_history_would_differ() {
+        let mut plan = Plan::generate(&Settings::default());
+        plan.format = 2;
+        let text = String::from_utf8(plan.to_json()).unwrap();
+        let line = 1 + text.lines().position(|l| l.contains("\"format\"")).unwrap();
+        let error = Plan::from_json(text.as_bytes(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.starts_with(&format!(
+                "p.json:{line}: expected plan format 3, found 2 (format 2 ran on tokio's \
+                 millisecond timer wheel"
+            )),
+            "{error}"
+        );
+        assert!(error.contains("fencer run --seed N"), "{error}");
     }
 
     #[test]

@@ -33,7 +33,7 @@ fn rerecorded(events: &[Event]) -> PackedHistory {
         let truth = TrueClock::start();
         let recorder = Recorder::new(truth);
         for event in events {
-            tokio::time::sleep_until(truth.instant_at(event.time_ns)).await;
+            fencer_harness::time::sleep_until(truth.instant_at(event.time_ns)).await;
             // `index` and `time_ns` are the recorder's to stamp: what it is given is ignored.
             let given = Event {
                 index: u64::MAX,

@@ -8,10 +8,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fencer_harness::task::JoinHandle;
 use fencer_harness::{CallError, Freezable, LockClient, Owned, OwnerToken};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// What a worker does when a renewal fails or its outcome is unknown.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,13 +119,13 @@ impl Renewal {
         let faults = Arc::clone(client.process().faults());
         let truth = client.process().clock().truth();
         let task_belief = Arc::clone(&belief);
-        let task = tokio::spawn(Freezable::new(
+        let task = fencer_harness::task::spawn(Freezable::new(
             async move {
                 loop {
                     tokio::select! {
                         biased;
                         _ = &mut stop_rx => return,
-                        () = tokio::time::sleep(every) => {}
+                        () = fencer_harness::time::sleep(every) => {}
                     }
                     let sent_local_ns = client.process().clock().now_ns();
                     let reply = tokio::select! {
@@ -313,11 +313,11 @@ mod tests {
     fn stop_ends_the_renewal_and_no_renew_follows() {
         let (history, stopped_at) = simulate(async {
             let rig = Rig::new(0);
-            let epoch = tokio::time::Instant::now();
+            let epoch = fencer_harness::time::now();
             let renewal = start(&rig, FakeLock::held_by(OWNER));
             sleep_ns(4 * S).await;
             renewal.stop().await;
-            let stopped_at = epoch.elapsed();
+            let stopped_at = fencer_harness::time::now() - epoch;
             sleep_ns(60 * S).await;
             (rig.history(), stopped_at)
         });
@@ -364,9 +364,9 @@ mod tests {
             let rig = Rig::new(500 * MS);
             let renewal = start(&rig, FakeLock::held_by(OWNER));
             sleep_ns(3_200 * MS).await;
-            let started = tokio::time::Instant::now();
+            let started = fencer_harness::time::now();
             renewal.stop().await;
-            let stopped_ns = started.elapsed().as_nanos();
+            let stopped_ns = (fencer_harness::time::now() - started).as_nanos();
             sleep_ns(60 * S).await;
             (rig.history(), stopped_ns)
         });

@@ -304,8 +304,9 @@ mod tests {
         assert_eq!(sent(Op::Write), [9_900 * MS]);
         let renews = times(&events(&history, "w0:renew", EventType::Invoke, Op::Renew));
         assert_eq!(renews, [9_900 * MS]);
-        // The renew sent at 9.9 s moved the edge to 19.9 s: the release waits for 19.8 s.
-        assert_eq!(sent(Op::Release), [19_800 * MS]);
+        // The renew sent at 9.9 s is still on its way when the write's reply comes, so the
+        // release is sent at the same edge, at once.
+        assert_eq!(sent(Op::Release), [9_900 * MS]);
     }
 
     #[test]
@@ -317,7 +318,7 @@ mod tests {
                 cycles: vec![cycle(2 * S, 0, 0)],
             };
             let faults = std::sync::Arc::clone(rig.faults());
-            let watcher = tokio::spawn(async move {
+            let watcher = fencer_harness::task::spawn(async move {
                 sleep_ns(S).await;
                 faults.lease_edge_ns()
             });
@@ -436,12 +437,12 @@ mod tests {
             .windows(2)
             .map(|pair| pair[1] - pair[0])
             .collect();
-        // Simulated timers fire on the millisecond tick at or after the wait drawn.
+        // Simulated timers fire at the very nanosecond of the wait drawn.
         let mut expected = crate::wait::Backoff::for_worker(500 * MS, 10 * S, 0, 0);
-        let mut next = || expected.next_wait_ns().div_ceil(MS) * MS;
+        let mut next = || expected.next_wait_ns();
         let first: Vec<u64> = (0..6).map(|_| next()).collect();
         expected.reset();
-        let mut next = || expected.next_wait_ns().div_ceil(MS) * MS;
+        let mut next = || expected.next_wait_ns();
         let second: Vec<u64> = (0..2).map(|_| next()).collect();
         assert_eq!(gaps[..6], first[..]);
         assert_eq!(gaps[7..], second[..]);
@@ -590,7 +591,7 @@ mod tests {
             let plan = WorkerPlan {
                 cycles: vec![cycle(0, 0, 20 * S)],
             };
-            let task = tokio::spawn(async move {
+            let task = fencer_harness::task::spawn(async move {
                 worker.run(&plan, &config(10 * S, 3 * S), 0).await;
             });
             sleep_ns(7 * S).await;

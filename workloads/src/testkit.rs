@@ -29,7 +29,7 @@ pub(crate) const MS: u64 = 1_000_000;
 /// after an hour of simulated time (a renewal loop that never ends would otherwise hang it).
 pub(crate) fn simulate<F: Future>(test: F) -> F::Output {
     simulation_runtime().block_on(async {
-        tokio::time::timeout(Duration::from_secs(3_600), test)
+        fencer_harness::time::timeout(Duration::from_secs(3_600), test)
             .await
             .expect("the test ends within an hour of simulated time")
     })
@@ -37,7 +37,7 @@ pub(crate) fn simulate<F: Future>(test: F) -> F::Output {
 
 /// Sleeps `duration_ns` of simulated time.
 pub(crate) async fn sleep_ns(duration_ns: u64) {
-    tokio::time::sleep(Duration::from_nanos(duration_ns)).await;
+    fencer_harness::time::sleep(Duration::from_nanos(duration_ns)).await;
 }
 
 /// A lease service holding one lease that never expires: acquire grants when it is free (each

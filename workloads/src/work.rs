@@ -99,7 +99,7 @@ impl Worker {
 /// Sleeps `duration_ns` of simulated time (not at all for 0, so a zero step adds no await).
 pub(crate) async fn sleep_ns(duration_ns: u64) {
     if duration_ns > 0 {
-        tokio::time::sleep(Duration::from_nanos(duration_ns)).await;
+        fencer_harness::time::sleep(Duration::from_nanos(duration_ns)).await;
     }
 }
 

@@ -47,7 +47,7 @@ impl LockService for NondeterministicLock {
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
         if self.delayed.fetch_add(1, Ordering::SeqCst) == 0 {
-            tokio::time::sleep(self.delay).await;
+            fencer_harness::time::sleep(self.delay).await;
         }
         self.inner.acquire(lock, owner, ttl).await
     }
