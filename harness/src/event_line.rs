@@ -18,7 +18,7 @@
 #[cfg(test)]
 use crate::event::Event;
 use crate::event::{EventType, Op};
-use crate::packed::{Number, Row, Strings, Sym};
+use crate::packed::{Number, Row, Strings, Sym, same_bytes};
 
 /// Reads the event line at the start of `text` into `row`, which must be blank, adding its
 /// strings to `strings`. Trailing JSON whitespace other than a newline may follow the object,
@@ -28,7 +28,12 @@ use crate::packed::{Number, Row, Strings, Sym};
 ///
 /// `text` must end where a line ends (after a newline, or at the end of the input): a line
 /// cut short could otherwise be taken whole.
-pub(crate) fn parse_plain(text: &[u8], row: &mut Row, strings: &mut Strings) -> Option<usize> {
+pub(crate) fn parse_plain(
+    text: &[u8],
+    row: &mut Row,
+    strings: &mut Strings,
+    recent: &mut RecentStrings,
+) -> Option<usize> {
     let mut cursor = Cursor { text, at: 0 };
     if !cursor.eat(b'{') {
         return None;
@@ -39,11 +44,8 @@ pub(crate) fn parse_plain(text: &[u8], row: &mut Row, strings: &mut Strings) -> 
     let mut next = 0;
     if !cursor.eat(b'}') {
         loop {
-            let bit = cursor.field_name(next)?;
-            if !cursor.eat(b':') {
-                return None;
-            }
-            cursor.field(bit, row, strings)?;
+            let bit = cursor.field_label(next)?;
+            cursor.field(bit, row, &mut Interner { strings, recent })?;
             if seen & (1 << bit) != 0 {
                 return None;
             }
@@ -134,6 +136,52 @@ const fn key(name: &[u8]) -> u64 {
     key
 }
 
+/// A field's label as a line spells it (`"lock":`), as two words and the masks of the bytes it
+/// takes in each: at most sixteen bytes, so a label is matched with two comparisons.
+#[derive(Clone, Copy)]
+struct Label {
+    first: u64,
+    first_mask: u64,
+    second: u64,
+    second_mask: u64,
+    len: usize,
+}
+
+impl Label {
+    const fn of(name: &[u8]) -> Label {
+        let len = name.len() + 3;
+        assert!(len <= 16, "a label fits two words");
+        let mut bytes = [0u8; 16];
+        bytes[0] = b'"';
+        let mut at = 0;
+        while at < name.len() {
+            bytes[1 + at] = name[at];
+            at += 1;
+        }
+        bytes[len - 2] = b'"';
+        bytes[len - 1] = b':';
+        let (first, second) = bytes.split_at(8);
+        Label {
+            first: key(first),
+            first_mask: low_bytes(if len < 8 { len } else { 8 }),
+            second: key(second),
+            second_mask: low_bytes(len.saturating_sub(8)),
+            len,
+        }
+    }
+}
+
+/// The label of each of [`FIELDS`], by bit.
+const LABELS: [Label; 24] = {
+    let mut labels = [Label::of(b""); 24];
+    let mut bit = 0;
+    while bit < FIELDS.len() {
+        labels[bit] = Label::of(FIELDS[bit]);
+        bit += 1;
+    }
+    labels
+};
+
 /// The first eight bytes of `bytes` as a little-endian word, zero past its end.
 fn word_at(bytes: &[u8]) -> u64 {
     match bytes.first_chunk::<8>() {
@@ -153,6 +201,29 @@ impl<'a> Cursor<'a> {
         let next = self.text.get(self.at) == Some(&byte);
         self.at += usize::from(next);
         next
+    }
+
+    /// Reads a field's label (its quoted name and the colon) and answers its bit, looking
+    /// first among the fields from bit `next` on; `None` for a label that is not a field's
+    /// in the plain form. Labels are compared whole with the line, two words at a time.
+    fn field_label(&mut self, next: usize) -> Option<u32> {
+        let Some(words) = self.text[self.at..].first_chunk::<16>() else {
+            // Near the end of the input: the label byte by byte.
+            let bit = self.field_name(next)?;
+            return self.eat(b':').then_some(bit);
+        };
+        let (first, second) = words.split_at(8);
+        let first = u64::from_le_bytes(first.try_into().expect("8 of 16 bytes"));
+        let second = u64::from_le_bytes(second.try_into().expect("8 of 16 bytes"));
+        let spelled = |label: &Label| {
+            first & label.first_mask == label.first && second & label.second_mask == label.second
+        };
+        let bit = match LABELS[next.min(LABELS.len())..].iter().position(spelled) {
+            Some(at) => next + at,
+            None => LABELS.iter().position(spelled)?,
+        };
+        self.at += LABELS[bit].len;
+        Some(bit as u32)
     }
 
     /// Reads a quoted field name and answers its bit, looking first among the fields from bit
@@ -196,40 +267,90 @@ impl<'a> Cursor<'a> {
 
     /// Reads the value of the field of `bit` into `row`; `None` for a value outside the plain
     /// form.
-    fn field(&mut self, bit: u32, row: &mut Row, strings: &mut Strings) -> Option<()> {
+    fn field(&mut self, bit: u32, row: &mut Row, interner: &mut Interner<'_>) -> Option<()> {
         match bit {
             INDEX => row.index = self.unsigned()?,
             TIME_NS => row.time_ns = self.unsigned()?,
-            PROCESS => row.process = strings.intern_bytes(self.string()?)?,
-            TYPE => row.kind = event_type(self.string()?)?,
-            F => row.f = op(self.string()?)?,
+            PROCESS => row.process = self.symbol(interner)?,
+            TYPE => row.kind = self.name_of(&TYPE_NAMES, event_type)?,
+            F => row.f = self.name_of(&CLIENT_OP_NAMES, op)?,
             5 => self.signed_into(row, Number::LocalNs)?,
-            6 => self.string_into(&mut row.lock, strings)?,
-            7 => self.string_into(&mut row.key, strings)?,
-            8 => self.string_into(&mut row.owner, strings)?,
+            6 => row.lock = Some(self.symbol(interner)?),
+            7 => row.key = Some(self.symbol(interner)?),
+            8 => row.owner = Some(self.symbol(interner)?),
             9 => self.unsigned_into(row, Number::Token)?,
-            10 => self.string_into(&mut row.write_id, strings)?,
-            11 => self.string_into(&mut row.value, strings)?,
+            10 => row.write_id = Some(self.symbol(interner)?),
+            11 => row.value = Some(self.symbol(interner)?),
             12 => self.unsigned_into(row, Number::TtlNs)?,
-            13 => self.string_into(&mut row.holder, strings)?,
+            13 => row.holder = Some(self.symbol(interner)?),
             14 => self.unsigned_into(row, Number::HolderToken)?,
             15 => self.signed_into(row, Number::ExpiresNs)?,
             16 => self.unsigned_into(row, Number::CurrentToken)?,
             17 => self.unsigned_into(row, Number::Seq)?,
-            18 => self.string_into(&mut row.target, strings)?,
+            18 => row.target = Some(self.symbol(interner)?),
             19 => self.unsigned_into(row, Number::DurationNs)?,
             20 => self.signed_into(row, Number::JumpNs)?,
             21 => self.signed_into(row, Number::DriftPpm)?,
             22 => self.unsigned_into(row, Number::DelayNs)?,
-            23 => self.string_into(&mut row.error, strings)?,
+            23 => row.error = Some(self.symbol(interner)?),
             _ => unreachable!("bits index FIELDS"),
         }
         Some(())
     }
 
-    fn string_into(&mut self, column: &mut Option<Sym>, strings: &mut Strings) -> Option<()> {
-        *column = Some(strings.intern_bytes(self.string()?)?);
-        Some(())
+    /// Reads a string value and answers its sym. A string read lately is recognised by
+    /// comparing the bytes in place with its text, with no scan for the closing quote and no
+    /// hashing: process names, locks, keys and errors repeat on nearly every line, and an
+    /// owner token or write id on the few lines after its first.
+    fn symbol(&mut self, interner: &mut Interner<'_>) -> Option<Sym> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let rest = &self.text[self.at..];
+        let slot = RecentStrings::slot_of(rest);
+        let seen = interner.recent.slots[slot];
+        // The held text has no quote, backslash or control character (it was cached only
+        // after such a scan), so bytes equal to it followed by a quote are exactly that string.
+        if rest.get(seen.len) == Some(&b'"')
+            && same_bytes(
+                &interner.strings.bytes()[seen.start..seen.start + seen.len],
+                &rest[..seen.len],
+            )
+        {
+            self.at += seen.len + 1;
+            return Some(seen.sym);
+        }
+        let len = quoted_len(rest)?;
+        let sym = interner.strings.intern_bytes(&rest[..len])?;
+        interner.recent.slots[slot] = Recent {
+            start: interner.strings.span(sym).start,
+            len,
+            sym,
+        };
+        self.at += len + 1;
+        Some(sym)
+    }
+
+    /// Reads a string value that names one of a fixed set: the common names are matched as
+    /// one word (`names`, each with its closing quote), any other is read whole and looked up
+    /// by `lookup`.
+    fn name_of<T: Copy>(
+        &mut self,
+        names: &[(u64, usize, T)],
+        lookup: fn(&[u8]) -> Option<T>,
+    ) -> Option<T> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let word = word_at(&self.text[self.at..]);
+        for &(key, len, value) in names {
+            if word & low_bytes(len) == key {
+                self.at += len;
+                return Some(value);
+            }
+        }
+        self.at -= 1;
+        lookup(self.string()?)
     }
 
     fn unsigned_into(&mut self, row: &mut Row, column: Number) -> Option<()> {
@@ -249,10 +370,7 @@ impl<'a> Cursor<'a> {
             return None;
         }
         let rest = &self.text[self.at..];
-        let len = first_stop(rest)?;
-        if rest[len] != b'"' {
-            return None;
-        }
+        let len = quoted_len(rest)?;
         self.at += len + 1;
         Some(&rest[..len])
     }
@@ -261,24 +379,22 @@ impl<'a> Cursor<'a> {
     /// serde reads as an integer; anything else goes to serde).
     fn unsigned(&mut self) -> Option<u64> {
         let rest = &self.text[self.at..];
-        let mut value = 0u64;
-        let mut len = 0;
-        // Eight digits at a time while they last (timestamps have ten or more), up to sixteen.
-        while len < 16
-            && let Some(word) = rest[len..].first_chunk::<8>()
-            && let Some(eight) = eight_digits(u64::from_le_bytes(*word))
-        {
-            value = value * 100_000_000 + eight;
-            len += 8;
-        }
-        // The digits left, fewer than eight, at once when the word holding them is there.
-        if let Some(word) = rest[len..].first_chunk::<8>() {
-            let (digits, count) = leading_digits(u64::from_le_bytes(*word));
-            if count > 0 && len + count <= 19 {
-                value = value * POWERS_OF_TEN[count] + digits;
-                len += count;
+        // The first two words' digits at once, while whole words remain (a timestamp has ten
+        // or eleven digits, most numbers fewer than eight); any further digit one at a time.
+        let (mut value, mut len) = match rest.first_chunk::<16>() {
+            Some(words) => {
+                let (high, high_count) =
+                    leading_digits(u64::from_le_bytes(words[..8].try_into().ok()?));
+                if high_count < 8 {
+                    (high, high_count)
+                } else {
+                    let (low, low_count) =
+                        leading_digits(u64::from_le_bytes(words[8..].try_into().ok()?));
+                    (high * POWERS_OF_TEN[low_count] + low, 8 + low_count)
+                }
             }
-        }
+            None => (0, 0),
+        };
         while let Some(&byte) = rest.get(len) {
             let digit = byte.wrapping_sub(b'0');
             if digit > 9 {
@@ -305,6 +421,104 @@ impl<'a> Cursor<'a> {
         let magnitude = i64::try_from(self.unsigned()?).ok()?;
         Some(if negative { -magnitude } else { magnitude })
     }
+}
+
+/// The length of a string's content when its closing quote is the first byte of `rest` that
+/// may not stand in a plain string; `None` when an escape or control character comes first.
+fn quoted_len(rest: &[u8]) -> Option<usize> {
+    let len = first_stop(rest)?;
+    (rest[len] == b'"').then_some(len)
+}
+
+/// A mask of the lowest `count` bytes of a word (`count` at most 8).
+const fn low_bytes(count: usize) -> u64 {
+    if count >= 8 {
+        u64::MAX
+    } else {
+        (1 << (8 * count)) - 1
+    }
+}
+
+/// A name with its closing quote as a word, the length that takes, and what it names: names of
+/// up to seven bytes, compared with a line in one step.
+const fn quoted_name<T: Copy>(name: &[u8], value: T) -> (u64, usize, T) {
+    assert!(name.len() < 8, "a name and its quote fit a word");
+    (
+        key(name) | (b'"' as u64) << (8 * name.len()),
+        name.len() + 1,
+        value,
+    )
+}
+
+/// Every event type, as [`Cursor::name_of`] matches them.
+const TYPE_NAMES: [(u64, usize, EventType); 6] = [
+    quoted_name(b"invoke", EventType::Invoke),
+    quoted_name(b"ok", EventType::Ok),
+    quoted_name(b"fail", EventType::Fail),
+    quoted_name(b"info", EventType::Info),
+    quoted_name(b"nemesis", EventType::Nemesis),
+    quoted_name(b"log", EventType::Log),
+];
+
+/// The client operations, nearly every line's `f`, as [`Cursor::name_of`] matches them; the
+/// nemesis's operations are looked up by name.
+const CLIENT_OP_NAMES: [(u64, usize, Op); 5] = [
+    quoted_name(b"acquire", Op::Acquire),
+    quoted_name(b"renew", Op::Renew),
+    quoted_name(b"release", Op::Release),
+    quoted_name(b"write", Op::Write),
+    quoted_name(b"read", Op::Read),
+];
+
+/// The strings a reader met lately, each where a hash of its first bytes puts it (a newer one
+/// replaces an older one there): a cache in front of one [`Strings`] table, which it must only
+/// be used with, since it holds that table's syms and offsets.
+pub(crate) struct RecentStrings {
+    slots: Box<[Recent]>,
+}
+
+/// A string met lately: where its text lies in the table, and its sym.
+#[derive(Clone, Copy)]
+struct Recent {
+    start: usize,
+    len: usize,
+    sym: Sym,
+}
+
+impl RecentStrings {
+    /// Slots in the cache, as a power of two: room for the process names, locks and keys of
+    /// a big run, and for the owner tokens and write ids of the calls under way.
+    const SLOT_BITS: u32 = 10;
+
+    /// An empty cache for `strings` (every slot holds the empty string, so a miss is simply a
+    /// comparison that fails).
+    pub(crate) fn new(strings: &Strings) -> RecentStrings {
+        let empty = strings.find("").expect("a table holds the empty string");
+        let blank = Recent {
+            start: strings.span(empty).start,
+            len: 0,
+            sym: empty,
+        };
+        RecentStrings {
+            slots: vec![blank; 1 << RecentStrings::SLOT_BITS].into_boxed_slice(),
+        }
+    }
+
+    /// The slot of the string whose content starts `rest`, from its first four bytes (bytes
+    /// past a short string's end are the line's next bytes, the same for the same field).
+    fn slot_of(rest: &[u8]) -> usize {
+        let head = match rest.first_chunk::<4>() {
+            Some(head) => u32::from_le_bytes(*head),
+            None => key(rest) as u32,
+        };
+        (head.wrapping_mul(0x9e37_79b1) >> (32 - RecentStrings::SLOT_BITS)) as usize
+    }
+}
+
+/// Where a line's strings go: the history's table, and the cache in front of it.
+struct Interner<'a> {
+    strings: &'a mut Strings,
+    recent: &'a mut RecentStrings,
 }
 
 /// `0x01` in every byte of a word.
@@ -337,19 +551,6 @@ fn first_stop(bytes: &[u8]) -> Option<usize> {
         .iter()
         .position(|&byte| byte == b'"' || byte == b'\\' || byte < 0x20)?;
     Some(offset + at)
-}
-
-/// The number that eight ASCII digits spell, most significant first, read as a little-endian
-/// word; `None` unless all eight bytes are digits. (Pairs, then fours, then the eight are
-/// combined by three multiplications instead of eight.)
-fn eight_digits(word: u64) -> Option<u64> {
-    const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
-    // A digit is 0x30..=0x39: its high nibble is 3, and still 3 once 6 is added.
-    let digits = (word & HIGH_NIBBLES) | ((word.wrapping_add(ONES * 6) & HIGH_NIBBLES) >> 4);
-    if digits != ONES * 0x33 {
-        return None;
-    }
-    Some(eight_digit_values(word - ONES * u64::from(b'0')))
 }
 
 /// The number written by eight digit values (0 to 9, the first in the lowest byte).
@@ -416,7 +617,8 @@ mod tests {
     fn fast(line: &[u8]) -> Option<Event> {
         let mut strings = Strings::new();
         let mut row = Row::blank(strings.intern(""));
-        let len = parse_plain(line, &mut row, &mut strings)?;
+        let mut recent = RecentStrings::new(&strings);
+        let len = parse_plain(line, &mut row, &mut strings, &mut recent)?;
         assert_eq!(len, line.len(), "{line:?}");
         Some(row.unpack(&strings))
     }
@@ -498,6 +700,11 @@ mod tests {
             format!("{{{base}"),
             r#"{"index":0,"process":"w0","type":"invoke","f":"read"}"#.to_string(),
             format!("{{{}}}", base.replace("read", "Read")),
+            format!("{{{}}}", base.replace("read", "reader")),
+            format!("{{{}}}", base.replace("invoke", "ok\\u0000")),
+            format!("{{{}}}", base.replace("invoke", "okay")),
+            format!("{{{}}}", base.replace("\"f\":", "\"f\" :")),
+            format!("{{{}}}", base.replace("\"f\":", "\"ff\":")),
             "{}".to_string(),
             String::new(),
         ];
@@ -527,8 +734,9 @@ mod tests {
                 let text = format!("{line}{after}{next}");
                 let mut strings = Strings::new();
                 let mut row = Row::blank(strings.intern(""));
+                let mut recent = RecentStrings::new(&strings);
                 assert_eq!(
-                    parse_plain(text.as_bytes(), &mut row, &mut strings),
+                    parse_plain(text.as_bytes(), &mut row, &mut strings, &mut recent),
                     taken,
                     "{text:?}"
                 );
@@ -537,7 +745,8 @@ mod tests {
         // The end of the input ends the last line, which may lack its newline.
         let mut strings = Strings::new();
         let mut row = Row::blank(strings.intern(""));
-        let taken = parse_plain(line.as_bytes(), &mut row, &mut strings);
+        let mut recent = RecentStrings::new(&strings);
+        let taken = parse_plain(line.as_bytes(), &mut row, &mut strings, &mut recent);
         assert_eq!(taken, Some(line.len()));
     }
 
@@ -565,7 +774,12 @@ mod tests {
             strings.intern("a");
             let mut row = Row::blank(strings.intern(""));
             let held = strings.len();
-            assert_eq!(parse_plain(&line, &mut row, &mut strings), None, "{bad:?}");
+            let mut recent = RecentStrings::new(&strings);
+            assert_eq!(
+                parse_plain(&line, &mut row, &mut strings, &mut recent),
+                None,
+                "{bad:?}"
+            );
             assert_eq!(strings.len(), held + 1, "only \"w0\" was added");
             assert!(serde_json::from_slice::<Event>(&line).is_err());
         }
@@ -596,6 +810,74 @@ mod tests {
         }
     }
 
+    /// A label is found whole, name, quotes and colon, from any starting bit and with the
+    /// line's next bytes after it; a name cut short, one longer, a space before the colon or
+    /// another byte in its place is no label. Near the end of the input, where two words are
+    /// not there to compare, the byte-by-byte reading decides the same.
+    #[test]
+    fn field_labels_are_read_whole_or_not_at_all() {
+        for (bit, name) in FIELDS.iter().enumerate() {
+            for tail in [&b"1,\"index\":2}\n"[..], b"\"w0\"}", b"1"] {
+                let text = [&b"\""[..], *name, b"\":", tail].concat();
+                for next in [0, bit, bit + 1, FIELDS.len()] {
+                    let mut cursor = Cursor { text: &text, at: 0 };
+                    assert_eq!(cursor.field_label(next), Some(bit as u32), "{text:?}");
+                    assert_eq!(cursor.at, name.len() + 3);
+                }
+                let short = &name[..name.len() - 1];
+                let long = [*name, b"x"].concat();
+                for wrong in [
+                    [&b"\""[..], short, b"\":", tail].concat(),
+                    [&b"\""[..], &long, b"\":", tail].concat(),
+                    [&b"\""[..], *name, b"\" :", tail].concat(),
+                    [&b"\""[..], *name, b"\",", tail].concat(),
+                    [&b"\""[..], *name, b":", tail].concat(),
+                ] {
+                    let mut cursor = Cursor {
+                        text: &wrong,
+                        at: 0,
+                    };
+                    assert_eq!(cursor.field_label(0), None, "{wrong:?}");
+                }
+            }
+        }
+    }
+
+    /// Strings read through the cache get the syms a table built from the events gets, in
+    /// the same order: repeated ones, ones that are a prefix of another or share one's first
+    /// bytes, ones crowding one slot, and the empty string.
+    #[test]
+    fn strings_read_through_the_cache_are_the_table_s_own() {
+        let mut texts: Vec<String> = ["lock-1", "lock-10", "lock-1", "", "w1", "w10", "w1"]
+            .map(String::from)
+            .to_vec();
+        // Sharing the first four bytes, so one slot, and differing after.
+        texts.extend((0..40).map(|n| format!("0123{n}")));
+        texts.extend((0..40).rev().map(|n| format!("0123{n}")));
+        texts.extend((0..3000).map(|n| format!("{:032x}", n * 7919 % 1000)));
+        let events: Vec<Event> = texts
+            .iter()
+            .enumerate()
+            .map(|(index, text)| Event {
+                index: index as u64,
+                lock: Some(text.clone()),
+                owner: Some(texts[texts.len() - 1 - index].clone()),
+                ..Event::new(text.as_str(), EventType::Invoke, Op::Read)
+            })
+            .collect();
+        let mut strings = Strings::new();
+        let mut recent = RecentStrings::new(&strings);
+        let mut packed = Strings::new();
+        for event in &events {
+            let line = serde_json::to_vec(event).unwrap();
+            let mut row = Row::blank(strings.intern(""));
+            let taken = parse_plain(&line, &mut row, &mut strings, &mut recent);
+            assert_eq!(taken, Some(line.len()), "{event:?}");
+            assert_eq!(row, Row::pack(event, &mut packed), "{event:?}");
+        }
+        assert_eq!(strings.len(), packed.len());
+    }
+
     #[test]
     fn leading_digits_read_as_their_number_and_stop_at_the_first_other_byte() {
         for text in [
@@ -622,28 +904,6 @@ mod tests {
                 "{:?}",
                 String::from_utf8_lossy(&text)
             );
-        }
-    }
-
-    #[test]
-    fn eight_digits_read_as_their_number_and_nothing_else_does() {
-        for text in [
-            b"00000000",
-            b"12345678",
-            b"99999999",
-            b"10000000",
-            b"00000001",
-        ] {
-            let word = u64::from_le_bytes(*text);
-            let number: u64 = std::str::from_utf8(text).unwrap().parse().unwrap();
-            assert_eq!(eight_digits(word), Some(number));
-        }
-        for at in 0..8 {
-            for byte in [b'/', b':', b'-', b'"', 0x00, 0x3a + 0xc0, 0xff, 0x90] {
-                let mut text = *b"12345678";
-                text[at] = byte;
-                assert_eq!(eight_digits(u64::from_le_bytes(text)), None, "{text:?}");
-            }
         }
     }
 

@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::call_columns::CallColumns;
 use crate::event::{Event, EventType, Op};
-use crate::event_line;
+use crate::event_line::{self, RecentStrings};
 use crate::fxhash::FastMap;
 use crate::packed::{PackedHistory, Row, Strings, Sym};
 
@@ -108,12 +108,13 @@ pub(crate) fn parse_lines(
     let mut rules = Rules::default();
     let mut line_no = 0usize;
     let empty = packed.strings.intern("");
+    let mut recent = RecentStrings::new(&packed.strings);
     for_each_line(reader, |text| {
         line_no += 1;
         // Filled where it lies, so the 144-byte row is not built elsewhere and copied in.
         packed.rows.push(Row::blank(empty));
         let row = packed.rows.last_mut().expect("just pushed");
-        if let Some(len) = event_line::parse_plain(text, row, &mut packed.strings) {
+        if let Some(len) = event_line::parse_plain(text, row, &mut packed.strings, &mut recent) {
             rules.check(row, &packed.strings, line_no);
             return Ok(len);
         }
@@ -524,7 +525,8 @@ mod tests {
         let plain = |line: &[u8]| {
             let mut strings = Strings::new();
             let mut row = Row::blank(strings.intern(""));
-            event_line::parse_plain(line, &mut row, &mut strings) == Some(line.len())
+            let mut recent = RecentStrings::new(&strings);
+            event_line::parse_plain(line, &mut row, &mut strings, &mut recent) == Some(line.len())
         };
         let taken: Vec<bool> = lines.iter().map(|line| plain(line.as_bytes())).collect();
         assert_eq!(taken, [true, false, false, false, false, false]);

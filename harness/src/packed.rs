@@ -137,6 +137,17 @@ impl Strings {
         &self.text[span_of(&self.ends, sym)]
     }
 
+    /// Where the text of `sym` lies in [`Strings::bytes`].
+    pub(crate) fn span(&self, sym: Sym) -> std::ops::Range<usize> {
+        span_of(&self.ends, sym)
+    }
+
+    /// Every string's bytes, end to end: a string once found stays where it is, so a reader
+    /// can keep its place ([`Strings::span`]) and compare bytes with it.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.text.as_bytes()
+    }
+
     /// How many distinct strings the table holds (syms' [`Sym::slot`]s are below this).
     pub fn len(&self) -> usize {
         self.ends.len()
@@ -159,7 +170,7 @@ impl Strings {
 /// Byte equality, eight bytes at a time. The strings compared are short (names, 32-byte owner
 /// tokens) and nearly always equal (a hash match), where a call to `memcmp` costs more than
 /// the comparison itself.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
