@@ -140,6 +140,24 @@ impl CallColumns {
         Ok(columns)
     }
 
+    /// Whether `found` repeats every column a completion of `f` must repeat from these: the
+    /// answer for nearly every completion, told by comparing the columns directly.
+    fn repeated_in(&self, found: &CallColumns, f: Op) -> bool {
+        let lease = self.lock == found.lock && self.owner == found.owner;
+        match f {
+            Op::Acquire | Op::Renew => lease && self.ttl_ns == found.ttl_ns,
+            Op::Release => lease,
+            Op::Write => {
+                self.key == found.key
+                    && self.token == found.token
+                    && self.write_id == found.write_id
+                    && self.value == found.value
+            }
+            Op::Read => self.key == found.key,
+            _ => repeated(f).is_empty(),
+        }
+    }
+
     /// Checks that `completion` repeats these columns of its invoke (of `f`, at `invoke`).
     pub(crate) fn repeated_by(
         &self,
@@ -149,6 +167,9 @@ impl CallColumns {
         strings: &Strings,
     ) -> Result<(), String> {
         let found = CallColumns::of(completion);
+        if self.repeated_in(&found, f) {
+            return Ok(());
+        }
         for &column in repeated(f) {
             let (want, got) = (self.get(column), found.get(column));
             if want != got {
@@ -183,6 +204,53 @@ mod tests {
             write_id: write_id.map(Into::into),
             value: value.map(Into::into),
             ..Event::new("w0", EventType::Invoke, Op::Write)
+        }
+    }
+
+    /// The direct comparison answers as the column-by-column one does, for every op and
+    /// with each column changed in turn.
+    #[test]
+    fn the_direct_comparison_agrees_with_the_columns() {
+        let mut strings = Strings::new();
+        let (a, b) = (Some(strings.intern("a")), Some(strings.intern("b")));
+        let base = CallColumns {
+            lock: a,
+            owner: a,
+            ttl_ns: Some(1),
+            key: a,
+            token: Some(1),
+            write_id: a,
+            value: a,
+        };
+        let changed = [
+            CallColumns { lock: b, ..base },
+            CallColumns { owner: b, ..base },
+            CallColumns {
+                ttl_ns: None,
+                ..base
+            },
+            CallColumns { key: None, ..base },
+            CallColumns {
+                token: Some(2),
+                ..base
+            },
+            CallColumns {
+                write_id: b,
+                ..base
+            },
+            CallColumns {
+                value: None,
+                ..base
+            },
+            base,
+        ];
+        for f in Op::ALL {
+            for found in changed {
+                let by_columns = repeated(f)
+                    .iter()
+                    .all(|&column| base.get(column) == found.get(column));
+                assert_eq!(base.repeated_in(&found, f), by_columns, "{f:?} {found:?}");
+            }
         }
     }
 

@@ -18,7 +18,7 @@
 #[cfg(test)]
 use crate::event::Event;
 use crate::event::{EventType, Op};
-use crate::packed::{Number, Row, Strings, Sym, same_bytes};
+use crate::packed::{Number, Row, Strings, Sym};
 
 /// Reads the event line at the start of `text` into `row`, which must be blank, adding its
 /// strings to `strings`. Trailing JSON whitespace other than a newline may follow the object,
@@ -312,21 +312,12 @@ impl<'a> Cursor<'a> {
         // The held text has no quote, backslash or control character (it was cached only
         // after such a scan), so bytes equal to it followed by a quote are exactly that string.
         if rest.get(seen.len) == Some(&b'"')
-            && same_bytes(
-                &interner.strings.bytes()[seen.start..seen.start + seen.len],
-                &rest[..seen.len],
-            )
+            && starts_with_held(rest, interner.strings.bytes(), seen.start, seen.len)
         {
             self.at += seen.len + 1;
             return Some(seen.sym);
         }
-        let len = quoted_len(rest)?;
-        let sym = interner.strings.intern_bytes(&rest[..len])?;
-        interner.recent.slots[slot] = Recent {
-            start: interner.strings.span(sym).start,
-            len,
-            sym,
-        };
+        let (sym, len) = interner.intern_new(rest, slot)?;
         self.at += len + 1;
         Some(sym)
     }
@@ -430,6 +421,30 @@ fn quoted_len(rest: &[u8]) -> Option<usize> {
     (rest[len] == b'"').then_some(len)
 }
 
+/// Whether `rest` starts with the `len` bytes of `held` from `start`, compared a word at a
+/// time: the last word overlapping the one before it rather than a byte loop for the rest,
+/// and a string shorter than a word as one masked word wherever eight bytes can be read.
+fn starts_with_held(rest: &[u8], held: &[u8], start: usize, len: usize) -> bool {
+    let word = |bytes: &[u8], at: usize| {
+        u64::from_le_bytes(bytes[at..at + 8].try_into().expect("an 8-byte range"))
+    };
+    if len >= 8 {
+        let (a, b) = (&rest[..len], &held[start..start + len]);
+        let mut at = 0;
+        while at + 8 < len {
+            if word(a, at) != word(b, at) {
+                return false;
+            }
+            at += 8;
+        }
+        return word(a, len - 8) == word(b, len - 8);
+    }
+    if rest.len() >= 8 && held.len() >= start + 8 {
+        return (word(rest, 0) ^ word(held, start)) & low_bytes(len) == 0;
+    }
+    rest[..len] == held[start..start + len]
+}
+
 /// A mask of the lowest `count` bytes of a word (`count` at most 8).
 const fn low_bytes(count: usize) -> u64 {
     if count >= 8 {
@@ -519,6 +534,24 @@ impl RecentStrings {
 struct Interner<'a> {
     strings: &'a mut Strings,
     recent: &'a mut RecentStrings,
+}
+
+impl Interner<'_> {
+    /// The sym and length of the string whose content starts `rest`, one the cache did not
+    /// hold: interned into the table and put in the cache's `slot`. Kept out of line, so the
+    /// cache's hits, most strings of a line, run without the table's code around them.
+    #[cold]
+    #[inline(never)]
+    fn intern_new(&mut self, rest: &[u8], slot: usize) -> Option<(Sym, usize)> {
+        let len = quoted_len(rest)?;
+        let sym = self.strings.intern_bytes(&rest[..len])?;
+        self.recent.slots[slot] = Recent {
+            start: self.strings.span(sym).start,
+            len,
+            sym,
+        };
+        Some((sym, len))
+    }
 }
 
 /// `0x01` in every byte of a word.
@@ -876,6 +909,31 @@ mod tests {
             assert_eq!(row, Row::pack(event, &mut packed), "{event:?}");
         }
         assert_eq!(strings.len(), packed.len());
+    }
+
+    /// Held bytes are found at the start of a line exactly when they are there, at every
+    /// length across the word steps, with a difference at any position, and where fewer than
+    /// eight bytes remain in the line or after the held text.
+    #[test]
+    fn held_bytes_are_found_exactly_where_they_start_a_line() {
+        for len in 0..40usize {
+            let text: Vec<u8> = (0..len as u8).map(|n| b'a' + n % 26).collect();
+            for held_after in [0, 1, 8] {
+                let mut held = b"xx".to_vec();
+                held.extend_from_slice(&text);
+                held.extend(std::iter::repeat_n(b'z', held_after));
+                for rest_after in [1, 8] {
+                    let mut rest = text.clone();
+                    rest.extend(std::iter::repeat_n(b'"', rest_after));
+                    assert!(starts_with_held(&rest, &held, 2, len), "{len} {held_after}");
+                    for at in 0..len {
+                        let mut wrong = rest.clone();
+                        wrong[at] ^= 0x20;
+                        assert!(!starts_with_held(&wrong, &held, 2, len), "{len} {at}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

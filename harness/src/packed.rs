@@ -170,7 +170,7 @@ impl Strings {
 /// Byte equality, eight bytes at a time. The strings compared are short (names, 32-byte owner
 /// tokens) and nearly always equal (a hash match), where a call to `memcmp` costs more than
 /// the comparison itself.
-pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
