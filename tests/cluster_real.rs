@@ -9,7 +9,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, text};
+use cli_support::{REAL_TIMING, fencer, text};
 
 use std::path::Path;
 use std::process::Output;
@@ -19,19 +19,10 @@ use fencer_checkers::AnomalyClass;
 use fencer_gate::shrink::{ShrinkLimits, fails_with, shrink};
 use fencer_nemesis::Fault;
 
-/// Real-tier timing: leases of 300 ms renewed every 100 ms.
-const QUICK: [&str; 10] = [
-    "--ttl",
-    "300ms",
-    "--renew-every",
-    "100ms",
-    "--call-timeout",
-    "100ms",
-    "--ops",
-    "6",
-    "--workers",
-    "3",
-];
+/// Real-tier timing ([`REAL_TIMING`]) over six cycles of three workers.
+fn quick() -> Vec<&'static str> {
+    [&REAL_TIMING[..], &["--ops", "6", "--workers", "3"]].concat()
+}
 
 const TTL_NS: u64 = 300_000_000;
 
@@ -140,7 +131,7 @@ fn anomaly_classes(verdict: &serde_json::Value) -> Vec<String> {
 
 fn run(dir: &Path, args: &[&str]) -> Output {
     let mut all = args.to_vec();
-    all.extend(QUICK);
+    all.extend(quick());
     fencer(&all, dir)
 }
 

@@ -10,7 +10,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, fencer_command, text};
+use cli_support::{REAL_TIMING, fencer, fencer_command, text};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -38,19 +38,8 @@ const OWNER_CHECK: (&str, &str) = (
 
 /// The real-time settings of the README's example runs, with faults `fault_gap` apart on
 /// average.
-fn quick(fault_gap: &str) -> [&str; 10] {
-    [
-        "--ttl",
-        "300ms",
-        "--renew-every",
-        "100ms",
-        "--call-timeout",
-        "100ms",
-        "--ops",
-        "5",
-        "--fault-gap",
-        fault_gap,
-    ]
+fn quick(fault_gap: &str) -> Vec<&str> {
+    [&REAL_TIMING[..], &["--ops", "5", "--fault-gap", fault_gap]].concat()
 }
 
 /// The mean gap between faults of the README's example runs.

@@ -15,7 +15,7 @@ mod cli_support;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cli_support::{fencer, text};
+use cli_support::{REAL_TIMING, fencer, text};
 use sha2::{Digest, Sha256};
 
 /// The corpus file, relative to the package root.
@@ -186,30 +186,19 @@ fn a_real_run_on_a_private_redis_judges_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("real");
     let out_text = out.display().to_string();
-    let output = fencer(
-        &[
-            "run",
-            "--lock",
-            "private:redis",
-            "--store",
-            "private:redis",
-            "--ttl",
-            "300ms",
-            "--renew-every",
-            "100ms",
-            "--call-timeout",
-            "100ms",
-            "--ops",
-            "4",
-            "--workers",
-            "2",
-            "--nemesis",
-            "none",
-            "--out",
-            &out_text,
-        ],
-        dir.path(),
-    );
+    let mut args = vec!["run", "--lock", "private:redis", "--store", "private:redis"];
+    args.extend(REAL_TIMING);
+    args.extend([
+        "--ops",
+        "4",
+        "--workers",
+        "2",
+        "--nemesis",
+        "none",
+        "--out",
+        &out_text,
+    ]);
+    let output = fencer(&args, dir.path());
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     let verdict: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("verdict.json")).unwrap()).unwrap();

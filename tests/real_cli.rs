@@ -6,24 +6,15 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, text};
+use cli_support::{REAL_TIMING, fencer, text};
 
 const SECRET: &str = "n0t-for-your-eyes";
 
-const QUICK: [&str; 12] = [
-    "--ttl",
-    "300ms",
-    "--renew-every",
-    "100ms",
-    "--call-timeout",
-    "100ms",
-    "--ops",
-    "3",
-    "--workers",
-    "2",
-    "--fault-gap",
-    "300ms",
-];
+/// Real-tier timing ([`REAL_TIMING`]) over three cycles of two workers, faults 300 ms apart.
+fn quick() -> Vec<&'static str> {
+    let rest = ["--ops", "3", "--workers", "2", "--fault-gap", "300ms"];
+    [&REAL_TIMING[..], &rest].concat()
+}
 
 #[test]
 fn real_run_redacts_the_password_everywhere() {
@@ -47,7 +38,7 @@ fn real_run_redacts_the_password_everywhere() {
         "--store",
         postgres.as_str(),
     ];
-    args.extend(QUICK);
+    args.extend(quick());
     let output = fencer(&args, dir.path());
     let printed = text(&output);
     assert_eq!(output.status.code(), Some(0), "{printed}");
@@ -85,7 +76,7 @@ fn a_redis_lock_protects_a_sqlite_file() {
     let file = dir.path().join("register.db");
     let store = format!("sqlite://{}", file.display());
     let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
-    args.extend(QUICK);
+    args.extend(quick());
     let output = fencer(&args, dir.path());
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
     assert!(file.is_file());
@@ -123,7 +114,7 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
     ];
     for (lock, store, needle) in cases {
         let mut args = vec!["run", "--lock", lock, "--store", store];
-        args.extend(QUICK);
+        args.extend(quick());
         let output = fencer(&args, dir.path());
         let err = String::from_utf8_lossy(&output.stderr).into_owned();
         assert_eq!(output.status.code(), Some(254), "{lock} {store}: {err}");
@@ -147,8 +138,8 @@ fn faults_a_plain_url_cannot_take_are_printed_and_recorded_as_left_out() {
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", dir.path().join("register.db").display());
     let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
-    // QUICK's 300 ms gap over 2 workers x 3 cycles of 300 ms leases draws a few faults.
-    args.extend(QUICK);
+    // quick()'s 300 ms gap over 2 workers x 3 cycles of 300 ms leases draws a few faults.
+    args.extend(quick());
     args.extend(["--nemesis", "skew,restart", "--seed", "3"]);
     let output = fencer(&args, dir.path());
     let printed = text(&output);

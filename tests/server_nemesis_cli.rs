@@ -8,28 +8,26 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, text};
+use cli_support::{REAL_TIMING, fencer, text};
 
 use std::process::Output;
 
 const SERVER_FAULTS: &str = "server-pause,restart,skew,partition,delay-replies,drop-replies,cut";
 
-const QUICK: [&str; 14] = [
-    "--ttl",
-    "300ms",
-    "--renew-every",
-    "100ms",
-    "--call-timeout",
-    "100ms",
-    "--ops",
-    "4",
-    "--workers",
-    "3",
-    "--fault-gap",
-    "250ms",
-    "--seed",
-    "3",
-];
+/// Real-tier timing ([`REAL_TIMING`]) over four cycles of three workers, faults 250 ms apart.
+fn quick() -> Vec<&'static str> {
+    let rest = [
+        "--ops",
+        "4",
+        "--workers",
+        "3",
+        "--fault-gap",
+        "250ms",
+        "--seed",
+        "3",
+    ];
+    [&REAL_TIMING[..], &rest].concat()
+}
 
 /// The server ports of the "started the … server: … on 127.0.0.1:PORT" lines.
 fn started_ports(printed: &str) -> Vec<u16> {
@@ -91,7 +89,7 @@ fn private_servers_take_the_plans_faults_are_stopped_and_the_plan_replays() {
         "--out",
         "first",
     ];
-    args.extend(QUICK);
+    args.extend(quick());
     let output = fencer(&args, dir.path());
     let printed = text(&output);
     let packages = "postgresql redis-server libfaketime";
@@ -217,7 +215,7 @@ fn private_etcd_and_zookeeper_take_server_faults_but_no_clock_jumps() {
         "--out",
         "run",
     ];
-    args.extend(QUICK);
+    args.extend(quick());
     for (flag, value) in [("--ttl", "1s"), ("--renew-every", "300ms")] {
         let at = args.iter().position(|arg| *arg == flag).unwrap();
         args[at + 1] = value;

@@ -25,6 +25,17 @@ pub fn fencer_ci(args: &[&str], cwd: &Path) -> Output {
         .expect("fencer runs")
 }
 
+/// Real-tier timing short enough for a test, as the README's example runs use it: leases of
+/// 300 ms renewed every 100 ms, calls given up after 100 ms.
+pub const REAL_TIMING: [&str; 6] = [
+    "--ttl",
+    "300ms",
+    "--renew-every",
+    "100ms",
+    "--call-timeout",
+    "100ms",
+];
+
 /// The flags of the mutant a failing gate runs: an unfenced store whose workers keep writing
 /// after a failed renewal, paused by the nemesis.
 pub const MUTANT: [&str; 8] = [
