@@ -16,6 +16,7 @@ use fencer_harness::{Event, EventType, Op, PackedHistory, Row, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
 use crate::lock_pass::LockPass;
+use crate::numbering::{Numbering, SymTable};
 use crate::options::CheckOptions;
 use crate::versions::StoreVersions;
 
@@ -48,6 +49,14 @@ pub(crate) struct Context<'h> {
     /// rows finds them here ([`Context::rows_where`]) instead of reading every 144-byte row
     /// (a million-event history is mostly busy acquires that most checkers skip).
     tags: Vec<(EventType, Op)>,
+    /// The positions of the rows that are not [acquire attempts](is_acquire_attempt), for
+    /// the passes that skip those ([`Context::rows_where`]): a busy lock's history is almost
+    /// all attempts, so such a pass visits a few rows in a hundred.
+    other_rows: Vec<usize>,
+    /// Every row's process, numbered for [`Context::per_process`] tables.
+    processes: Numbering,
+    /// Every row's lock, numbered for [`Context::per_lock`] tables.
+    locks: Numbering,
     /// The texts of the rows' syms.
     strings: &'h Strings,
     /// The store recorded which writes it applied (`log`/`write` entries exist).
@@ -81,9 +90,26 @@ impl<'h> Context<'h> {
     /// `options`.
     pub fn with_options(history: &'h PackedHistory, options: CheckOptions) -> Context<'h> {
         let rows = history.rows.as_slice();
+        let mut tags = Vec::with_capacity(rows.len());
+        let mut other_rows = Vec::new();
+        let mut processes = Numbering::new(history.strings.len());
+        let mut locks = Numbering::new(history.strings.len());
+        for (position, row) in rows.iter().enumerate() {
+            tags.push((row.kind, row.f));
+            if !is_acquire_attempt(row.kind, row.f) {
+                other_rows.push(position);
+            }
+            processes.add(row.process);
+            if let Some(lock) = row.lock {
+                locks.add(lock);
+            }
+        }
         Context {
             rows,
-            tags: rows.iter().map(|row| (row.kind, row.f)).collect(),
+            tags,
+            other_rows,
+            processes,
+            locks,
             strings: &history.strings,
             has_store_log: rows.iter().any(is_store_log),
             store_log_timed: log_is_timed(rows, is_store_log),
@@ -99,16 +125,39 @@ impl<'h> Context<'h> {
     /// The rows whose type and operation `wanted` accepts, with their positions, in history
     /// order. A pass over every row that leaves the others untouched acts on exactly these,
     /// so it may iterate them instead.
+    ///
+    /// `wanted` must depend on its arguments alone: when it accepts no acquire attempt, only
+    /// the other rows are looked at.
     pub fn rows_where(
         &self,
         wanted: impl Fn(EventType, Op) -> bool,
     ) -> impl Iterator<Item = (usize, &'h Row)> {
-        let rows = self.rows;
-        self.tags
-            .iter()
-            .enumerate()
-            .filter(move |&(_, &(kind, f))| wanted(kind, f))
-            .map(move |(position, _)| (position, &rows[position]))
+        let (rows, tags) = (self.rows, &self.tags);
+        let attempts_wanted = ACQUIRE_ATTEMPTS.iter().any(|&(kind, f)| wanted(kind, f));
+        let (every, others) = if attempts_wanted {
+            (Some(0..rows.len()), None)
+        } else {
+            (None, Some(self.other_rows.iter().copied()))
+        };
+        every
+            .into_iter()
+            .flatten()
+            .chain(others.into_iter().flatten())
+            .filter(move |&position| {
+                let (kind, f) = tags[position];
+                wanted(kind, f)
+            })
+            .map(move |position| (position, &rows[position]))
+    }
+
+    /// A table holding `initial` for every process that acts in the history.
+    pub fn per_process<V: Clone>(&self, initial: V) -> SymTable<'_, V> {
+        SymTable::new(&self.processes, initial)
+    }
+
+    /// A table holding `initial` for every lock named in the history.
+    pub fn per_lock<V: Clone>(&self, initial: V) -> SymTable<'_, V> {
+        SymTable::new(&self.locks, initial)
     }
 
     /// The shared pass of the lock's call and log checks, run on first use.
@@ -124,8 +173,7 @@ impl<'h> Context<'h> {
 
     /// The explanation index, built on first use.
     pub fn lookup(&self) -> &Lookup {
-        self.lookup
-            .get_or_init(|| Lookup::build(self.rows, self.strings))
+        self.lookup.get_or_init(|| Lookup::build(self))
     }
 
     /// The event at `position`, unpacked (for explanations, which cite few events).
@@ -166,6 +214,17 @@ impl<'h> Context<'h> {
     }
 }
 
+/// The rows a lock's waiters pile up: acquires sent, and acquires refused (busy).
+const ACQUIRE_ATTEMPTS: [(EventType, Op); 2] = [
+    (EventType::Invoke, Op::Acquire),
+    (EventType::Fail, Op::Acquire),
+];
+
+/// Whether a row of type `kind` and operation `f` is one of [`ACQUIRE_ATTEMPTS`].
+fn is_acquire_attempt(kind: EventType, f: Op) -> bool {
+    f == Op::Acquire && matches!(kind, EventType::Invoke | EventType::Fail)
+}
+
 /// A store log entry: the store applied a write.
 pub(crate) fn is_store_log(row: &Row) -> bool {
     row.kind == EventType::Log && row.f == Op::Write
@@ -199,7 +258,8 @@ pub(crate) struct Lookup {
 }
 
 impl Lookup {
-    fn build(rows: &[Row], strings: &Strings) -> Lookup {
+    fn build(ctx: &Context<'_>) -> Lookup {
+        let (rows, strings) = (ctx.rows, ctx.strings);
         assert!(
             rows.len() < NO_PARTNER as usize,
             "a history of {} events is beyond the checkers' u32 positions",
@@ -214,11 +274,11 @@ impl Lookup {
             grants_by_worker: FastMap::default(),
             faults: BTreeMap::new(),
         };
-        let mut open: FastMap<Sym, usize> = FastMap::default();
+        let mut open = ctx.per_process(None);
         for (position, row) in rows.iter().enumerate() {
             match row.kind {
                 EventType::Invoke => {
-                    open.insert(row.process, position);
+                    open[row.process] = Some(position);
                     match (row.f, row.write_id, row.owner) {
                         (Op::Write, Some(write_id), _) => {
                             Positions::record(&mut lookup.write_invokes, write_id, position);
@@ -230,7 +290,7 @@ impl Lookup {
                     }
                 }
                 EventType::Ok | EventType::Fail | EventType::Info => {
-                    if let Some(invoke) = open.remove(&row.process) {
+                    if let Some(invoke) = open[row.process].take() {
                         lookup.partner[invoke] = position as u32;
                         lookup.partner[position] = invoke as u32;
                     }
@@ -347,7 +407,8 @@ mod tests {
             events: vec![pause.clone(), pause.clone(), pause],
         };
         let packed = PackedHistory::pack(&history);
-        let lookup = Lookup::build(&packed.rows, &packed.strings);
+        let ctx = Context::new(&packed);
+        let lookup = ctx.lookup();
         assert_eq!(lookup.faults_on("w1:renew", 1, 2), vec![1, 2]);
         assert_eq!(lookup.faults_on("w1", 2, 1), Vec::<usize>::new());
     }

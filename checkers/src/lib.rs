@@ -60,6 +60,7 @@ mod linearizable;
 mod lock_contract;
 mod lock_pass;
 mod lost_update;
+mod numbering;
 mod options;
 mod overlapping_leases;
 mod phantom_read;

@@ -27,6 +27,7 @@ use crate::context::LOCK_SERVER;
 use crate::explain::{secs, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
+use crate::numbering::SymTable;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 /// What a reply claimed that the log contradicts.
@@ -68,7 +69,7 @@ pub(crate) struct SentCall {
 
 /// The leases the log shows on one lock, as (token, expiry on the lock clock) for those not
 /// released, and how many grants and renews it has logged.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct LockLeases {
     live: Vec<(u64, i64)>,
     entries: u64,
@@ -125,32 +126,89 @@ struct Tally {
     logged: Vec<usize>,
 }
 
+/// Lock calls in flight by owner and operation, with the log entry that answered each so far.
+///
+/// A table by the owner's [`Sym::slot`], an entry per operation: nearly every acquire brings a
+/// new owner token, so a hash map would take an insert and a removal per call.
+struct Calling {
+    /// [`Calling::OPS`] entries a slot: [`Calling::IDLE`], [`Calling::UNANSWERED`], or the
+    /// answering log entry's position plus 2.
+    entries: Vec<u32>,
+}
+
+impl Calling {
+    /// The operations of lock calls, in entry order.
+    const OPS: [Op; 3] = [Op::Acquire, Op::Renew, Op::Release];
+    /// No such call in flight.
+    const IDLE: u32 = 0;
+    /// A call in flight that no log entry has answered yet.
+    const UNANSWERED: u32 = 1;
+
+    /// A table for owners among `sym_count` syms (none for a log matched by count, which
+    /// never calls on it).
+    fn new(sym_count: usize) -> Calling {
+        Calling {
+            entries: vec![Calling::IDLE; sym_count * Calling::OPS.len()],
+        }
+    }
+
+    fn entry(&mut self, owner: Sym, f: Op) -> &mut u32 {
+        let op = Calling::OPS
+            .iter()
+            .position(|&op| op == f)
+            .expect("lock calls are acquires, renews and releases");
+        &mut self.entries[owner.slot() * Calling::OPS.len() + op]
+    }
+
+    /// `owner` sent an `f` call (forgetting what answered an earlier one still in flight).
+    fn sent(&mut self, owner: Sym, f: Op) {
+        *self.entry(owner, f) = Calling::UNANSWERED;
+    }
+
+    /// The log entry at `position` applied `owner`'s `f` call, if one is in flight.
+    fn answered(&mut self, owner: Sym, f: Op, position: usize) {
+        let entry = self.entry(owner, f);
+        if *entry != Calling::IDLE {
+            *entry = u32::try_from(position + 2)
+                .expect("a history of over 4 billion events is beyond the checkers");
+        }
+    }
+
+    /// `owner`'s `f` call completed: the log entry that answered it, if any.
+    fn completed(&mut self, owner: Sym, f: Op) -> Option<usize> {
+        match std::mem::replace(self.entry(owner, f), Calling::IDLE) {
+            Calling::IDLE | Calling::UNANSWERED => None,
+            answered => Some(answered as usize - 2),
+        }
+    }
+}
+
 /// `lock-reply-mismatch` as a state machine over the rows, fed by [`crate::lock_pass`].
-pub(crate) struct ReplyScan {
+pub(crate) struct ReplyScan<'c> {
     /// The log was recorded among the calls ([`Context::lock_log_timed`]); else it is matched
     /// by count, in `tallies`.
     timed: bool,
     tallies: FastMap<(Sym, Op), Tally>,
     lock_server: Option<Sym>,
     busy: Option<Sym>,
-    locks: FastMap<Sym, LockLeases>,
+    locks: SymTable<'c, LockLeases>,
     /// The lock server's clock as its log last read it; forgotten on a backward step.
     reading: Option<i64>,
-    /// Calls in flight by owner and operation, with the log entry that answered each so far.
-    calling: FastMap<(Sym, Op), Option<usize>>,
+    calling: Calling,
     pub hits: Hits<ReplyHit>,
 }
 
-impl ReplyScan {
-    pub fn new(ctx: &Context<'_>) -> ReplyScan {
+impl<'c> ReplyScan<'c> {
+    pub fn new(ctx: &'c Context<'_>) -> ReplyScan<'c> {
+        let timed = ctx.lock_log_timed;
         ReplyScan {
-            timed: ctx.lock_log_timed,
+            timed,
             tallies: FastMap::default(),
             lock_server: ctx.sym(LOCK_SERVER),
             busy: ctx.sym("busy"),
-            locks: FastMap::default(),
+            locks: ctx.per_lock(LockLeases::default()),
             reading: None,
-            calling: FastMap::default(),
+            calling: Calling::new(if timed { ctx.sym_count() } else { 0 }),
             hits: Hits::new(),
         }
     }
@@ -184,13 +242,12 @@ impl ReplyScan {
             self.reading = Some(self.reading.map_or(local_ns, |now| now.max(local_ns)));
         }
         if let Some(lock) = row.lock {
-            self.locks.entry(lock).or_default().apply(row);
+            self.locks[lock].apply(row);
         }
         if row.error.is_none()
             && let Some(owner) = row.owner
-            && let Some(logged) = self.calling.get_mut(&(owner, row.f))
         {
-            *logged = Some(position);
+            self.calling.answered(owner, row.f, position);
         }
     }
 
@@ -203,8 +260,8 @@ impl ReplyScan {
                 entries: 0,
             };
         }
-        self.calling.insert((owner, row.f), None);
-        let leases = self.locks.entry(lock).or_default();
+        self.calling.sent(owner, row.f);
+        let leases = &self.locks[lock];
         SentCall {
             free: row.f == Op::Acquire && leases.is_free(self.reading),
             entries: leases.entries,
@@ -232,7 +289,7 @@ impl ReplyScan {
             return;
         }
         let token_of = |logged: usize| rows[logged].token();
-        let logged = self.calling.remove(&(owner, row.f)).flatten();
+        let logged = self.calling.completed(owner, row.f);
         let mismatch = match (row.kind, logged) {
             (EventType::Ok, None) => Some(Mismatch::NotApplied),
             (EventType::Ok, Some(logged))
@@ -246,7 +303,7 @@ impl ReplyScan {
                     && sent.free
                     && row.error.is_some()
                     && row.error == self.busy
-                    && self.locks.get(&lock).map_or(0, |leases| leases.entries) == sent.entries =>
+                    && self.locks[lock].entries == sent.entries =>
             {
                 Some(Mismatch::BusyWhileFree)
             }
@@ -262,7 +319,7 @@ impl ReplyScan {
     }
 }
 
-impl ReplyScan {
+impl ReplyScan<'_> {
     /// Matches the calls with a log read back after the run, by count (nothing to do for a
     /// timed log, matched as it went), and hands over every mismatch in history order.
     pub fn finish(mut self, rows: &[Row]) -> Hits<ReplyHit> {

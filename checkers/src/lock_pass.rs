@@ -5,12 +5,11 @@
 //! share it (run by the first of them to be asked, kept in the [`Context`]), each as its own
 //! state machine.
 
-use fencer_harness::{EventType, Op, Sym};
+use fencer_harness::{EventType, Op};
 
 use crate::context::{Context, is_lock_log};
 use crate::findings::Hits;
-use crate::index::FastMap;
-use crate::lock_contract::{RenewHit, RenewalScan, ReplyHit, ReplyScan, SentCall};
+use crate::lock_contract::{RenewHit, RenewalScan, ReplyHit, ReplyScan};
 use crate::stuck_lock::{Stuck, StuckScan};
 
 /// What the lock pass found, per check.
@@ -31,7 +30,7 @@ impl LockPass {
         let mut renewals = RenewalScan::new();
         let mut stuck = StuckScan::new(ctx);
         // Lock calls in flight by process: the invoke and what the reply check noted.
-        let mut open: FastMap<Sym, (usize, SentCall)> = FastMap::default();
+        let mut open = ctx.per_process(None);
         for (position, row) in ctx.rows.iter().enumerate() {
             match row.kind {
                 EventType::Nemesis => {
@@ -57,10 +56,10 @@ impl LockPass {
             if row.kind == EventType::Invoke {
                 let sent = replies.invoke(row, lock, owner);
                 stuck.invoke(row, lock, owner);
-                open.insert(row.process, (position, sent));
+                open[row.process] = Some((position, sent));
                 continue;
             }
-            let Some((invoke, sent)) = open.remove(&row.process) else {
+            let Some((invoke, sent)) = open[row.process].take() else {
                 continue;
             };
             if logged {

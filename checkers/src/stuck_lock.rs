@@ -31,7 +31,7 @@ use crate::context::LOCK_SERVER;
 use crate::context::{Context, worker_of};
 use crate::explain::{count, secs, when};
 use crate::findings::{Hits, Outcome};
-use crate::index::FastMap;
+use crate::numbering::SymTable;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::StuckLock;
@@ -78,7 +78,7 @@ pub(crate) struct Stuck {
     granted: Option<usize>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct LockState {
     /// Leases acknowledged and not yet surely over before a later grant.
     leases: Vec<Lease>,
@@ -114,24 +114,25 @@ fn stretched(ttl_ns: u64, slowest_drift_ppm: u64) -> u64 {
 
 /// The check as a state machine over the rows, fed by [`crate::lock_pass`] together with the
 /// lock log's checks, so the lock's rows are read once.
-pub(crate) struct StuckScan {
+pub(crate) struct StuckScan<'c> {
     lock_server: Option<Sym>,
     busy: Option<Sym>,
     start_ns: u64,
-    locks: FastMap<Sym, LockState>,
+    /// The state of each lock called on so far.
+    locks: SymTable<'c, Option<LockState>>,
     slowest_drift_ppm: u64,
     /// The last (TTL asked, slowest drift) and the TTL stretched by it.
     stretch_memo: (u64, u64, u64),
     hits: Hits<Stuck>,
 }
 
-impl StuckScan {
-    pub fn new(ctx: &Context<'_>) -> StuckScan {
+impl<'c> StuckScan<'c> {
+    pub fn new(ctx: &'c Context<'_>) -> StuckScan<'c> {
         StuckScan {
             lock_server: ctx.sym(LOCK_SERVER),
             busy: ctx.sym("busy"),
             start_ns: ctx.rows.first().map_or(0, |row| row.time_ns),
-            locks: FastMap::default(),
+            locks: ctx.per_lock(None),
             slowest_drift_ppm: 0,
             stretch_memo: (0, 0, 0),
             hits: Hits::new(),
@@ -156,7 +157,7 @@ impl StuckScan {
         match row.f {
             Op::ClockJump if row.jump_ns().is_some_and(|jump| jump < 0) => {
                 let back_ns = row.jump_ns().unwrap_or_default().unsigned_abs();
-                for state in self.locks.values_mut() {
+                for state in self.locks.values_mut().flatten() {
                     for lease in state.leases.iter_mut().filter(|lease| !lease.released) {
                         lease.ends_by_ns = lease.ends_by_ns.saturating_add(back_ns);
                     }
@@ -173,7 +174,7 @@ impl StuckScan {
 
     /// A lock call (`row`, an invoke) by `owner` on `lock` was sent.
     pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) {
-        let state = self.locks.entry(lock).or_default();
+        let state = self.locks[lock].get_or_insert_with(LockState::default);
         match row.f {
             Op::Acquire => state.acquiring += 1,
             Op::Renew => {
@@ -197,7 +198,7 @@ impl StuckScan {
     ) {
         let ttl_ns = self.stretched(ctx.rows[invoke].ttl_ns().unwrap_or_default());
         let (busy, start_ns) = (self.busy, self.start_ns);
-        let state = self.locks.entry(lock).or_default();
+        let state = self.locks[lock].get_or_insert_with(LockState::default);
         let now_ns = row.time_ns;
         match (row.f, row.kind) {
             (Op::Acquire, EventType::Ok) => {
@@ -296,6 +297,7 @@ impl StuckScan {
         let mut unfinished: Vec<Stuck> = self
             .locks
             .into_values()
+            .flatten()
             .filter_map(|state| state.stuck)
             .collect();
         unfinished.sort_unstable_by_key(|stuck| stuck.first_reply);

@@ -17,6 +17,7 @@ use crate::context::{Context, LOCK_SERVER, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::{FastMap, FastSet};
+use crate::numbering::SymTable;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::TokenRegression;
@@ -92,8 +93,10 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
 
     let mut client_hits = Hits::new();
-    let mut highest_acked = Highest::default();
-    let mut open: FastMap<Sym, Option<(u64, usize)>> = FastMap::default();
+    // Per lock, the highest token acknowledged so far and its `ok`.
+    let mut highest_acked: SymTable<Option<(u64, usize)>> = ctx.per_lock(None);
+    // Per process, the acquire in flight: `highest_acked` for its lock when it was sent.
+    let mut open: SymTable<Option<Option<(u64, usize)>>> = ctx.per_process(None);
     let mut seen = FastMap::default();
     for (position, row) in ctx.rows.iter().enumerate() {
         if row.f != Op::Acquire {
@@ -104,10 +107,10 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         };
         match row.kind {
             EventType::Invoke => {
-                open.insert(row.process, highest_acked.get(&lock).copied());
+                open[row.process] = Some(highest_acked[lock]);
             }
             EventType::Ok => {
-                let before = open.remove(&row.process).flatten();
+                let before = open[row.process].take().flatten();
                 let Some(token) = row.token() else { continue };
                 match before {
                     Some((top, earlier)) if token <= top => {
@@ -120,13 +123,13 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     }
                     _ => {}
                 }
-                let entry = highest_acked.entry(lock).or_insert((token, position));
+                let entry = highest_acked[lock].get_or_insert((token, position));
                 if token > entry.0 {
                     *entry = (token, position);
                 }
             }
             EventType::Fail | EventType::Info => {
-                open.remove(&row.process);
+                open[row.process] = None;
             }
             EventType::Nemesis | EventType::Log => {}
         }

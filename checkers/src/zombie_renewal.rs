@@ -15,6 +15,7 @@ use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
+use crate::numbering::SymTable;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::ZombieRenewal;
@@ -40,24 +41,24 @@ struct Role {
     worker: Option<Sym>,
 }
 
-/// Roles of the processes seen so far, by [`Sym::slot`].
+/// Roles of the processes seen so far.
 struct Roles<'c, 'h> {
     ctx: &'c Context<'h>,
-    by_slot: Vec<Option<Role>>,
+    by_process: SymTable<'c, Option<Role>>,
 }
 
 impl<'c, 'h> Roles<'c, 'h> {
     fn new(ctx: &'c Context<'h>) -> Roles<'c, 'h> {
         Roles {
             ctx,
-            by_slot: vec![None; ctx.sym_count()],
+            by_process: ctx.per_process(None),
         }
     }
 
-    /// The role of `process`, read from its name on first use.
+    /// The role of `process` (a row's), read from its name on first use.
     fn of(&mut self, process: Sym) -> Role {
         let ctx = self.ctx;
-        *self.by_slot[process.slot()].get_or_insert_with(|| {
+        *self.by_process[process].get_or_insert_with(|| {
             let name = ctx.text(process);
             Role {
                 is_worker: !name.contains(':'),
@@ -71,10 +72,11 @@ impl<'c, 'h> Roles<'c, 'h> {
 /// Runs the checker on the client calls.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut roles = Roles::new(ctx);
-    let mut last_of_worker: FastMap<Sym, usize> = FastMap::default();
+    // Each process's last client call; only workers' are asked for.
+    let mut last_call = ctx.per_process(None);
     for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f.is_client_op() && roles.of(row.process).is_worker {
-            last_of_worker.insert(row.process, position);
+        if row.f.is_client_op() {
+            last_call[row.process] = Some(position);
         }
     }
     let mut released: FastMap<(Sym, Sym), usize> = FastMap::default();
@@ -106,7 +108,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                         after: release,
                         released: true,
                     });
-                } else if let Some(&last) = last_of_worker.get(&worker)
+                } else if let Some(&Some(last)) = last_call.get(worker)
                     && last < position
                     && has_finished(&ctx.rows[last])
                 {
