@@ -45,16 +45,15 @@ pub(crate) const LOCK_SERVER: &str = "lock";
 pub(crate) struct Context<'h> {
     /// The events in checking form, in history order.
     pub rows: &'h [Row],
-    /// Each row's type and operation, two bytes a row: a pass that acts on a few kinds of
-    /// rows finds them here ([`Context::rows_where`]) instead of reading every 144-byte row
-    /// (a million-event history is mostly busy acquires that most checkers skip).
-    tags: Vec<(EventType, Op)>,
     /// The positions of the rows that are not [acquire attempts](is_acquire_attempt), for
-    /// the passes that skip those ([`Context::rows_where`]): a busy lock's history is almost
-    /// all attempts, so such a pass visits a few rows in a hundred.
+    /// the passes that skip those ([`Context::rows_where`]): a million-event history is mostly
+    /// busy acquires that most checkers skip, so such a pass reads a few rows in a hundred
+    /// instead of every 144-byte row.
     other_rows: Vec<usize>,
     /// Every row's process, numbered for [`Context::per_process`] tables.
     processes: Numbering,
+    /// Per process number: the position of its last client call, if it made one.
+    last_client_calls: Vec<Option<usize>>,
     /// Every row's lock, numbered for [`Context::per_lock`] tables.
     locks: Numbering,
     /// The texts of the rows' syms.
@@ -90,25 +89,30 @@ impl<'h> Context<'h> {
     /// `options`.
     pub fn with_options(history: &'h PackedHistory, options: CheckOptions) -> Context<'h> {
         let rows = history.rows.as_slice();
-        let mut tags = Vec::with_capacity(rows.len());
         let mut other_rows = Vec::new();
         let mut processes = Numbering::new(history.strings.len());
+        let mut last_client_calls = Vec::new();
         let mut locks = Numbering::new(history.strings.len());
         for (position, row) in rows.iter().enumerate() {
-            tags.push((row.kind, row.f));
             if !is_acquire_attempt(row.kind, row.f) {
                 other_rows.push(position);
             }
-            processes.add(row.process);
+            let process = processes.add(row.process);
+            if process == last_client_calls.len() {
+                last_client_calls.push(None);
+            }
+            if row.f.is_client_op() {
+                last_client_calls[process] = Some(position);
+            }
             if let Some(lock) = row.lock {
                 locks.add(lock);
             }
         }
         Context {
             rows,
-            tags,
             other_rows,
             processes,
+            last_client_calls,
             locks,
             strings: &history.strings,
             has_store_log: rows.iter().any(is_store_log),
@@ -132,22 +136,27 @@ impl<'h> Context<'h> {
         &self,
         wanted: impl Fn(EventType, Op) -> bool,
     ) -> impl Iterator<Item = (usize, &'h Row)> {
-        let (rows, tags) = (self.rows, &self.tags);
+        let rows = self.rows;
         let attempts_wanted = ACQUIRE_ATTEMPTS.iter().any(|&(kind, f)| wanted(kind, f));
         let (every, others) = if attempts_wanted {
-            (Some(0..rows.len()), None)
+            (Some(rows.iter().enumerate()), None)
         } else {
-            (None, Some(self.other_rows.iter().copied()))
+            let others = self
+                .other_rows
+                .iter()
+                .map(move |&position| (position, &rows[position]));
+            (None, Some(others))
         };
         every
             .into_iter()
             .flatten()
             .chain(others.into_iter().flatten())
-            .filter(move |&position| {
-                let (kind, f) = tags[position];
-                wanted(kind, f)
-            })
-            .map(move |position| (position, &rows[position]))
+            .filter(move |(_, row)| wanted(row.kind, row.f))
+    }
+
+    /// The position of the last client call `process` made, if it acted at all.
+    pub fn last_client_call(&self, process: Sym) -> Option<usize> {
+        self.last_client_calls[self.processes.number(process)?]
     }
 
     /// A table holding `initial` for every process that acts in the history.
@@ -238,6 +247,28 @@ pub(crate) fn is_lock_log(row: &Row) -> bool {
 /// No partner recorded (an invoke never completed, or a server or nemesis event).
 const NO_PARTNER: u32 = u32::MAX;
 
+/// For each client call's invoke the position of its completion, and for each completion its
+/// invoke's; [`NO_PARTNER`] for the rest. Positions fit in `u32` ([`Lookup::build`] checks).
+fn partners(ctx: &Context<'_>) -> Vec<u32> {
+    let mut partner = vec![NO_PARTNER; ctx.rows.len()];
+    // Each process's invoke in flight.
+    let mut open = ctx.per_process(NO_PARTNER);
+    for (position, row) in ctx.rows.iter().enumerate() {
+        match row.kind {
+            EventType::Invoke => open[row.process] = position as u32,
+            EventType::Ok | EventType::Fail | EventType::Info => {
+                let invoke = std::mem::replace(&mut open[row.process], NO_PARTNER);
+                if invoke != NO_PARTNER {
+                    partner[invoke as usize] = position as u32;
+                    partner[position] = invoke;
+                }
+            }
+            EventType::Nemesis | EventType::Log => {}
+        }
+    }
+    partner
+}
+
 /// Indexes for explaining anomalies: who sent a write, who holds an owner token, which faults
 /// hit a process. Lookups only (never iterated), so hash maps keep output deterministic.
 pub(crate) struct Lookup {
@@ -266,7 +297,7 @@ impl Lookup {
             rows.len()
         );
         let mut lookup = Lookup {
-            partner: vec![NO_PARTNER; rows.len()],
+            partner: partners(ctx),
             write_invokes: FastMap::default(),
             lock_calls: FastMap::default(),
             client_grant: FastMap::default(),
@@ -274,26 +305,19 @@ impl Lookup {
             grants_by_worker: FastMap::default(),
             faults: BTreeMap::new(),
         };
-        let mut open = ctx.per_process(None);
-        for (position, row) in rows.iter().enumerate() {
+        // Acquire attempts matter only to `partner`.
+        for (position, row) in ctx.rows_where(|kind, f| !is_acquire_attempt(kind, f)) {
             match row.kind {
-                EventType::Invoke => {
-                    open[row.process] = Some(position);
-                    match (row.f, row.write_id, row.owner) {
-                        (Op::Write, Some(write_id), _) => {
-                            Positions::record(&mut lookup.write_invokes, write_id, position);
-                        }
-                        (Op::Renew | Op::Release, _, Some(owner)) => {
-                            Positions::record(&mut lookup.lock_calls, (owner, row.f), position);
-                        }
-                        _ => {}
+                EventType::Invoke => match (row.f, row.write_id, row.owner) {
+                    (Op::Write, Some(write_id), _) => {
+                        Positions::record(&mut lookup.write_invokes, write_id, position);
                     }
-                }
+                    (Op::Renew | Op::Release, _, Some(owner)) => {
+                        Positions::record(&mut lookup.lock_calls, (owner, row.f), position);
+                    }
+                    _ => {}
+                },
                 EventType::Ok | EventType::Fail | EventType::Info => {
-                    if let Some(invoke) = open[row.process].take() {
-                        lookup.partner[invoke] = position as u32;
-                        lookup.partner[position] = invoke as u32;
-                    }
                     if row.is(EventType::Ok, Op::Acquire) {
                         let process = strings.text(row.process);
                         if let Some(owner) = row.owner {

@@ -131,14 +131,14 @@ struct Tally {
 /// A table by the owner's [`Sym::slot`], an entry per operation: nearly every acquire brings a
 /// new owner token, so a hash map would take an insert and a removal per call.
 struct Calling {
-    /// [`Calling::OPS`] entries a slot: [`Calling::IDLE`], [`Calling::UNANSWERED`], or the
+    /// [`Calling::PER_OWNER`] entries a slot: [`Calling::IDLE`], [`Calling::UNANSWERED`], or the
     /// answering log entry's position plus 2.
     entries: Vec<u32>,
 }
 
 impl Calling {
-    /// The operations of lock calls, in entry order.
-    const OPS: [Op; 3] = [Op::Acquire, Op::Renew, Op::Release];
+    /// Entries per owner: one each for acquire, renew and release.
+    const PER_OWNER: usize = 3;
     /// No such call in flight.
     const IDLE: u32 = 0;
     /// A call in flight that no log entry has answered yet.
@@ -148,16 +148,18 @@ impl Calling {
     /// never calls on it).
     fn new(sym_count: usize) -> Calling {
         Calling {
-            entries: vec![Calling::IDLE; sym_count * Calling::OPS.len()],
+            entries: vec![Calling::IDLE; sym_count * Calling::PER_OWNER],
         }
     }
 
     fn entry(&mut self, owner: Sym, f: Op) -> &mut u32 {
-        let op = Calling::OPS
-            .iter()
-            .position(|&op| op == f)
-            .expect("lock calls are acquires, renews and releases");
-        &mut self.entries[owner.slot() * Calling::OPS.len() + op]
+        let op = match f {
+            Op::Acquire => 0,
+            Op::Renew => 1,
+            Op::Release => 2,
+            _ => unreachable!("lock calls are acquires, renews and releases, not {f:?}"),
+        };
+        &mut self.entries[owner.slot() * Calling::PER_OWNER + op]
     }
 
     /// `owner` sent an `f` call (forgetting what answered an earlier one still in flight).
@@ -252,6 +254,7 @@ impl<'c> ReplyScan<'c> {
     }
 
     /// A lock call by `owner` on `lock` was sent: what to remember until it completes.
+    #[inline]
     pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) -> SentCall {
         if !self.timed {
             self.tallies.entry((owner, row.f)).or_default().sent += 1;
@@ -270,6 +273,7 @@ impl<'c> ReplyScan<'c> {
 
     /// The call sent at `invoke` (noted as `sent`) by `owner` on `lock` completed at
     /// `position` (`row`); `rows` are the history's.
+    #[inline]
     pub fn completion(
         &mut self,
         rows: &[Row],

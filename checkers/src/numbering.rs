@@ -32,13 +32,14 @@ impl Numbering {
         }
     }
 
-    /// Numbers `sym` if it is not numbered yet.
-    pub fn add(&mut self, sym: Sym) {
+    /// Numbers `sym` if it is not numbered yet; its number.
+    pub fn add(&mut self, sym: Sym) -> usize {
         let number = &mut self.by_slot[sym.slot()];
         if *number == UNNUMBERED {
             *number = self.count;
             self.count += 1;
         }
+        *number as usize
     }
 
     /// The number of `sym`, if it was added.
@@ -53,9 +54,8 @@ impl Numbering {
     }
 }
 
-/// A value for each sym a [`Numbering`] holds, all `initial` to begin with.
-///
-/// Indexing by a sym the numbering lacks panics; [`SymTable::get`] answers `None` instead.
+/// A value for each sym a [`Numbering`] holds, all `initial` to begin with. Indexing by a sym
+/// the numbering lacks panics.
 pub(crate) struct SymTable<'n, V> {
     numbering: &'n Numbering,
     values: Vec<V>,
@@ -72,11 +72,6 @@ impl<'n, V: Clone> SymTable<'n, V> {
 }
 
 impl<V> SymTable<'_, V> {
-    /// The value of `sym`, or `None` if the numbering lacks it.
-    pub fn get(&self, sym: Sym) -> Option<&V> {
-        self.values.get(self.numbering.number(sym)?)
-    }
-
     /// Every value, in numbering order.
     pub fn values_mut(&mut self) -> impl Iterator<Item = &mut V> {
         self.values.iter_mut()
@@ -129,8 +124,7 @@ mod tests {
         let mut table = SymTable::new(&numbering, 0);
         table[a] += 5;
         assert_eq!(table[a], 5);
-        assert_eq!(table.get(b), Some(&0));
-        assert_eq!(table.get(c), None);
+        assert_eq!(table[b], 0);
         assert_eq!(table.into_values().collect::<Vec<_>>(), vec![0, 5]);
     }
 }

@@ -98,8 +98,8 @@ impl LockState {
     fn last_to_end(&self) -> Option<Lease> {
         self.leases
             .iter()
-            .copied()
             .max_by_key(|lease| lease.ends_by_ns)
+            .copied()
     }
 }
 
@@ -112,6 +112,27 @@ fn stretched(ttl_ns: u64, slowest_drift_ppm: u64) -> u64 {
     u64::try_from(u128::from(ttl_ns) * 1_000_000 / u128::from(1_000_000 - slow)).unwrap_or(u64::MAX)
 }
 
+/// [`stretched`], remembered for the last TTL and drift (they rarely change).
+#[derive(Default)]
+struct StretchMemo {
+    ttl_ns: u64,
+    slowest_drift_ppm: u64,
+    stretched_ns: u64,
+}
+
+impl StretchMemo {
+    fn stretched(&mut self, ttl_ns: u64, slowest_drift_ppm: u64) -> u64 {
+        if (self.ttl_ns, self.slowest_drift_ppm) != (ttl_ns, slowest_drift_ppm) {
+            *self = StretchMemo {
+                ttl_ns,
+                slowest_drift_ppm,
+                stretched_ns: stretched(ttl_ns, slowest_drift_ppm),
+            };
+        }
+        self.stretched_ns
+    }
+}
+
 /// The check as a state machine over the rows, fed by [`crate::lock_pass`] together with the
 /// lock log's checks, so the lock's rows are read once.
 pub(crate) struct StuckScan<'c> {
@@ -121,8 +142,7 @@ pub(crate) struct StuckScan<'c> {
     /// The state of each lock called on so far.
     locks: SymTable<'c, Option<LockState>>,
     slowest_drift_ppm: u64,
-    /// The last (TTL asked, slowest drift) and the TTL stretched by it.
-    stretch_memo: (u64, u64, u64),
+    stretch: StretchMemo,
     hits: Hits<Stuck>,
 }
 
@@ -134,19 +154,9 @@ impl<'c> StuckScan<'c> {
             start_ns: ctx.rows.first().map_or(0, |row| row.time_ns),
             locks: ctx.per_lock(None),
             slowest_drift_ppm: 0,
-            stretch_memo: (0, 0, 0),
+            stretch: StretchMemo::default(),
             hits: Hits::new(),
         }
-    }
-
-    /// [`stretched`], remembered for the last TTL and drift (they rarely change).
-    fn stretched(&mut self, ttl_ns: u64) -> u64 {
-        let (ttl, slow, _) = self.stretch_memo;
-        if (ttl, slow) != (ttl_ns, self.slowest_drift_ppm) {
-            let out = stretched(ttl_ns, self.slowest_drift_ppm);
-            self.stretch_memo = (ttl_ns, self.slowest_drift_ppm, out);
-        }
-        self.stretch_memo.2
     }
 
     /// A fault: only the lock server's clock matters.
@@ -187,6 +197,7 @@ impl<'c> StuckScan<'c> {
     }
 
     /// The lock call sent at `invoke` completed at `position` (`row`).
+    #[inline]
     pub fn completion(
         &mut self,
         ctx: &Context<'_>,
@@ -196,7 +207,15 @@ impl<'c> StuckScan<'c> {
         lock: Sym,
         owner: Sym,
     ) {
-        let ttl_ns = self.stretched(ctx.rows[invoke].ttl_ns().unwrap_or_default());
+        // The TTL the call asked for, as the slowest drift so far stretches it (read only where
+        // needed: most completions are busy answers judged no further).
+        let (stretch, slowest_drift_ppm) = (&mut self.stretch, self.slowest_drift_ppm);
+        let mut ttl_ns = || {
+            stretch.stretched(
+                ctx.rows[invoke].ttl_ns().unwrap_or_default(),
+                slowest_drift_ppm,
+            )
+        };
         let (busy, start_ns) = (self.busy, self.start_ns);
         let state = self.locks[lock].get_or_insert_with(LockState::default);
         let now_ns = row.time_ns;
@@ -212,6 +231,7 @@ impl<'c> StuckScan<'c> {
                 state
                     .leases
                     .retain(|lease| lease.ends_by_ns > now_ns && !lease.released);
+                let ttl_ns = ttl_ns();
                 state.leases.push(Lease {
                     owner,
                     token,
@@ -225,20 +245,22 @@ impl<'c> StuckScan<'c> {
             }
             (Op::Acquire, EventType::Info) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                state.hidden_until_ns = state.hidden_until_ns.max(now_ns.saturating_add(ttl_ns));
+                state.hidden_until_ns = state.hidden_until_ns.max(now_ns.saturating_add(ttl_ns()));
             }
             (Op::Acquire, EventType::Fail) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                if row.error.is_none() || row.error != busy {
+                // Another acquire in flight is the common case on a busy lock: checked first.
+                if state.acquiring > 0 || row.error.is_none() || row.error != busy {
                     return;
                 }
                 let renewing = state
                     .leases
                     .iter()
                     .any(|lease| !lease.released && lease.renewing > 0);
-                if state.acquiring > 0 || renewing {
+                if renewing {
                     return;
                 }
+                let ttl_ns = ttl_ns();
                 let last = state.last_to_end();
                 let free_ns = last
                     .map_or(start_ns, |lease| lease.ends_by_ns)
@@ -274,7 +296,7 @@ impl<'c> StuckScan<'c> {
                 if lease.released || kind == EventType::Fail {
                     return;
                 }
-                let ends_by_ns = now_ns.saturating_add(ttl_ns);
+                let ends_by_ns = now_ns.saturating_add(ttl_ns());
                 if ends_by_ns > lease.ends_by_ns {
                     lease.ends_by_ns = ends_by_ns;
                     lease.ended_by = position;

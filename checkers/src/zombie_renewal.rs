@@ -72,13 +72,6 @@ impl<'c, 'h> Roles<'c, 'h> {
 /// Runs the checker on the client calls.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut roles = Roles::new(ctx);
-    // Each process's last client call; only workers' are asked for.
-    let mut last_call = ctx.per_process(None);
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f.is_client_op() {
-            last_call[row.process] = Some(position);
-        }
-    }
     let mut released: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut hits = Hits::new();
     let renew_or_release =
@@ -108,7 +101,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                         after: release,
                         released: true,
                     });
-                } else if let Some(&Some(last)) = last_call.get(worker)
+                } else if let Some(last) = ctx.last_client_call(worker)
                     && last < position
                     && has_finished(&ctx.rows[last])
                 {
