@@ -1,7 +1,8 @@
 //! One pass over the rows for every check that follows the lock's calls and its log:
-//! `lock-reply-mismatch`, `expired-lease-renewed` and `stuck-lock`.
+//! `lock-reply-mismatch`, `expired-lease-renewed`, `stuck-lock` and the client-reply half of
+//! `token-regression`.
 //!
-//! A pass over a million rows costs mostly the reading of the rows themselves; these three
+//! A pass over a million rows costs mostly the reading of the rows themselves; these checks
 //! share it (run by the first of them to be asked, kept in the [`Context`]), each as its own
 //! state machine.
 
@@ -11,6 +12,7 @@ use crate::context::{Context, is_lock_log};
 use crate::findings::Hits;
 use crate::lock_contract::{RenewHit, RenewalScan, ReplyHit, ReplyScan};
 use crate::stuck_lock::{Stuck, StuckScan};
+use crate::token_regression::{AckedRegression, AckedTokens};
 
 /// What the lock pass found, per check.
 pub(crate) struct LockPass {
@@ -20,6 +22,8 @@ pub(crate) struct LockPass {
     pub renewals: Hits<RenewHit>,
     /// `stuck-lock`.
     pub stuck: Hits<Stuck>,
+    /// `token-regression` by client replies, before the log's regressions excuse any.
+    pub acked_regressions: Vec<AckedRegression>,
 }
 
 impl LockPass {
@@ -29,6 +33,7 @@ impl LockPass {
         let mut replies = ReplyScan::new(ctx);
         let mut renewals = RenewalScan::new();
         let mut stuck = StuckScan::new(ctx);
+        let mut tokens = AckedTokens::new(ctx);
         // Lock calls in flight by process: the invoke and what the reply check noted.
         let mut open = ctx.per_process(None);
         for (position, row) in ctx.rows.iter().enumerate() {
@@ -49,6 +54,11 @@ impl LockPass {
             }
             if !matches!(row.f, Op::Acquire | Op::Renew | Op::Release) {
                 continue;
+            }
+            if row.f == Op::Acquire
+                && let Some(lock) = row.lock
+            {
+                tokens.acquire(position, row, lock);
             }
             let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
                 continue;
@@ -71,6 +81,7 @@ impl LockPass {
             replies: replies.finish(ctx.rows),
             renewals: renewals.hits,
             stuck: stuck.finish(),
+            acked_regressions: tokens.regressions,
         }
     }
 }

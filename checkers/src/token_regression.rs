@@ -11,7 +11,7 @@
 //! One root cause (a reset) makes every following grant regress until the tokens climb past
 //! the old maximum, so regressions against the same earlier grant are one anomaly with repeats.
 
-use fencer_harness::{Event, EventType, Op, Sym};
+use fencer_harness::{Event, EventType, Op, Row, Sym};
 
 use crate::context::{Context, LOCK_SERVER, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, when, who_owns};
@@ -65,6 +65,71 @@ fn record(
     }
 }
 
+/// An acquire `ok` whose token was not above the highest one acknowledged on its lock before
+/// the acquire was sent.
+#[derive(Clone, Copy)]
+pub(crate) struct AckedRegression {
+    lock: Sym,
+    ok: usize,
+    /// The `ok` of the first grant of that highest token.
+    earlier: usize,
+    owner: Option<Sym>,
+}
+
+/// The check on client replies as a state machine over the acquire rows, fed by
+/// [`crate::lock_pass`] so the lock's rows are read once; the regressions it finds are judged
+/// against the log's once the pass is over.
+pub(crate) struct AckedTokens<'c> {
+    /// Per lock, the highest token acknowledged so far and its `ok`.
+    highest_acked: SymTable<'c, Option<(u64, usize)>>,
+    /// Per process, the acquire in flight: `highest_acked` for its lock when it was sent.
+    open: SymTable<'c, Option<Option<(u64, usize)>>>,
+    /// In history order.
+    pub regressions: Vec<AckedRegression>,
+}
+
+impl<'c> AckedTokens<'c> {
+    pub fn new(ctx: &'c Context<'_>) -> AckedTokens<'c> {
+        AckedTokens {
+            highest_acked: ctx.per_lock(None),
+            open: ctx.per_process(None),
+            regressions: Vec::new(),
+        }
+    }
+
+    /// An acquire row (`row`, at `position`) on `lock`.
+    #[inline]
+    pub fn acquire(&mut self, position: usize, row: &Row, lock: Sym) {
+        match row.kind {
+            EventType::Invoke => {
+                self.open[row.process] = Some(self.highest_acked[lock]);
+            }
+            EventType::Ok => {
+                let before = self.open[row.process].take().flatten();
+                let Some(token) = row.token() else { return };
+                if let Some((top, earlier)) = before
+                    && token <= top
+                {
+                    self.regressions.push(AckedRegression {
+                        lock,
+                        ok: position,
+                        earlier,
+                        owner: row.owner,
+                    });
+                }
+                let entry = self.highest_acked[lock].get_or_insert((token, position));
+                if token > entry.0 {
+                    *entry = (token, position);
+                }
+            }
+            EventType::Fail | EventType::Info => {
+                self.open[row.process] = None;
+            }
+            EventType::Nemesis | EventType::Log => {}
+        }
+    }
+}
+
 /// Runs the checker on the lock service's log (if any) and on client replies.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut log_hits = Hits::new();
@@ -93,45 +158,16 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     }
 
     let mut client_hits = Hits::new();
-    // Per lock, the highest token acknowledged so far and its `ok`.
-    let mut highest_acked: SymTable<Option<(u64, usize)>> = ctx.per_lock(None);
-    // Per process, the acquire in flight: `highest_acked` for its lock when it was sent.
-    let mut open: SymTable<Option<Option<(u64, usize)>>> = ctx.per_process(None);
     let mut seen = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
-        if row.f != Op::Acquire {
-            continue;
-        }
-        let Some(lock) = row.lock else {
-            continue;
-        };
-        match row.kind {
-            EventType::Invoke => {
-                open[row.process] = Some(highest_acked[lock]);
-            }
-            EventType::Ok => {
-                let before = open[row.process].take().flatten();
-                let Some(token) = row.token() else { continue };
-                match before {
-                    Some((top, earlier)) if token <= top => {
-                        let explained = row
-                            .owner
-                            .is_some_and(|owner| regressed_owners.contains(&owner));
-                        if !explained {
-                            record(&mut client_hits, &mut seen, lock, position, earlier);
-                        }
-                    }
-                    _ => {}
-                }
-                let entry = highest_acked[lock].get_or_insert((token, position));
-                if token > entry.0 {
-                    *entry = (token, position);
-                }
-            }
-            EventType::Fail | EventType::Info => {
-                open[row.process] = None;
-            }
-            EventType::Nemesis | EventType::Log => {}
+    for regression in &ctx.lock_pass().acked_regressions {
+        let explained = regression
+            .owner
+            .is_some_and(|owner| regressed_owners.contains(&owner));
+        if !explained {
+            let AckedRegression {
+                lock, ok, earlier, ..
+            } = *regression;
+            record(&mut client_hits, &mut seen, lock, ok, earlier);
         }
     }
 
