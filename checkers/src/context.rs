@@ -438,6 +438,33 @@ mod tests {
     }
 
     #[test]
+    fn rows_where_finds_what_a_filter_over_every_row_finds() {
+        let mut b = crate::testkit::Builder::new();
+        b.acquire("w1", "L", "o1", 1, true);
+        b.busy("w2", "L", "o2");
+        b.write("w1", "k", 1, "w1-0", true);
+        b.busy("w2", "L", "o3");
+        let packed = PackedHistory::pack(&b.build());
+        let ctx = Context::new(&packed);
+        let wanted: [fn(EventType, Op) -> bool; 3] = [
+            |kind, _| kind == EventType::Log,
+            |kind, f| kind == EventType::Fail && f == Op::Acquire,
+            |_, f| f == Op::Acquire,
+        ];
+        for wanted in wanted {
+            let found: Vec<usize> = ctx
+                .rows_where(wanted)
+                .map(|(position, _)| position)
+                .collect();
+            let every: Vec<usize> = (0..packed.rows.len())
+                .filter(|&position| wanted(packed.rows[position].kind, packed.rows[position].f))
+                .collect();
+            assert!(!every.is_empty());
+            assert_eq!(found, every);
+        }
+    }
+
+    #[test]
     fn a_store_log_read_back_after_the_run_is_known_to_carry_no_times() {
         let mut strings = Strings::new();
         let mut row = |process: &str, kind: EventType| {
