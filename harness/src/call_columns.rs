@@ -227,21 +227,25 @@ mod tests {
         }
     }
 
+    /// Columns with every one set: each text column to `text`, each number to 1.
+    fn every_column(text: Option<Sym>) -> CallColumns {
+        CallColumns {
+            lock: text,
+            owner: text,
+            ttl_ns: Some(1),
+            key: text,
+            token: Some(1),
+            write_id: text,
+            value: text,
+        }
+    }
+
     /// The direct check of an invoke's columns answers as the column-by-column one does, for
     /// every op and with each column missing in turn.
     #[test]
     fn the_direct_check_of_an_invoke_agrees_with_the_columns() {
         let mut strings = Strings::new();
-        let a = Some(strings.intern("a"));
-        let full = CallColumns {
-            lock: a,
-            owner: a,
-            ttl_ns: Some(1),
-            key: a,
-            token: Some(1),
-            write_id: a,
-            value: a,
-        };
+        let full = every_column(Some(strings.intern("a")));
         let missing = [
             CallColumns { lock: None, ..full },
             CallColumns {
@@ -288,16 +292,8 @@ mod tests {
     #[test]
     fn the_direct_comparison_agrees_with_the_columns() {
         let mut strings = Strings::new();
-        let (a, b) = (Some(strings.intern("a")), Some(strings.intern("b")));
-        let base = CallColumns {
-            lock: a,
-            owner: a,
-            ttl_ns: Some(1),
-            key: a,
-            token: Some(1),
-            write_id: a,
-            value: a,
-        };
+        let base = every_column(Some(strings.intern("a")));
+        let b = Some(strings.intern("b"));
         let changed = [
             CallColumns { lock: b, ..base },
             CallColumns { owner: b, ..base },
