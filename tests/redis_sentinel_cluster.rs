@@ -65,6 +65,17 @@ fn leader(runtime: &Runtime, cluster: &SentinelCluster) -> Option<String> {
     runtime.block_on(cluster.cluster_faults().leader()).unwrap()
 }
 
+/// Asserts that a replica leads once n1 is back, `first` having taken over from n1: the
+/// sentinels may still move the lead between the replicas (a later epoch can promote the other
+/// one), never back to the demoted n1.
+fn assert_a_replica_leads(runtime: &Runtime, cluster: &SentinelCluster, first: &str) {
+    let leading = leader(runtime, cluster);
+    assert!(
+        matches!(leading.as_deref(), Some("n2" | "n3")),
+        "{leading:?} leads; {first} took over from n1 first"
+    );
+}
+
 /// Polls `leader` until it names someone other than `old`, for at most 20 s; returns the new
 /// one and how long it took.
 fn new_leader(runtime: &Runtime, cluster: &SentinelCluster, old: &str) -> (String, Duration) {
@@ -233,7 +244,7 @@ fn sentinel_killed_primary_is_replaced_and_the_adapter_follows() {
         matches!(&demoted, Err(CallError::NotApplied(why)) if why.contains("READONLY")),
         "{demoted:?}"
     );
-    assert_eq!(leader(&runtime, &cluster).as_deref(), Some(new.as_str()));
+    assert_a_replica_leads(&runtime, &cluster, &new);
 }
 
 #[test]
@@ -281,7 +292,7 @@ fn sentinel_paused_primary_is_replaced_and_demoted_once_it_resumes() {
         matches!(&demoted, Err(CallError::NotApplied(why)) if why.contains("READONLY")),
         "{demoted:?}"
     );
-    assert_eq!(leader(&runtime, &cluster).as_deref(), Some(new.as_str()));
+    assert_a_replica_leads(&runtime, &cluster, &new);
 }
 
 #[test]
