@@ -112,20 +112,8 @@ const FIELDS: [&[u8]; 24] = [
     b"error",
 ];
 
-/// The [`key`] of each of [`FIELDS`], by bit.
-const FIELD_KEYS: [u64; 24] = {
-    let mut keys = [0; 24];
-    let mut bit = 0;
-    while bit < FIELDS.len() {
-        keys[bit] = key(FIELDS[bit]);
-        bit += 1;
-    }
-    keys
-};
-
-/// A name's first eight bytes as a little-endian word, zero past its end. No two field names
-/// share one (tested), so a name is found by one word comparison, its length and any bytes
-/// past the eighth checked after.
+/// The first eight bytes of `name` as a little-endian word, zero past its end: how labels,
+/// names and a string's first bytes are compared with a line a word at a time.
 const fn key(name: &[u8]) -> u64 {
     let mut key = 0;
     let mut at = 0;
@@ -207,10 +195,18 @@ impl<'a> Cursor<'a> {
     /// first among the fields from bit `next` on; `None` for a label that is not a field's
     /// in the plain form. Labels are compared whole with the line, two words at a time.
     fn field_label(&mut self, next: usize) -> Option<u32> {
-        let Some(words) = self.text[self.at..].first_chunk::<16>() else {
-            // Near the end of the input: the label byte by byte.
-            let bit = self.field_name(next)?;
-            return self.eat(b':').then_some(bit);
+        let rest = &self.text[self.at..];
+        // Near the end of the input the line's last bytes, zero past them: no label holds a
+        // zero byte, so none matches into the padding.
+        let padded;
+        let words = match rest.first_chunk::<16>() {
+            Some(words) => words,
+            None => {
+                let mut bytes = [0u8; 16];
+                bytes[..rest.len()].copy_from_slice(rest);
+                padded = bytes;
+                &padded
+            }
         };
         let (first, second) = words.split_at(8);
         let first = u64::from_le_bytes(first.try_into().expect("8 of 16 bytes"));
@@ -223,45 +219,6 @@ impl<'a> Cursor<'a> {
             None => LABELS.iter().position(spelled)?,
         };
         self.at += LABELS[bit].len;
-        Some(bit as u32)
-    }
-
-    /// Reads a quoted field name and answers its bit, looking first among the fields from bit
-    /// `next` on; `None` for a name that is not a field's (or is not plain: a field name has
-    /// no escapes).
-    fn field_name(&mut self, next: usize) -> Option<u32> {
-        if !self.eat(b'"') {
-            return None;
-        }
-        let rest = &self.text[self.at..];
-        let word = word_at(rest);
-        // A name of up to seven bytes ends at the first quote in the word; a longer one has
-        // none there, and its key is the whole word.
-        let quotes = word ^ (ONES * u64::from(b'"'));
-        let flags = quotes.wrapping_sub(ONES) & !quotes & TOPS;
-        let short = flags.trailing_zeros() as usize / 8;
-        let key = if short < 8 {
-            word & ((1 << (8 * short)) - 1)
-        } else {
-            word
-        };
-        let later = FIELD_KEYS[next.min(FIELDS.len())..]
-            .iter()
-            .position(|&k| k == key);
-        let bit = match later {
-            Some(at) => next + at,
-            None => FIELD_KEYS.iter().position(|&k| k == key)?,
-        };
-        let name = FIELDS[bit];
-        // The key matched the name's first eight bytes (names hold no zero byte, so a shorter
-        // name matched whole); its closing quote, and any bytes past the eighth, are checked
-        // here.
-        if rest.get(name.len()) != Some(&b'"')
-            || (name.len() > 8 && rest[8..name.len()] != name[8..])
-        {
-            return None;
-        }
-        self.at += name.len() + 1;
         Some(bit as u32)
     }
 
@@ -820,35 +777,34 @@ mod tests {
         }
     }
 
-    /// Each field is found by its key alone (no two share one), and a name that merely starts
-    /// like a field's, or is one cut short, is no field.
+    /// Each field is found by its label alone (no two share one), and a name that merely
+    /// starts like a field's, or is one cut short, is no field.
     #[test]
-    fn field_names_are_told_apart_by_their_keys() {
+    fn field_names_are_told_apart_by_their_labels() {
         for (bit, name) in FIELDS.iter().enumerate() {
-            assert_eq!(FIELD_KEYS.iter().position(|&k| k == key(name)), Some(bit));
+            let text = [b"\"", *name, b"\":1"].concat();
             for next in [0, bit, bit + 1, FIELDS.len()] {
-                let text = [b"\"", *name, b"\":1"].concat();
                 let mut cursor = Cursor { text: &text, at: 0 };
-                assert_eq!(cursor.field_name(next), Some(bit as u32), "{name:?}");
-                assert_eq!(cursor.at, name.len() + 2);
+                assert_eq!(cursor.field_label(next), Some(bit as u32), "{name:?}");
+                assert_eq!(cursor.at, name.len() + 3);
             }
             for wrong in [&name[..name.len() - 1], &[*name, b"x"].concat()[..]] {
                 let text = [b"\"", wrong, b"\":1"].concat();
                 let mut cursor = Cursor { text: &text, at: 0 };
-                assert_eq!(cursor.field_name(0), None, "{wrong:?}");
+                assert_eq!(cursor.field_label(0), None, "{wrong:?}");
             }
             // Unclosed at the end of the input, or followed by a zero byte before the quote.
             for text in [[b"\"", *name].concat(), [b"\"", *name, b"\0\":1"].concat()] {
                 let mut cursor = Cursor { text: &text, at: 0 };
-                assert_eq!(cursor.field_name(0), None, "{text:?}");
+                assert_eq!(cursor.field_label(0), None, "{text:?}");
             }
         }
     }
 
     /// A label is found whole, name, quotes and colon, from any starting bit and with the
     /// line's next bytes after it; a name cut short, one longer, a space before the colon or
-    /// another byte in its place is no label. Near the end of the input, where two words are
-    /// not there to compare, the byte-by-byte reading decides the same.
+    /// another byte in its place is no label, near the end of the input (where the line's last
+    /// bytes are padded to two words) as elsewhere.
     #[test]
     fn field_labels_are_read_whole_or_not_at_all() {
         for (bit, name) in FIELDS.iter().enumerate() {
