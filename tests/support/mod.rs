@@ -458,18 +458,65 @@ pub enum FencedVerdict {
     NotInvalid,
 }
 
+/// How many times [`assert_fence_refuses_the_stale_write`] runs its scenario on a real server
+/// before it gives up on the timing ever staging it.
+const STAGING_ATTEMPTS: usize = 3;
+
+/// Whether `history` staged the stale write: w0's write was sent after another process's write
+/// with a newer token had been accepted, and its outcome is known. A real server's timing (a
+/// slow fsync, a lease expiry checked late) can let w0 wake before w1 holds the lease; then
+/// nothing is stale, and the run proves nothing either way about the fence.
+fn stale_write_staged(history: &History) -> bool {
+    let events = &history.events;
+    let Some(sent) = events
+        .iter()
+        .position(|e| e.process == "w0" && e.is(EventType::Invoke, Op::Write))
+    else {
+        return false;
+    };
+    let stale_token = events[sent].token.unwrap_or(0);
+    let newer_accepted = events[..sent].iter().any(|e| {
+        e.process != "w0" && e.is(EventType::Ok, Op::Write) && e.token > Some(stale_token)
+    });
+    let outcome_known = events[sent..].iter().any(|e| {
+        e.process == "w0" && (e.is(EventType::Ok, Op::Write) || e.is(EventType::Fail, Op::Write))
+    });
+    newer_accepted && outcome_known
+}
+
+/// Runs `plan` on `adapters` until a run stages the stale write ([`stale_write_staged`]), at
+/// most [`STAGING_ATTEMPTS`] times; a run that never does fails with its history, since then
+/// the lease never expired under the frozen holder (a renewal that outlives its freeze would do
+/// that) or the newer write never landed.
+fn run_staging_the_stale_write(adapters: &Adapters, plan: &Plan) -> (Verdict, History) {
+    let mut run = run_and_check(adapters, plan);
+    for _retry in 1..STAGING_ATTEMPTS {
+        if stale_write_staged(&run.1) {
+            break;
+        }
+        run = run_and_check(adapters, plan);
+    }
+    assert!(
+        stale_write_staged(&run.1),
+        "no run of {STAGING_ATTEMPTS} sent w0's write after a newer one was accepted; the last:\n{}",
+        String::from_utf8_lossy(&run.1.to_jsonl())
+    );
+    run
+}
+
 /// The stale-write scenario (`plan`, e.g. [`stale_write_plan`]) on the reference lock with the
 /// fenced store (`reference`) and then the unfenced one (`unfenced`, e.g. built from a store URL
 /// with `?variant=unfenced`): the fenced store gives `fenced` and refuses w0's stale write with
 /// the newer token; the unfenced one accepts it and is caught (`stale-write-accepted`). One body
-/// for every backend, which differ only in adapters, plan stretch and [`FencedVerdict`].
+/// for every backend, which differ only in adapters, plan stretch and [`FencedVerdict`]. Each
+/// side is judged on a run that staged the stale write ([`run_staging_the_stale_write`]).
 pub fn assert_fence_refuses_the_stale_write(
     reference: &Adapters,
     unfenced: &Adapters,
     plan: &Plan,
     fenced: FencedVerdict,
 ) {
-    let (verdict, history) = run_and_check(reference, plan);
+    let (verdict, history) = run_staging_the_stale_write(reference, plan);
     match fenced {
         FencedVerdict::Valid => {
             assert_eq!(
@@ -486,14 +533,16 @@ pub fn assert_fence_refuses_the_stale_write(
             && e.is(EventType::Fail, Op::Write)
             && e.error.as_deref() == Some("rejected")
             && e.current_token.is_some()),
-        "the fence must refuse w0's stale write with the newer token: {}",
-        verdict.summary_line()
+        "the fence must refuse w0's stale write with the newer token: {}\n{}",
+        verdict.summary_line(),
+        String::from_utf8_lossy(&history.to_jsonl())
     );
-    let (unfenced, _) = run_and_check(unfenced, plan);
+    let (unfenced, history) = run_staging_the_stale_write(unfenced, plan);
     assert!(
         unfenced.anomaly_counts.contains_key("stale-write-accepted"),
-        "{}",
-        unfenced.summary_line()
+        "{}\n{}",
+        unfenced.summary_line(),
+        String::from_utf8_lossy(&history.to_jsonl())
     );
 }
 
