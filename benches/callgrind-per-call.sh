@@ -7,8 +7,10 @@
 # Each configuration runs at two sizes (`--ops`); the difference of the two runs cancels
 # start-up and saving, and is divided by the difference in client calls (the invokes of the
 # saved histories). Two figures per configuration: the whole program, and the simulation alone
-# (`Runtime::block_on`, inclusive). Instruction counts do not depend on the machine's load, so
-# they compare across days and machines.
+# (`Launch::run`, inclusive: the runtime, its workers and backends, none of the saving; it
+# stays a function of its own under link-time optimisation, where `Runtime::block_on` is
+# inlined into it). Instruction counts do not depend on the machine's load, so they compare
+# across days and machines.
 #
 # Usage: benches/callgrind-per-call.sh [FENCER] (default target/release/fencer; build it with
 # `cargo build --release` first). SMALL, LARGE (ops per worker) and SEED may be set in the
@@ -33,7 +35,7 @@ declare -A config_args=(
 total_ir() { sed -n 's/^summary: *\([0-9]*\).*/\1/p' "$1"; }
 simulate_ir() {
     callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
-        awk '/Runtime::block_on/ && !found { gsub(",", "", $1); print $1; found = 1 }'
+        awk '/launch.rs:fencer_run::launch::Launch::run / && !found { gsub(",", "", $1); print $1; found = 1 }'
 }
 invokes() { grep -c '"type":"invoke"' "$1/history.jsonl"; }
 
@@ -50,6 +52,7 @@ for name in mutex default; do
     calls_large=$(invokes "$out/run.$name.$large")
     calls=$((calls_large - calls_small))
     total=$(($(total_ir "$out/cg.$name.$large") - $(total_ir "$out/cg.$name.$small")))
+    [[ -n $(simulate_ir "$out/cg.$name.$large") ]] || { echo "no Launch::run in the profile" >&2; exit 1; }
     sim=$(($(simulate_ir "$out/cg.$name.$large") - $(simulate_ir "$out/cg.$name.$small")))
     printf '%-8s calls %d -> %d: %d instructions per call in the simulation, %d in all\n' \
         "$name" "$calls_small" "$calls_large" $((sim / calls)) $((total / calls))
