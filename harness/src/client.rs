@@ -9,7 +9,10 @@
 //! The delivery tasks are a run's couriers: a courier carries one request at a time and then
 //! waits, idle, for the next one, so a call costs a wake-up instead of a task to set up and
 //! tear down. Handing a request to an idle courier queues it exactly where spawning a task
-//! would, so which request is applied when is the same either way.
+//! would, so which request is applied when is the same either way. In the simulation a courier
+//! is polled once per call, to apply the request: starting the request's trip and handing its
+//! reply back are [steps](crate::sim::Step) the executor runs in the courier's place in the
+//! order, so every wake-up and timer comes exactly where the courier's own turns would put it.
 //!
 //! Before a call goes out, a lease-edge attack may hold its caller until just before or after
 //! the lease's expiry ([`ProcessFaults::edge_hold_until`]); the invoke is recorded when the
@@ -17,16 +20,16 @@
 //! process's own clock (which the nemesis skews), so a client-side library under test reads
 //! the time its process believes, not the true time.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use futures::FutureExt;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
-use tokio::sync::{Notify, oneshot};
 
 use crate::adapter::{
     Acquired, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken, ReadValue,
@@ -78,14 +81,15 @@ impl Network {
         }
     }
 
-    /// Hands `delivery` to an idle courier, or to a new one when every courier is busy.
-    fn dispatch(self: &Arc<Self>, delivery: Delivery) {
+    /// Hands `delivery`, which reaches the backend after `latency`, to an idle courier, or to
+    /// a new one when every courier is busy.
+    fn dispatch(self: &Arc<Self>, delivery: Delivery, latency: Duration) {
         let idle = self.idle_couriers().pop();
         match idle {
-            Some(courier) => courier.assign(delivery),
+            Some(courier) => courier.assign(delivery, latency),
             None => {
-                let courier = Arc::new(Courier::default());
-                crate::task::spawn(courier.carry(delivery, Arc::downgrade(self)));
+                let courier = Arc::new(Courier::new(Arc::downgrade(self)));
+                crate::task::spawn(courier.carry(delivery));
             }
         }
     }
@@ -107,21 +111,51 @@ impl Drop for Network {
     /// Sends the idle couriers home: with the run's wire gone, no request will come.
     fn drop(&mut self) {
         for courier in self.idle_couriers().drain(..) {
-            courier.assigned.notify_one();
+            courier.send_home();
         }
     }
 }
 
-/// A request on its way: the wire's latency, the adapter, the reply.
-type Delivery = Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A request on its way: the wire's latency and the adapter; it ends with the reply's trip
+/// back still to make when the simulation is to time that trip ([`Courier::carry`]).
+type Delivery = Pin<Box<dyn Future<Output = Option<ReplyTrip>> + Send>>;
+
+/// A reply that reaches its caller at `arrives_ns` (the simulation's clock).
+struct ReplyTrip {
+    arrives_ns: u64,
+    reply: Arc<dyn Returned>,
+}
 
 /// A task that carries requests over the wire, one at a time.
-#[derive(Default)]
 struct Courier {
+    state: Mutex<CourierState>,
+    network: Weak<Network>,
+    /// Queues this courier's step when woken: set on its first timed reply.
+    relay: OnceLock<Waker>,
+}
+
+/// What a courier waits for, and how to wake it.
+#[derive(Default)]
+struct CourierState {
     /// The next request, handed over by [`Network::dispatch`].
-    next: Mutex<Option<Delivery>>,
-    /// Signalled when a request is handed over, or when the network is gone.
-    assigned: Notify,
+    next: Option<Delivery>,
+    /// The courier task's waker, while it waits for a request.
+    waker: Option<Waker>,
+    /// The network is gone: no request will come.
+    home: bool,
+    /// What the courier's next step does.
+    step: Option<CourierStep>,
+}
+
+/// The hand-overs a courier makes as steps rather than turns of its own.
+enum CourierStep {
+    /// Starts the next request's trip: the courier is woken when it reaches the backend.
+    Start {
+        /// When it does, on the simulation's clock.
+        arrives_ns: u64,
+    },
+    /// Hands a reply back to its caller, and the courier back to the network's idle ones.
+    Return(Arc<dyn Returned>),
 }
 
 impl std::fmt::Debug for Courier {
@@ -131,32 +165,254 @@ impl std::fmt::Debug for Courier {
 }
 
 impl Courier {
-    fn next(&self) -> MutexGuard<'_, Option<Delivery>> {
-        self.next.lock().unwrap_or_else(|p| p.into_inner())
+    fn new(network: Weak<Network>) -> Courier {
+        Courier {
+            state: Mutex::default(),
+            network,
+            relay: OnceLock::new(),
+        }
     }
 
-    /// Gives an idle courier its next request and wakes it.
-    fn assign(&self, delivery: Delivery) {
-        *self.next() = Some(delivery);
-        self.assigned.notify_one();
+    fn state(&self) -> MutexGuard<'_, CourierState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gives an idle courier its next request, which reaches the backend after `latency`.
+    /// The courier is woken now, as a task woken now would be, and its turn starts the
+    /// request's trip; in the simulation that turn is a step that only starts the trip's
+    /// timer, so the courier's first poll is the request's arrival.
+    fn assign(self: &Arc<Self>, delivery: Delivery, latency: Duration) {
+        let arrives_ns = crate::sim::with(|sim| sim.now_ns().saturating_add(nanos(latency)))
+            .filter(|_| !latency.is_zero());
+        let waker = {
+            let mut state = self.state();
+            state.next = Some(delivery);
+            match arrives_ns {
+                Some(arrives_ns) => {
+                    state.step = Some(CourierStep::Start { arrives_ns });
+                    None
+                }
+                None => state.waker.take(),
+            }
+        };
+        match waker {
+            Some(waker) => waker.wake(),
+            None if arrives_ns.is_some() => {
+                let step: Arc<dyn crate::sim::Step> = Arc::clone(self) as _;
+                crate::sim::with(|sim| sim.queue_step(step));
+            }
+            None => {}
+        }
+    }
+
+    fn send_home(&self) {
+        let waker = {
+            let mut state = self.state();
+            state.home = true;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
+    /// The next request once one is handed over; `None` once the network is gone.
+    fn next_request(&self, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        let mut state = self.state();
+        if let Some(next) = state.next.take() {
+            return Poll::Ready(Some(next));
+        }
+        if state.home {
+            return Poll::Ready(None);
+        }
+        match &state.waker {
+            Some(known) if known.will_wake(cx.waker()) => {}
+            _ => state.waker = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// Carries `first`, then whatever the network hands over while it is idle; ends when the
-    /// network is gone.
-    async fn carry(self: Arc<Self>, first: Delivery, network: Weak<Network>) {
+    /// network is gone. A reply whose trip back is timed is handed back by a step when it
+    /// arrives, which also makes the courier idle again, as its own turn then would have.
+    async fn carry(self: Arc<Self>, first: Delivery) {
         let mut delivery = first;
         loop {
-            delivery.await;
-            match network.upgrade() {
-                Some(network) => network.idle_couriers().push(Arc::clone(&self)),
-                None => return,
+            match delivery.await {
+                Some(trip) => {
+                    let relay = self.relay.get_or_init(|| {
+                        let step: Weak<dyn crate::sim::Step> = Arc::downgrade(&self) as _;
+                        crate::sim::with(|sim| sim.step_waker(step))
+                            .expect("a reply's trip is timed only in the simulation")
+                    });
+                    self.state().step = Some(CourierStep::Return(trip.reply));
+                    crate::sim::with(|sim| sim.wake_once_at(trip.arrives_ns, relay));
+                }
+                None => match self.network.upgrade() {
+                    Some(network) => network.idle_couriers().push(Arc::clone(&self)),
+                    None => return,
+                },
             }
-            self.assigned.notified().await;
-            match self.next().take() {
+            match poll_fn(|cx| self.next_request(cx)).await {
                 Some(next) => delivery = next,
                 None => return,
             }
         }
+    }
+}
+
+impl crate::sim::Step for Courier {
+    fn run(self: Arc<Self>) {
+        let step = self.state().step.take();
+        match step {
+            Some(CourierStep::Start { arrives_ns }) => {
+                let waker = self.state().waker.clone();
+                if let Some(waker) = waker {
+                    crate::sim::with(|sim| sim.wake_once_at(arrives_ns, &waker));
+                }
+            }
+            Some(CourierStep::Return(reply)) => {
+                reply.arrive();
+                match self.network.upgrade() {
+                    Some(network) => network.idle_couriers().push(Arc::clone(&self)),
+                    None => self.send_home(),
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+fn nanos(duration: Duration) -> u64 {
+    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Where a call's reply waits for its caller.
+struct ReplySlot<T> {
+    state: Mutex<ReplyState<T>>,
+}
+
+struct ReplyState<T> {
+    /// The reply, from the moment the backend answers.
+    result: Option<Result<T, CallError>>,
+    /// The reply reached the caller, or never will ([`ReplyLost`]).
+    outcome: Option<Result<(), ReplyLost>>,
+    /// The caller's waker, while it waits.
+    waker: Option<Waker>,
+    /// The caller stopped waiting (its deadline passed or its call was cancelled).
+    gone: bool,
+}
+
+/// The reply will never come: the courier dropped it (the nemesis lost it).
+#[derive(Debug)]
+struct ReplyLost;
+
+impl<T> ReplySlot<T> {
+    fn state(&self) -> MutexGuard<'_, ReplyState<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the wait with `outcome`, waking the caller.
+    fn settle(&self, outcome: Result<(), ReplyLost>) {
+        let waker = {
+            let mut state = self.state();
+            if state.gone || state.outcome.is_some() {
+                return;
+            }
+            state.outcome = Some(outcome);
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+}
+
+/// A reply held until it reaches its caller, whatever its type.
+trait Returned: Send + Sync {
+    /// The reply reaches its caller.
+    fn arrive(&self);
+}
+
+impl<T: Send> Returned for ReplySlot<T> {
+    fn arrive(&self) {
+        self.settle(Ok(()));
+    }
+}
+
+/// The courier's end of a reply slot: a reply it drops unsent is lost, and the caller learns
+/// so at once (it still waits out its deadline: it cannot know the reply will never come).
+struct ReplySender<T> {
+    slot: Option<Arc<ReplySlot<T>>>,
+}
+
+impl<T: Send + 'static> ReplySender<T> {
+    /// Holds `result` for the caller, who gets it once [`Returned::arrive`] is called on the
+    /// slot this answers.
+    fn hold(mut self, result: Result<T, CallError>) -> Arc<ReplySlot<T>> {
+        let slot = self.slot.take().expect("held once");
+        let result = {
+            let mut state = slot.state();
+            if state.gone {
+                Some(result)
+            } else {
+                state.result = Some(result);
+                None
+            }
+        };
+        drop(result);
+        slot
+    }
+}
+
+impl<T> Drop for ReplySender<T> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            slot.settle(Err(ReplyLost));
+        }
+    }
+}
+
+/// A caller's wait for its reply ([`ReplySlot`]).
+struct Reply<T> {
+    slot: Arc<ReplySlot<T>>,
+}
+
+impl<T> Future for Reply<T> {
+    type Output = Result<Result<T, CallError>, ReplyLost>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut state = self.slot.state();
+        match state.outcome.take() {
+            Some(Ok(())) => {
+                let result = state
+                    .result
+                    .take()
+                    .expect("a reply arrives after it is held");
+                Poll::Ready(Ok(result))
+            }
+            Some(Err(lost)) => Poll::Ready(Err(lost)),
+            None => {
+                match &state.waker {
+                    Some(known) if known.will_wake(cx.waker()) => {}
+                    _ => state.waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    /// The caller no longer waits: a reply still on its way goes nowhere.
+    fn drop(&mut self) {
+        let result = {
+            let mut state = self.slot.state();
+            state.gone = true;
+            state.waker = None;
+            state.result.take()
+        };
+        drop(result);
     }
 }
 
@@ -293,23 +549,35 @@ impl Process {
 
     /// Sends `apply` with a courier: request latency, the adapter (panics caught), then the
     /// reply latency unless the nemesis loses the reply.
-    fn deliver<T, Apply>(&self, f: Op, apply: Apply) -> oneshot::Receiver<Result<T, CallError>>
+    fn deliver<T, Apply>(&self, f: Op, apply: Apply) -> Reply<T>
     where
         T: Send + 'static,
         Apply: Future<Output = Result<T, CallError>> + Send + 'static,
     {
-        let (reply_tx, reply_rx) = oneshot::channel();
+        let slot = Arc::new(ReplySlot {
+            state: Mutex::new(ReplyState {
+                result: None,
+                outcome: None,
+                waker: None,
+                gone: false,
+            }),
+        });
+        let sender = ReplySender {
+            slot: Some(Arc::clone(&slot)),
+        };
         let truth = self.clock().truth();
         // A delayed request is held on the wire, not by its sender: the sender's deadline still
         // runs, so it records `info` while the request is still on its way.
         let held = Duration::from_nanos(self.faults.request_delay_at(f, truth.now_ns()));
         let request_latency = self.network.one_way() + held;
         let reply_latency = self.network.one_way();
+        let starts_at = crate::time::now() + request_latency;
         let faults = Arc::clone(&self.faults);
         let caller = Arc::clone(&self.caller);
-        self.network.dispatch(Box::pin(async move {
-            if !request_latency.is_zero() {
-                crate::time::sleep(request_latency).await;
+        let delivery = Box::pin(async move {
+            // A courier given the request when idle is woken as it arrives; a new one sleeps.
+            if crate::time::now() < starts_at {
+                crate::time::sleep_until(starts_at).await;
             }
             let applied =
                 crate::sim::foreign(CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind()));
@@ -321,15 +589,22 @@ impl Process {
                 ))),
             };
             if faults.reply_lost_at(f, truth.now_ns()) {
-                return;
+                return None;
             }
+            let reply = sender.hold(result);
             if !reply_latency.is_zero() {
+                let arrives_ns =
+                    crate::sim::with(|sim| sim.now_ns().saturating_add(nanos(reply_latency)));
+                if let Some(arrives_ns) = arrives_ns {
+                    return Some(ReplyTrip { arrives_ns, reply });
+                }
                 crate::time::sleep(reply_latency).await;
             }
-            // The caller may have given up already; the reply then simply goes nowhere.
-            let _ = reply_tx.send(result);
-        }));
-        reply_rx
+            reply.arrive();
+            None
+        });
+        self.network.dispatch(delivery, request_latency);
+        Reply { slot }
     }
 }
 

@@ -21,7 +21,7 @@ use std::future::Future;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -40,11 +40,55 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// The queue of tasks to poll, shared with their wakers (which may be called from any thread).
 struct Ready {
-    queue: Mutex<VecDeque<Arc<Task>>>,
+    queue: Mutex<VecDeque<Queued>>,
     /// Tokio's waker for the loop, while it waits in tokio.
     driver: Mutex<Option<Waker>>,
     /// The loop is running, so a wake needs no tokio wake-up.
     running: AtomicBool,
+}
+
+impl Ready {
+    fn push(&self, entry: Queued) {
+        lock(&self.queue).push_back(entry);
+        if !self.running.load(Ordering::Acquire)
+            && let Some(driver) = lock(&self.driver).as_ref()
+        {
+            driver.wake_by_ref();
+        }
+    }
+}
+
+/// What the ready queue holds: a task to poll, or a step to run in the place a task woken at
+/// that moment would have.
+enum Queued {
+    Task(Arc<Task>),
+    Step(Arc<dyn Step>),
+}
+
+/// Work the ready queue runs in its turn, where a task's poll would otherwise do only this: a
+/// hand-over (wake another task, start a timer) that must happen exactly where in the order
+/// that task's poll would have, at the cost of a call instead of a poll.
+pub(crate) trait Step: Send + Sync {
+    /// Does the step's work, outside any task's poll.
+    fn run(self: Arc<Self>);
+}
+
+/// A waker that queues a step instead of a task.
+struct StepWaker {
+    ready: Arc<Ready>,
+    step: Weak<dyn Step>,
+}
+
+impl Wake for StepWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(step) = self.step.upgrade() {
+            self.ready.push(Queued::Step(step));
+        }
+    }
 }
 
 /// A spawned task, and what its join handle and wakers need of it.
@@ -65,12 +109,7 @@ impl Task {
         if self.queued.swap(true, Ordering::AcqRel) {
             return;
         }
-        lock(&self.ready.queue).push_back(Arc::clone(self));
-        if !self.ready.running.load(Ordering::Acquire)
-            && let Some(driver) = lock(&self.ready.driver).as_ref()
-        {
-            driver.wake_by_ref();
-        }
+        self.ready.push(Queued::Task(Arc::clone(self)));
     }
 
     /// Asks the task to stop: it is dropped at its next turn instead of polled.
@@ -132,6 +171,8 @@ struct Timers {
 struct TimerSlot {
     registration: u64,
     waker: Option<Waker>,
+    /// Freed as it fires: nobody holds its key to release it.
+    once: bool,
 }
 
 /// A registered sleep, as its future holds it.
@@ -143,6 +184,10 @@ pub(crate) struct TimerKey {
 
 impl Timers {
     fn register(&mut self, deadline_ns: u64, waker: &Waker) -> TimerKey {
+        self.register_as(deadline_ns, waker, false)
+    }
+
+    fn register_as(&mut self, deadline_ns: u64, waker: &Waker, once: bool) -> TimerKey {
         self.registrations += 1;
         let registration = self.registrations;
         let slot = match self.free.pop() {
@@ -155,6 +200,7 @@ impl Timers {
         let entry = &mut self.slots[slot as usize];
         entry.registration = registration;
         entry.waker = Some(waker.clone());
+        entry.once = once;
         self.heap.push(Reverse((deadline_ns, registration, slot)));
         TimerKey { slot, registration }
     }
@@ -202,6 +248,10 @@ impl Timers {
             if entry.registration == registration
                 && let Some(waker) = entry.waker.take()
             {
+                if entry.once {
+                    entry.registration = 0;
+                    self.free.push(slot);
+                }
                 return Some(waker);
             }
         }
@@ -287,6 +337,27 @@ impl Sim {
         self.timers.borrow_mut().rearm(key, waker);
     }
 
+    /// Wakes `waker` at `deadline_ns`, a timer nobody can release: it frees itself as it
+    /// fires.
+    pub(crate) fn wake_once_at(&self, deadline_ns: u64, waker: &Waker) {
+        self.timers
+            .borrow_mut()
+            .register_as(deadline_ns, waker, true);
+    }
+
+    /// Queues `step` to run in its turn, where a task woken now would be polled.
+    pub(crate) fn queue_step(&self, step: Arc<dyn Step>) {
+        self.ready.push(Queued::Step(step));
+    }
+
+    /// A waker that queues `step` (while it lives) when woken, as a task's would queue it.
+    pub(crate) fn step_waker(&self, step: Weak<dyn Step>) -> Waker {
+        Waker::from(Arc::new(StepWaker {
+            ready: Arc::clone(&self.ready),
+            step,
+        }))
+    }
+
     pub(crate) fn release_timer(&self, key: TimerKey) {
         // The waker is dropped after the borrow ends: dropping it may drop a task.
         let waker = self.timers.borrow_mut().release(key);
@@ -335,10 +406,12 @@ impl Sim {
         }
     }
 
-    fn next_ready(&self) -> Option<Arc<Task>> {
-        let task = lock(&self.ready.queue).pop_front()?;
-        task.queued.store(false, Ordering::Release);
-        Some(task)
+    fn next_ready(&self) -> Option<Queued> {
+        let entry = lock(&self.ready.queue).pop_front()?;
+        if let Queued::Task(task) = &entry {
+            task.queued.store(false, Ordering::Release);
+        }
+        Some(entry)
     }
 
     /// Moves the clock to `now_ns` and wakes every sleep due by then.
@@ -519,7 +592,14 @@ impl<F: Future> Future for Driver<'_, F> {
             sim.catch_up_with_tokio();
         }
         loop {
-            while let Some(task) = sim.next_ready() {
+            while let Some(entry) = sim.next_ready() {
+                let task = match entry {
+                    Queued::Task(task) => task,
+                    Queued::Step(step) => {
+                        step.run();
+                        continue;
+                    }
+                };
                 if Arc::ptr_eq(&task, &this.main_task) {
                     let mut main_cx = Context::from_waker(&this.main_waker);
                     if let Poll::Ready(output) = this.main.as_mut().poll(&mut main_cx) {
@@ -610,6 +690,92 @@ mod tests {
                 .unwrap()
         });
         assert_eq!(log, [("z", 0), ("a", 1), ("b1", 2), ("b2", 2), ("c", 3)]);
+    }
+
+    #[test]
+    fn one_shot_timers_free_their_slots_as_they_fire() {
+        let mut timers = super::Timers::default();
+        let waker = std::task::Waker::noop();
+        for round in 0..100 {
+            timers.register_as(round, waker, true);
+            assert!(timers.next_due(round).is_some());
+        }
+        assert_eq!(timers.slots.len(), 1, "every round reused the one slot");
+        assert_eq!(timers.next_deadline(), None);
+    }
+
+    /// Logs its name when run as a step.
+    struct Noted {
+        log: Log,
+        name: &'static str,
+        start: tokio::time::Instant,
+    }
+
+    impl super::Step for Noted {
+        fn run(self: std::sync::Arc<Self>) {
+            note(&self.log, self.name, self.start);
+        }
+    }
+
+    #[test]
+    fn steps_run_where_a_task_woken_at_that_moment_would_be_polled() {
+        let log = simulation_runtime().block_on(async {
+            let log = Log::default();
+            let start = now();
+            let step = |name| {
+                std::sync::Arc::new(Noted {
+                    log: Log::clone(&log),
+                    name,
+                    start,
+                })
+            };
+            // A task queued before the step runs before it.
+            let first = spawn({
+                let log = Log::clone(&log);
+                async move { note(&log, "queued first", start) }
+            });
+            super::with(|sim| sim.queue_step(step("queued step")));
+            // A step woken by a timer runs in the timer's place: after the sleep registered
+            // before it, before the one registered after it, at the same instant.
+            let before = spawn({
+                let log = Log::clone(&log);
+                async move {
+                    sleep(Duration::from_nanos(7)).await;
+                    note(&log, "sleep registered before", start);
+                }
+            });
+            yield_now().await;
+            let timed = step("timed step");
+            super::with(|sim| {
+                let waker = sim.step_waker(std::sync::Arc::downgrade(&timed) as _);
+                sim.wake_once_at(7, &waker);
+            });
+            let after = spawn({
+                let log = Log::clone(&log);
+                async move {
+                    sleep(Duration::from_nanos(7)).await;
+                    note(&log, "sleep registered after", start);
+                }
+            });
+            for task in [first, before, after] {
+                task.await.unwrap();
+            }
+            drop(timed);
+            std::sync::Arc::try_unwrap(log)
+                .unwrap()
+                .into_inner()
+                .unwrap()
+        });
+        assert_eq!(
+            log,
+            [
+                ("queued first", 0),
+                ("queued step", 0),
+                ("sleep registered before", 7),
+                ("timed step", 7),
+                ("sleep registered after", 7),
+            ]
+        );
     }
 
     #[test]
