@@ -668,6 +668,14 @@ mod tests {
         log.lock().unwrap().push((name, elapsed_ns(start)));
     }
 
+    /// What `log` holds, once every task that wrote to it is done.
+    fn entries(log: Log) -> Vec<(&'static str, u64)> {
+        std::sync::Arc::try_unwrap(log)
+            .expect("every writer done")
+            .into_inner()
+            .unwrap()
+    }
+
     #[test]
     fn sleeps_wake_in_deadline_order_then_in_the_order_they_were_registered() {
         let log = simulation_runtime().block_on(async {
@@ -684,10 +692,7 @@ mod tests {
             for task in tasks {
                 task.await.unwrap();
             }
-            std::sync::Arc::try_unwrap(log)
-                .unwrap()
-                .into_inner()
-                .unwrap()
+            entries(log)
         });
         assert_eq!(log, [("z", 0), ("a", 1), ("b1", 2), ("b2", 2), ("c", 3)]);
     }
@@ -761,10 +766,7 @@ mod tests {
                 task.await.unwrap();
             }
             drop(timed);
-            std::sync::Arc::try_unwrap(log)
-                .unwrap()
-                .into_inner()
-                .unwrap()
+            entries(log)
         });
         assert_eq!(
             log,
@@ -842,10 +844,7 @@ mod tests {
                 task.await.unwrap();
             }
             spawned.await.unwrap();
-            std::sync::Arc::try_unwrap(log)
-                .unwrap()
-                .into_inner()
-                .unwrap()
+            entries(log)
         });
         assert_eq!(
             log,
