@@ -52,8 +52,9 @@ for name in mutex default; do
     calls_large=$(invokes "$out/run.$name.$large")
     calls=$((calls_large - calls_small))
     total=$(($(total_ir "$out/cg.$name.$large") - $(total_ir "$out/cg.$name.$small")))
-    [[ -n $(simulate_ir "$out/cg.$name.$large") ]] || { echo "no Launch::run in the profile" >&2; exit 1; }
-    sim=$(($(simulate_ir "$out/cg.$name.$large") - $(simulate_ir "$out/cg.$name.$small")))
+    sim_large=$(simulate_ir "$out/cg.$name.$large")
+    [[ -n $sim_large ]] || { echo "no Launch::run in the profile" >&2; exit 1; }
+    sim=$((sim_large - $(simulate_ir "$out/cg.$name.$small")))
     printf '%-8s calls %d -> %d: %d instructions per call in the simulation, %d in all\n' \
         "$name" "$calls_small" "$calls_large" $((sim / calls)) $((total / calls))
 done

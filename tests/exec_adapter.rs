@@ -552,3 +552,64 @@ fn faults_a_group_drew_but_the_child_cannot_take_are_recorded_and_printed_on_req
     let verbose = fencer(&args, dir.path());
     assert_eq!(printed_left_out(&verbose).len(), recorded.len());
 }
+
+/// A write event of `process` carrying fencing token `token`.
+fn write_event(
+    process: &str,
+    kind: fencer_harness::EventType,
+    token: u64,
+) -> fencer_harness::Event {
+    fencer_harness::Event {
+        token: Some(token),
+        ..fencer_harness::Event::new(process, kind, fencer_harness::Op::Write)
+    }
+}
+
+#[test]
+fn a_stale_write_is_staged_only_when_sent_after_a_newer_accepted_one_and_its_outcome_is_known() {
+    use fencer_harness::EventType::{Fail, Info, Invoke, Ok};
+    let staged = |writes: &[(&str, fencer_harness::EventType, u64)]| {
+        let events = writes
+            .iter()
+            .map(|&(process, kind, token)| write_event(process, kind, token))
+            .collect();
+        support::stale_write_staged(&fencer_harness::History { events })
+    };
+    let (newer_sent, newer_accepted) = (("w1", Invoke, 2), ("w1", Ok, 2));
+    let stale_sent = ("w0", Invoke, 1);
+    assert!(staged(&[
+        newer_sent,
+        newer_accepted,
+        stale_sent,
+        ("w0", Fail, 1)
+    ]));
+    assert!(staged(&[
+        newer_sent,
+        newer_accepted,
+        stale_sent,
+        ("w0", Ok, 1)
+    ]));
+    // The stale write's outcome is unknown: nothing is judged by it.
+    assert!(!staged(&[
+        newer_sent,
+        newer_accepted,
+        stale_sent,
+        ("w0", Info, 1)
+    ]));
+    // w0 wrote first: nothing was stale when it was sent.
+    assert!(!staged(&[
+        stale_sent,
+        ("w0", Ok, 1),
+        newer_sent,
+        newer_accepted
+    ]));
+    // The other write was not newer.
+    assert!(!staged(&[
+        ("w1", Invoke, 1),
+        ("w1", Ok, 1),
+        stale_sent,
+        ("w0", Ok, 1)
+    ]));
+    // w0 never wrote.
+    assert!(!staged(&[newer_sent, newer_accepted]));
+}

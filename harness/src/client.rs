@@ -182,26 +182,27 @@ impl Courier {
     /// request's trip; in the simulation that turn is a step that only starts the trip's
     /// timer, so the courier's first poll is the request's arrival.
     fn assign(self: &Arc<Self>, delivery: Delivery, latency: Duration) {
-        let arrives_ns = crate::sim::with(|sim| sim.now_ns().saturating_add(nanos(latency)))
-            .filter(|_| !latency.is_zero());
-        let waker = {
-            let mut state = self.state();
-            state.next = Some(delivery);
-            match arrives_ns {
-                Some(arrives_ns) => {
-                    state.step = Some(CourierStep::Start { arrives_ns });
-                    None
-                }
-                None => state.waker.take(),
-            }
-        };
-        match waker {
-            Some(waker) => waker.wake(),
-            None if arrives_ns.is_some() => {
+        let arrives_ns = crate::sim::with(|sim| {
+            sim.now_ns()
+                .saturating_add(crate::time::duration_ns(latency))
+        })
+        .filter(|_| !latency.is_zero());
+        let mut state = self.state();
+        state.next = Some(delivery);
+        match arrives_ns {
+            Some(arrives_ns) => {
+                state.step = Some(CourierStep::Start { arrives_ns });
+                drop(state);
                 let step: Arc<dyn crate::sim::Step> = Arc::clone(self) as _;
                 crate::sim::with(|sim| sim.queue_step(step));
             }
-            None => {}
+            None => {
+                let waker = state.waker.take();
+                drop(state);
+                if let Some(waker) = waker {
+                    waker.wake();
+                }
+            }
         }
     }
 
@@ -263,13 +264,20 @@ impl Courier {
 
 impl crate::sim::Step for Courier {
     fn run(self: Arc<Self>) {
-        let step = self.state().step.take();
+        let (step, waker) = {
+            let mut state = self.state();
+            let step = state.step.take();
+            let waker = match step {
+                Some(CourierStep::Start { .. }) => state.waker.clone(),
+                _ => None,
+            };
+            (step, waker)
+        };
         match step {
             Some(CourierStep::Start { arrives_ns }) => {
-                let waker = self.state().waker.clone();
-                if let Some(waker) = waker {
-                    crate::sim::with(|sim| sim.wake_once_at(arrives_ns, &waker));
-                }
+                // A courier is made idle by its own turn, which leaves its waker.
+                let waker = waker.expect("an idle courier waits with its waker");
+                crate::sim::with(|sim| sim.wake_once_at(arrives_ns, &waker));
             }
             Some(CourierStep::Return(reply)) => {
                 reply.arrive();
@@ -281,10 +289,6 @@ impl crate::sim::Step for Courier {
             None => {}
         }
     }
-}
-
-fn nanos(duration: Duration) -> u64 {
-    u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Where a call's reply waits for its caller.
@@ -351,16 +355,12 @@ impl<T: Send + 'static> ReplySender<T> {
     /// slot this answers.
     fn hold(mut self, result: Result<T, CallError>) -> Arc<ReplySlot<T>> {
         let slot = self.slot.take().expect("held once");
-        let result = {
-            let mut state = slot.state();
-            if state.gone {
-                Some(result)
-            } else {
-                state.result = Some(result);
-                None
-            }
-        };
-        drop(result);
+        let mut state = slot.state();
+        // For a caller gone already, `result` is dropped on return.
+        if !state.gone {
+            state.result = Some(result);
+        }
+        drop(state);
         slot
     }
 }
@@ -593,8 +593,10 @@ impl Process {
             }
             let reply = sender.hold(result);
             if !reply_latency.is_zero() {
-                let arrives_ns =
-                    crate::sim::with(|sim| sim.now_ns().saturating_add(nanos(reply_latency)));
+                let arrives_ns = crate::sim::with(|sim| {
+                    sim.now_ns()
+                        .saturating_add(crate::time::duration_ns(reply_latency))
+                });
                 if let Some(arrives_ns) = arrives_ns {
                     return Some(ReplyTrip { arrives_ns, reply });
                 }

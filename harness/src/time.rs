@@ -36,7 +36,8 @@ pub fn sleep_until(deadline: Instant) -> Sleep {
     }
 }
 
-fn duration_ns(duration: Duration) -> u64 {
+/// `duration` in nanoseconds, saturating (a deadline centuries away is still after all others).
+pub(crate) fn duration_ns(duration: Duration) -> u64 {
     u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX)
 }
 

@@ -466,7 +466,7 @@ const STAGING_ATTEMPTS: usize = 3;
 /// with a newer token had been accepted, and its outcome is known. A real server's timing (a
 /// slow fsync, a lease expiry checked late) can let w0 wake before w1 holds the lease; then
 /// nothing is stale, and the run proves nothing either way about the fence.
-fn stale_write_staged(history: &History) -> bool {
+pub fn stale_write_staged(history: &History) -> bool {
     let events = &history.events;
     let Some(sent) = events
         .iter()
@@ -489,19 +489,20 @@ fn stale_write_staged(history: &History) -> bool {
 /// the lease never expired under the frozen holder (a renewal that outlives its freeze would do
 /// that) or the newer write never landed.
 fn run_staging_the_stale_write(adapters: &Adapters, plan: &Plan) -> (Verdict, History) {
-    let mut run = run_and_check(adapters, plan);
-    for _retry in 1..STAGING_ATTEMPTS {
+    let mut attempt = 1;
+    loop {
+        let run = run_and_check(adapters, plan);
         if stale_write_staged(&run.1) {
-            break;
+            return run;
         }
-        run = run_and_check(adapters, plan);
+        assert!(
+            attempt < STAGING_ATTEMPTS,
+            "no run of {STAGING_ATTEMPTS} sent w0's write after a newer one was accepted; \
+             the last:\n{}",
+            String::from_utf8_lossy(&run.1.to_jsonl())
+        );
+        attempt += 1;
     }
-    assert!(
-        stale_write_staged(&run.1),
-        "no run of {STAGING_ATTEMPTS} sent w0's write after a newer one was accepted; the last:\n{}",
-        String::from_utf8_lossy(&run.1.to_jsonl())
-    );
-    run
 }
 
 /// The stale-write scenario (`plan`, e.g. [`stale_write_plan`]) on the reference lock with the
