@@ -249,6 +249,52 @@ fn tampered_history_is_refused_before_replaying() {
     );
 }
 
+/// Rewrites the saved run in `dir` so its plan says `format` and its history's last line
+/// differs, with run.json's hash to match: a run whose replay cannot reproduce it.
+fn record_otherwise(dir: &std::path::Path, format: u64) {
+    let plan_path = dir.join("plan.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&plan_path).unwrap()).unwrap();
+    plan["format"] = format.into();
+    std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan).unwrap()).unwrap();
+    let history_path = dir.join("history.jsonl");
+    let text = std::fs::read_to_string(&history_path).unwrap();
+    let (rest, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let mut event: serde_json::Value = serde_json::from_str(last).unwrap();
+    event["time_ns"] = (event["time_ns"].as_u64().unwrap() + 1).into();
+    let history = format!("{rest}\n{}\n", serde_json::to_string(&event).unwrap());
+    std::fs::write(&history_path, &history).unwrap();
+    let run_path = dir.join("run.json");
+    let mut run: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&run_path).unwrap()).unwrap();
+    run["history_sha256"] = fencer_harness::history::sha256_hex(history.as_bytes()).into();
+    std::fs::write(&run_path, serde_json::to_vec_pretty(&run).unwrap()).unwrap();
+}
+
+#[test]
+fn a_replay_that_diverges_says_why_an_older_format_may_and_a_current_one_must_not() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["old", "new"] {
+        let run = fencer(&["run", "--ops", "2", "--out", name], dir.path());
+        assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    }
+    record_otherwise(&dir.path().join("old"), 3);
+    let replay = fencer(&["replay", "old"], dir.path());
+    assert_eq!(replay.status.code(), Some(254), "{}", stderr(&replay));
+    let why = stderr(&replay);
+    assert!(why.contains("recorded with plan format 3"), "{why}");
+    assert!(why.contains("same nanosecond"), "{why}");
+    assert!(why.contains("run --plan old/plan.json"), "{why}");
+    record_otherwise(&dir.path().join("new"), fencer_run::PLAN_FORMAT.into());
+    let replay = fencer(&["replay", "new"], dir.path());
+    assert_eq!(replay.status.code(), Some(255), "{}", stderr(&replay));
+    assert!(
+        stderr(&replay).contains("not deterministic"),
+        "{}",
+        stderr(&replay)
+    );
+}
+
 #[test]
 fn check_reports_malformed_history_with_file_and_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencer_harness::{
-    Acquired, CallError, Event, EventType, FencingToken, LocalClock, LockService, Op, Owned,
+    Acquired, CallError, EventType, EventView, FencingToken, LocalClock, LockService, Op, Owned,
     OwnerToken, Recorder, Restartable, caller_clock,
 };
 
@@ -153,24 +153,15 @@ impl SimLeaseService {
         }
     }
 
-    /// Refuses a call that reaches the server while a restart keeps it down: the connection
-    /// is refused before anything is read, so nothing was applied.
-    fn refuse_while_down(&self) -> Result<(), CallError> {
-        if self.clock.truth().now_ns() < self.down_until_ns.load(Ordering::Relaxed) {
+    /// The lock server's clock now, for a call that reaches the server; refused while a
+    /// restart keeps it down: the connection is refused before anything is read, so nothing
+    /// was applied.
+    fn now_unless_down(&self) -> Result<i64, CallError> {
+        let true_ns = self.clock.truth().now_ns();
+        if true_ns < self.down_until_ns.load(Ordering::Relaxed) {
             return Err(CallError::NotApplied("connection refused".into()));
         }
-        Ok(())
-    }
-
-    /// Logs a change applied at lock-server time `now_ns` (no await since it was read).
-    fn log(&self, f: Op, lock: &str, now_ns: i64, fill: impl FnOnce(&mut Event)) {
-        let mut event = Event {
-            lock: Some(lock.to_string()),
-            local_ns: Some(now_ns),
-            ..Event::new("lock", EventType::Log, f)
-        };
-        fill(&mut event);
-        self.recorder.record(event);
+        Ok(self.clock.read_at(true_ns))
     }
 
     fn with_lock<T>(&self, lock: &str, body: impl FnOnce(&mut LockState) -> T) -> T {
@@ -180,6 +171,16 @@ impl SimLeaseService {
             return body(state);
         }
         body(locks.entry(lock.to_string()).or_default())
+    }
+}
+
+/// The lock service's log entry of a change to `lock` applied at lock-server time `now_ns`
+/// (no await since it was read), for the change's own columns to be added.
+fn log_entry(f: Op, lock: &str, now_ns: i64) -> EventView<'_> {
+    EventView {
+        lock: Some(lock),
+        local_ns: Some(now_ns),
+        ..EventView::new("lock", EventType::Log, f)
     }
 }
 
@@ -211,8 +212,7 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
-        self.refuse_while_down()?;
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.now_unless_down()?;
         let caller_ns = caller_now_ns(self.rules);
         let granted = self.with_lock(lock, |state| {
             if state
@@ -251,11 +251,12 @@ impl LockService for SimLeaseService {
         let Some(lease) = granted else {
             return Ok(Acquired::Busy);
         };
-        self.log(Op::Acquire, lock, now_ns, |event| {
-            event.owner = Some(owner.to_string());
-            event.token = Some(lease.token);
-            event.ttl_ns = Some(ttl.as_nanos() as u64);
-            event.expires_ns = Some(lease.expires_ns);
+        self.recorder.record_view(&EventView {
+            owner: Some(owner.hex().as_str()),
+            token: Some(lease.token),
+            ttl_ns: Some(ttl.as_nanos() as u64),
+            expires_ns: Some(lease.expires_ns),
+            ..log_entry(Op::Acquire, lock, now_ns)
         });
         Ok(Acquired::Granted {
             fencing_token: lease.token,
@@ -268,8 +269,7 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
-        self.refuse_while_down()?;
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.now_unless_down()?;
         let caller_ns = caller_now_ns(self.rules);
         let renewed = self.with_lock(lock, |state| {
             let lease = match self.rules {
@@ -317,19 +317,19 @@ impl LockService for SimLeaseService {
             // Nothing changed, so nothing is logged.
             Renewed::Skipped => return Ok(Owned::Done),
         };
-        self.log(Op::Renew, lock, now_ns, |event| {
-            event.owner = Some(owner.to_string());
-            event.holder = Some(lease.owner.to_string());
-            event.holder_token = Some(lease.token);
-            event.ttl_ns = Some(ttl.as_nanos() as u64);
-            event.expires_ns = Some(lease.expires_ns);
+        self.recorder.record_view(&EventView {
+            owner: Some(owner.hex().as_str()),
+            holder: Some(lease.owner.hex().as_str()),
+            holder_token: Some(lease.token),
+            ttl_ns: Some(ttl.as_nanos() as u64),
+            expires_ns: Some(lease.expires_ns),
+            ..log_entry(Op::Renew, lock, now_ns)
         });
         Ok(Owned::Done)
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        self.refuse_while_down()?;
-        let now_ns = self.clock.now_ns();
+        let now_ns = self.now_unless_down()?;
         let released = self.with_lock(lock, |state| {
             let position = match self.rules {
                 LeaseRules::UnsafeRelease => state.leases.len().checked_sub(1),
@@ -351,12 +351,18 @@ impl LockService for SimLeaseService {
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
         };
-        self.log(Op::Release, lock, now_ns, |event| {
-            event.owner = Some(owner.to_string());
-            event.holder = Some(lease.owner.to_string());
-            event.holder_token = Some(lease.token);
+        self.recorder.record_view(&EventView {
+            owner: Some(owner.hex().as_str()),
+            holder: Some(lease.owner.hex().as_str()),
+            holder_token: Some(lease.token),
+            ..log_entry(Op::Release, lock, now_ns)
         });
         Ok(Owned::Done)
+    }
+
+    /// Leases expire on the server's own [`LocalClock`]; nothing here reads `tokio::time`.
+    fn reads_tokio_time(&self) -> bool {
+        false
     }
 }
 
@@ -381,11 +387,13 @@ impl Restartable for SimLeaseService {
         };
         let now_ns = self.clock.now_ns();
         for (lock, lease) in lost {
-            self.log(Op::Release, &lock, now_ns, |event| {
-                event.owner = Some(lease.owner.to_string());
-                event.holder = Some(lease.owner.to_string());
-                event.holder_token = Some(lease.token);
-                event.error = Some("restart".into());
+            let holder = lease.owner.hex();
+            self.recorder.record_view(&EventView {
+                owner: Some(holder.as_str()),
+                holder: Some(holder.as_str()),
+                holder_token: Some(lease.token),
+                error: Some("restart"),
+                ..log_entry(Op::Release, &lock, now_ns)
             });
         }
         Ok(())

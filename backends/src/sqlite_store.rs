@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencer_harness::{
-    AppliedWrite, CallError, Event, EventType, FencedStore, FencingToken, Op, ReadValue, Recorder,
-    Written,
+    AppliedWrite, CallError, EventType, EventView, FencedStore, FencingToken, Op, ReadValue,
+    Recorder, Written,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -193,13 +193,13 @@ impl SqliteStore {
 
     fn log_applied(&self, key: &str, token: FencingToken, write_id: &str, value: &str, seq: u64) {
         if let Some(recorder) = &self.recorder {
-            recorder.record(Event {
-                key: Some(key.to_string()),
+            recorder.record_view(&EventView {
+                key: Some(key),
                 token: Some(token),
-                write_id: Some(write_id.to_string()),
-                value: Some(value.to_string()),
+                write_id: Some(write_id),
+                value: Some(value),
                 seq: Some(seq),
-                ..Event::new("store", EventType::Log, Op::Write)
+                ..EventView::new("store", EventType::Log, Op::Write)
             });
         }
     }
@@ -308,6 +308,11 @@ impl FencedStore for SqliteStore {
             })
             .ok()?;
         rows.collect::<rusqlite::Result<Vec<_>>>().ok()
+    }
+
+    /// The fence is compared in SQL; nothing here reads `tokio::time`.
+    fn reads_tokio_time(&self) -> bool {
+        false
     }
 }
 

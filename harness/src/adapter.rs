@@ -29,9 +29,9 @@ impl std::fmt::Display for OwnerToken {
 }
 
 impl OwnerToken {
-    /// The 32 hex digits this token prints as, on the stack: what the client path interns
-    /// into a history without building a `String`.
-    pub(crate) fn hex(self) -> OwnerHex {
+    /// The 32 hex digits this token prints as, on the stack: what the client path and a
+    /// simulated backend's log put into a history without building a `String`.
+    pub fn hex(self) -> OwnerHex {
         let mut hex = [0u8; 32];
         for (place, digits) in hex.chunks_exact_mut(8).enumerate() {
             let word = (self.0 >> (96 - 32 * place)) as u32;
@@ -57,11 +57,18 @@ fn eight_hex_digits(word: u32) -> [u8; 8] {
 }
 
 /// An owner token's 32 lower-case hex digits ([`OwnerToken::hex`]).
-pub(crate) struct OwnerHex([u8; 32]);
+#[derive(Clone, Copy, Debug)]
+pub struct OwnerHex([u8; 32]);
 
 impl OwnerHex {
+    /// The digits as bytes, for a table that checks them as text only when it has not seen
+    /// them before.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
     /// The digits as text.
-    pub(crate) fn as_str(&self) -> &str {
+    pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("hex digits are ASCII")
     }
 }
@@ -320,6 +327,17 @@ pub trait LockService: Send + Sync {
     async fn restart(&self) -> Result<(), String> {
         Err("this lock service offers no restart".into())
     }
+
+    /// Whether the service reads `tokio::time` (the time now, a sleep, a timeout) while it
+    /// answers a call. In the simulation, fencer moves tokio's paused clock to the simulated
+    /// time before each call so that such a service reads the right time. A service that
+    /// keeps time only through fencer ([`LocalClock`](crate::LocalClock),
+    /// [`caller_clock`](crate::caller_clock)) or not at all, as fencer's own simulated ones
+    /// do, may answer `false` and spare each of its calls that move; one that answers `false`
+    /// and reads `tokio::time` anyway reads a clock left at some earlier moment of the run.
+    fn reads_tokio_time(&self) -> bool {
+        true
+    }
 }
 
 /// A store that protects a value with fencing tokens.
@@ -351,6 +369,17 @@ pub trait FencedStore: Send + Sync {
     /// checkers then fall back to what clients were told.
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
         None
+    }
+
+    /// Whether the service reads `tokio::time` (the time now, a sleep, a timeout) while it
+    /// answers a call. In the simulation, fencer moves tokio's paused clock to the simulated
+    /// time before each call so that such a service reads the right time. A service that
+    /// keeps time only through fencer ([`LocalClock`](crate::LocalClock),
+    /// [`caller_clock`](crate::caller_clock)) or not at all, as fencer's own simulated ones
+    /// do, may answer `false` and spare each of its calls that move; one that answers `false`
+    /// and reads `tokio::time` anyway reads a clock left at some earlier moment of the run.
+    fn reads_tokio_time(&self) -> bool {
+        true
     }
 }
 

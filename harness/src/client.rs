@@ -1,420 +1,30 @@
-//! The recorded path of every client call: invoke event, the simulated wire (latency, lost
-//! replies), the adapter, a deadline, and the completion event.
-//!
-//! Each request is delivered by a task of its own, not its sender's, so a request already sent
-//! keeps travelling and is applied even if its sender is frozen, times out or gives up —
-//! exactly the cases where a reply is lost and the caller must record `info`. An adapter that
-//! panics or never answers becomes an `info` completion, never a crashed or hung harness.
-//!
-//! The delivery tasks are a run's couriers: a courier carries one request at a time and then
-//! waits, idle, for the next one, so a call costs a wake-up instead of a task to set up and
-//! tear down. Handing a request to an idle courier queues it exactly where spawning a task
-//! would, so which request is applied when is the same either way. In the simulation a courier
-//! is polled once per call, to apply the request: starting the request's trip and handing its
-//! reply back are [steps](crate::sim::Step) the executor runs in the courier's place in the
-//! order, so every wake-up and timer comes exactly where the courier's own turns would put it.
+//! The recorded path of every client call: invoke event, the wire ([`crate::wire`]: latency,
+//! lost replies, the adapter, the caller's deadline), and the completion event.
 //!
 //! Before a call goes out, a lease-edge attack may hold its caller until just before or after
 //! the lease's expiry ([`ProcessFaults::edge_hold_until`]); the invoke is recorded when the
-//! call is really sent. While the adapter runs, [`caller_clock`] gives it the calling
+//! call is really sent. While the adapter runs, [`crate::caller_clock`] gives it the calling
 //! process's own clock (which the nemesis skews), so a client-side library under test reads
 //! the time its process believes, not the true time.
 
-use std::future::{Future, poll_fn};
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::FutureExt;
-use rand::RngExt;
-use rand_chacha::ChaCha8Rng;
+// A request carries its lock name, key, write id and value to the adapter as a `CompactString`:
+// inline when short, as they are, so sending a request allocates nothing for them.
+use compact_str::CompactString;
 
 use crate::adapter::{
     Acquired, CallError, FencedStore, FencingToken, LockService, Owned, OwnerToken, ReadValue,
     Written,
 };
+use crate::caller::Caller;
 use crate::clock::LocalClock;
 use crate::event::{EventType, Op};
 use crate::freeze::ProcessFaults;
 use crate::packed::{Number, Row};
-use crate::recorder::{KnownSym, Recorder, RowStrings, Table, Word};
-
-/// One-way message latency drawn uniformly from `[min_ns, max_ns]`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LatencyModel {
-    /// Fastest one-way delivery, in nanoseconds.
-    pub min_ns: u64,
-    /// Slowest one-way delivery, in nanoseconds.
-    pub max_ns: u64,
-}
-
-impl LatencyModel {
-    /// No added latency (the real tier: the wire is real).
-    pub const NONE: LatencyModel = LatencyModel {
-        min_ns: 0,
-        max_ns: 0,
-    };
-}
-
-/// The simulated wire between processes and backends, shared by all of a run's calls.
-#[derive(Debug)]
-pub struct Network {
-    latency: LatencyModel,
-    rng: Mutex<ChaCha8Rng>,
-    call_timeout: Duration,
-    /// Couriers waiting for a request to carry.
-    idle: Mutex<Vec<Arc<Courier>>>,
-}
-
-impl Network {
-    /// A wire drawing latencies from `rng` (the run's latency stream); callers give up on a reply
-    /// after `call_timeout`.
-    pub fn new(latency: LatencyModel, rng: ChaCha8Rng, call_timeout: Duration) -> Network {
-        assert!(latency.min_ns <= latency.max_ns, "latency range inverted");
-        Network {
-            latency,
-            rng: Mutex::new(rng),
-            call_timeout,
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Hands `delivery`, which reaches the backend after `latency`, to an idle courier, or to
-    /// a new one when every courier is busy.
-    fn dispatch(self: &Arc<Self>, delivery: Delivery, latency: Duration) {
-        let idle = self.idle_couriers().pop();
-        match idle {
-            Some(courier) => courier.assign(delivery, latency),
-            None => {
-                let courier = Arc::new(Courier::new(Arc::downgrade(self)));
-                crate::task::spawn(courier.carry(delivery));
-            }
-        }
-    }
-
-    fn idle_couriers(&self) -> MutexGuard<'_, Vec<Arc<Courier>>> {
-        self.idle.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn one_way(&self) -> Duration {
-        if self.latency.max_ns == 0 {
-            return Duration::ZERO;
-        }
-        let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
-        Duration::from_nanos(rng.random_range(self.latency.min_ns..=self.latency.max_ns))
-    }
-}
-
-impl Drop for Network {
-    /// Sends the idle couriers home: with the run's wire gone, no request will come.
-    fn drop(&mut self) {
-        for courier in self.idle_couriers().drain(..) {
-            courier.send_home();
-        }
-    }
-}
-
-/// A request on its way: the wire's latency and the adapter; it ends with the reply's trip
-/// back still to make when the simulation is to time that trip ([`Courier::carry`]).
-type Delivery = Pin<Box<dyn Future<Output = Option<ReplyTrip>> + Send>>;
-
-/// A reply that reaches its caller at `arrives_ns` (the simulation's clock).
-struct ReplyTrip {
-    arrives_ns: u64,
-    reply: Arc<dyn Returned>,
-}
-
-/// A task that carries requests over the wire, one at a time.
-struct Courier {
-    state: Mutex<CourierState>,
-    network: Weak<Network>,
-    /// Queues this courier's step when woken: set on its first timed reply.
-    relay: OnceLock<Waker>,
-}
-
-/// What a courier waits for, and how to wake it.
-#[derive(Default)]
-struct CourierState {
-    /// The next request, handed over by [`Network::dispatch`].
-    next: Option<Delivery>,
-    /// The courier task's waker, while it waits for a request.
-    waker: Option<Waker>,
-    /// The network is gone: no request will come.
-    home: bool,
-    /// What the courier's next step does.
-    step: Option<CourierStep>,
-}
-
-/// The hand-overs a courier makes as steps rather than turns of its own.
-enum CourierStep {
-    /// Starts the next request's trip: the courier is woken when it reaches the backend.
-    Start {
-        /// When it does, on the simulation's clock.
-        arrives_ns: u64,
-    },
-    /// Hands a reply back to its caller, and the courier back to the network's idle ones.
-    Return(Arc<dyn Returned>),
-}
-
-impl std::fmt::Debug for Courier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Courier").finish_non_exhaustive()
-    }
-}
-
-impl Courier {
-    fn new(network: Weak<Network>) -> Courier {
-        Courier {
-            state: Mutex::default(),
-            network,
-            relay: OnceLock::new(),
-        }
-    }
-
-    fn state(&self) -> MutexGuard<'_, CourierState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Gives an idle courier its next request, which reaches the backend after `latency`.
-    /// The courier is woken now, as a task woken now would be, and its turn starts the
-    /// request's trip; in the simulation that turn is a step that only starts the trip's
-    /// timer, so the courier's first poll is the request's arrival.
-    fn assign(self: &Arc<Self>, delivery: Delivery, latency: Duration) {
-        let arrives_ns = crate::sim::with(|sim| {
-            sim.now_ns()
-                .saturating_add(crate::time::duration_ns(latency))
-        })
-        .filter(|_| !latency.is_zero());
-        let mut state = self.state();
-        state.next = Some(delivery);
-        match arrives_ns {
-            Some(arrives_ns) => {
-                state.step = Some(CourierStep::Start { arrives_ns });
-                drop(state);
-                let step: Arc<dyn crate::sim::Step> = Arc::clone(self) as _;
-                crate::sim::with(|sim| sim.queue_step(step));
-            }
-            None => {
-                let waker = state.waker.take();
-                drop(state);
-                if let Some(waker) = waker {
-                    waker.wake();
-                }
-            }
-        }
-    }
-
-    fn send_home(&self) {
-        let waker = {
-            let mut state = self.state();
-            state.home = true;
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-
-    /// The next request once one is handed over; `None` once the network is gone.
-    fn next_request(&self, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        let mut state = self.state();
-        if let Some(next) = state.next.take() {
-            return Poll::Ready(Some(next));
-        }
-        if state.home {
-            return Poll::Ready(None);
-        }
-        match &state.waker {
-            Some(known) if known.will_wake(cx.waker()) => {}
-            _ => state.waker = Some(cx.waker().clone()),
-        }
-        Poll::Pending
-    }
-
-    /// Carries `first`, then whatever the network hands over while it is idle; ends when the
-    /// network is gone. A reply whose trip back is timed is handed back by a step when it
-    /// arrives, which also makes the courier idle again, as its own turn then would have.
-    async fn carry(self: Arc<Self>, first: Delivery) {
-        let mut delivery = first;
-        loop {
-            match delivery.await {
-                Some(trip) => {
-                    let relay = self.relay.get_or_init(|| {
-                        let step: Weak<dyn crate::sim::Step> = Arc::downgrade(&self) as _;
-                        crate::sim::with(|sim| sim.step_waker(step))
-                            .expect("a reply's trip is timed only in the simulation")
-                    });
-                    self.state().step = Some(CourierStep::Return(trip.reply));
-                    crate::sim::with(|sim| sim.wake_once_at(trip.arrives_ns, relay));
-                }
-                None => match self.network.upgrade() {
-                    Some(network) => network.idle_couriers().push(Arc::clone(&self)),
-                    None => return,
-                },
-            }
-            match poll_fn(|cx| self.next_request(cx)).await {
-                Some(next) => delivery = next,
-                None => return,
-            }
-        }
-    }
-}
-
-impl crate::sim::Step for Courier {
-    fn run(self: Arc<Self>) {
-        let (step, waker) = {
-            let mut state = self.state();
-            let step = state.step.take();
-            let waker = match step {
-                Some(CourierStep::Start { .. }) => state.waker.clone(),
-                _ => None,
-            };
-            (step, waker)
-        };
-        match step {
-            Some(CourierStep::Start { arrives_ns }) => {
-                // A courier is made idle by its own turn, which leaves its waker.
-                let waker = waker.expect("an idle courier waits with its waker");
-                crate::sim::with(|sim| sim.wake_once_at(arrives_ns, &waker));
-            }
-            Some(CourierStep::Return(reply)) => {
-                reply.arrive();
-                match self.network.upgrade() {
-                    Some(network) => network.idle_couriers().push(Arc::clone(&self)),
-                    None => self.send_home(),
-                }
-            }
-            None => {}
-        }
-    }
-}
-
-/// Where a call's reply waits for its caller.
-struct ReplySlot<T> {
-    state: Mutex<ReplyState<T>>,
-}
-
-struct ReplyState<T> {
-    /// The reply, from the moment the backend answers.
-    result: Option<Result<T, CallError>>,
-    /// The reply reached the caller, or never will ([`ReplyLost`]).
-    outcome: Option<Result<(), ReplyLost>>,
-    /// The caller's waker, while it waits.
-    waker: Option<Waker>,
-    /// The caller stopped waiting (its deadline passed or its call was cancelled).
-    gone: bool,
-}
-
-/// The reply will never come: the courier dropped it (the nemesis lost it).
-#[derive(Debug)]
-struct ReplyLost;
-
-impl<T> ReplySlot<T> {
-    fn state(&self) -> MutexGuard<'_, ReplyState<T>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Ends the wait with `outcome`, waking the caller.
-    fn settle(&self, outcome: Result<(), ReplyLost>) {
-        let waker = {
-            let mut state = self.state();
-            if state.gone || state.outcome.is_some() {
-                return;
-            }
-            state.outcome = Some(outcome);
-            state.waker.take()
-        };
-        if let Some(waker) = waker {
-            waker.wake();
-        }
-    }
-}
-
-/// A reply held until it reaches its caller, whatever its type.
-trait Returned: Send + Sync {
-    /// The reply reaches its caller.
-    fn arrive(&self);
-}
-
-impl<T: Send> Returned for ReplySlot<T> {
-    fn arrive(&self) {
-        self.settle(Ok(()));
-    }
-}
-
-/// The courier's end of a reply slot: a reply it drops unsent is lost, and the caller learns
-/// so at once (it still waits out its deadline: it cannot know the reply will never come).
-struct ReplySender<T> {
-    slot: Option<Arc<ReplySlot<T>>>,
-}
-
-impl<T: Send + 'static> ReplySender<T> {
-    /// Holds `result` for the caller, who gets it once [`Returned::arrive`] is called on the
-    /// slot this answers.
-    fn hold(mut self, result: Result<T, CallError>) -> Arc<ReplySlot<T>> {
-        let slot = self.slot.take().expect("held once");
-        let mut state = slot.state();
-        // For a caller gone already, `result` is dropped on return.
-        if !state.gone {
-            state.result = Some(result);
-        }
-        drop(state);
-        slot
-    }
-}
-
-impl<T> Drop for ReplySender<T> {
-    fn drop(&mut self) {
-        if let Some(slot) = self.slot.take() {
-            slot.settle(Err(ReplyLost));
-        }
-    }
-}
-
-/// A caller's wait for its reply ([`ReplySlot`]).
-struct Reply<T> {
-    slot: Arc<ReplySlot<T>>,
-}
-
-impl<T> Future for Reply<T> {
-    type Output = Result<Result<T, CallError>, ReplyLost>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.slot.state();
-        match state.outcome.take() {
-            Some(Ok(())) => {
-                let result = state
-                    .result
-                    .take()
-                    .expect("a reply arrives after it is held");
-                Poll::Ready(Ok(result))
-            }
-            Some(Err(lost)) => Poll::Ready(Err(lost)),
-            None => {
-                match &state.waker {
-                    Some(known) if known.will_wake(cx.waker()) => {}
-                    _ => state.waker = Some(cx.waker().clone()),
-                }
-                Poll::Pending
-            }
-        }
-    }
-}
-
-impl<T> Drop for Reply<T> {
-    /// The caller no longer waits: a reply still on its way goes nowhere.
-    fn drop(&mut self) {
-        let result = {
-            let mut state = self.slot.state();
-            state.gone = true;
-            state.waker = None;
-            state.result.take()
-        };
-        drop(result);
-    }
-}
+use crate::recorder::{Recorder, RowStrings, Table, Word};
+use crate::wire::{Network, Request, Sending};
 
 /// Everything a process needs to make recorded calls: its name, its clock, its faults.
 #[derive(Clone, Debug)]
@@ -436,11 +46,7 @@ impl Process {
         network: Arc<Network>,
     ) -> Process {
         Process {
-            caller: Arc::new(Caller {
-                process: name.into(),
-                process_sym: KnownSym::default(),
-                clock,
-            }),
+            caller: Arc::new(Caller::new(name.into(), clock)),
             faults,
             recorder,
             network,
@@ -456,11 +62,7 @@ impl Process {
     /// This process under another name, with the same clock and faults.
     fn renamed(&self, name: Arc<str>) -> Process {
         Process {
-            caller: Arc::new(Caller {
-                process: name,
-                process_sym: KnownSym::default(),
-                clock: self.clock().clone(),
-            }),
+            caller: Arc::new(Caller::new(name, self.clock().clone())),
             ..self.clone()
         }
     }
@@ -483,33 +85,30 @@ impl Process {
     /// Holds the caller while a lease-edge attack says a call of `f` must wait for the edge;
     /// the edge is read again on waking, since a renewal may have moved it meanwhile.
     async fn hold_for_lease_edge(&self, f: Op) {
-        if !self.faults.lease_edge_attacked() {
-            return;
-        }
         let truth = self.clock().truth();
         while let Some(until_ns) = self.faults.edge_hold_until(f, truth.now_ns()) {
             crate::time::sleep_until(truth.instant_at(until_ns)).await;
         }
     }
 
-    /// Records the invoke of an `f` carrying `call`, delivers `apply` over the wire, waits for
+    /// Records the invoke of an `f` carrying `call`, sends `request` over the wire, waits for
     /// the reply within the call timeout and records the completion. `annotate` fills the
     /// completion's columns from a reply (its strings interned into the history's table) and
     /// says whether it was `ok` or `fail`. Returns the reply and the true time the request was
     /// sent.
-    async fn call<T, Apply>(
+    async fn call<T: Send + 'static>(
         &self,
         f: Op,
         call: CallText<'_>,
-        apply: Apply,
+        request: Request<T>,
+        reads_tokio_time: bool,
         annotate: fn(&T, &mut Row, &mut RowStrings<'_>) -> EventType,
-    ) -> (Result<T, CallError>, u64)
-    where
-        T: Send + 'static,
-        Apply: Future<Output = Result<T, CallError>> + Send + 'static,
-    {
-        // Held before it is sent: a call cancelled while held never happened.
-        self.hold_for_lease_edge(f).await;
+    ) -> (Result<T, CallError>, u64) {
+        // Held before it is sent: a call cancelled while held never happened. Only an attack
+        // can hold it, so without one there is nothing to wait for.
+        if self.faults.lease_edge_attacked() {
+            self.hold_for_lease_edge(f).await;
+        }
         let mut guard = OpenCall {
             process: self,
             f,
@@ -518,21 +117,19 @@ impl Process {
             open: true,
         };
         let sent_ns = self.clock().truth().now_ns();
-        guard.invoke = self.recorder.record_row_on(self.clock(), |strings, _| {
-            call.invoke_row(f, &self.caller, strings)
-        });
-        let reply = self.deliver(f, apply);
-        let reply = match crate::time::timeout(self.network.call_timeout, reply).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(_lost)) => {
-                // The reply will never come, but the caller cannot know that before its deadline.
-                let deadline_ns =
-                    sent_ns.saturating_add(self.network.call_timeout.as_nanos() as u64);
-                crate::time::sleep_until(self.clock().truth().instant_at(deadline_ns)).await;
-                Err(CallError::Unknown("timeout".into()))
-            }
-            Err(_elapsed) => Err(CallError::Unknown("timeout".into())),
+        guard.invoke = self
+            .recorder
+            .record_row_on(self.clock(), sent_ns, |strings, _| {
+                call.invoke_row(f, &self.caller, strings)
+            });
+        let sending = Sending {
+            f,
+            faults: &self.faults,
+            caller: &self.caller,
+            sent_ns,
+            reads_tokio_time,
         };
+        let reply = self.network.send(sending, request).await;
         guard.complete(|row, strings| match &reply {
             Ok(value) => annotate(value, row, strings),
             Err(CallError::NotApplied(why)) => {
@@ -545,143 +142,6 @@ impl Process {
             }
         });
         (reply, sent_ns)
-    }
-
-    /// Sends `apply` with a courier: request latency, the adapter (panics caught), then the
-    /// reply latency unless the nemesis loses the reply.
-    fn deliver<T, Apply>(&self, f: Op, apply: Apply) -> Reply<T>
-    where
-        T: Send + 'static,
-        Apply: Future<Output = Result<T, CallError>> + Send + 'static,
-    {
-        let slot = Arc::new(ReplySlot {
-            state: Mutex::new(ReplyState {
-                result: None,
-                outcome: None,
-                waker: None,
-                gone: false,
-            }),
-        });
-        let sender = ReplySender {
-            slot: Some(Arc::clone(&slot)),
-        };
-        let truth = self.clock().truth();
-        // A delayed request is held on the wire, not by its sender: the sender's deadline still
-        // runs, so it records `info` while the request is still on its way.
-        let held = Duration::from_nanos(self.faults.request_delay_at(f, truth.now_ns()));
-        let request_latency = self.network.one_way() + held;
-        let reply_latency = self.network.one_way();
-        let starts_at = crate::time::now() + request_latency;
-        let faults = Arc::clone(&self.faults);
-        let caller = Arc::clone(&self.caller);
-        let delivery = Box::pin(async move {
-            // A courier given the request when idle is woken as it arrives; a new one sleeps.
-            if crate::time::now() < starts_at {
-                crate::time::sleep_until(starts_at).await;
-            }
-            let applied =
-                crate::sim::foreign(CALLER.scope(caller, AssertUnwindSafe(apply).catch_unwind()));
-            let result = match applied.await {
-                Ok(result) => result,
-                Err(panic) => Err(CallError::Unknown(format!(
-                    "adapter panicked: {}",
-                    panic_message(&*panic)
-                ))),
-            };
-            if faults.reply_lost_at(f, truth.now_ns()) {
-                return None;
-            }
-            let reply = sender.hold(result);
-            if !reply_latency.is_zero() {
-                let arrives_ns = crate::sim::with(|sim| {
-                    sim.now_ns()
-                        .saturating_add(crate::time::duration_ns(reply_latency))
-                });
-                if let Some(arrives_ns) = arrives_ns {
-                    return Some(ReplyTrip { arrives_ns, reply });
-                }
-                crate::time::sleep(reply_latency).await;
-            }
-            reply.arrive();
-            None
-        });
-        self.network.dispatch(delivery, request_latency);
-        Reply { slot }
-    }
-}
-
-/// A string a request carries to its adapter (a lock name, key, write id or value), held
-/// inline when short, as such strings are, so sending a request allocates nothing for them.
-enum CarriedText {
-    /// Up to [`CarriedText::INLINE`] bytes, and how many are used.
-    Inline(u8, [u8; CarriedText::INLINE]),
-    /// Anything longer.
-    Boxed(Box<str>),
-}
-
-impl CarriedText {
-    /// The longest text held inline: the enum stays as small as four words.
-    const INLINE: usize = 30;
-
-    fn new(text: &str) -> CarriedText {
-        match u8::try_from(text.len()) {
-            Ok(len) if text.len() <= CarriedText::INLINE => {
-                let mut bytes = [0; CarriedText::INLINE];
-                bytes[..text.len()].copy_from_slice(text.as_bytes());
-                CarriedText::Inline(len, bytes)
-            }
-            _ => CarriedText::Boxed(text.into()),
-        }
-    }
-
-    fn as_str(&self) -> &str {
-        match self {
-            CarriedText::Inline(len, bytes) => {
-                std::str::from_utf8(&bytes[..usize::from(*len)]).expect("copied whole from a str")
-            }
-            CarriedText::Boxed(text) => text,
-        }
-    }
-}
-
-/// Who is calling the adapter, while it runs: a process's name and clock, one `Arc` a call
-/// hands to its adapter.
-#[derive(Debug)]
-struct Caller {
-    process: Arc<str>,
-    /// The process name's sym in the history being recorded.
-    process_sym: KnownSym,
-    clock: LocalClock,
-}
-
-tokio::task_local! {
-    static CALLER: Arc<Caller>;
-}
-
-/// The calling process's own clock, from inside an adapter call fencer delivers: the clock the
-/// nemesis offsets, steps and makes drift for that process (`caller_clock()?.now_ns()` is the
-/// time it believes). `None` outside an adapter call, and inside tasks the adapter spawns
-/// itself (a task-local value does not follow them: read it first, then hand it on).
-///
-/// A client-side lock library under test reads its notion of "now" here, so a worker's clock
-/// skew reaches the library as it would on a skewed machine.
-pub fn caller_clock() -> Option<LocalClock> {
-    CALLER.try_with(|caller| caller.clock.clone()).ok()
-}
-
-/// The calling process's name (`w0`, `w0:renew`), from inside an adapter call; `None`
-/// elsewhere, as for [`caller_clock`].
-pub fn caller_process() -> Option<String> {
-    CALLER.try_with(|caller| caller.process.to_string()).ok()
-}
-
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(text) = panic.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = panic.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic payload".into()
     }
 }
 
@@ -704,9 +164,11 @@ impl CallText<'_> {
     /// the order [`Row::pack`] interns an event's (so a table's strings are numbered alike
     /// either way).
     fn invoke_row(&self, f: Op, caller: &Caller, strings: &mut RowStrings<'_>) -> Row {
-        let lock = self.lock.map(|text| strings.intern(text));
-        let key = self.key.map(|text| strings.intern(text));
-        let owner = self.owner.map(|owner| strings.intern(owner.hex().as_str()));
+        let lock = self
+            .lock
+            .map(|text| strings.intern_named(&caller.lock, text));
+        let key = self.key.map(|text| strings.intern_named(&caller.key, text));
+        let owner = self.owner.map(|owner| strings.intern_owner(owner));
         let write_id = self.write_id.map(|text| strings.intern(text));
         let value = self.value.map(|text| strings.intern(text));
         let mut row = Row::blank(strings.intern_known(&caller.process_sym, &caller.process));
@@ -749,16 +211,18 @@ impl OpenCall<'_> {
             invoke,
             ..
         } = *self;
-        process
-            .recorder
-            .record_row_on(process.clock(), |strings, table| {
+        process.recorder.record_row_on(
+            process.clock(),
+            process.clock().truth().now_ns(),
+            |strings, table| {
                 let mut row = match invoke {
                     Some((row, packed_in)) if packed_in == table => row,
                     _ => call.invoke_row(f, &process.caller, strings),
                 };
                 row.kind = reply(&mut row, strings);
                 row
-            });
+            },
+        );
     }
 }
 
@@ -778,12 +242,18 @@ impl Drop for OpenCall<'_> {
 pub struct LockClient {
     process: Process,
     service: Arc<dyn LockService>,
+    /// The service's [`LockService::reads_tokio_time`], asked once.
+    reads_tokio_time: bool,
 }
 
 impl LockClient {
     /// Calls `service` as `process`.
     pub fn new(process: Process, service: Arc<dyn LockService>) -> LockClient {
-        LockClient { process, service }
+        LockClient {
+            process,
+            reads_tokio_time: service.reads_tokio_time(),
+            service,
+        }
     }
 
     /// The calling process.
@@ -797,6 +267,7 @@ impl LockClient {
         LockClient {
             process: self.process.renamed(name.into()),
             service: Arc::clone(&self.service),
+            reads_tokio_time: self.reads_tokio_time,
         }
     }
 
@@ -814,14 +285,15 @@ impl LockClient {
             ..CallText::default()
         };
         let service = Arc::clone(&self.service);
-        let lock = CarriedText::new(lock);
-        let apply = async move { service.acquire(lock.as_str(), owner, ttl).await };
+        let lock = CompactString::new(lock);
+        let request = Box::pin(async move { service.acquire(lock.as_str(), owner, ttl).await });
         let (reply, sent_ns) = self
             .process
             .call(
                 Op::Acquire,
                 call,
-                apply,
+                request,
+                self.reads_tokio_time,
                 |reply: &Acquired, row, strings| match reply {
                     Acquired::Granted { fencing_token } => {
                         row.set(Number::Token, *fencing_token);
@@ -854,11 +326,17 @@ impl LockClient {
             ..CallText::default()
         };
         let service = Arc::clone(&self.service);
-        let lock = CarriedText::new(lock);
-        let apply = async move { service.renew(lock.as_str(), owner, ttl).await };
+        let lock = CompactString::new(lock);
+        let request = Box::pin(async move { service.renew(lock.as_str(), owner, ttl).await });
         let (reply, sent_ns) = self
             .process
-            .call(Op::Renew, call, apply, annotate_owned)
+            .call(
+                Op::Renew,
+                call,
+                request,
+                self.reads_tokio_time,
+                annotate_owned,
+            )
             .await;
         match reply {
             Ok(Owned::Done) => self.process.faults.publish_lease(owner, edge(sent_ns, ttl)),
@@ -876,11 +354,17 @@ impl LockClient {
             ..CallText::default()
         };
         let service = Arc::clone(&self.service);
-        let lock = CarriedText::new(lock);
-        let apply = async move { service.release(lock.as_str(), owner).await };
+        let lock = CompactString::new(lock);
+        let request = Box::pin(async move { service.release(lock.as_str(), owner).await });
         let (reply, _) = self
             .process
-            .call(Op::Release, call, apply, annotate_owned)
+            .call(
+                Op::Release,
+                call,
+                request,
+                self.reads_tokio_time,
+                annotate_owned,
+            )
             .await;
         if reply.is_ok() {
             self.process.faults.end_lease(owner);
@@ -910,12 +394,18 @@ fn annotate_owned(reply: &Owned, row: &mut Row, strings: &mut RowStrings<'_>) ->
 pub struct StoreClient {
     process: Process,
     store: Arc<dyn FencedStore>,
+    /// The store's [`FencedStore::reads_tokio_time`], asked once.
+    reads_tokio_time: bool,
 }
 
 impl StoreClient {
     /// Calls `store` as `process`.
     pub fn new(process: Process, store: Arc<dyn FencedStore>) -> StoreClient {
-        StoreClient { process, store }
+        StoreClient {
+            process,
+            reads_tokio_time: store.reads_tokio_time(),
+            store,
+        }
     }
 
     /// Recorded [`FencedStore::write`].
@@ -935,11 +425,11 @@ impl StoreClient {
         };
         let store = Arc::clone(&self.store);
         let (key, write_id, value) = (
-            CarriedText::new(key),
-            CarriedText::new(write_id),
-            CarriedText::new(value),
+            CompactString::new(key),
+            CompactString::new(write_id),
+            CompactString::new(value),
         );
-        let apply = async move {
+        let request = Box::pin(async move {
             store
                 .write(
                     key.as_str(),
@@ -948,13 +438,14 @@ impl StoreClient {
                     value.as_str(),
                 )
                 .await
-        };
+        });
         let (reply, _) = self
             .process
             .call(
                 Op::Write,
                 call,
-                apply,
+                request,
+                self.reads_tokio_time,
                 |reply: &Written, row, strings| match reply {
                     Written::Applied => EventType::Ok,
                     Written::Rejected { current_token } => {
@@ -975,16 +466,22 @@ impl StoreClient {
             ..CallText::default()
         };
         let store = Arc::clone(&self.store);
-        let key = CarriedText::new(key);
-        let apply = async move { store.read(key.as_str()).await };
+        let key = CompactString::new(key);
+        let request = Box::pin(async move { store.read(key.as_str()).await });
         let (reply, _) = self
             .process
-            .call(Op::Read, call, apply, |reply: &ReadValue, row, strings| {
-                row.set(Number::Token, reply.fencing_token);
-                row.write_id = reply.write_id.as_deref().map(|text| strings.intern(text));
-                row.value = reply.value.as_deref().map(|text| strings.intern(text));
-                EventType::Ok
-            })
+            .call(
+                Op::Read,
+                call,
+                request,
+                self.reads_tokio_time,
+                |reply: &ReadValue, row, strings| {
+                    row.set(Number::Token, reply.fencing_token);
+                    row.write_id = reply.write_id.as_deref().map(|text| strings.intern(text));
+                    row.value = reply.value.as_deref().map(|text| strings.intern(text));
+                    EventType::Ok
+                },
+            )
             .await;
         reply
     }
@@ -1000,6 +497,7 @@ mod tests {
     use crate::clock::{NodeClock, TrueClock};
     use crate::freeze::{LeaseBoard, WorkerFault};
     use crate::runtime::simulation_runtime;
+    use crate::{LatencyModel, caller_clock, caller_process};
 
     const MS: u64 = 1_000_000;
 
@@ -1278,21 +776,6 @@ mod tests {
     }
 
     #[test]
-    fn carried_text_gives_back_what_it_was_given_inline_or_boxed() {
-        let longest = "k".repeat(CarriedText::INLINE);
-        let longer = "k".repeat(CarriedText::INLINE + 1);
-        for text in ["", "L", "ключ-1", longest.as_str(), longer.as_str()] {
-            assert_eq!(CarriedText::new(text).as_str(), text);
-        }
-        assert!(matches!(
-            CarriedText::new(&longest),
-            CarriedText::Inline(..)
-        ));
-        assert!(matches!(CarriedText::new(&longer), CarriedText::Boxed(_)));
-        assert!(std::mem::size_of::<CarriedText>() <= 32);
-    }
-
-    #[test]
     fn a_lost_reply_times_out_at_the_caller_s_deadline_though_the_request_was_applied() {
         let counting = Arc::new(Counting::default());
         let lock = Arc::clone(&counting) as Arc<dyn LockService>;
@@ -1357,41 +840,222 @@ mod tests {
         );
     }
 
+    /// Grants every acquire after waiting `answer_after` on tokio's clock, as an adapter that
+    /// talks to something slow does; counts the acquires it finished.
+    struct Slow {
+        answer_after: Duration,
+        answered: Mutex<u32>,
+    }
+
+    #[async_trait]
+    impl LockService for Slow {
+        async fn acquire(
+            &self,
+            _: &str,
+            _: OwnerToken,
+            _: Duration,
+        ) -> Result<Acquired, CallError> {
+            tokio::time::sleep(self.answer_after).await;
+            *self.answered.lock().unwrap() += 1;
+            Ok(Acquired::Granted { fencing_token: 1 })
+        }
+        async fn renew(&self, _: &str, _: OwnerToken, _: Duration) -> Result<Owned, CallError> {
+            Ok(Owned::Done)
+        }
+        async fn release(&self, _: &str, _: OwnerToken) -> Result<Owned, CallError> {
+            Ok(Owned::Done)
+        }
+    }
+
+    /// One acquire from `w0` (1 ms each way, 1 s call timeout) to an adapter that answers
+    /// after `answer_after`: the reply, when the caller had it, and how many acquires the
+    /// adapter finished by 10 s.
+    fn call_slow_adapter(answer_after: Duration) -> (Result<Acquired, CallError>, u64, u32) {
+        let slow = Arc::new(Slow {
+            answer_after,
+            answered: Mutex::new(0),
+        });
+        let lock = Arc::clone(&slow) as Arc<dyn LockService>;
+        let (reply, at_ns) = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let client = LockClient::new(
+                process("w0", truth, &recorder, ProcessFaults::default()),
+                lock,
+            );
+            let reply = client
+                .acquire("L", OwnerToken(1), Duration::from_secs(5))
+                .await;
+            let at_ns = truth.now_ns();
+            crate::time::sleep_until(truth.instant_at(10_000 * MS)).await;
+            (reply, at_ns)
+        });
+        let answered = *slow.answered.lock().unwrap();
+        (reply, at_ns, answered)
+    }
+
     #[test]
-    fn couriers_are_reused_when_idle_and_go_home_with_their_network() {
+    fn an_adapter_that_answers_later_is_waited_for_until_the_caller_s_deadline() {
+        // 1 ms there, 300 ms in the adapter, 1 ms back.
+        let (reply, at_ns, answered) = call_slow_adapter(Duration::from_millis(300));
+        assert_eq!(reply, Ok(Acquired::Granted { fencing_token: 1 }));
+        assert_eq!((at_ns, answered), (302 * MS, 1));
+        // Past the 1 s deadline: `info` then, though the adapter still finishes its call.
+        let (reply, at_ns, answered) = call_slow_adapter(Duration::from_millis(1_500));
+        assert_eq!(reply, Err(CallError::Unknown("timeout".into())));
+        assert_eq!((at_ns, answered), (1_000 * MS, 1));
+    }
+
+    #[test]
+    fn a_simulated_call_takes_two_timers_and_leaves_none_behind() {
         let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
-        let (idle_after_one, idle_after_two_at_once, couriers_left) = simulation_runtime()
-            .block_on(async move {
-                let truth = TrueClock::start();
-                let recorder = Arc::new(Recorder::new(truth));
-                let w0 = process("w0", truth, &recorder, ProcessFaults::default());
-                let network = Arc::clone(&w0.network);
-                let client = LockClient::new(w0, lock);
-                let ttl = Duration::from_secs(5);
-                for _ in 0..3 {
-                    client.acquire("L", OwnerToken(1), ttl).await.unwrap();
-                }
-                let idle_after_one = network.idle_couriers().len();
-                let (first, second) = tokio::join!(
-                    client.acquire("L", OwnerToken(2), ttl),
-                    client.acquire("L", OwnerToken(3), ttl)
+        let (before, after) = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let client = LockClient::new(
+                process("w0", truth, &recorder, ProcessFaults::default()),
+                lock,
+            );
+            let counts = || crate::sim::with(|sim| sim.timer_counts()).unwrap();
+            let before = counts();
+            for owner in 0..10 {
+                client
+                    .acquire("L", OwnerToken(owner), Duration::from_secs(5))
+                    .await
+                    .unwrap();
+            }
+            (before, counts())
+        });
+        // The request's arrival and the caller's wake-up when the reply is back.
+        assert_eq!(after.0 - before.0, 20, "two timers a call");
+        assert_eq!(after.1, 0, "every timer freed");
+    }
+
+    #[test]
+    fn a_request_held_past_the_deadline_is_applied_after_its_caller_gave_up() {
+        let counting = Arc::new(Counting::default());
+        let lock = Arc::clone(&counting) as Arc<dyn LockService>;
+        let witness = Arc::clone(&counting);
+        let (reply, at_ns, applied_by_deadline) = simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let faults = ProcessFaults::default();
+            faults.start(
+                WorkerFault::DelayRequests {
+                    op: Op::Acquire,
+                    delay_ns: 3_000 * MS,
+                },
+                u64::MAX,
+            );
+            let client = LockClient::new(process("w0", truth, &recorder, faults), lock);
+            let reply = client
+                .acquire("L", OwnerToken(1), Duration::from_secs(5))
+                .await;
+            let at_ns = truth.now_ns();
+            let applied_by_deadline = *witness.acquires.lock().unwrap();
+            crate::time::sleep(Duration::from_secs(5)).await;
+            (reply, at_ns, applied_by_deadline)
+        });
+        assert_eq!(reply, Err(CallError::Unknown("timeout".into())));
+        assert_eq!((at_ns, applied_by_deadline), (1_000 * MS, 0));
+        assert_eq!(*counting.acquires.lock().unwrap(), 1, "applied at 3.001 s");
+    }
+
+    /// An acquire from `w0` (1 ms each way, 1 s call timeout), its requests held `held_ms`
+    /// on the wire, with `w0` frozen from 0.5 ms to `thaw_ms`: the reply and the completion's
+    /// time.
+    fn call_while_frozen(held_ms: u64, thaw_ms: u64) -> (Result<Acquired, CallError>, u64) {
+        let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
+        simulation_runtime().block_on(async move {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let faults = ProcessFaults::default();
+            if held_ms > 0 {
+                let delay_ns = held_ms * MS;
+                faults.start(
+                    WorkerFault::DelayRequests {
+                        op: Op::Acquire,
+                        delay_ns,
+                    },
+                    u64::MAX,
                 );
-                first.unwrap();
-                second.unwrap();
-                let idle_after_two_at_once = network.idle_couriers().len();
-                let courier = Arc::downgrade(&network.idle_couriers()[0]);
-                drop((client, network));
-                // Let the couriers, told the network is gone, run to their end.
-                crate::time::sleep(Duration::from_millis(1)).await;
-                (
-                    idle_after_one,
-                    idle_after_two_at_once,
-                    courier.strong_count(),
-                )
-            });
-        assert_eq!(idle_after_one, 1, "one call at a time needs one courier");
-        assert_eq!(idle_after_two_at_once, 2);
-        assert_eq!(couriers_left, 0, "the courier's task ended");
+            }
+            let w0 = process("w0", truth, &recorder, faults);
+            let faults = Arc::clone(w0.faults());
+            let client = LockClient::new(w0, lock);
+            let caller = crate::task::spawn(crate::freeze::Freezable::new(
+                async move {
+                    client
+                        .acquire("L", OwnerToken(1), Duration::from_secs(5))
+                        .await
+                },
+                Arc::clone(&faults),
+                truth,
+            ));
+            crate::time::sleep(Duration::from_micros(500)).await;
+            faults.start(WorkerFault::Freeze, thaw_ms * MS);
+            let reply = caller.await.unwrap();
+            let history = recorder.take_history();
+            (reply, history.events[1].time_ns)
+        })
+    }
+
+    #[test]
+    fn a_caller_frozen_past_its_deadline_takes_a_reply_that_came_meanwhile() {
+        // The grant came back at 2 ms, the deadline passed at 1 s, the caller runs at 5 s.
+        let granted = Ok(Acquired::Granted { fencing_token: 1 });
+        assert_eq!(call_while_frozen(0, 5_000), (granted, 5_000 * MS));
+        // Held 3 s on the wire, the request lands at 3.001 s: a caller running again at 2 s
+        // has given up; one running again at 5 s finds the reply (back at 3.002 s).
+        let timeout = Err(CallError::Unknown("timeout".into()));
+        assert_eq!(call_while_frozen(3_000, 2_000), (timeout, 2_000 * MS));
+        let (reply, at_ns) = call_while_frozen(3_000, 5_000);
+        assert!(reply.is_ok(), "{reply:?}");
+        assert_eq!(at_ns, 5_000 * MS);
+    }
+
+    #[test]
+    fn a_real_time_call_is_carried_by_a_task_and_times_out_at_its_deadline() {
+        let runtime = crate::runtime::real_runtime().unwrap();
+        let (granted, hung) = runtime.block_on(async {
+            let truth = TrueClock::start();
+            let recorder = Arc::new(Recorder::new(truth));
+            let call = |answer_after| {
+                let network = Network::new(
+                    LatencyModel::NONE,
+                    crate::rng::stream_rng(0, crate::rng::Stream::Latency, 0),
+                    Duration::from_millis(200),
+                );
+                let process = Process::new(
+                    "w0",
+                    LocalClock::new(truth, NodeClock::with_offset(0)),
+                    Arc::new(ProcessFaults::default()),
+                    Arc::clone(&recorder),
+                    Arc::new(network),
+                );
+                let slow = Arc::new(Slow {
+                    answer_after,
+                    answered: Mutex::new(0),
+                });
+                LockClient::new(process, slow)
+            };
+            let ttl = Duration::from_secs(5);
+            let granted = call(Duration::from_millis(5))
+                .acquire("L", OwnerToken(1), ttl)
+                .await;
+            let started = tokio::time::Instant::now();
+            let hung = call(Duration::from_secs(3_600))
+                .acquire("L", OwnerToken(2), ttl)
+                .await;
+            (granted, (hung, started.elapsed()))
+        });
+        assert_eq!(granted, Ok(Acquired::Granted { fencing_token: 1 }));
+        assert_eq!(hung.0, Err(CallError::Unknown("timeout".into())));
+        assert!(
+            hung.1 >= Duration::from_millis(200) && hung.1 < Duration::from_secs(60),
+            "gave up after {:?}",
+            hung.1
+        );
     }
 
     #[test]

@@ -9,33 +9,50 @@
 //! simulation executor's, a thread-local read; anywhere else (the real tier, a runtime of the
 //! caller's own) it is tokio's.
 
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering, fence};
 use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 
+use crate::sim::ExecutorId;
 use crate::time::now;
 
-/// Nanoseconds from `epoch` to now.
-fn since_ns(epoch: Instant) -> u64 {
-    crate::sim::with(|sim| sim.now_ns().saturating_sub(sim.ns_at(epoch)))
-        .unwrap_or_else(|| Instant::now().duration_since(epoch).as_nanos() as u64)
+/// `a - b` as a signed number, if it fits.
+fn signed_difference(a: u64, b: u64) -> Option<i64> {
+    match a.checked_sub(b) {
+        Some(ahead) => i64::try_from(ahead).ok(),
+        None => i64::try_from(b - a).ok().map(|behind| -behind),
+    }
 }
 
 /// True time since the run began. Cheap to clone; every party of a run shares one epoch.
 #[derive(Clone, Copy, Debug)]
 pub struct TrueClock {
     epoch: Instant,
+    /// The simulation executor the clock was started on and the epoch on its clock: read on
+    /// that executor, true time is its clock less the epoch, with no instant to convert.
+    simulated_epoch: Option<(ExecutorId, u64)>,
 }
 
 impl TrueClock {
     /// Starts the clock now. In the simulation tier this must run inside the paused runtime.
     pub fn start() -> TrueClock {
-        TrueClock { epoch: now() }
+        TrueClock {
+            epoch: now(),
+            simulated_epoch: crate::sim::with(|sim| (sim.id(), sim.now_ns())),
+        }
     }
 
     /// Nanoseconds since the epoch.
     pub fn now_ns(&self) -> u64 {
-        since_ns(self.epoch)
+        crate::sim::with(|sim| {
+            let epoch_ns = match self.simulated_epoch {
+                Some((id, epoch_ns)) if id == sim.id() => epoch_ns,
+                _ => sim.ns_at(self.epoch),
+            };
+            sim.now_ns().saturating_sub(epoch_ns)
+        })
+        .unwrap_or_else(|| Instant::now().duration_since(self.epoch).as_nanos() as u64)
     }
 
     /// The instant now ([`crate::time::now`]), for deadlines relative to now.
@@ -77,6 +94,20 @@ impl NodeClock {
             // A clock that does not drift, read after its anchor: no scaling to do.
             return self.anchor_local_ns.saturating_add(elapsed);
         }
+        // In 64 bits while the product fits (an anchor under about 1.7 h back at the largest
+        // drifts, as runs' are): the 128-bit division costs many times more, and both give
+        // the same reading, the quotient truncated towards zero, the sum held within `i64`.
+        if let Some(rate) = self.drift_ppm.checked_add(1_000_000)
+            && let Some(elapsed) = signed_difference(true_ns, self.anchor_true_ns)
+            && let Some(product) = elapsed.checked_mul(rate)
+        {
+            return self.anchor_local_ns.saturating_add(product / 1_000_000);
+        }
+        self.read_wide(true_ns)
+    }
+
+    /// [`NodeClock::read`] in 128 bits, whatever the anchor and drift.
+    fn read_wide(&self, true_ns: u64) -> i64 {
         let elapsed = i128::from(true_ns) - i128::from(self.anchor_true_ns);
         let scaled = elapsed * (1_000_000 + i128::from(self.drift_ppm)) / 1_000_000;
         let reading = i128::from(self.anchor_local_ns) + scaled;
@@ -108,7 +139,7 @@ impl NodeClock {
 #[derive(Clone, Debug)]
 pub struct LocalClock {
     truth: TrueClock,
-    node: Arc<Mutex<NodeClock>>,
+    node: Arc<SharedNodeClock>,
 }
 
 impl LocalClock {
@@ -116,19 +147,19 @@ impl LocalClock {
     pub fn new(truth: TrueClock, node: NodeClock) -> LocalClock {
         LocalClock {
             truth,
-            node: Arc::new(Mutex::new(node)),
+            node: Arc::new(SharedNodeClock::new(node)),
         }
     }
 
     /// The node's reading now.
     pub fn now_ns(&self) -> i64 {
         let true_ns = self.truth.now_ns();
-        self.lock().read(true_ns)
+        self.node.load().read(true_ns)
     }
 
     /// The node's reading at true time `true_ns` (for stamping an event read at that instant).
     pub fn read_at(&self, true_ns: u64) -> i64 {
-        self.lock().read(true_ns)
+        self.node.load().read(true_ns)
     }
 
     /// The true clock this local clock is built on.
@@ -139,20 +170,72 @@ impl LocalClock {
     /// Steps the clock by `jump_ns` now.
     pub fn jump(&self, jump_ns: i64) {
         let true_ns = self.truth.now_ns();
-        self.lock().jump(true_ns, jump_ns);
+        self.node.change(|node| node.jump(true_ns, jump_ns));
     }
 
     /// Sets the drift from now on.
     pub fn set_drift(&self, drift_ppm: i64) {
         let true_ns = self.truth.now_ns();
-        self.lock().set_drift(true_ns, drift_ppm);
+        self.node.change(|node| node.set_drift(true_ns, drift_ppm));
+    }
+}
+
+/// A [`NodeClock`] read on every recorded event and changed only by the nemesis: its settings
+/// are atomics behind a version that is odd while a change is being written, so a read takes
+/// no lock (it reads the version, the settings, the version again, and tries again in the rare
+/// case a change came between), and changes take turns behind a mutex.
+#[derive(Debug)]
+struct SharedNodeClock {
+    version: AtomicU64,
+    anchor_true_ns: AtomicU64,
+    anchor_local_ns: AtomicI64,
+    drift_ppm: AtomicI64,
+    changing: Mutex<()>,
+}
+
+impl SharedNodeClock {
+    fn new(node: NodeClock) -> SharedNodeClock {
+        SharedNodeClock {
+            version: AtomicU64::new(0),
+            anchor_true_ns: AtomicU64::new(node.anchor_true_ns),
+            anchor_local_ns: AtomicI64::new(node.anchor_local_ns),
+            drift_ppm: AtomicI64::new(node.drift_ppm),
+            changing: Mutex::new(()),
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, NodeClock> {
-        // A poisoned clock only means a panic elsewhere; its value is still consistent.
-        self.node
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The settings as one consistent whole.
+    fn load(&self) -> NodeClock {
+        loop {
+            let before = self.version.load(Ordering::Acquire);
+            let node = NodeClock {
+                anchor_true_ns: self.anchor_true_ns.load(Ordering::Relaxed),
+                anchor_local_ns: self.anchor_local_ns.load(Ordering::Relaxed),
+                drift_ppm: self.drift_ppm.load(Ordering::Relaxed),
+            };
+            fence(Ordering::Acquire);
+            if before.is_multiple_of(2) && self.version.load(Ordering::Relaxed) == before {
+                return node;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Applies `change` to the settings, readers seeing them before or after it, never half.
+    fn change(&self, change: impl FnOnce(&mut NodeClock)) {
+        // A poisoned lock only means a panic elsewhere; the settings are whole either way.
+        let _turn = self.changing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut node = self.load();
+        change(&mut node);
+        let version = self.version.load(Ordering::Relaxed);
+        self.version.store(version + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.anchor_true_ns
+            .store(node.anchor_true_ns, Ordering::Relaxed);
+        self.anchor_local_ns
+            .store(node.anchor_local_ns, Ordering::Relaxed);
+        self.drift_ppm.store(node.drift_ppm, Ordering::Relaxed);
+        self.version.store(version + 2, Ordering::Release);
     }
 }
 
@@ -177,6 +260,108 @@ mod tests {
             readings.push(truth.now_ns());
         }
         readings
+    }
+
+    #[test]
+    fn a_reader_sees_a_shared_clock_s_settings_whole_while_another_thread_changes_them() {
+        let whole = [
+            NodeClock {
+                anchor_true_ns: 1,
+                anchor_local_ns: -1,
+                drift_ppm: 10,
+            },
+            NodeClock {
+                anchor_true_ns: u64::MAX,
+                anchor_local_ns: i64::MAX,
+                drift_ppm: -10,
+            },
+        ];
+        let shared = Arc::new(SharedNodeClock::new(whole[0]));
+        let writer = {
+            let shared = Arc::clone(&shared);
+            std::thread::spawn(move || {
+                for round in 0..200_000 {
+                    shared.change(|node| *node = whole[(round + 1) % 2]);
+                }
+            })
+        };
+        let mut seen = [0u32; 2];
+        while !writer.is_finished() || seen.iter().sum::<u32>() < 1_000 {
+            let node = shared.load();
+            let which = whole.iter().position(|w| *w == node);
+            seen[which.unwrap_or_else(|| panic!("torn settings {node:?}"))] += 1;
+        }
+        writer.join().unwrap();
+        assert_eq!(
+            shared.load(),
+            whole[0],
+            "200,000 changes end where they began"
+        );
+    }
+
+    #[test]
+    fn a_drifting_clock_reads_the_same_in_64_bits_as_in_128() {
+        let mut rng = crate::rng::stream_rng(7, crate::rng::Stream::Latency, 0);
+        let edges = [
+            0,
+            1,
+            999_999,
+            1_000_000,
+            6_000_000_000_000,
+            u64::MAX / 2,
+            u64::MAX,
+        ];
+        let drifts = [
+            -500_000,
+            -1,
+            1,
+            499_999,
+            500_000,
+            i64::MAX - 999_999,
+            i64::MIN,
+        ];
+        // How many readings took the 64-bit way, and how many the 128-bit one.
+        let (mut narrow, mut wide) = (0, 0);
+        for round in 0..20_000_usize {
+            use rand::Rng;
+            let pick = |rng: &mut rand_chacha::ChaCha8Rng, edges: &[u64]| {
+                if rng.next_u32().is_multiple_of(4) {
+                    edges[rng.next_u32() as usize % edges.len()]
+                } else {
+                    rng.next_u64() >> (rng.next_u32() % 64)
+                }
+            };
+            let anchor_true_ns = pick(&mut rng, &edges);
+            let true_ns = if round.is_multiple_of(2) {
+                anchor_true_ns.saturating_add(rng.next_u64() >> 22)
+            } else {
+                pick(&mut rng, &edges)
+            };
+            let clock = NodeClock {
+                anchor_true_ns,
+                anchor_local_ns: rng.next_u64() as i64 >> (rng.next_u32() % 64),
+                drift_ppm: if round.is_multiple_of(3) {
+                    drifts[round % drifts.len()]
+                } else {
+                    (rng.next_u64() % 1_000_001) as i64 - 500_000
+                },
+            };
+            assert_eq!(
+                clock.read(true_ns),
+                clock.read_wide(true_ns),
+                "{clock:?} at {true_ns}"
+            );
+            let fits = clock
+                .drift_ppm
+                .checked_add(1_000_000)
+                .zip(signed_difference(true_ns, anchor_true_ns))
+                .is_some_and(|(rate, elapsed)| elapsed.checked_mul(rate).is_some());
+            if fits { narrow += 1 } else { wide += 1 }
+        }
+        assert!(
+            narrow > 5_000 && wide > 5_000,
+            "{narrow} narrow, {wide} wide"
+        );
     }
 
     #[test]

@@ -402,7 +402,38 @@ pub struct EventView<'a> {
     pub error: Option<&'a str>,
 }
 
-impl EventView<'_> {
+impl<'a> EventView<'a> {
+    /// A view with only its identity set, as [`Event::new`] makes an event: callers fill the
+    /// columns their entry uses with struct-update syntax, borrowing their own strings.
+    pub fn new(process: &'a str, kind: EventType, f: Op) -> EventView<'a> {
+        EventView {
+            index: 0,
+            time_ns: 0,
+            process,
+            kind,
+            f,
+            local_ns: None,
+            lock: None,
+            key: None,
+            owner: None,
+            token: None,
+            write_id: None,
+            value: None,
+            ttl_ns: None,
+            holder: None,
+            holder_token: None,
+            expires_ns: None,
+            current_token: None,
+            seq: None,
+            target: None,
+            duration_ns: None,
+            jump_ns: None,
+            drift_ppm: None,
+            delay_ns: None,
+            error: None,
+        }
+    }
+
     /// True if this is an event of the given type and operation.
     pub fn is(&self, kind: EventType, f: Op) -> bool {
         self.kind == kind && self.f == f

@@ -333,10 +333,11 @@ impl ProcessFaults {
 
 /// A future that makes no progress while its process is frozen.
 pub struct Freezable<F> {
+    /// Boxed, so spawning the wrapped future moves a pointer rather than the whole future.
     inner: Pin<Box<F>>,
     faults: std::sync::Arc<ProcessFaults>,
     truth: TrueClock,
-    thaw: Option<Pin<Box<Sleep>>>,
+    thaw: Option<Sleep>,
 }
 
 impl<F: Future> Freezable<F> {
@@ -355,24 +356,25 @@ impl<F: Future> Future for Freezable<F> {
     type Output = F::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
         loop {
-            let until_ns = self.faults.frozen_until_ns();
+            let until_ns = this.faults.frozen_until_ns();
             // Reading the clock costs a lock in tokio; most polls happen with no pause pending.
-            if until_ns == 0 || self.truth.now_ns() >= until_ns {
-                self.faults.clear_freeze(until_ns);
-                self.thaw = None;
-                return self.inner.as_mut().poll(cx);
+            if until_ns == 0 || this.truth.now_ns() >= until_ns {
+                this.faults.clear_freeze(until_ns);
+                this.thaw = None;
+                return this.inner.as_mut().poll(cx);
             }
-            let deadline = self.truth.instant_at(until_ns);
-            let rearm = match &self.thaw {
+            let deadline = this.truth.instant_at(until_ns);
+            let rearm = match &this.thaw {
                 Some(sleep) => sleep.deadline() != deadline,
                 None => true,
             };
             if rearm {
-                self.thaw = Some(Box::pin(sleep_until(deadline)));
+                this.thaw = Some(sleep_until(deadline));
             }
-            let thaw = self.thaw.as_mut().expect("armed above");
-            if thaw.as_mut().poll(cx).is_pending() {
+            let thaw = this.thaw.as_mut().expect("armed above");
+            if Pin::new(thaw).poll(cx).is_pending() {
                 return Poll::Pending;
             }
         }

@@ -6,6 +6,7 @@
 
 pub mod adapter;
 mod call_columns;
+mod caller;
 pub mod client;
 pub mod clock;
 pub mod event;
@@ -23,6 +24,7 @@ mod sim;
 pub mod task;
 pub mod terminal;
 pub mod time;
+mod wire;
 pub mod words;
 pub mod workload;
 
@@ -30,9 +32,8 @@ pub use adapter::{
     Acquired, AppliedWrite, BadOwnerToken, CallError, FencedStore, FencingToken, LockChange,
     LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
 };
-pub use client::{
-    LatencyModel, LockClient, Network, Process, StoreClient, caller_clock, caller_process,
-};
+pub use caller::{caller_clock, caller_process};
+pub use client::{LockClient, Process, StoreClient};
 pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, EventView, Op};
 pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
@@ -41,4 +42,5 @@ pub use packed::{PackedHistory, Row, Strings, Sym};
 pub use recorder::Recorder;
 pub use restart::{RestartGate, Restartable};
 pub use rng::{Stream, stream_rng};
+pub use wire::{LatencyModel, Network};
 pub use workload::{UnknownWorkload, Workload};

@@ -88,7 +88,8 @@ impl Strings {
 
     /// The sym of `text`, adding it if it is new.
     pub fn intern(&mut self, text: &str) -> Sym {
-        self.intern_bytes(text.as_bytes()).expect("a str is UTF-8")
+        self.intern_as(text.as_bytes(), |_| Some(text))
+            .expect("a str is UTF-8")
     }
 
     /// The sym of the string whose bytes are `bytes`, adding it if it is new; `None` (nothing
@@ -96,6 +97,16 @@ impl Strings {
     /// new string is checked: the line reader hands over raw bytes, and most of them are
     /// strings the table already holds.
     pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> Option<Sym> {
+        self.intern_as(bytes, |bytes| std::str::from_utf8(bytes).ok())
+    }
+
+    /// The sym of `bytes`, adding them as the text `as_text` gives (`None`: not text, nothing
+    /// added) if they are new.
+    fn intern_as<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        as_text: impl FnOnce(&'a [u8]) -> Option<&'a str>,
+    ) -> Option<Sym> {
         let hash = Hash32::of(bytes);
         let Strings {
             text: all,
@@ -108,7 +119,7 @@ impl Strings {
         if let Some(&(_, sym)) = table.find(hash.spread(), same) {
             return Some(sym);
         }
-        let text = std::str::from_utf8(bytes).ok()?;
+        let text = as_text(bytes)?;
         let number = u32::try_from(ends.len() + 1)
             .ok()
             .and_then(NonZeroU32::new)
@@ -170,7 +181,7 @@ impl Strings {
 /// Byte equality, eight bytes at a time. The strings compared are short (names, 32-byte owner
 /// tokens) and nearly always equal (a hash match), where a call to `memcmp` costs more than
 /// the comparison itself.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
@@ -366,35 +377,41 @@ impl Row {
 
     /// Packs `event`, adding its strings to `strings`.
     pub fn pack(event: &Event, strings: &mut Strings) -> Row {
-        let mut text = |column: &Option<String>| column.as_deref().map(|text| strings.intern(text));
+        Row::pack_view(&event.view(), strings)
+    }
+
+    /// The row of the event `view` borrows, its strings interned into `strings`: how a
+    /// backend's log entry is recorded without building an [`Event`].
+    pub fn pack_view(view: &EventView<'_>, strings: &mut Strings) -> Row {
+        let mut text = |column: Option<&str>| column.map(|text| strings.intern(text));
         let mut row = Row {
-            index: event.index,
-            time_ns: event.time_ns,
-            kind: event.kind,
-            f: event.f,
-            lock: text(&event.lock),
-            key: text(&event.key),
-            owner: text(&event.owner),
-            write_id: text(&event.write_id),
-            value: text(&event.value),
-            holder: text(&event.holder),
-            target: text(&event.target),
-            error: text(&event.error),
-            ..Row::blank(strings.intern(&event.process))
+            index: view.index,
+            time_ns: view.time_ns,
+            kind: view.kind,
+            f: view.f,
+            lock: text(view.lock),
+            key: text(view.key),
+            owner: text(view.owner),
+            write_id: text(view.write_id),
+            value: text(view.value),
+            holder: text(view.holder),
+            target: text(view.target),
+            error: text(view.error),
+            ..Row::blank(strings.intern(view.process))
         };
         let signed = |value: Option<i64>| value.map(|value| value as u64);
         for (column, value) in [
-            (Number::LocalNs, signed(event.local_ns)),
-            (Number::Token, event.token),
-            (Number::TtlNs, event.ttl_ns),
-            (Number::HolderToken, event.holder_token),
-            (Number::ExpiresNs, signed(event.expires_ns)),
-            (Number::CurrentToken, event.current_token),
-            (Number::Seq, event.seq),
-            (Number::DurationNs, event.duration_ns),
-            (Number::JumpNs, signed(event.jump_ns)),
-            (Number::DriftPpm, signed(event.drift_ppm)),
-            (Number::DelayNs, event.delay_ns),
+            (Number::LocalNs, signed(view.local_ns)),
+            (Number::Token, view.token),
+            (Number::TtlNs, view.ttl_ns),
+            (Number::HolderToken, view.holder_token),
+            (Number::ExpiresNs, signed(view.expires_ns)),
+            (Number::CurrentToken, view.current_token),
+            (Number::Seq, view.seq),
+            (Number::DurationNs, view.duration_ns),
+            (Number::JumpNs, signed(view.jump_ns)),
+            (Number::DriftPpm, signed(view.drift_ppm)),
+            (Number::DelayNs, view.delay_ns),
         ] {
             if let Some(value) = value {
                 row.set(column, value);

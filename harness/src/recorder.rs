@@ -7,14 +7,15 @@
 //! string are stored once for the whole run instead of once per event.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use tokio::sync::Notify;
 
+use crate::adapter::OwnerToken;
 use crate::clock::{LocalClock, TrueClock};
-use crate::event::Event;
+use crate::event::{Event, EventView};
 use crate::history::History;
-use crate::packed::{Number, PackedHistory, Row, Strings, Sym};
+use crate::packed::{Number, PackedHistory, Row, Strings, Sym, same_bytes};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -76,7 +77,26 @@ pub(crate) struct RowStrings<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct KnownSym(AtomicU64);
 
+/// A text a caller names on call after call (its lock, its key) and its sym, so the text is
+/// looked up once per table while the caller keeps naming it: the first text named is the one
+/// remembered, and any other is looked up each time.
+#[derive(Debug, Default)]
+pub(crate) struct KnownText {
+    text: OnceLock<Box<str>>,
+    sym: KnownSym,
+}
+
 impl RowStrings<'_> {
+    /// The sym of `text`, remembered by `known` if it is the text `known` is for.
+    pub(crate) fn intern_named(&mut self, known: &KnownText, text: &str) -> Sym {
+        let held = known.text.get_or_init(|| text.into());
+        if same_bytes(held.as_bytes(), text.as_bytes()) {
+            self.intern_known(&known.sym, text)
+        } else {
+            self.intern(text)
+        }
+    }
+
     /// The sym of `text`, which `known` remembers for this table once it has been interned.
     pub(crate) fn intern_known(&mut self, known: &KnownSym, text: &str) -> Sym {
         let table = (self.table.0 + 1) << 32;
@@ -91,6 +111,13 @@ impl RowStrings<'_> {
             .0
             .store(table | u64::from(sym.number()), Ordering::Relaxed);
         sym
+    }
+
+    /// The sym of `owner`'s 32 hex digits, which are checked as text only when new.
+    pub(crate) fn intern_owner(&mut self, owner: OwnerToken) -> Sym {
+        self.strings
+            .intern_bytes(owner.hex().as_bytes())
+            .expect("hex digits are text")
     }
 
     /// The sym of `text`, adding it if it is new.
@@ -137,31 +164,41 @@ impl Recorder {
 
     /// Appends `event` now; returns its index.
     pub fn record(&self, event: Event) -> u64 {
-        self.append(&event, None)
+        self.append(&event.view(), None)
+    }
+
+    /// Appends the event `view` describes now, its strings borrowed from the caller: how a
+    /// simulated backend logs each change it applies without building an [`Event`]; returns
+    /// its index.
+    pub fn record_view(&self, view: &EventView<'_>) -> u64 {
+        self.append(view, None)
     }
 
     /// Appends `event` now, with `local_ns` read from `clock` at the same true instant (one
     /// clock read serves both stamps, so they can never disagree).
     pub fn record_on(&self, event: Event, clock: &LocalClock) -> u64 {
-        self.append(&event, Some(clock))
+        self.append(&event.view(), Some(clock))
     }
 
-    /// Packs `event` stamped with its index, the true time and (given `clock`) the local one,
-    /// unless the recorder holds its limit already; then drops it and marks the recorder full.
-    fn append(&self, event: &Event, clock: Option<&LocalClock>) -> u64 {
+    /// Packs the event `view` describes, stamped with its index, the true time and (given
+    /// `clock`) the local one, unless the recorder holds its limit already; then drops it and
+    /// marks the recorder full.
+    fn append(&self, view: &EventView<'_>, clock: Option<&LocalClock>) -> u64 {
         let mut recording = self.recording();
         let index = recording.history.len() as u64;
         if !self.has_room(recording.history.len()) {
             return index;
         }
-        recording.history.push(event);
-        let row = recording.history.rows.last_mut().expect("just pushed");
-        self.stamp(row, index, clock);
+        let history = &mut recording.history;
+        let mut row = Row::pack_view(view, &mut history.strings);
+        self.stamp(&mut row, index, clock);
+        history.rows.push(row);
         index
     }
 
     /// Appends the row `build` packs into the recorder's string table (told which
-    /// [`Table`] that is), stamped now as [`Recorder::record_on`] stamps an event; returns a
+    /// [`Table`] that is), stamped at true time `time_ns` (now, read by the caller who needs
+    /// it too) as [`Recorder::record_on`] stamps an event; returns a
     /// copy of the row as recorded and its table, or `None` when the recorder holds its limit
     /// and dropped it (then `build` is not called). A client call records its invoke this way
     /// and derives its completion from the copy, so a call builds no event and copies no
@@ -169,6 +206,7 @@ impl Recorder {
     pub(crate) fn record_row_on(
         &self,
         clock: &LocalClock,
+        time_ns: u64,
         build: impl FnOnce(&mut RowStrings<'_>, Table) -> Row,
     ) -> Option<(Row, Table)> {
         let mut recording = self.recording();
@@ -187,7 +225,9 @@ impl Recorder {
             table: *table,
         };
         let mut row = build(&mut strings, *table);
-        self.stamp(&mut row, index, Some(clock));
+        row.index = index;
+        row.time_ns = time_ns;
+        row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
         history.rows.push(row);
         Some((row, *table))
     }
@@ -270,7 +310,7 @@ mod tests {
         // The second table holds one string more before the word, so its sym differs there.
         for names in [&["w0"][..], &["w1", "w1:renew"]] {
             let (_, table) = recorder
-                .record_row_on(&clock, |strings, _| {
+                .record_row_on(&clock, truth.now_ns(), |strings, _| {
                     let process = names.iter().map(|name| strings.intern(name)).last();
                     let mut row = Row::blank(process.expect("a name"));
                     row.kind = EventType::Fail;

@@ -94,6 +94,11 @@ impl LockService for RestartGate {
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
         self.service.lock_log().await
     }
+
+    /// The service's own answer: the gate reads the true clock, never `tokio::time`.
+    fn reads_tokio_time(&self) -> bool {
+        self.service.reads_tokio_time()
+    }
 }
 
 #[async_trait]

@@ -20,8 +20,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::pin::{Pin, pin};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
@@ -73,21 +73,15 @@ pub(crate) trait Step: Send + Sync {
     fn run(self: Arc<Self>);
 }
 
-/// A waker that queues a step instead of a task.
-struct StepWaker {
-    ready: Arc<Ready>,
-    step: Weak<dyn Step>,
-}
+/// The executor's ready queue as a step sees it: where a step woken from anywhere (a timer, an
+/// adapter's future, another thread) queues itself to run in its turn.
+#[derive(Clone)]
+pub(crate) struct StepQueue(Arc<Ready>);
 
-impl Wake for StepWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if let Some(step) = self.step.upgrade() {
-            self.ready.push(Queued::Step(step));
-        }
+impl StepQueue {
+    /// Queues `step` to run in its turn, where a task woken now would be polled.
+    pub(crate) fn push(&self, step: Arc<dyn Step>) {
+        self.0.push(Queued::Step(step));
     }
 }
 
@@ -160,10 +154,43 @@ impl Wake for Task {
 /// deadline): cancelling is free.
 #[derive(Default)]
 struct Timers {
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    heap: BinaryHeap<Reverse<TimerEntry>>,
     slots: Vec<TimerSlot>,
     free: Vec<u32>,
     registrations: u64,
+}
+
+/// A heap entry: the deadline in the high 64 bits, the registration in the next 40 and the
+/// slot in the low 24, so entries order by deadline, then registration, as one integer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct TimerEntry(u128);
+
+/// Registrations a run may make, and sleeps it may hold at once: the widths of a
+/// [`TimerEntry`]'s fields.
+const REGISTRATION_BITS: u32 = 40;
+const SLOT_BITS: u32 = 24;
+
+impl TimerEntry {
+    fn new(deadline_ns: u64, registration: u64, slot: u32) -> TimerEntry {
+        assert!(
+            registration < 1 << REGISTRATION_BITS && slot < 1 << SLOT_BITS,
+            "at most 2^40 sleeps in a run and 2^24 at once"
+        );
+        let low = registration << SLOT_BITS | u64::from(slot);
+        TimerEntry(u128::from(deadline_ns) << 64 | u128::from(low))
+    }
+
+    fn deadline_ns(self) -> u64 {
+        (self.0 >> 64) as u64
+    }
+
+    fn registration(self) -> u64 {
+        (self.0 as u64) >> SLOT_BITS
+    }
+
+    fn slot(self) -> usize {
+        (self.0 as usize) & ((1 << SLOT_BITS) - 1)
+    }
 }
 
 /// One registered sleep: the registration it belongs to (0 when free) and its waker.
@@ -201,7 +228,8 @@ impl Timers {
         entry.registration = registration;
         entry.waker = Some(waker.clone());
         entry.once = once;
-        self.heap.push(Reverse((deadline_ns, registration, slot)));
+        self.heap
+            .push(Reverse(TimerEntry::new(deadline_ns, registration, slot)));
         TimerKey { slot, registration }
     }
 
@@ -228,9 +256,9 @@ impl Timers {
 
     /// The earliest deadline still registered, discarding entries of released sleeps.
     fn next_deadline(&mut self) -> Option<u64> {
-        while let Some(&Reverse((deadline_ns, registration, slot))) = self.heap.peek() {
-            if self.slots[slot as usize].registration == registration {
-                return Some(deadline_ns);
+        while let Some(&Reverse(entry)) = self.heap.peek() {
+            if self.slots[entry.slot()].registration == entry.registration() {
+                return Some(entry.deadline_ns());
             }
             self.heap.pop();
         }
@@ -239,18 +267,19 @@ impl Timers {
 
     /// The waker of the next sleep due by `now_ns`, in deadline and registration order.
     fn next_due(&mut self, now_ns: u64) -> Option<Waker> {
-        while let Some(&Reverse((deadline_ns, registration, slot))) = self.heap.peek() {
-            if deadline_ns > now_ns {
+        while let Some(&Reverse(entry)) = self.heap.peek() {
+            if entry.deadline_ns() > now_ns {
                 return None;
             }
             self.heap.pop();
-            let entry = &mut self.slots[slot as usize];
-            if entry.registration == registration
-                && let Some(waker) = entry.waker.take()
+            let slot = entry.slot();
+            let timer = &mut self.slots[slot];
+            if timer.registration == entry.registration()
+                && let Some(waker) = timer.waker.take()
             {
-                if entry.once {
-                    entry.registration = 0;
-                    self.free.push(slot);
+                if timer.once {
+                    timer.registration = 0;
+                    self.free.push(slot as u32);
                 }
                 return Some(waker);
             }
@@ -259,8 +288,21 @@ impl Timers {
     }
 }
 
+/// Which simulation executor something belongs to: each one started in the process has its
+/// own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ExecutorId(u64);
+
+impl ExecutorId {
+    fn next() -> ExecutorId {
+        static STARTED: AtomicU64 = AtomicU64::new(0);
+        ExecutorId(STARTED.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
 /// The executor's state, on the thread that runs it.
 pub(crate) struct Sim {
+    id: ExecutorId,
     ready: Arc<Ready>,
     tasks: RefCell<Vec<Option<Arc<Task>>>>,
     free_tasks: RefCell<Vec<usize>>,
@@ -297,6 +339,11 @@ pub(crate) fn with<R>(f: impl FnOnce(&Sim) -> R) -> Option<R> {
 }
 
 impl Sim {
+    /// This executor's identity.
+    pub(crate) fn id(&self) -> ExecutorId {
+        self.id
+    }
+
     /// Nanoseconds since the executor started.
     pub(crate) fn now_ns(&self) -> u64 {
         if self.waiting.get() {
@@ -329,6 +376,15 @@ impl Sim {
         ns
     }
 
+    /// How many sleeps were registered so far, and how many are held now: what a test of a
+    /// path's timers counts.
+    #[cfg(test)]
+    pub(crate) fn timer_counts(&self) -> (u64, usize) {
+        let timers = self.timers.borrow();
+        let held = timers.slots.iter().filter(|slot| slot.registration != 0);
+        (timers.registrations, held.count())
+    }
+
     pub(crate) fn register_timer(&self, deadline_ns: u64, waker: &Waker) -> TimerKey {
         self.timers.borrow_mut().register(deadline_ns, waker)
     }
@@ -345,17 +401,9 @@ impl Sim {
             .register_as(deadline_ns, waker, true);
     }
 
-    /// Queues `step` to run in its turn, where a task woken now would be polled.
-    pub(crate) fn queue_step(&self, step: Arc<dyn Step>) {
-        self.ready.push(Queued::Step(step));
-    }
-
-    /// A waker that queues `step` (while it lives) when woken, as a task's would queue it.
-    pub(crate) fn step_waker(&self, step: Weak<dyn Step>) -> Waker {
-        Waker::from(Arc::new(StepWaker {
-            ready: Arc::clone(&self.ready),
-            step,
-        }))
+    /// The ready queue, for a step to queue itself on when woken.
+    pub(crate) fn step_queue(&self) -> StepQueue {
+        StepQueue(Arc::clone(&self.ready))
     }
 
     pub(crate) fn release_timer(&self, key: TimerKey) {
@@ -434,7 +482,7 @@ impl Sim {
 
     /// Moves tokio's paused clock up to this one, so code reading `tokio::time` sees fencer's
     /// time.
-    fn sync_tokio_clock(&self) {
+    pub(crate) fn sync_tokio_clock(&self) {
         let behind_ns = self.now_ns.get().saturating_sub(self.tokio_ns.get());
         if behind_ns == 0 {
             return;
@@ -485,13 +533,16 @@ pub(crate) async fn foreign<F: Future>(future: F) -> F::Output {
     .await
 }
 
-/// Counts a foreign future as pending while it is.
-struct ForeignPending {
+/// Counts a foreign future as pending while it is: while one is, time moves through tokio,
+/// where the future may wait on a tokio timer.
+#[derive(Debug, Default)]
+pub(crate) struct ForeignPending {
     pending: bool,
 }
 
 impl ForeignPending {
-    fn set(&mut self, pending: bool) {
+    /// Whether the future is pending now.
+    pub(crate) fn set(&mut self, pending: bool) {
         if pending != self.pending {
             self.pending = pending;
             with(|sim| {
@@ -529,6 +580,7 @@ pub(crate) fn block_on<F: Future>(tokio: &tokio::runtime::Runtime, main: F) -> F
     });
     let base = tokio.block_on(async { Instant::now() });
     let sim = Rc::new(Sim {
+        id: ExecutorId::next(),
         ready,
         tasks: RefCell::new(Vec::new()),
         free_tasks: RefCell::new(Vec::new()),
@@ -709,11 +761,12 @@ mod tests {
         assert_eq!(timers.next_deadline(), None);
     }
 
-    /// Logs its name when run as a step.
+    /// Logs its name when run as a step; woken, it queues itself as one.
     struct Noted {
         log: Log,
         name: &'static str,
         start: tokio::time::Instant,
+        queue: super::StepQueue,
     }
 
     impl super::Step for Noted {
@@ -722,16 +775,24 @@ mod tests {
         }
     }
 
+    impl std::task::Wake for Noted {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.queue.clone().push(self);
+        }
+    }
+
     #[test]
     fn steps_run_where_a_task_woken_at_that_moment_would_be_polled() {
         let log = simulation_runtime().block_on(async {
             let log = Log::default();
             let start = now();
+            let queue = super::with(|sim| sim.step_queue()).expect("simulated");
             let step = |name| {
                 std::sync::Arc::new(Noted {
                     log: Log::clone(&log),
                     name,
                     start,
+                    queue: queue.clone(),
                 })
             };
             // A task queued before the step runs before it.
@@ -739,7 +800,7 @@ mod tests {
                 let log = Log::clone(&log);
                 async move { note(&log, "queued first", start) }
             });
-            super::with(|sim| sim.queue_step(step("queued step")));
+            queue.push(step("queued step"));
             // A step woken by a timer runs in the timer's place: after the sleep registered
             // before it, before the one registered after it, at the same instant.
             let before = spawn({
@@ -750,11 +811,9 @@ mod tests {
                 }
             });
             yield_now().await;
-            let timed = step("timed step");
-            super::with(|sim| {
-                let waker = sim.step_waker(std::sync::Arc::downgrade(&timed) as _);
-                sim.wake_once_at(7, &waker);
-            });
+            let timed = std::task::Waker::from(step("timed step"));
+            super::with(|sim| sim.wake_once_at(7, &timed));
+            drop(timed);
             let after = spawn({
                 let log = Log::clone(&log);
                 async move {
@@ -765,7 +824,6 @@ mod tests {
             for task in [first, before, after] {
                 task.await.unwrap();
             }
-            drop(timed);
             entries(log)
         });
         assert_eq!(

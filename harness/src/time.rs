@@ -20,8 +20,14 @@ pub fn now() -> Instant {
     sim::with(|sim| sim.now()).unwrap_or_else(Instant::now)
 }
 
-/// Waits `duration`.
+/// Waits `duration`; a zero one is over at its first poll, in either tier (no timer, no
+/// yield), so a step of zero costs nothing.
 pub fn sleep(duration: Duration) -> Sleep {
+    if duration.is_zero() {
+        return Sleep {
+            inner: SleepOn::Over(now()),
+        };
+    }
     match sim::with(|sim| sim.now_ns().saturating_add(duration_ns(duration))) {
         Some(deadline_ns) => Sleep::simulated(deadline_ns),
         None => Sleep::tokio(Instant::now() + duration),
@@ -54,6 +60,8 @@ enum SleepOn {
         timer: Option<TimerKey>,
     },
     Tokio(Pin<Box<tokio::time::Sleep>>),
+    /// A zero duration, over from the start (the instant it was made).
+    Over(Instant),
 }
 
 impl Sleep {
@@ -75,6 +83,7 @@ impl Sleep {
     /// When the sleep ends.
     pub fn deadline(&self) -> Instant {
         match &self.inner {
+            SleepOn::Over(at) => *at,
             SleepOn::Simulated { deadline_ns, .. } => {
                 sim::with(|sim| sim.base_plus(*deadline_ns)).expect("simulated on this thread")
             }
@@ -88,6 +97,7 @@ impl Future for Sleep {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         match &mut self.inner {
+            SleepOn::Over(_) => Poll::Ready(()),
             SleepOn::Tokio(sleep) => sleep.as_mut().poll(cx),
             SleepOn::Simulated { deadline_ns, timer } => {
                 let deadline_ns = *deadline_ns;

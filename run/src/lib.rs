@@ -27,7 +27,7 @@ pub use backends::{BackendName, Backends, Time};
 pub use bounds::RunLimits;
 pub use error::RunError;
 pub use launch::{Launch, Launched};
-pub use plan::{InvalidPlan, PLAN_FORMAT, Plan, PlanError};
+pub use plan::{InvalidPlan, OLDEST_RUNNABLE_FORMAT, PLAN_FORMAT, Plan, PlanError};
 pub use reach::{LeftOut, Reach, Roles};
 pub use settings::{DurationError, Settings, SettingsError};
 pub use simulate::{simulate, simulate_packed};

@@ -21,7 +21,15 @@ use crate::settings::Settings;
 /// 3: the simulation runs on fencer's own executor, whose timers are exact to the nanosecond
 /// and ordered by deadline, then by registration (format 2 ran on tokio's millisecond timer
 /// wheel), so the same plan records other times and interleavings.
-pub const PLAN_FORMAT: u32 = 3;
+/// 4: a simulated call is carried by two timers and no task of its own (format 3 handed each
+/// request to a courier task), so two wake-ups due at the same nanosecond may come in another
+/// order. Otherwise a plan runs as in format 3, which still runs ([`OLDEST_RUNNABLE_FORMAT`]).
+pub const PLAN_FORMAT: u32 = 4;
+
+/// The oldest plan format that still runs. A format 3 plan runs on format 4's executor to the
+/// history it recorded, but where two wake-ups fell on the same nanosecond (`fencer replay`
+/// says so when it meets one: [`Plan::replays_differently`]).
+pub const OLDEST_RUNNABLE_FORMAT: u32 = 3;
 
 /// Why a plan of an older format cannot be replayed byte for byte, for the error that refuses it.
 fn older_format(format: u32) -> &'static str {
@@ -30,7 +38,7 @@ fn older_format(format: u32) -> &'static str {
             "format 2 ran on tokio's millisecond timer wheel, format 3 on fencer's own \
              executor with nanosecond timers: the same plan would record another history. \
              Run its seed again (`fencer run --seed N` with the settings in the plan) to \
-             record a format 3 plan; a regression saved as format 2 is found again the same way"
+             record a newer plan; a regression saved as format 2 is found again the same way"
         }
         _ => "written by another fencer version",
     }
@@ -171,13 +179,27 @@ impl Plan {
         Ok(plan)
     }
 
+    /// Why this plan's saved history may differ from the one it records now, though the
+    /// simulation is deterministic: it was recorded by an older format's executor. `None` for
+    /// a plan of the current format.
+    pub fn replays_differently(&self) -> Option<String> {
+        (self.format < PLAN_FORMAT).then(|| {
+            format!(
+                "the run was recorded with plan format {}, which handed each request to a \
+                 courier task, and format {PLAN_FORMAT} carries it with timers alone: two \
+                 wake-ups due at the same nanosecond can come in another order",
+                self.format
+            )
+        })
+    }
+
     /// Checks the plan is runnable: settings valid, one script per worker, faults sorted and
     /// aimed at targets that can take them.
     pub fn check(&self) -> Result<(), InvalidPlan> {
         let at = |path: Vec<Step>| move |message: String| InvalidPlan { path, message };
-        if self.format != PLAN_FORMAT {
+        if !(OLDEST_RUNNABLE_FORMAT..=PLAN_FORMAT).contains(&self.format) {
             return Err(at(vec![Step::Key("format")])(format!(
-                "expected plan format {PLAN_FORMAT}, found {} ({})",
+                "expected plan format {OLDEST_RUNNABLE_FORMAT} to {PLAN_FORMAT}, found {} ({})",
                 self.format,
                 older_format(self.format)
             )));
@@ -416,12 +438,32 @@ mod tests {
             .to_string();
         assert!(
             error.starts_with(&format!(
-                "p.json:{line}: expected plan format 3, found 2 (format 2 ran on tokio's \
+                "p.json:{line}: expected plan format 3 to 4, found 2 (format 2 ran on tokio's \
                  millisecond timer wheel"
             )),
             "{error}"
         );
         assert!(error.contains("fencer run --seed N"), "{error}");
+    }
+
+    #[test]
+    fn a_format_3_plan_runs_and_says_why_its_history_may_differ_and_a_newer_one_is_refused() {
+        let mut plan = Plan::generate(&Settings::default());
+        assert_eq!(plan.replays_differently(), None);
+        plan.format = 3;
+        let reparsed = Plan::from_json(&plan.to_json(), "p.json").expect("format 3 runs");
+        let why = reparsed
+            .replays_differently()
+            .expect("recorded by format 3");
+        assert!(why.contains("same nanosecond"), "{why}");
+        plan.format = PLAN_FORMAT + 1;
+        let error = Plan::from_json(&plan.to_json(), "p.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("written by another fencer version"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -85,10 +85,18 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     outln!("stored   history sha256 {stored_hash}");
     outln!("replayed history sha256 {replayed_hash}");
     if replayed != stored_bytes {
+        let line = first_difference(&stored_bytes, &replayed);
+        if let Some(why) = plan.replays_differently() {
+            return Err(Failure::BadInput(format!(
+                "replay diverged from the stored history at line {line}: {why}. Record the run \
+                 again from its plan: {} run --plan {}",
+                context.program,
+                shell_word(&plan_path.display().to_string())
+            )));
+        }
         return Err(Failure::Internal(format!(
-            "replay diverged from the stored history at line {}: the simulation is not \
-             deterministic for this plan (please report it with the run directory)",
-            first_difference(&stored_bytes, &replayed)
+            "replay diverged from the stored history at line {line}: the simulation is not \
+             deterministic for this plan (please report it with the run directory)"
         )));
     }
     outln!("identical: {} events", history.len());

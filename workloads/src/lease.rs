@@ -107,7 +107,7 @@ impl Renewal {
     /// `granted_local_ns` is the worker-clock send time of the acquire that was granted.
     pub fn start(
         client: LockClient,
-        lock: String,
+        lock: Arc<str>,
         owner: OwnerToken,
         ttl: Duration,
         every: Duration,

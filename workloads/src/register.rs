@@ -7,6 +7,7 @@
 //! holder paused there has checked that it owns the lease, and sends its UPDATE after losing
 //! it. No client-side check can close that gap; only the store's fence can.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::{
@@ -151,6 +152,12 @@ pub struct Worker {
     pub store: StoreClient,
 }
 
+/// Who a cycle's renewal task renews as, and the lock it renews.
+struct Renewer {
+    client: LockClient,
+    lock: Arc<str>,
+}
+
 /// A renewal task the worker failed to stop, and the slot its process name took.
 struct Zombie {
     slot: usize,
@@ -171,19 +178,38 @@ impl Worker {
         // Renewal tasks a `zombie-renewal` worker failed to stop; dropping them when the
         // worker ends aborts them, so even a zombie cannot outlive the run.
         let mut zombies: Vec<Zombie> = Vec::new();
+        // The renewal tasks' clients by slot, made once: one task after another renews as
+        // the same process.
+        let mut renewers: Vec<LockClient> = Vec::new();
+        let lock: Arc<str> = config.lock.as_str().into();
         for (cycle_number, cycle) in plan.cycles.iter().enumerate() {
             sleep_ns(cycle.delay_ns).await;
             zombies.retain(|zombie| zombie.renewal.is_running());
             let slot = free_slot(&zombies);
+            while renewers.len() <= slot {
+                let task = roles::renewal_task(self.lock.process().name(), renewers.len());
+                renewers.push(self.lock.for_task(&task));
+            }
+            let renewer = Renewer {
+                client: renewers[slot].clone(),
+                lock: Arc::clone(&lock),
+            };
             let zombie = self
-                .cycle(cycle_number, cycle, config, &mut owners, &mut waits, slot)
+                .cycle(
+                    cycle_number,
+                    cycle,
+                    config,
+                    &mut owners,
+                    &mut waits,
+                    renewer,
+                )
                 .await;
             zombies.extend(zombie.map(|renewal| Zombie { slot, renewal }));
         }
     }
 
-    /// One acquire → work → release cycle, its renewal task named by `slot`; returns the
-    /// renewal task if the worker failed to stop it (the `zombie-renewal` bug).
+    /// One acquire → work → release cycle, its renewal task renewing as `renewer` says;
+    /// returns the renewal task if the worker failed to stop it (the `zombie-renewal` bug).
     async fn cycle(
         &self,
         cycle_number: usize,
@@ -191,14 +217,13 @@ impl Worker {
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
         waits: &mut Waits,
-        slot: usize,
+        renewer: Renewer,
     ) -> Option<Renewal> {
         let ttl = Duration::from_nanos(config.ttl_ns);
         let (owner, token, granted_local_ns) = self.acquire(config, owners, waits).await?;
-        let task = roles::renewal_task(self.lock.process().name(), slot);
         let renewal = Renewal::start(
-            self.lock.for_task(&task),
-            config.lock.clone(),
+            renewer.client,
+            renewer.lock,
             owner,
             ttl,
             Duration::from_nanos(config.renew_every_ns),
@@ -210,8 +235,8 @@ impl Worker {
                 .belief
                 .usable_at(self.lock.process().clock().now_ns()),
         };
-        let write_id = format!("w{}-{cycle_number}", self.index);
-        self.work(cycle, config, token, &write_id, may_work).await;
+        self.work(cycle, cycle_number, config, token, may_work)
+            .await;
         let zombie = if config.variant == WorkerVariant::ZombieRenewal {
             Some(renewal)
         } else {

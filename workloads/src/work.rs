@@ -29,25 +29,33 @@ enum Intent {
 }
 
 impl Worker {
-    /// The workload's protected work under `token`; `may_work` is the lease check.
+    /// The workload's protected work under `token` in cycle `cycle_number`; `may_work` is
+    /// the lease check.
     pub(crate) async fn work(
         &self,
         cycle: &CyclePlan,
+        cycle_number: usize,
         config: &RegisterConfig,
         token: FencingToken,
-        write_id: &str,
         may_work: impl Fn() -> bool,
     ) {
         if !may_work() {
             return;
         }
+        // The cycle's write, named for the worker and the cycle; a mutex holder writes none.
+        let write_id = match config.workload {
+            Workload::Mutex => String::new(),
+            Workload::FencedRegister | Workload::LockCounter => {
+                format!("w{}-{cycle_number}", self.index)
+            }
+        };
         let intent = match config.workload {
             Workload::Mutex => Intent::Nothing,
             Workload::FencedRegister => {
                 // The register is overwritten, not merged; the read is recorded so checkers
                 // can see what each holder saw.
                 let _ = self.store.read(&config.key).await;
-                Intent::Overwrite(cycle.value.clone().unwrap_or_else(|| write_id.into()))
+                Intent::Overwrite(cycle.value.clone().unwrap_or_else(|| write_id.clone()))
             }
             Workload::LockCounter => match self.store.read(&config.key).await {
                 Ok(read) => match read.value.as_deref().map(str::parse::<u64>) {
@@ -72,7 +80,7 @@ impl Worker {
                 return;
             }
         };
-        self.write(config, token, write_id, &value).await;
+        self.write(config, token, &write_id, &value).await;
         sleep_ns(cycle.hold_ns).await;
     }
 
@@ -96,11 +104,10 @@ impl Worker {
     }
 }
 
-/// Sleeps `duration_ns` of simulated time (not at all for 0, so a zero step adds no await).
-pub(crate) async fn sleep_ns(duration_ns: u64) {
-    if duration_ns > 0 {
-        fencer_harness::time::sleep(Duration::from_nanos(duration_ns)).await;
-    }
+/// Sleeps `duration_ns` of simulated time; a zero step is over at its first poll, with no
+/// wake-up.
+pub(crate) fn sleep_ns(duration_ns: u64) -> fencer_harness::time::Sleep {
+    fencer_harness::time::sleep(Duration::from_nanos(duration_ns))
 }
 
 #[cfg(test)]
