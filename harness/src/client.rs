@@ -558,6 +558,18 @@ mod tests {
         )
     }
 
+    /// A run's true clock and recorder, and `w0`'s client of `lock` under `faults`: made
+    /// inside the simulation runtime, as a run makes them.
+    fn w0_calling(
+        lock: Arc<dyn LockService>,
+        faults: ProcessFaults,
+    ) -> (TrueClock, Arc<Recorder>, LockClient) {
+        let truth = TrueClock::start();
+        let recorder = Arc::new(Recorder::new(truth));
+        let client = LockClient::new(process("w0", truth, &recorder, faults), lock);
+        (truth, recorder, client)
+    }
+
     #[test]
     fn an_adapter_reads_the_calling_worker_s_skewed_clock() {
         let witness = Arc::new(Witness::default());
@@ -740,12 +752,7 @@ mod tests {
     fn a_call_open_while_its_history_is_taken_completes_with_its_own_columns() {
         let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
         let (taken, rest) = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
-            let client = LockClient::new(
-                process("w0", truth, &recorder, ProcessFaults::default()),
-                lock,
-            );
+            let (_, recorder, client) = w0_calling(lock, ProcessFaults::default());
             let caller = crate::task::spawn(async move {
                 client
                     .acquire("L", OwnerToken(7), Duration::from_secs(1))
@@ -780,11 +787,9 @@ mod tests {
         let counting = Arc::new(Counting::default());
         let lock = Arc::clone(&counting) as Arc<dyn LockService>;
         let (reply, history) = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
             let faults = ProcessFaults::default();
             faults.start(WorkerFault::LoseReplies(Op::Acquire), u64::MAX);
-            let client = LockClient::new(process("w0", truth, &recorder, faults), lock);
+            let (_, recorder, client) = w0_calling(lock, faults);
             let reply = client
                 .acquire("L", OwnerToken(1), Duration::from_secs(5))
                 .await;
@@ -809,12 +814,7 @@ mod tests {
     fn a_panicking_adapter_is_an_info_completion_and_the_wire_keeps_carrying() {
         let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
         let history = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
-            let client = LockClient::new(
-                process("w0", truth, &recorder, ProcessFaults::default()),
-                lock,
-            );
+            let (_, recorder, client) = w0_calling(lock, ProcessFaults::default());
             let released = client.release("L", OwnerToken(1)).await;
             assert_eq!(
                 released,
@@ -877,12 +877,7 @@ mod tests {
         });
         let lock = Arc::clone(&slow) as Arc<dyn LockService>;
         let (reply, at_ns) = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
-            let client = LockClient::new(
-                process("w0", truth, &recorder, ProcessFaults::default()),
-                lock,
-            );
+            let (truth, _, client) = w0_calling(lock, ProcessFaults::default());
             let reply = client
                 .acquire("L", OwnerToken(1), Duration::from_secs(5))
                 .await;
@@ -910,12 +905,7 @@ mod tests {
     fn a_simulated_call_takes_two_timers_and_leaves_none_behind() {
         let lock = Arc::new(Counting::default()) as Arc<dyn LockService>;
         let (before, after) = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
-            let client = LockClient::new(
-                process("w0", truth, &recorder, ProcessFaults::default()),
-                lock,
-            );
+            let (_, _, client) = w0_calling(lock, ProcessFaults::default());
             let counts = || crate::sim::with(|sim| sim.timer_counts()).unwrap();
             let before = counts();
             for owner in 0..10 {
@@ -937,8 +927,6 @@ mod tests {
         let lock = Arc::clone(&counting) as Arc<dyn LockService>;
         let witness = Arc::clone(&counting);
         let (reply, at_ns, applied_by_deadline) = simulation_runtime().block_on(async move {
-            let truth = TrueClock::start();
-            let recorder = Arc::new(Recorder::new(truth));
             let faults = ProcessFaults::default();
             faults.start(
                 WorkerFault::DelayRequests {
@@ -947,7 +935,7 @@ mod tests {
                 },
                 u64::MAX,
             );
-            let client = LockClient::new(process("w0", truth, &recorder, faults), lock);
+            let (truth, _, client) = w0_calling(lock, faults);
             let reply = client
                 .acquire("L", OwnerToken(1), Duration::from_secs(5))
                 .await;

@@ -512,30 +512,8 @@ impl Event {
     /// fill the columns their operation uses with struct-update syntax.
     pub fn new(process: impl Into<String>, kind: EventType, f: Op) -> Event {
         Event {
-            index: 0,
-            time_ns: 0,
             process: process.into(),
-            kind,
-            f,
-            local_ns: None,
-            lock: None,
-            key: None,
-            owner: None,
-            token: None,
-            write_id: None,
-            value: None,
-            ttl_ns: None,
-            holder: None,
-            holder_token: None,
-            expires_ns: None,
-            current_token: None,
-            seq: None,
-            target: None,
-            duration_ns: None,
-            jump_ns: None,
-            drift_ppm: None,
-            delay_ns: None,
-            error: None,
+            ..EventView::new("", kind, f).to_event()
         }
     }
 
