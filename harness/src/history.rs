@@ -111,16 +111,15 @@ pub(crate) fn parse_lines(
     let mut recent = RecentStrings::new(&packed.strings);
     for_each_line(reader, |text| {
         line_no += 1;
-        // Filled where it lies, so the 144-byte row is not built elsewhere and copied in.
-        packed.rows.push(Row::blank(empty));
-        let row = packed.rows.last_mut().expect("just pushed");
-        if let Some(len) = event_line::parse_plain(text, row, &mut packed.strings, &mut recent) {
-            rules.check(row, &packed.strings, line_no);
+        let mut row = Row::blank(empty);
+        if let Some(len) = event_line::parse_plain(text, &mut row, &mut packed.strings, &mut recent)
+        {
+            rules.check(&row, &packed.strings, line_no);
+            packed.push_row(&row);
             return Ok(len);
         }
         let line = first_line(text);
         if line.trim_ascii().is_empty() {
-            packed.rows.pop();
             return Ok(line.len());
         }
         let event: Event = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
@@ -128,8 +127,9 @@ pub(crate) fn parse_lines(
             line: line_no,
             message: format!("expected one history event as a JSON object: {err}"),
         })?;
-        *row = Row::pack(&event, &mut packed.strings);
-        rules.check(row, &packed.strings, line_no);
+        let row = Row::pack(&event, &mut packed.strings);
+        rules.check(&row, &packed.strings, line_no);
+        packed.push_row(&row);
         Ok(line.len())
     })
     .map_err(|error| match error {

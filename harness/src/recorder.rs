@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use crate::clock::{LocalClock, TrueClock};
 use crate::event::Event;
 use crate::history::History;
-use crate::packed::{Number, PackedHistory, Row, Strings, Sym};
+use crate::packed::{Number, PackedHistory, Row, Rows, Strings, Sym};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -123,7 +123,7 @@ impl Recorder {
             truth,
             events: Mutex::new(Recording {
                 history: PackedHistory {
-                    rows: Vec::with_capacity(limit.min(4096)),
+                    rows: Rows::with_capacity(limit.min(4096)),
                     ..PackedHistory::default()
                 },
                 table: Table(0),
@@ -154,9 +154,10 @@ impl Recorder {
         if !self.has_room(recording.history.len()) {
             return index;
         }
-        recording.history.push(event);
-        let row = recording.history.rows.last_mut().expect("just pushed");
-        self.stamp(row, index, clock);
+        let history = &mut recording.history;
+        let mut row = Row::pack(event, &mut history.strings);
+        self.stamp(&mut row, index, clock);
+        history.push_row(&row);
         index
     }
 
@@ -188,7 +189,7 @@ impl Recorder {
         };
         let mut row = build(&mut strings, *table);
         self.stamp(&mut row, index, Some(clock));
-        history.rows.push(row);
+        history.push_row(&row);
         Some((row, *table))
     }
 
