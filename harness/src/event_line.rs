@@ -975,6 +975,40 @@ mod tests {
         }
     }
 
+    /// Lines in the plain form with their fields in other orders, one after another through
+    /// one memory (so each line's order is guessed from the line before and the guess is
+    /// sometimes wrong), are read as serde reads them.
+    #[test]
+    fn fields_in_any_order_are_read_whatever_order_the_line_before_had() {
+        let fields = [
+            r#""index":0"#,
+            r#""time_ns":1"#,
+            r#""process":"w0""#,
+            r#""type":"invoke""#,
+            r#""f":"acquire""#,
+            r#""lock":"L""#,
+            r#""owner":"0123456789abcdef0123456789abcdef""#,
+            r#""ttl_ns":10"#,
+            r#""error":"busy""#,
+        ];
+        let mut strings = Strings::new();
+        let mut recent = LineMemory::new(&strings);
+        for turn in 0..40usize {
+            // Rotated and, every other line, reversed.
+            let mut order: Vec<&str> = fields.to_vec();
+            order.rotate_left(turn % fields.len());
+            if turn % 2 == 1 {
+                order.reverse();
+            }
+            let line = format!("{{{}}}", order.join(","));
+            let mut row = Row::blank(strings.intern(""));
+            let taken = parse_plain(line.as_bytes(), &mut row, &mut strings, &mut recent);
+            assert_eq!(taken, Some(line.len()), "{line}");
+            let slow: Event = serde_json::from_str(&line).unwrap();
+            assert_eq!(row.unpack(&strings), slow, "{line}");
+        }
+    }
+
     #[test]
     fn leading_digits_read_as_their_number_and_stop_at_the_first_other_byte() {
         for text in [
@@ -1018,9 +1052,13 @@ mod tests {
         ]);
         for number in numbers {
             for column in ["token", "local_ns"] {
-                let line = format!("{{{base},\"{column}\":{number}}}");
-                let slow = serde_json::from_str::<Event>(&line).ok();
-                assert_eq!(fast(line.as_bytes()), slow, "{line}");
+                // Last on its line (fewer than sixteen bytes left: read a digit at a time), and
+                // followed by another field (read two words at a time, up to sixteen digits).
+                for after in ["", ",\"error\":\"a long enough error\""] {
+                    let line = format!("{{{base},\"{column}\":{number}{after}}}");
+                    let slow = serde_json::from_str::<Event>(&line).ok();
+                    assert_eq!(fast(line.as_bytes()), slow, "{line}");
+                }
             }
         }
     }
