@@ -37,7 +37,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut invokes: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
     let logged_or_sent =
         |kind, f| f == Op::Write && matches!(kind, EventType::Log | EventType::Invoke);
-    for (position, event) in ctx.rows_where(logged_or_sent) {
+    for (position, ref event) in ctx.rows_where(logged_or_sent) {
         let Some(write_id) = event.write_id else {
             continue;
         };
@@ -52,7 +52,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
     let mut unmatched = Undecided::new();
     let mut open: FastMap<Sym, usize> = FastMap::default();
-    for (position, event) in ctx.rows_where(|_, f| f == Op::Write) {
+    for (position, ref event) in ctx.rows_where(|_, f| f == Op::Write) {
         if event.f != Op::Write {
             continue;
         }

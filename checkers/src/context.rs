@@ -12,7 +12,7 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 pub(crate) use fencer_harness::roles::worker_of;
-use fencer_harness::{Event, EventType, Op, PackedHistory, Row, Strings, Sym};
+use fencer_harness::{Event, EventType, Op, PackedHistory, RowRef, Rows, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
 use crate::lock_pass::LockPass;
@@ -24,12 +24,12 @@ use crate::versions::StoreVersions;
 /// recorded as the server applied its changes, not appended once the run was over (a real
 /// service's `lock_log()`, a store log read back), where every entry follows every call since
 /// an applied change always precedes its own reply.
-fn log_is_timed(rows: &[Row], is_log: fn(&Row) -> bool) -> bool {
-    let Some(first_log) = rows.iter().position(is_log) else {
+fn log_is_timed(rows: &Rows, is_log: fn(&RowRef<'_>) -> bool) -> bool {
+    let Some(first_log) = rows.iter().position(|row| is_log(&row)) else {
         return false;
     };
-    rows[first_log..]
-        .iter()
+    rows.iter()
+        .skip(first_log)
         .any(|row| row.f.is_client_op() && row.kind.is_completion())
 }
 
@@ -44,11 +44,11 @@ pub(crate) const LOCK_SERVER: &str = "lock";
 /// [`Context::at`].
 pub(crate) struct Context<'h> {
     /// The events in checking form, in history order.
-    pub rows: &'h [Row],
+    pub rows: &'h Rows,
     /// The positions of the rows that are not [acquire attempts](is_acquire_attempt), for
     /// the passes that skip those ([`Context::rows_where`]): a million-event history is mostly
     /// busy acquires that most checkers skip, so such a pass reads a few rows in a hundred
-    /// instead of every 144-byte row.
+    /// instead of every row.
     other_rows: Vec<usize>,
     /// Every row's process, numbered for [`Context::per_process`] tables.
     processes: Numbering,
@@ -88,7 +88,7 @@ impl<'h> Context<'h> {
     /// Scans `history` once for the kinds of ground truth it carries, for a check with
     /// `options`.
     pub fn with_options(history: &'h PackedHistory, options: CheckOptions) -> Context<'h> {
-        let rows = history.rows.as_slice();
+        let rows = history.rows();
         let mut other_rows = Vec::new();
         let mut processes = Numbering::new(history.strings.len());
         let mut last_client_calls = Vec::new();
@@ -115,9 +115,9 @@ impl<'h> Context<'h> {
             last_client_calls,
             locks,
             strings: &history.strings,
-            has_store_log: rows.iter().any(is_store_log),
+            has_store_log: rows.iter().any(|row| is_store_log(&row)),
             store_log_timed: log_is_timed(rows, is_store_log),
-            has_lock_log: rows.iter().any(is_lock_log),
+            has_lock_log: rows.iter().any(|row| is_lock_log(&row)),
             lock_log_timed: log_is_timed(rows, is_lock_log),
             options,
             lookup: OnceCell::new(),
@@ -135,7 +135,7 @@ impl<'h> Context<'h> {
     pub fn rows_where(
         &self,
         wanted: impl Fn(EventType, Op) -> bool,
-    ) -> impl Iterator<Item = (usize, &'h Row)> {
+    ) -> impl Iterator<Item = (usize, RowRef<'h>)> {
         let rows = self.rows;
         let attempts_wanted = ACQUIRE_ATTEMPTS.iter().any(|&(kind, f)| wanted(kind, f));
         let (every, others) = if attempts_wanted {
@@ -144,7 +144,7 @@ impl<'h> Context<'h> {
             let others = self
                 .other_rows
                 .iter()
-                .map(move |&position| (position, &rows[position]));
+                .map(move |&position| (position, rows.get(position)));
             (None, Some(others))
         };
         every
@@ -187,7 +187,7 @@ impl<'h> Context<'h> {
 
     /// The event at `position`, unpacked (for explanations, which cite few events).
     pub fn at(&self, position: usize) -> Event {
-        self.rows[position].unpack(self.strings)
+        self.rows.get(position).unpack(self.strings)
     }
 
     /// The text of `sym`.
@@ -215,7 +215,7 @@ impl<'h> Context<'h> {
     pub fn indexes(&self, positions: impl IntoIterator<Item = usize>) -> Vec<u64> {
         let mut indexes: Vec<u64> = positions
             .into_iter()
-            .map(|position| self.rows[position].index)
+            .map(|position| self.rows.get(position).index())
             .collect();
         indexes.sort_unstable();
         indexes.dedup();
@@ -235,12 +235,12 @@ fn is_acquire_attempt(kind: EventType, f: Op) -> bool {
 }
 
 /// A store log entry: the store applied a write.
-pub(crate) fn is_store_log(row: &Row) -> bool {
+pub(crate) fn is_store_log(row: &RowRef<'_>) -> bool {
     row.kind == EventType::Log && row.f == Op::Write
 }
 
 /// A lock log entry: the lock service applied a grant, renewal or release.
-pub(crate) fn is_lock_log(row: &Row) -> bool {
+pub(crate) fn is_lock_log(row: &RowRef<'_>) -> bool {
     row.kind == EventType::Log && matches!(row.f, Op::Acquire | Op::Renew | Op::Release)
 }
 
@@ -253,7 +253,7 @@ fn partners(ctx: &Context<'_>) -> Vec<u32> {
     let mut partner = vec![NO_PARTNER; ctx.rows.len()];
     // Each process's invoke in flight.
     let mut open = ctx.per_process(NO_PARTNER);
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         match row.kind {
             EventType::Invoke => open[row.process] = position as u32,
             EventType::Ok | EventType::Fail | EventType::Info => {
@@ -306,7 +306,7 @@ impl Lookup {
             faults: BTreeMap::new(),
         };
         // Acquire attempts matter only to `partner`.
-        for (position, row) in ctx.rows_where(|kind, f| !is_acquire_attempt(kind, f)) {
+        for (position, ref row) in ctx.rows_where(|kind, f| !is_acquire_attempt(kind, f)) {
             match row.kind {
                 EventType::Invoke => match (row.f, row.write_id, row.owner) {
                     (Op::Write, Some(write_id), _) => {
@@ -382,7 +382,7 @@ impl Lookup {
     /// The process that an acquire `ok` granted `owner` to.
     pub fn process_of_owner<'h>(&self, ctx: &Context<'h>, owner: Sym) -> Option<&'h str> {
         let position = self.client_grant(owner)?;
-        Some(ctx.text(ctx.rows[position].process))
+        Some(ctx.text(ctx.rows.get(position).process))
     }
 
     /// The latest acquire `ok` to `worker` carrying `token` before `before`.
@@ -420,6 +420,7 @@ impl Lookup {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fencer_harness::Row;
 
     #[test]
     fn faults_are_found_inside_a_window_and_none_in_a_reversed_one() {
@@ -456,8 +457,9 @@ mod tests {
                 .rows_where(wanted)
                 .map(|(position, _)| position)
                 .collect();
-            let every: Vec<usize> = (0..packed.rows.len())
-                .filter(|&position| wanted(packed.rows[position].kind, packed.rows[position].f))
+            let rows = packed.rows();
+            let every: Vec<usize> = (0..rows.len())
+                .filter(|&position| wanted(rows.get(position).kind, rows.get(position).f))
                 .collect();
             assert!(!every.is_empty());
             assert_eq!(found, every);
@@ -473,9 +475,10 @@ mod tests {
         let invoke = row("w0", EventType::Invoke);
         let ok = row("w0", EventType::Ok);
         let log = row("store", EventType::Log);
-        assert!(log_is_timed(&[invoke, log, ok], is_store_log));
-        assert!(!log_is_timed(&[invoke, ok, log], is_store_log));
-        assert!(!log_is_timed(&[invoke, ok], is_store_log));
-        assert!(!log_is_timed(&[invoke, log, ok], is_lock_log));
+        let rows = |rows: &[Row]| rows.iter().copied().collect::<Rows>();
+        assert!(log_is_timed(&rows(&[invoke, log, ok]), is_store_log));
+        assert!(!log_is_timed(&rows(&[invoke, ok, log]), is_store_log));
+        assert!(!log_is_timed(&rows(&[invoke, ok]), is_store_log));
+        assert!(!log_is_timed(&rows(&[invoke, log, ok]), is_lock_log));
     }
 }

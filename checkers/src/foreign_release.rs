@@ -62,7 +62,7 @@ fn from_lock_log(ctx: &Context<'_>) -> Outcome {
     let no_lock = ctx.sym("");
     // (lock, requester, holder token) -> slot of the first hit, if it was kept.
     let mut seen: FastMap<(Option<Sym>, Sym, u64), Option<usize>> = FastMap::default();
-    for (position, row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
+    for (position, ref row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
         if !is_lock_log(row) || row.f == Op::Acquire {
             continue;
         }
@@ -135,7 +135,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut open: FastMap<Sym, Option<StaleCall>> = FastMap::default();
     let mut hits: Hits<AckedHit> = Hits::new();
     let mut seen: FastMap<(Sym, Sym), Option<usize>> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
             continue;
         };
@@ -215,7 +215,7 @@ fn requester_story(
     until: usize,
 ) -> (Story, Vec<usize>) {
     let lookup = ctx.lookup();
-    let process = call.map(|call| ctx.text(ctx.rows[call].process));
+    let process = call.map(|call| ctx.text(ctx.rows.get(call).process));
     let subject = match process {
         Some(process) => format!(
             "{} (owner {})",

@@ -151,7 +151,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
     let mut grants: FastMap<Sym, LaterGrants> = FastMap::default();
     // Calls in flight by process: the invoke, and for a renew whether it was sent stale.
     let mut open: FastMap<Sym, (usize, bool)> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         match row.kind {
             EventType::Nemesis => {
                 if row.target.is_none() || row.target != lock_server {
@@ -201,7 +201,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
                 let (Some(lock), Some(owner)) = (row.lock, row.owner) else {
                     continue;
                 };
-                let sent_ns = ctx.rows[invoke].time_ns;
+                let sent_ns = ctx.rows.get(invoke).time_ns;
                 let answered_ns = if row.kind == EventType::Info {
                     u64::MAX
                 } else {
@@ -209,7 +209,8 @@ fn scan(ctx: &Context<'_>) -> Leases {
                 };
                 match (row.f, row.kind) {
                     (Op::Acquire, EventType::Ok) => {
-                        let (Some(token), Some(ttl_ns)) = (row.token(), ctx.rows[invoke].ttl_ns())
+                        let (Some(token), Some(ttl_ns)) =
+                            (row.token(), ctx.rows.get(invoke).ttl_ns())
                         else {
                             continue;
                         };
@@ -254,7 +255,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
     let mut unanswered: Vec<usize> = open.into_values().map(|(invoke, _)| invoke).collect();
     unanswered.sort_unstable();
     for invoke in unanswered {
-        let row = &ctx.rows[invoke];
+        let row = &ctx.rows.get(invoke);
         if row.f == Op::Release
             && let Some(&lease) = row.owner.and_then(|owner| lease_of.get(&owner))
         {
@@ -278,7 +279,7 @@ impl Leases {
         std::iter::once(lease.invoke)
             .chain(lease.renewed.iter().copied())
             .filter_map(|anchor| {
-                let sent_ns = ctx.rows[anchor].time_ns;
+                let sent_ns = ctx.rows.get(anchor).time_ns;
                 let mut until_ns = sent_ns.saturating_add(ttl_ns);
                 let mut limit = Limit::Ttl;
                 let cut = self.cuts_ns.partition_point(|&cut| cut < sent_ns);
@@ -386,7 +387,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 let lease = &scanned.leases[newer];
                 if let Some(older) = longest.sent_before(lease.ok)
                     && let Some(promise) = promises[older]
-                    && ctx.rows[lease.ok].time_ns < promise.until_ns
+                    && ctx.rows.get(lease.ok).time_ns < promise.until_ns
                     && scanned.leases[older].owner != lease.owner
                 {
                     found.push(Hit {
@@ -426,13 +427,13 @@ fn foreign_unknown_releases(ctx: &Context<'_>, older: &Lease, newer: &Lease) -> 
     let lookup = ctx.lookup();
     (older.invoke..newer.ok)
         .filter(|&position| {
-            let row = &ctx.rows[position];
+            let row = &ctx.rows.get(position);
             row.is(EventType::Invoke, Op::Release)
                 && row.lock == Some(older.lock)
                 && row.owner.is_some_and(|owner| owner != older.owner)
                 && lookup
                     .partner(position)
-                    .is_none_or(|reply| ctx.rows[reply].kind == EventType::Info)
+                    .is_none_or(|reply| ctx.rows.get(reply).kind == EventType::Info)
         })
         .take(3)
         .collect()

@@ -129,14 +129,14 @@ fn check_classes(
     let ctx = Context::with_options(history, *options);
     let mut verdict = Verdict {
         validity: Validity::Valid,
-        events: history.rows.len() as u64,
+        events: history.rows().len() as u64,
         anomaly_counts: BTreeMap::new(),
         warning_counts: BTreeMap::new(),
         anomalies: Vec::new(),
         checkers: Vec::new(),
         unknown_because: None,
     };
-    if history.rows.is_empty() {
+    if history.rows().is_empty() {
         verdict.validity = Validity::Unknown;
         verdict.unknown_because = Some(EMPTY_HISTORY.to_string());
     }

@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::Context;
 use crate::explain::{at_store_order, count, when};
@@ -34,7 +34,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 }
 
 /// What a read returned (or a write wrote), as it names it: the write id, else the value.
-fn named(row: &Row) -> Option<Sym> {
+fn named(row: &RowRef<'_>) -> Option<Sym> {
     row.write_id.or(row.value)
 }
 
@@ -52,7 +52,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
     let versions = ctx.versions();
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows_where(|_, f| f == Op::Read) {
+    for (position, ref row) in ctx.rows_where(|_, f| f == Op::Read) {
         if row.f != Op::Read {
             continue;
         }
@@ -113,7 +113,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
 fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) -> Anomaly {
     let invoke = ctx.at(hit.invoke);
     let reply = ctx.at(hit.reply);
-    let reply_row = &ctx.rows[hit.reply];
+    let reply_row = &ctx.rows.get(hit.reply);
     let key = reply.key.as_deref().unwrap_or("(no key)");
     let name = ctx
         .text_of(named(reply_row))
@@ -200,7 +200,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
     let mut keys: FastMap<Sym, KeyCalls> = FastMap::default();
     let mut key_order: Vec<Sym> = Vec::new();
     let mut open: FastMap<Sym, (usize, Option<Sym>)> = FastMap::default();
-    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
+    for (position, ref row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         if !matches!(row.f, Op::Read | Op::Write) {
             continue;
         }
@@ -220,7 +220,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
                 });
                 match row.f {
                     Op::Write if taken => {
-                        if let Some(name) = named(&ctx.rows[invoke]) {
+                        if let Some(name) = named(&ctx.rows.get(invoke)) {
                             let id = calls.intern(name);
                             calls.calls.push(Call {
                                 invoke,
@@ -248,7 +248,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
     let mut unanswered: Vec<(usize, Option<Sym>)> = open.into_values().collect();
     unanswered.sort_unstable_by_key(|&(invoke, _)| invoke);
     for (invoke, key) in unanswered {
-        let row = &ctx.rows[invoke];
+        let row = &ctx.rows.get(invoke);
         if let (Op::Write, Some(key), Some(name)) = (row.f, key, named(row))
             && let Some(calls) = keys.get_mut(&key)
         {

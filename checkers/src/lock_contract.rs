@@ -20,7 +20,7 @@
 //! was not); an acquire `ok` must find a grant with its token. `busy` needs the time of the
 //! call among the log's changes, so it is not judged against such a log.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Rows, Sym};
 
 use crate::context::Context;
 use crate::context::LOCK_SERVER;
@@ -76,7 +76,7 @@ struct LockLeases {
 }
 
 impl LockLeases {
-    fn apply(&mut self, row: &Row) {
+    fn apply(&mut self, row: &RowRef<'_>) {
         match row.f {
             Op::Acquire => {
                 // A grant replaces whatever lease came before it.
@@ -216,7 +216,7 @@ impl<'c> ReplyScan<'c> {
     }
 
     /// A fault: a backward step of the lock server's clock forgets the reading.
-    pub fn nemesis(&mut self, row: &Row) {
+    pub fn nemesis(&mut self, row: &RowRef<'_>) {
         if row.f == Op::ClockJump
             && row.target.is_some()
             && row.target == self.lock_server
@@ -227,7 +227,7 @@ impl<'c> ReplyScan<'c> {
     }
 
     /// A lock log entry.
-    pub fn log(&mut self, position: usize, row: &Row) {
+    pub fn log(&mut self, position: usize, row: &RowRef<'_>) {
         if !self.timed {
             if row.error.is_none()
                 && let Some(owner) = row.owner
@@ -255,7 +255,7 @@ impl<'c> ReplyScan<'c> {
 
     /// A lock call by `owner` on `lock` was sent: what to remember until it completes.
     #[inline]
-    pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) -> SentCall {
+    pub fn invoke(&mut self, row: &RowRef<'_>, lock: Sym, owner: Sym) -> SentCall {
         if !self.timed {
             self.tallies.entry((owner, row.f)).or_default().sent += 1;
             return SentCall {
@@ -276,13 +276,13 @@ impl<'c> ReplyScan<'c> {
     #[inline]
     pub fn completion(
         &mut self,
-        rows: &[Row],
+        rows: &Rows,
         position: usize,
         invoke: usize,
         sent: SentCall,
         (lock, owner): (Sym, Sym),
     ) {
-        let row = &rows[position];
+        let row = &rows.get(position);
         if !self.timed {
             let tally = self.tallies.entry((owner, row.f)).or_default();
             match row.kind {
@@ -292,7 +292,7 @@ impl<'c> ReplyScan<'c> {
             }
             return;
         }
-        let token_of = |logged: usize| rows[logged].token();
+        let token_of = |logged: usize| rows.get(logged).token();
         let logged = self.calling.completed(owner, row.f);
         let mismatch = match (row.kind, logged) {
             (EventType::Ok, None) => Some(Mismatch::NotApplied),
@@ -326,7 +326,7 @@ impl<'c> ReplyScan<'c> {
 impl ReplyScan<'_> {
     /// Matches the calls with a log read back after the run, by count (nothing to do for a
     /// timed log, matched as it went), and hands over every mismatch in history order.
-    pub fn finish(mut self, rows: &[Row]) -> Hits<ReplyHit> {
+    pub fn finish(mut self, rows: &Rows) -> Hits<ReplyHit> {
         let mut found = Vec::new();
         for ((_, f), tally) in &self.tallies {
             let logged = tally.logged.len();
@@ -334,11 +334,11 @@ impl ReplyScan<'_> {
             if *f == Op::Acquire {
                 // Owner tokens are per acquisition: a grant must carry the token told.
                 for &(invoke, reply) in &tally.told_ok {
-                    let token = rows[reply].token();
+                    let token = rows.get(reply).token();
                     if tally
                         .logged
                         .iter()
-                        .any(|&entry| rows[entry].token() == token)
+                        .any(|&entry| rows.get(entry).token() == token)
                     {
                         continue;
                     }
@@ -517,7 +517,7 @@ impl RenewalScan {
     }
 
     /// A lock log entry.
-    pub fn log(&mut self, position: usize, row: &Row) {
+    pub fn log(&mut self, position: usize, row: &RowRef<'_>) {
         let Some(lock) = row.lock else { return };
         match row.f {
             Op::Acquire => {

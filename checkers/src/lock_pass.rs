@@ -36,7 +36,7 @@ impl LockPass {
         let mut tokens = AckedTokens::new(ctx);
         // Lock calls in flight by process: the invoke and what the reply check noted.
         let mut open = ctx.per_process(None);
-        for (position, row) in ctx.rows.iter().enumerate() {
+        for (position, ref row) in ctx.rows.iter().enumerate() {
             match row.kind {
                 EventType::Nemesis => {
                     replies.nemesis(row);

@@ -8,7 +8,7 @@
 //! a chain of writes back to the initial 0; an acknowledged write outside that chain was
 //! overwritten by a write computed without it: its increment is lost.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{Story, at_store_order, count, faults_between, when};
@@ -21,7 +21,7 @@ use crate::verdict::{Anomaly, AnomalyClass};
 const FINAL_PROCESS: &str = "final";
 
 /// A counter value as recorded (`None` or empty = the initial 0).
-fn counter_of(ctx: &Context<'_>, row: &Row) -> Option<u64> {
+fn counter_of(ctx: &Context<'_>, row: &RowRef<'_>) -> Option<u64> {
     match ctx.text_of(row.value) {
         None | Some("") => Some(0),
         Some(text) => text.parse().ok(),
@@ -77,7 +77,7 @@ impl Counter {
         };
         let final_process = ctx.sym(FINAL_PROCESS);
         let mut last_read: FastMap<Sym, usize> = FastMap::default();
-        for (position, row) in ctx.rows.iter().enumerate() {
+        for (position, ref row) in ctx.rows.iter().enumerate() {
             let key = row.key;
             if is_store_log(row) {
                 if let Some(key) = key {
@@ -125,7 +125,7 @@ impl Counter {
     /// The write id a read saw: named by the read, else the store log's write that held the
     /// value read. `Ok(None)` is the initial 0; `Err` when it cannot be told.
     fn seen_by(&self, ctx: &Context<'_>, read: usize) -> Result<Option<Sym>, ()> {
-        let row = &ctx.rows[read];
+        let row = &ctx.rows.get(read);
         if let Some(write_id) = row.write_id {
             return Ok(Some(write_id));
         }
@@ -264,7 +264,7 @@ fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<WriteOf, usize> {
     // Per lock: acknowledged grants as (acquire invoke, token), in invoke order.
     let mut grants: FastMap<Sym, Vec<(usize, u64)>> = FastMap::default();
     let mut acquiring: FastMap<Sym, usize> = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         if row.f != Op::Acquire {
             continue;
         }
@@ -298,7 +298,7 @@ fn possibly_superseded_write_ids(ctx: &Context<'_>) -> FastMap<WriteOf, usize> {
     // none).
     let mut lock_of_lease: FastMap<(Sym, u64), Sym> = FastMap::default();
     let mut ids = FastMap::default();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         if row.is(EventType::Ok, Op::Acquire) {
             if let (Some(lock), Some(token)) = (row.lock, row.token()) {
                 lock_of_lease.insert((row.process, token), lock);
@@ -368,7 +368,9 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
     story.add(hit.ok, format!("was told ok {}", when(&ok, "its")));
     let key = ok.key.as_deref().unwrap_or("(no key)");
     let mut overwritten = String::new();
-    if let Some(applied) = ctx.rows[hit.ok]
+    if let Some(applied) = ctx
+        .rows
+        .get(hit.ok)
         .key
         .and_then(|key| counter.applied.get(&key))
     {
@@ -386,7 +388,9 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
                 let next_event = ctx.at(next);
                 cited.push(next);
                 let next_id = next_event.write_id.as_deref().unwrap_or("(no id)");
-                let from = ctx.rows[next]
+                let from = ctx
+                    .rows
+                    .get(next)
                     .write_id
                     .and_then(|id| counter.read_of.get(&(hit.key, id)))
                     .map(|&read| {
@@ -446,7 +450,7 @@ pub(crate) fn check_duplicates(ctx: &Context<'_>) -> Outcome {
     let mut seen: FastMap<(Option<Sym>, Sym), usize> = FastMap::default();
     let mut invokes: FastMap<Sym, Positions> = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows.iter().enumerate() {
+    for (position, ref row) in ctx.rows.iter().enumerate() {
         let Some(write_id) = row.write_id else {
             continue;
         };
@@ -502,7 +506,9 @@ fn explain_duplicate(
         }
     };
     let mut sends = Vec::new();
-    if let Some(positions) = ctx.rows[again]
+    if let Some(positions) = ctx
+        .rows
+        .get(again)
         .write_id
         .and_then(|write_id| invokes.get(&write_id))
     {

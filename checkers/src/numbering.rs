@@ -13,12 +13,11 @@ use std::ops::{Index, IndexMut};
 
 use fencer_harness::Sym;
 
-/// What a slot holds before its sym is numbered.
-const UNNUMBERED: u32 = u32::MAX;
-
 /// Numbers from 0, in order of first [`Numbering::add`], for some of a history's syms.
 pub(crate) struct Numbering {
-    /// The number of each sym by [`Sym::slot`], or [`UNNUMBERED`].
+    /// The number of each sym by [`Sym::slot`], plus one; 0 before it is numbered, so a new
+    /// table is zeroed memory, which the allocator hands out untouched: of a million-event
+    /// history's half a million slots, only the pages holding processes or locks are written.
     by_slot: Vec<u32>,
     count: u32,
 }
@@ -27,7 +26,7 @@ impl Numbering {
     /// A numbering with no sym numbered yet, for a history of `sym_count` distinct strings.
     pub fn new(sym_count: usize) -> Numbering {
         Numbering {
-            by_slot: vec![UNNUMBERED; sym_count],
+            by_slot: vec![0; sym_count],
             count: 0,
         }
     }
@@ -35,17 +34,17 @@ impl Numbering {
     /// Numbers `sym` if it is not numbered yet; its number.
     pub fn add(&mut self, sym: Sym) -> usize {
         let number = &mut self.by_slot[sym.slot()];
-        if *number == UNNUMBERED {
-            *number = self.count;
+        if *number == 0 {
             self.count += 1;
+            *number = self.count;
         }
-        *number as usize
+        *number as usize - 1
     }
 
     /// The number of `sym`, if it was added.
     pub fn number(&self, sym: Sym) -> Option<usize> {
         let number = *self.by_slot.get(sym.slot())?;
-        (number != UNNUMBERED).then_some(number as usize)
+        (number as usize).checked_sub(1)
     }
 
     /// How many syms are numbered.
@@ -82,8 +81,10 @@ impl<V> SymTable<'_, V> {
         self.values.into_iter()
     }
 
+    /// The place of `sym`'s value; past the end for a sym never numbered (0 wraps), so
+    /// indexing by it panics.
     fn position(&self, sym: Sym) -> usize {
-        self.numbering.by_slot[sym.slot()] as usize
+        (self.numbering.by_slot[sym.slot()] as usize).wrapping_sub(1)
     }
 }
 

@@ -12,7 +12,7 @@
 //! knows what the service promised it: [`crate::lease_windows`] judges grants against those
 //! promises from client replies.
 
-use fencer_harness::{Event, EventType, Op, Row, Sym};
+use fencer_harness::{Event, EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
@@ -32,7 +32,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     // (lock, revived token, newest token) -> slot of the first hit, if it was kept.
     let mut revived: FastMap<(Sym, u64, u64), Option<usize>> = FastMap::default();
     let mut unreadable = Undecided::new();
-    for (position, row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
+    for (position, ref row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
         if !is_lock_log(row) {
             continue;
         }
@@ -149,7 +149,7 @@ impl Lease {
     }
 
     /// True if a renew or release log entry applied to this lease.
-    fn is_touched_by(&self, row: &Row) -> bool {
+    fn is_touched_by(&self, row: &RowRef<'_>) -> bool {
         match row.holder_token() {
             Some(token) => token == self.token,
             None => row.holder == Some(self.owner),

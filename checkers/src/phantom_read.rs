@@ -10,7 +10,7 @@
 //! Stale or lost values are other checkers' questions; this one catches a store that invents,
 //! corrupts or resurrects data.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::Context;
 use crate::explain::{at_store_order, when};
@@ -58,7 +58,7 @@ fn is_initial(text: &str) -> bool {
 fn judge_named(
     ctx: &Context<'_>,
     sent: Option<&Sent>,
-    read: &Row,
+    read: &RowRef<'_>,
     key: Sym,
     write_id: Sym,
     reply: usize,
@@ -92,7 +92,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut reading: FastMap<Sym, usize> = FastMap::default();
     let mut by_value: Vec<(usize, usize)> = Vec::new();
     let mut found: Vec<Hit> = Vec::new();
-    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
+    for (position, ref row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         match (row.f, row.kind) {
             (Op::Write, EventType::Invoke) => {
                 let (Some(key), Some(write_id)) = (row.key, row.write_id) else {
@@ -175,7 +175,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 /// returned.
 fn values_never_sent(ctx: &Context<'_>, reads: &[(usize, usize)]) -> Vec<Hit> {
     let mut first_sent: FastMap<(Sym, Sym), usize> = FastMap::default();
-    for (position, row) in ctx.rows_where(|kind, f| kind == EventType::Invoke && f == Op::Write) {
+    for (position, ref row) in ctx.rows_where(|kind, f| kind == EventType::Invoke && f == Op::Write)
+    {
         if let (true, Some(key), Some(value)) =
             (row.is(EventType::Invoke, Op::Write), row.key, row.value)
         {
@@ -185,7 +186,7 @@ fn values_never_sent(ctx: &Context<'_>, reads: &[(usize, usize)]) -> Vec<Hit> {
     reads
         .iter()
         .filter(|&&(_, reply)| {
-            let row = &ctx.rows[reply];
+            let row = &ctx.rows.get(reply);
             row.key
                 .zip(row.value)
                 .and_then(|read| first_sent.get(&read))
@@ -244,7 +245,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         }
         Why::NeverApplied { sent } => {
             cited.push(sent);
-            let row = &ctx.rows[hit.reply];
+            let row = &ctx.rows.get(hit.reply);
             let later = row
                 .key
                 .zip(row.write_id)

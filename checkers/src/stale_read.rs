@@ -45,7 +45,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
     let mut newest_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
     let mut open_reads: OpenReads = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
+    for (position, ref row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         let Some(key) = row.key else {
             continue;
         };
@@ -103,7 +103,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut latest_sent_acked: FastMap<Sym, (usize, usize)> = FastMap::default();
     let mut open_reads: OpenReads = FastMap::default();
     let mut hits = Hits::new();
-    for (position, row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
+    for (position, ref row) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         let Some(key) = row.key else {
             continue;
         };

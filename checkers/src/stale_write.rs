@@ -39,7 +39,7 @@ fn from_store_log(ctx: &Context<'_>) -> Outcome {
     let mut reported: FastSet<(Sym, Sym)> = FastSet::default();
     let mut hits = Hits::new();
     let mut unreadable = Undecided::new();
-    for (position, event) in ctx.rows_where(|kind, _| kind == EventType::Log) {
+    for (position, ref event) in ctx.rows_where(|kind, _| kind == EventType::Log) {
         if !is_store_log(event) {
             continue;
         }
@@ -164,7 +164,7 @@ fn from_client_replies(ctx: &Context<'_>) -> Outcome {
     let mut writers_of_value: FastMap<(Sym, Sym), Writers> = FastMap::default();
     let mut hits = Hits::new();
     let mut ambiguous = Undecided::new();
-    for (position, event) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
+    for (position, ref event) in ctx.rows_where(|_, f| matches!(f, Op::Read | Op::Write)) {
         match (event.kind, event.f) {
             (EventType::Invoke, Op::Write) => {
                 let (Some(key), Some(token)) = (event.key, event.token()) else {

@@ -25,7 +25,7 @@
 //! and a later grant came, so a superseded owner's renew answered later is not believed to
 //! have kept the lock busy: if the service let it, that is the bug this check reports.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::LOCK_SERVER;
 use crate::context::{Context, worker_of};
@@ -160,7 +160,7 @@ impl<'c> StuckScan<'c> {
     }
 
     /// A fault: only the lock server's clock matters.
-    pub fn nemesis(&mut self, row: &Row) {
+    pub fn nemesis(&mut self, row: &RowRef<'_>) {
         if row.target.is_none() || row.target != self.lock_server {
             return;
         }
@@ -183,7 +183,7 @@ impl<'c> StuckScan<'c> {
     }
 
     /// A lock call (`row`, an invoke) by `owner` on `lock` was sent.
-    pub fn invoke(&mut self, row: &Row, lock: Sym, owner: Sym) {
+    pub fn invoke(&mut self, row: &RowRef<'_>, lock: Sym, owner: Sym) {
         let state = self.locks[lock].get_or_insert_with(LockState::default);
         match row.f {
             Op::Acquire => state.acquiring += 1,
@@ -202,7 +202,7 @@ impl<'c> StuckScan<'c> {
         &mut self,
         ctx: &Context<'_>,
         position: usize,
-        row: &Row,
+        row: &RowRef<'_>,
         invoke: usize,
         lock: Sym,
         owner: Sym,
@@ -212,7 +212,7 @@ impl<'c> StuckScan<'c> {
         let (stretch, slowest_drift_ppm) = (&mut self.stretch, self.slowest_drift_ppm);
         let mut ttl_ns = || {
             stretch.stretched(
-                ctx.rows[invoke].ttl_ns().unwrap_or_default(),
+                ctx.rows.get(invoke).ttl_ns().unwrap_or_default(),
                 slowest_drift_ppm,
             )
         };
@@ -266,7 +266,7 @@ impl<'c> StuckScan<'c> {
                     .map_or(start_ns, |lease| lease.ends_by_ns)
                     .max(state.hidden_until_ns);
                 let lease_ns = last.map_or(ttl_ns, |lease| lease.ttl_ns);
-                if ctx.rows[invoke].time_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
+                if ctx.rows.get(invoke).time_ns < free_ns.saturating_add(patience_ns(lease_ns)) {
                     return;
                 }
                 match state.stuck.as_mut() {

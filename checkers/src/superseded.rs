@@ -6,7 +6,7 @@
 //! It is reported as a warning unless the check is strict. A write whose token is below one the
 //! store had already applied is `stale-write-accepted` instead, and is not reported here.
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, LOCK_SERVER, is_lock_log, is_store_log};
 use crate::explain::{Story, at_store_order, faults_between, when, who_owns};
@@ -56,7 +56,7 @@ pub(crate) fn superseded_write_ids(ctx: &Context<'_>) -> FastMap<(Sym, Sym), usi
     let mut ids = FastMap::default();
     if ctx.has_store_log {
         scan(ctx, |hit| {
-            let applied = &ctx.rows[hit.applied];
+            let applied = &ctx.rows.get(hit.applied);
             if let (Some(key), Some(write_id)) = (applied.key, applied.write_id) {
                 ids.insert((key, write_id), hit.applied);
             }
@@ -75,7 +75,7 @@ fn grants_from_lock_log(ctx: &Context<'_>) -> bool {
 /// the store saw any higher token.
 fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
     let from_lock_log = grants_from_lock_log(ctx);
-    let is_grant = |event: &Row| {
+    let is_grant = |event: &RowRef<'_>| {
         if from_lock_log {
             is_lock_log(event) && event.f == Op::Acquire
         } else {
@@ -94,7 +94,7 @@ fn scan(ctx: &Context<'_>, mut on_hit: impl FnMut(Hit)) {
             (EventType::Log | EventType::Ok, Op::Acquire) | (EventType::Log, Op::Write)
         )
     };
-    for (position, event) in ctx.rows_where(grant_or_applied) {
+    for (position, ref event) in ctx.rows_where(grant_or_applied) {
         if is_grant(event) {
             if let (Some(lock), Some(token)) = (event.lock, event.token()) {
                 lock_of_token.insert(token, lock);

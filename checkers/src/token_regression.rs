@@ -11,7 +11,7 @@
 //! One root cause (a reset) makes every following grant regress until the tokens climb past
 //! the old maximum, so regressions against the same earlier grant are one anomaly with repeats.
 
-use fencer_harness::{Event, EventType, Op, Row, Sym};
+use fencer_harness::{Event, EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, LOCK_SERVER, is_lock_log};
 use crate::explain::{Story, count, faults_between, secs, when, who_owns};
@@ -99,7 +99,7 @@ impl<'c> AckedTokens<'c> {
 
     /// An acquire row (`row`, at `position`) on `lock`.
     #[inline]
-    pub fn acquire(&mut self, position: usize, row: &Row, lock: Sym) {
+    pub fn acquire(&mut self, position: usize, row: &RowRef<'_>, lock: Sym) {
         match row.kind {
             EventType::Invoke => {
                 self.open[row.process] = Some(self.highest_acked[lock]);
@@ -138,7 +138,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         let mut highest = Highest::default();
         let mut seen = FastMap::default();
         let logged_grant = |kind, f| kind == EventType::Log && f == Op::Acquire;
-        for (position, row) in ctx.rows_where(logged_grant) {
+        for (position, ref row) in ctx.rows_where(logged_grant) {
             if !(is_lock_log(row) && row.f == Op::Acquire) {
                 continue;
             }

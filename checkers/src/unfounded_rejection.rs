@@ -10,7 +10,7 @@
 //! back after the run); without it, a write sent with a higher token before the refusal and
 //! not itself refused (`fail` means never applied; `ok` and unknown outcomes may have been).
 
-use fencer_harness::{EventType, Op, Row, Sym};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::explain::{at_store_order, secs, when};
@@ -52,7 +52,7 @@ impl Accepted {
 fn sent_and_not_refused(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     let mut open: FastMap<Sym, usize> = FastMap::default();
     let mut sent: Vec<usize> = Vec::new();
-    for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
+    for (position, ref row) in ctx.rows_where(|_, f| f == Op::Write) {
         if row.f != Op::Write {
             continue;
         }
@@ -71,7 +71,7 @@ fn sent_and_not_refused(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
     sent.sort_unstable();
     let mut by_key: FastMap<Sym, Accepted> = FastMap::default();
     for invoke in sent {
-        let row = &ctx.rows[invoke];
+        let row = &ctx.rows.get(invoke);
         if let (Some(key), Some(token)) = (row.key, row.token()) {
             by_key.entry(key).or_default().push(invoke, token);
         }
@@ -87,7 +87,7 @@ struct Hit {
 }
 
 /// Keeps, per key, the highest token a store log entry applied and where.
-fn record_applied(applied: &mut FastMap<Sym, (u64, usize)>, position: usize, row: &Row) {
+fn record_applied(applied: &mut FastMap<Sym, (u64, usize)>, position: usize, row: &RowRef<'_>) {
     if let (true, Some(key), Some(token)) = (is_store_log(row), row.key, row.token()) {
         let top = applied.entry(key).or_insert((token, position));
         if token > top.0 {
@@ -97,7 +97,7 @@ fn record_applied(applied: &mut FastMap<Sym, (u64, usize)>, position: usize, row
 }
 
 /// A refusal as stale names the fence (`current_token`); other failures claim nothing.
-fn is_refusal(row: &Row) -> bool {
+fn is_refusal(row: &RowRef<'_>) -> bool {
     row.is(EventType::Fail, Op::Write) && row.current_token().is_some()
 }
 
@@ -108,7 +108,7 @@ fn is_refusal(row: &Row) -> bool {
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
     let mut judge = |position: usize, highest: Option<(u64, usize)>| {
-        let row = &ctx.rows[position];
+        let row = &ctx.rows.get(position);
         if row.token().is_some() && highest.is_none_or(|(top, _)| Some(top) <= row.token()) {
             hits.push(Hit {
                 reply: position,
@@ -119,11 +119,11 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     if ctx.has_store_log {
         let mut applied: FastMap<Sym, (u64, usize)> = FastMap::default();
         if !ctx.store_log_timed {
-            for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
+            for (position, ref row) in ctx.rows_where(|_, f| f == Op::Write) {
                 record_applied(&mut applied, position, row);
             }
         }
-        for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
+        for (position, ref row) in ctx.rows_where(|_, f| f == Op::Write) {
             if ctx.store_log_timed {
                 record_applied(&mut applied, position, row);
             }
@@ -134,7 +134,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         }
     } else {
         let accepted = sent_and_not_refused(ctx);
-        for (position, row) in ctx.rows_where(|_, f| f == Op::Write) {
+        for (position, ref row) in ctx.rows_where(|_, f| f == Op::Write) {
             if is_refusal(row) {
                 let highest = row
                     .key

@@ -5,7 +5,7 @@
 //! counter whose store does not return ids); a read of nothing (no id, no value, or a counter's
 //! 0 before any write of 0) saw the initial version.
 
-use fencer_harness::{EventType, Row, Sym};
+use fencer_harness::{EventType, RowRef, Sym};
 
 use crate::context::{Context, is_store_log};
 use crate::index::{FastMap, Positions};
@@ -32,7 +32,7 @@ impl StoreVersions {
     /// Indexes every store log entry of `ctx`'s rows.
     pub fn build(ctx: &Context<'_>) -> StoreVersions {
         let mut versions = StoreVersions::default();
-        for (position, row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
+        for (position, ref row) in ctx.rows_where(|kind, _| kind == EventType::Log) {
             if !is_store_log(row) {
                 continue;
             }
@@ -58,7 +58,7 @@ impl StoreVersions {
     /// The version `read` (an `ok` at position `reply` of `ctx`) returned: the latest
     /// application before the reply of the write it names. `None` when the read names a write
     /// the store never applied before replying.
-    pub fn seen_by(&self, ctx: &Context<'_>, read: &Row, reply: usize) -> Option<Version> {
+    pub fn seen_by(&self, ctx: &Context<'_>, read: &RowRef<'_>, reply: usize) -> Option<Version> {
         let key = read.key?;
         if let Some(write_id) = read.write_id {
             return self

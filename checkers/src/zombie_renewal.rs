@@ -9,7 +9,7 @@
 //! token's release (or after `wN` finished: its last event closed a release or a refused
 //! acquire) is a zombie, whatever the lock service answers.
 
-use fencer_harness::{EventType, Op, Row, Sym, roles};
+use fencer_harness::{EventType, Op, RowRef, Sym, roles};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
@@ -76,7 +76,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut hits = Hits::new();
     let renew_or_release =
         |kind, f| kind == EventType::Invoke && matches!(f, Op::Renew | Op::Release);
-    for (position, row) in ctx.rows_where(renew_or_release) {
+    for (position, ref row) in ctx.rows_where(renew_or_release) {
         if row.kind != EventType::Invoke {
             continue;
         }
@@ -103,7 +103,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     });
                 } else if let Some(last) = ctx.last_client_call(worker)
                     && last < position
-                    && has_finished(&ctx.rows[last])
+                    && has_finished(&ctx.rows.get(last))
                 {
                     hits.push(Hit {
                         renew: position,
@@ -122,7 +122,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
 /// Whether a worker whose last event is `last` had finished: its last call was a release, or
 /// an acquire it was refused (it gave up). A history cut off while the worker held a lease
 /// (last event a read, a write, a granted acquire) shows a live renewal, not a zombie.
-fn has_finished(last: &Row) -> bool {
+fn has_finished(last: &RowRef<'_>) -> bool {
     last.kind.is_completion()
         && (last.f == Op::Release || (last.f == Op::Acquire && last.kind != EventType::Ok))
 }

@@ -32,25 +32,27 @@ pub(crate) fn parse_plain(
     text: &[u8],
     row: &mut Row,
     strings: &mut Strings,
-    recent: &mut RecentStrings,
+    recent: &mut LineMemory,
 ) -> Option<usize> {
     let mut cursor = Cursor { text, at: 0 };
     if !cursor.eat(b'{') {
         return None;
     }
     let mut seen = 0u32;
-    // Fencer writes the fields in declaration order, which is the order of their bits: the
-    // next name is looked for from the bit after the last one.
-    let mut next = 0;
+    // Lines of one kind list the same fields in the same order, and fencer writes them in
+    // declaration order: the next label is looked for first where the last line went on
+    // from the same field, then from the field after it.
+    let mut previous = FIELDS.len();
     if !cursor.eat(b'}') {
         loop {
-            let bit = cursor.field_label(next)?;
+            let bit = cursor.field_label(usize::from(recent.follows[previous]))?;
+            recent.follows[previous] = bit as u8;
             cursor.field(bit, row, &mut Interner { strings, recent })?;
             if seen & (1 << bit) != 0 {
                 return None;
             }
             seen |= 1 << bit;
-            next = bit as usize + 1;
+            previous = bit as usize;
             if cursor.eat(b',') {
                 continue;
             }
@@ -111,6 +113,63 @@ const FIELDS: [&[u8]; 24] = [
     b"delay_ns",
     b"error",
 ];
+
+/// What a field holds, and where it goes in a row.
+#[derive(Clone, Copy)]
+enum Value {
+    Index,
+    TimeNs,
+    Process,
+    Type,
+    F,
+    /// A string column ([`text_column`]).
+    Text,
+    Unsigned(Number),
+    Signed(Number),
+}
+
+/// The value of each of [`FIELDS`], by bit.
+const VALUES: [Value; 24] = [
+    Value::Index,
+    Value::TimeNs,
+    Value::Process,
+    Value::Type,
+    Value::F,
+    Value::Signed(Number::LocalNs),
+    Value::Text,
+    Value::Text,
+    Value::Text,
+    Value::Unsigned(Number::Token),
+    Value::Text,
+    Value::Text,
+    Value::Unsigned(Number::TtlNs),
+    Value::Text,
+    Value::Unsigned(Number::HolderToken),
+    Value::Signed(Number::ExpiresNs),
+    Value::Unsigned(Number::CurrentToken),
+    Value::Unsigned(Number::Seq),
+    Value::Text,
+    Value::Unsigned(Number::DurationNs),
+    Value::Signed(Number::JumpNs),
+    Value::Signed(Number::DriftPpm),
+    Value::Unsigned(Number::DelayNs),
+    Value::Text,
+];
+
+/// The string column of `row` that the field of `bit` fills (a [`Value::Text`] field's).
+fn text_column(row: &mut Row, bit: u32) -> &mut Option<Sym> {
+    match bit {
+        6 => &mut row.lock,
+        7 => &mut row.key,
+        8 => &mut row.owner,
+        10 => &mut row.write_id,
+        11 => &mut row.value,
+        13 => &mut row.holder,
+        18 => &mut row.target,
+        23 => &mut row.error,
+        _ => unreachable!("bit {bit} is no string column"),
+    }
+}
 
 /// The first eight bytes of `name` as a little-endian word, zero past its end: how labels,
 /// names and a string's first bytes are compared with a line a word at a time.
@@ -192,8 +251,9 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads a field's label (its quoted name and the colon) and answers its bit, looking
-    /// first among the fields from bit `next` on; `None` for a label that is not a field's
-    /// in the plain form. Labels are compared whole with the line, two words at a time.
+    /// first among the fields from bit `next` on (none when `next` is past the last); `None`
+    /// for a label that is not a field's in the plain form. Labels are compared whole with
+    /// the line, two words at a time.
     fn field_label(&mut self, next: usize) -> Option<u32> {
         let rest = &self.text[self.at..];
         // Near the end of the input the line's last bytes, zero past them: no label holds a
@@ -223,34 +283,21 @@ impl<'a> Cursor<'a> {
     }
 
     /// Reads the value of the field of `bit` into `row`; `None` for a value outside the plain
-    /// form.
+    /// form. Each kind of value is read at one place (strings, unsigned and signed numbers
+    /// each by one inlined reader), whichever column it goes to.
     fn field(&mut self, bit: u32, row: &mut Row, interner: &mut Interner<'_>) -> Option<()> {
-        match bit {
-            INDEX => row.index = self.unsigned()?,
-            TIME_NS => row.time_ns = self.unsigned()?,
-            PROCESS => row.process = self.symbol(interner)?,
-            TYPE => row.kind = self.name_of(&TYPE_NAMES, event_type)?,
-            F => row.f = self.name_of(&CLIENT_OP_NAMES, op)?,
-            5 => self.signed_into(row, Number::LocalNs)?,
-            6 => row.lock = Some(self.symbol(interner)?),
-            7 => row.key = Some(self.symbol(interner)?),
-            8 => row.owner = Some(self.symbol(interner)?),
-            9 => self.unsigned_into(row, Number::Token)?,
-            10 => row.write_id = Some(self.symbol(interner)?),
-            11 => row.value = Some(self.symbol(interner)?),
-            12 => self.unsigned_into(row, Number::TtlNs)?,
-            13 => row.holder = Some(self.symbol(interner)?),
-            14 => self.unsigned_into(row, Number::HolderToken)?,
-            15 => self.signed_into(row, Number::ExpiresNs)?,
-            16 => self.unsigned_into(row, Number::CurrentToken)?,
-            17 => self.unsigned_into(row, Number::Seq)?,
-            18 => row.target = Some(self.symbol(interner)?),
-            19 => self.unsigned_into(row, Number::DurationNs)?,
-            20 => self.signed_into(row, Number::JumpNs)?,
-            21 => self.signed_into(row, Number::DriftPpm)?,
-            22 => self.unsigned_into(row, Number::DelayNs)?,
-            23 => row.error = Some(self.symbol(interner)?),
-            _ => unreachable!("bits index FIELDS"),
+        match VALUES[bit as usize] {
+            Value::Index => row.index = self.unsigned()?,
+            Value::TimeNs => row.time_ns = self.unsigned()?,
+            Value::Process => row.process = self.symbol(interner)?,
+            Value::Type => row.kind = self.name_of(&TYPE_NAMES, event_type)?,
+            Value::F => row.f = self.name_of(&CLIENT_OP_NAMES, op)?,
+            Value::Text => {
+                let sym = self.symbol(interner)?;
+                *text_column(row, bit) = Some(sym);
+            }
+            Value::Unsigned(column) => row.set(column, self.unsigned()?),
+            Value::Signed(column) => row.set(column, self.signed()? as u64),
         }
         Some(())
     }
@@ -259,18 +306,27 @@ impl<'a> Cursor<'a> {
     /// comparing the bytes in place with its text, with no scan for the closing quote and no
     /// hashing: process names, locks, keys and errors repeat on nearly every line, and an
     /// owner token or write id on the few lines after its first.
+    #[inline(always)]
     fn symbol(&mut self, interner: &mut Interner<'_>) -> Option<Sym> {
         if !self.eat(b'"') {
             return None;
         }
         let rest = &self.text[self.at..];
-        let slot = RecentStrings::slot_of(rest);
+        let slot = LineMemory::slot_of(rest);
         let seen = interner.recent.slots[slot];
         // The held text has no quote, backslash or control character (it was cached only
         // after such a scan), so bytes equal to it followed by a quote are exactly that string.
-        if rest.get(seen.len) == Some(&b'"')
-            && starts_with_held(rest, interner.strings.bytes(), seen.start, seen.len)
-        {
+        // A short one (a process, a lock, an error) is compared with its quote as one word.
+        let hit = match rest.first_chunk::<8>() {
+            Some(word) if seen.len < 8 => {
+                u64::from_le_bytes(*word) & (u64::MAX >> (8 * (7 - seen.len))) == seen.quoted
+            }
+            _ => {
+                rest.get(seen.len) == Some(&b'"')
+                    && starts_with_held(rest, interner.strings.bytes(), seen.start, seen.len)
+            }
+        };
+        if hit {
             self.at += seen.len + 1;
             return Some(seen.sym);
         }
@@ -301,16 +357,6 @@ impl<'a> Cursor<'a> {
         lookup(self.string()?)
     }
 
-    fn unsigned_into(&mut self, row: &mut Row, column: Number) -> Option<()> {
-        row.set(column, self.unsigned()?);
-        Some(())
-    }
-
-    fn signed_into(&mut self, row: &mut Row, column: Number) -> Option<()> {
-        row.set(column, self.signed()? as u64);
-        Some(())
-    }
-
     /// The bytes of a string without escapes or control characters (serde rejects raw control
     /// characters; escapes are left to it), not yet checked for UTF-8.
     fn string(&mut self) -> Option<&'a [u8]> {
@@ -329,33 +375,43 @@ impl<'a> Cursor<'a> {
     #[inline(always)]
     fn unsigned(&mut self) -> Option<u64> {
         let rest = &self.text[self.at..];
-        // The first two words' digits at once, while whole words remain (a timestamp has ten
-        // or eleven digits, most numbers fewer than eight); any further digit one at a time.
-        let (mut value, mut len) = match rest.first_chunk::<16>() {
-            Some(words) => {
-                let (high, high_count) =
-                    leading_digits(u64::from_le_bytes(words[..8].try_into().ok()?));
-                if high_count < 8 {
-                    (high, high_count)
-                } else {
-                    let (low, low_count) =
-                        leading_digits(u64::from_le_bytes(words[8..].try_into().ok()?));
-                    (high * POWERS_OF_TEN[low_count] + low, 8 + low_count)
-                }
-            }
-            None => (0, 0),
+        // Fewer than sixteen digits with a byte after them (a timestamp has ten to thirteen,
+        // most numbers fewer than eight): both words' digits at once, no loop.
+        let Some(words) = rest.first_chunk::<16>() else {
+            return self.unsigned_slowly();
         };
+        let (high_word, low_word) = words.split_at(8);
+        let (high, high_count) = leading_digits(u64::from_le_bytes(high_word.try_into().ok()?));
+        let (value, len) = if high_count < 8 {
+            (high, high_count)
+        } else {
+            let (low, low_count) = leading_digits(u64::from_le_bytes(low_word.try_into().ok()?));
+            if low_count == 8 {
+                return self.unsigned_slowly();
+            }
+            (high * POWERS_OF_TEN[low_count] + low, 8 + low_count)
+        };
+        if len == 0 || (len > 1 && words[0] == b'0') {
+            return None;
+        }
+        self.at += len;
+        Some(value)
+    }
+
+    /// As [`Cursor::unsigned`], a digit at a time: for sixteen digits or more, and the last
+    /// bytes of the input.
+    #[cold]
+    #[inline(never)]
+    fn unsigned_slowly(&mut self) -> Option<u64> {
+        let rest = &self.text[self.at..];
+        let mut value = 0u64;
+        let mut len = 0;
         while let Some(&byte) = rest.get(len) {
             let digit = byte.wrapping_sub(b'0');
             if digit > 9 {
                 break;
             }
-            // Nineteen digits always fit in a u64; only a twentieth can overflow it.
-            value = if len < 19 {
-                value * 10 + u64::from(digit)
-            } else {
-                value.checked_mul(10)?.checked_add(u64::from(digit))?
-            };
+            value = value.checked_mul(10)?.checked_add(u64::from(digit))?;
             len += 1;
         }
         if len == 0 || (len > 1 && rest[0] == b'0') {
@@ -366,6 +422,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An optional minus sign, then as [`Cursor::unsigned`], within `i64`.
+    #[inline(always)]
     fn signed(&mut self) -> Option<i64> {
         let negative = self.eat(b'-');
         let magnitude = i64::try_from(self.unsigned()?).ok()?;
@@ -444,11 +501,16 @@ const CLIENT_OP_NAMES: [(u64, usize, Op); 5] = [
     quoted_name(b"read", Op::Read),
 ];
 
-/// The strings a reader met lately, each where a hash of its first bytes puts it (a newer one
-/// replaces an older one there): a cache in front of one [`Strings`] table, which it must only
-/// be used with, since it holds that table's syms and offsets.
-pub(crate) struct RecentStrings {
+/// What a reader remembers of the lines it read: the strings it met lately, each where a
+/// hash of its first bytes puts it (a newer one replaces an older one there), a cache in
+/// front of one [`Strings`] table, which it must only be used with, since it holds that
+/// table's syms and offsets; and which field followed each field last.
+pub(crate) struct LineMemory {
     slots: Box<[Recent]>,
+    /// By field bit, the bit of the field that came next on the last line that had it; the
+    /// last entry is the first field of the last line. Only where a label is looked for
+    /// first: a wrong guess costs time, never a wrong reading.
+    follows: [u8; FIELDS.len() + 1],
 }
 
 /// A string met lately: where its text lies in the table, and its sym.
@@ -457,24 +519,47 @@ struct Recent {
     start: usize,
     len: usize,
     sym: Sym,
+    /// A string shorter than a word: its bytes and the closing quote, as a word (zero past
+    /// them); 0 for a longer one.
+    quoted: u64,
 }
 
-impl RecentStrings {
+impl Recent {
+    /// The string `sym` of `len` bytes, whose text starts at `start` in `strings`.
+    fn new(strings: &Strings, sym: Sym, len: usize) -> Recent {
+        let start = strings.span(sym).start;
+        let quoted = if len < 8 {
+            key(&strings.bytes()[start..start + len]) | u64::from(b'"') << (8 * len)
+        } else {
+            0
+        };
+        Recent {
+            start,
+            len,
+            sym,
+            quoted,
+        }
+    }
+}
+
+impl LineMemory {
     /// Slots in the cache, as a power of two: room for the process names, locks and keys of
     /// a big run, and for the owner tokens and write ids of the calls under way.
     const SLOT_BITS: u32 = 10;
 
     /// An empty cache for `strings` (every slot holds the empty string, so a miss is simply a
     /// comparison that fails).
-    pub(crate) fn new(strings: &Strings) -> RecentStrings {
+    pub(crate) fn new(strings: &Strings) -> LineMemory {
         let empty = strings.find("").expect("a table holds the empty string");
-        let blank = Recent {
-            start: strings.span(empty).start,
-            len: 0,
-            sym: empty,
-        };
-        RecentStrings {
-            slots: vec![blank; 1 << RecentStrings::SLOT_BITS].into_boxed_slice(),
+        let blank = Recent::new(strings, empty, 0);
+        // Before any line, declaration order: each field after the one before it.
+        let mut follows = [0u8; FIELDS.len() + 1];
+        for (bit, next) in follows.iter_mut().enumerate().take(FIELDS.len()) {
+            *next = bit as u8 + 1;
+        }
+        LineMemory {
+            slots: vec![blank; 1 << LineMemory::SLOT_BITS].into_boxed_slice(),
+            follows,
         }
     }
 
@@ -485,14 +570,14 @@ impl RecentStrings {
             Some(head) => u32::from_le_bytes(*head),
             None => key(rest) as u32,
         };
-        (head.wrapping_mul(0x9e37_79b1) >> (32 - RecentStrings::SLOT_BITS)) as usize
+        (head.wrapping_mul(0x9e37_79b1) >> (32 - LineMemory::SLOT_BITS)) as usize
     }
 }
 
 /// Where a line's strings go: the history's table, and the cache in front of it.
 struct Interner<'a> {
     strings: &'a mut Strings,
-    recent: &'a mut RecentStrings,
+    recent: &'a mut LineMemory,
 }
 
 impl Interner<'_> {
@@ -504,11 +589,7 @@ impl Interner<'_> {
     fn intern_new(&mut self, rest: &[u8], slot: usize) -> Option<(Sym, usize)> {
         let len = quoted_len(rest)?;
         let sym = self.strings.intern_bytes(&rest[..len])?;
-        self.recent.slots[slot] = Recent {
-            start: self.strings.span(sym).start,
-            len,
-            sym,
-        };
+        self.recent.slots[slot] = Recent::new(self.strings, sym, len);
         Some((sym, len))
     }
 }
@@ -609,7 +690,7 @@ mod tests {
     fn fast(line: &[u8]) -> Option<Event> {
         let mut strings = Strings::new();
         let mut row = Row::blank(strings.intern(""));
-        let mut recent = RecentStrings::new(&strings);
+        let mut recent = LineMemory::new(&strings);
         let len = parse_plain(line, &mut row, &mut strings, &mut recent)?;
         assert_eq!(len, line.len(), "{line:?}");
         Some(row.unpack(&strings))
@@ -726,7 +807,7 @@ mod tests {
                 let text = format!("{line}{after}{next}");
                 let mut strings = Strings::new();
                 let mut row = Row::blank(strings.intern(""));
-                let mut recent = RecentStrings::new(&strings);
+                let mut recent = LineMemory::new(&strings);
                 assert_eq!(
                     parse_plain(text.as_bytes(), &mut row, &mut strings, &mut recent),
                     taken,
@@ -737,7 +818,7 @@ mod tests {
         // The end of the input ends the last line, which may lack its newline.
         let mut strings = Strings::new();
         let mut row = Row::blank(strings.intern(""));
-        let mut recent = RecentStrings::new(&strings);
+        let mut recent = LineMemory::new(&strings);
         let taken = parse_plain(line.as_bytes(), &mut row, &mut strings, &mut recent);
         assert_eq!(taken, Some(line.len()));
     }
@@ -766,7 +847,7 @@ mod tests {
             strings.intern("a");
             let mut row = Row::blank(strings.intern(""));
             let held = strings.len();
-            let mut recent = RecentStrings::new(&strings);
+            let mut recent = LineMemory::new(&strings);
             assert_eq!(
                 parse_plain(&line, &mut row, &mut strings, &mut recent),
                 None,
@@ -857,7 +938,7 @@ mod tests {
             })
             .collect();
         let mut strings = Strings::new();
-        let mut recent = RecentStrings::new(&strings);
+        let mut recent = LineMemory::new(&strings);
         let mut packed = Strings::new();
         for event in &events {
             let line = serde_json::to_vec(event).unwrap();
@@ -891,6 +972,40 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// Lines in the plain form with their fields in other orders, one after another through
+    /// one memory (so each line's order is guessed from the line before and the guess is
+    /// sometimes wrong), are read as serde reads them.
+    #[test]
+    fn fields_in_any_order_are_read_whatever_order_the_line_before_had() {
+        let fields = [
+            r#""index":0"#,
+            r#""time_ns":1"#,
+            r#""process":"w0""#,
+            r#""type":"invoke""#,
+            r#""f":"acquire""#,
+            r#""lock":"L""#,
+            r#""owner":"0123456789abcdef0123456789abcdef""#,
+            r#""ttl_ns":10"#,
+            r#""error":"busy""#,
+        ];
+        let mut strings = Strings::new();
+        let mut recent = LineMemory::new(&strings);
+        for turn in 0..40usize {
+            // Rotated and, every other line, reversed.
+            let mut order: Vec<&str> = fields.to_vec();
+            order.rotate_left(turn % fields.len());
+            if turn % 2 == 1 {
+                order.reverse();
+            }
+            let line = format!("{{{}}}", order.join(","));
+            let mut row = Row::blank(strings.intern(""));
+            let taken = parse_plain(line.as_bytes(), &mut row, &mut strings, &mut recent);
+            assert_eq!(taken, Some(line.len()), "{line}");
+            let slow: Event = serde_json::from_str(&line).unwrap();
+            assert_eq!(row.unpack(&strings), slow, "{line}");
         }
     }
 
@@ -937,9 +1052,13 @@ mod tests {
         ]);
         for number in numbers {
             for column in ["token", "local_ns"] {
-                let line = format!("{{{base},\"{column}\":{number}}}");
-                let slow = serde_json::from_str::<Event>(&line).ok();
-                assert_eq!(fast(line.as_bytes()), slow, "{line}");
+                // Last on its line (fewer than sixteen bytes left: read a digit at a time), and
+                // followed by another field (read two words at a time, up to sixteen digits).
+                for after in ["", ",\"error\":\"a long enough error\""] {
+                    let line = format!("{{{base},\"{column}\":{number}{after}}}");
+                    let slow = serde_json::from_str::<Event>(&line).ok();
+                    assert_eq!(fast(line.as_bytes()), slow, "{line}");
+                }
             }
         }
     }

@@ -11,8 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::call_columns::CallColumns;
 use crate::event::{Event, EventType, Op};
-use crate::event_line::{self, RecentStrings};
-use crate::fxhash::FastMap;
+use crate::event_line::{self, LineMemory};
 use crate::packed::{PackedHistory, Row, Strings, Sym};
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
@@ -108,19 +107,18 @@ pub(crate) fn parse_lines(
     let mut rules = Rules::default();
     let mut line_no = 0usize;
     let empty = packed.strings.intern("");
-    let mut recent = RecentStrings::new(&packed.strings);
+    let mut recent = LineMemory::new(&packed.strings);
     for_each_line(reader, |text| {
         line_no += 1;
-        // Filled where it lies, so the 144-byte row is not built elsewhere and copied in.
-        packed.rows.push(Row::blank(empty));
-        let row = packed.rows.last_mut().expect("just pushed");
-        if let Some(len) = event_line::parse_plain(text, row, &mut packed.strings, &mut recent) {
-            rules.check(row, &packed.strings, line_no);
+        let mut row = Row::blank(empty);
+        if let Some(len) = event_line::parse_plain(text, &mut row, &mut packed.strings, &mut recent)
+        {
+            rules.check(&row, &packed.strings, line_no);
+            packed.push_row(&row);
             return Ok(len);
         }
         let line = first_line(text);
         if line.trim_ascii().is_empty() {
-            packed.rows.pop();
             return Ok(line.len());
         }
         let event: Event = serde_json::from_slice(line).map_err(|err| HistoryError::Malformed {
@@ -128,8 +126,9 @@ pub(crate) fn parse_lines(
             line: line_no,
             message: format!("expected one history event as a JSON object: {err}"),
         })?;
-        *row = Row::pack(&event, &mut packed.strings);
-        rules.check(row, &packed.strings, line_no);
+        let row = Row::pack(&event, &mut packed.strings);
+        rules.check(&row, &packed.strings, line_no);
+        packed.push_row(&row);
         Ok(line.len())
     })
     .map_err(|error| match error {
@@ -324,9 +323,41 @@ struct Rules {
     position: u64,
     last_time_ns: u64,
     /// Per process, its open call: operation, invoke index and identifying columns.
-    open: FastMap<Sym, Option<(Op, u64, CallColumns)>>,
+    open: OpenCalls,
     /// Line and message of the first broken rule.
     first_broken: Option<(usize, String)>,
+}
+
+/// The call each process has open, found by the process's sym in two array lookups (a
+/// process acts on every line, so a hashed lookup per line costs more than the rule).
+#[derive(Default)]
+struct OpenCalls {
+    /// By [`Sym::slot`]: the process's place in `calls`, plus one (0: no call yet).
+    places: Vec<u32>,
+    /// By place: the process's open call, if any: operation, invoke index and columns.
+    calls: Vec<Option<(Op, u64, CallColumns)>>,
+}
+
+impl OpenCalls {
+    /// The open call of `process`, if it ever invoked anything (none on record otherwise).
+    fn get_mut(&mut self, process: Sym) -> Option<&mut Option<(Op, u64, CallColumns)>> {
+        let place = *self.places.get(process.slot())?;
+        let place = place.checked_sub(1)? as usize;
+        Some(&mut self.calls[place])
+    }
+
+    /// The open call of `process`, with a place made for it if it had none.
+    fn entry(&mut self, process: Sym) -> &mut Option<(Op, u64, CallColumns)> {
+        let slot = process.slot();
+        if slot >= self.places.len() {
+            self.places.resize(slot + 1, 0);
+        }
+        if self.places[slot] == 0 {
+            self.calls.push(None);
+            self.places[slot] = u32::try_from(self.calls.len()).expect("fewer processes than syms");
+        }
+        &mut self.calls[self.places[slot] as usize - 1]
+    }
 }
 
 impl Rules {
@@ -361,21 +392,18 @@ impl Rules {
                     ));
                 }
                 let call = Some((event.f, event.index, CallColumns::of_invoke(event)?));
-                match self.open.get_mut(&event.process) {
-                    Some(Some((_, previous, _))) => {
+                match self.open.entry(event.process) {
+                    Some((_, previous, _)) => {
                         return Err(format!(
                             "expected process {} to finish its call at index {previous} before invoking again",
                             strings.text(event.process)
                         ));
                     }
-                    Some(slot) => *slot = call,
-                    None => {
-                        self.open.insert(event.process, call);
-                    }
+                    slot => *slot = call,
                 }
             }
             kind if kind.is_completion() => {
-                match self.open.get_mut(&event.process).and_then(Option::take) {
+                match self.open.get_mut(event.process).and_then(Option::take) {
                     Some((f, index, columns)) if f == event.f => {
                         columns.repeated_by(event, f, index, strings)?;
                     }
@@ -525,7 +553,7 @@ mod tests {
         let plain = |line: &[u8]| {
             let mut strings = Strings::new();
             let mut row = Row::blank(strings.intern(""));
-            let mut recent = RecentStrings::new(&strings);
+            let mut recent = LineMemory::new(&strings);
             event_line::parse_plain(line, &mut row, &mut strings, &mut recent) == Some(line.len())
         };
         let taken: Vec<bool> = lines.iter().map(|line| plain(line.as_bytes())).collect();
@@ -542,6 +570,45 @@ mod tests {
                 .unpack(),
             expected
         );
+    }
+
+    /// Lines setting every numeric column, more than a stored row keeps in place, are read by
+    /// the fast reader, stored wide and given back as serde reads them, between lines stored
+    /// in place.
+    #[test]
+    fn lines_with_every_numeric_column_read_back_as_serde_reads_them() {
+        let mut events = Vec::new();
+        for index in 0..6 {
+            let full = Event {
+                index,
+                time_ns: 10 + index,
+                kind: EventType::Nemesis,
+                f: Op::ClockJump,
+                ..crate::event::every_column()
+            };
+            events.push(if index % 2 == 0 {
+                full
+            } else {
+                event(index, 10 + index, EventType::Nemesis, Op::ClockJump)
+            });
+        }
+        let expected = History { events };
+        let bytes = expected.to_jsonl();
+        let mut strings = Strings::new();
+        let mut recent = LineMemory::new(&strings);
+        for line in bytes.split_inclusive(|&byte| byte == b'\n') {
+            let mut row = Row::blank(strings.intern(""));
+            let taken = event_line::parse_plain(line, &mut row, &mut strings, &mut recent);
+            assert_eq!(taken, Some(line.len()), "{line:?}");
+        }
+        let read = parse_lines(&bytes[..], "mem", None).unwrap();
+        assert_eq!(read.unpack(), expected);
+        let serde_read: Vec<Event> = bytes
+            .split(|&byte| byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| serde_json::from_slice(line).unwrap())
+            .collect();
+        assert_eq!(serde_read, expected.events);
     }
 
     #[test]

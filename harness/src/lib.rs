@@ -38,7 +38,7 @@ pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, EventView, Op};
 pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
-pub use packed::{PackedHistory, Row, Strings, Sym};
+pub use packed::{PackedHistory, Row, RowRef, Rows, Strings, Sym};
 pub use recorder::Recorder;
 pub use restart::{RestartGate, Restartable};
 pub use rng::{Stream, stream_rng};

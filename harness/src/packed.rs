@@ -3,13 +3,17 @@
 //!
 //! An [`Event`] is about 400 bytes plus a heap allocation per string (about 540 bytes per
 //! event in all), so a big history read as events spends its time allocating and faulting in
-//! pages. A row is 144 bytes and allocates nothing: process names, locks, keys, errors repeat
-//! on almost every line and are stored once, owner tokens and write ids once per acquisition
-//! or write. Checkers compare [`Sym`]s (one `u32` comparison) instead of strings, and turn a
-//! row back into an [`Event`] only to explain an anomaly.
+//! pages. A row allocates nothing: process names, locks, keys, errors repeat on almost every
+//! line and are stored once, owner tokens and write ids once per acquisition or write, and a
+//! history keeps its rows in 72 bytes each ([`Rows`]). Checkers compare [`Sym`]s (one `u32`
+//! comparison) instead of strings, and turn a row back into an [`Event`] only to explain an
+//! anomaly.
 //!
 //! Packing is lossless: [`PackedHistory::event`] gives back exactly the event that was packed,
 //! so the JSONL form, replay hashes and explanations never see the difference.
+
+mod row;
+mod rows;
 
 use std::hash::Hasher;
 use std::io::BufRead;
@@ -18,9 +22,12 @@ use std::path::Path;
 
 use hashbrown::HashTable;
 
-use crate::event::{Event, EventType, EventView, Op};
+use crate::event::{Event, EventView};
 use crate::fxhash::FxHasher;
 use crate::history::{History, HistoryError, parse_lines};
+pub(crate) use row::Number;
+pub use row::{Row, RowHead, RowRef};
+pub use rows::Rows;
 
 /// One distinct string of a packed history, by number.
 ///
@@ -88,7 +95,7 @@ impl Strings {
 
     /// The sym of `text`, adding it if it is new.
     pub fn intern(&mut self, text: &str) -> Sym {
-        self.intern_as(text.as_bytes(), |_| Some(text))
+        self.intern_as(text.as_bytes(), Some(text))
             .expect("a str is UTF-8")
     }
 
@@ -97,16 +104,12 @@ impl Strings {
     /// new string is checked: the line reader hands over raw bytes, and most of them are
     /// strings the table already holds.
     pub(crate) fn intern_bytes(&mut self, bytes: &[u8]) -> Option<Sym> {
-        self.intern_as(bytes, |bytes| std::str::from_utf8(bytes).ok())
+        self.intern_as(bytes, None)
     }
 
-    /// The sym of `bytes`, adding them as the text `as_text` gives (`None`: not text, nothing
-    /// added) if they are new.
-    fn intern_as<'a>(
-        &mut self,
-        bytes: &'a [u8],
-        as_text: impl FnOnce(&'a [u8]) -> Option<&'a str>,
-    ) -> Option<Sym> {
+    /// The sym of `bytes`, adding them if they are new: as `text` when the caller has them as
+    /// text already, else checked for UTF-8 (`None`: not text, nothing added).
+    fn intern_as(&mut self, bytes: &[u8], text: Option<&str>) -> Option<Sym> {
         let hash = Hash32::of(bytes);
         let Strings {
             text: all,
@@ -119,7 +122,11 @@ impl Strings {
         if let Some(&(_, sym)) = table.find(hash.spread(), same) {
             return Some(sym);
         }
-        let text = as_text(bytes)?;
+        let mut aligned = Aligned([0; Aligned::BYTES]);
+        let text = match text {
+            Some(text) => text,
+            None => aligned.checked_text(bytes)?,
+        };
         let number = u32::try_from(ends.len() + 1)
             .ok()
             .and_then(NonZeroU32::new)
@@ -198,6 +205,27 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
             .all(|(x, y)| x == y)
 }
 
+/// Room for a short string at a word-aligned address: the standard library checks UTF-8 a
+/// word at a time only from such an address and a byte at a time before it, so a new string
+/// (an owner token, mostly) is checked in under half the instructions once copied here.
+#[repr(C, align(16))]
+struct Aligned([u8; Aligned::BYTES]);
+
+impl Aligned {
+    const BYTES: usize = 64;
+
+    /// `bytes` as text if they are UTF-8, checked from a copy here when they fit.
+    fn checked_text<'a>(&'a mut self, bytes: &'a [u8]) -> Option<&'a str> {
+        match self.0.get_mut(..bytes.len()) {
+            Some(copy) => {
+                copy.copy_from_slice(bytes);
+                std::str::from_utf8(copy).ok()
+            }
+            None => std::str::from_utf8(bytes).ok(),
+        }
+    }
+}
+
 fn span_of(ends: &[usize], sym: Sym) -> std::ops::Range<usize> {
     let slot = sym.slot();
     let start = if slot == 0 { 0 } else { ends[slot - 1] };
@@ -225,244 +253,11 @@ impl Hash32 {
     }
 }
 
-/// The numeric columns of an event, in declaration order; a row keeps them in one array.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Number {
-    LocalNs,
-    Token,
-    TtlNs,
-    HolderToken,
-    ExpiresNs,
-    CurrentToken,
-    Seq,
-    DurationNs,
-    JumpNs,
-    DriftPpm,
-    DelayNs,
-}
-
-const NUMBERS: usize = 11;
-
-/// One event in checking form: the same columns as [`Event`], strings as [`Sym`]s, numbers
-/// without `Option`'s padding (a bit per column says which are set).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Row {
-    /// Position in the history, from 0.
-    pub index: u64,
-    /// True time since the start of the run, in nanoseconds.
-    pub time_ns: u64,
-    /// Who acted.
-    pub process: Sym,
-    /// Invoke, completion, nemesis action or server log entry.
-    pub kind: EventType,
-    /// The operation.
-    pub f: Op,
-    /// Which of `numbers` are set, a bit per [`Number`].
-    present: u16,
-    /// Lock name.
-    pub lock: Option<Sym>,
-    /// Store key.
-    pub key: Option<Sym>,
-    /// Owner token of the caller.
-    pub owner: Option<Sym>,
-    /// Unique id of a write, or the id a read saw.
-    pub write_id: Option<Sym>,
-    /// The value written or read.
-    pub value: Option<Sym>,
-    /// Lock log: the owner of the lease the entry affected.
-    pub holder: Option<Sym>,
-    /// Nemesis: the process or node a fault targets.
-    pub target: Option<Sym>,
-    /// Why a call failed or is unknown.
-    pub error: Option<Sym>,
-    /// The numeric columns by [`Number`]; signed ones hold their two's-complement bits.
-    numbers: [u64; NUMBERS],
-}
-
-impl Row {
-    /// A row with only its identity set, for the reader to fill.
-    pub(crate) fn blank(process: Sym) -> Row {
-        Row {
-            index: 0,
-            time_ns: 0,
-            process,
-            kind: EventType::Invoke,
-            f: Op::Read,
-            present: 0,
-            lock: None,
-            key: None,
-            owner: None,
-            write_id: None,
-            value: None,
-            holder: None,
-            target: None,
-            error: None,
-            numbers: [0; NUMBERS],
-        }
-    }
-
-    /// Sets a numeric column (signed values as their bits).
-    pub(crate) fn set(&mut self, column: Number, value: u64) {
-        self.present |= 1 << column as u16;
-        self.numbers[column as usize] = value;
-    }
-
-    fn get(&self, column: Number) -> Option<u64> {
-        (self.present & (1 << column as u16) != 0).then(|| self.numbers[column as usize])
-    }
-
-    fn get_signed(&self, column: Number) -> Option<i64> {
-        self.get(column).map(|bits| bits as i64)
-    }
-
-    /// The acting node's local clock reading, in nanoseconds.
-    pub fn local_ns(&self) -> Option<i64> {
-        self.get_signed(Number::LocalNs)
-    }
-
-    /// Fencing token carried by the call, granted, or applied.
-    pub fn token(&self) -> Option<u64> {
-        self.get(Number::Token)
-    }
-
-    /// Lease TTL requested, in nanoseconds.
-    pub fn ttl_ns(&self) -> Option<u64> {
-        self.get(Number::TtlNs)
-    }
-
-    /// Lock log: the fencing token of the lease the entry affected.
-    pub fn holder_token(&self) -> Option<u64> {
-        self.get(Number::HolderToken)
-    }
-
-    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
-    pub fn expires_ns(&self) -> Option<i64> {
-        self.get_signed(Number::ExpiresNs)
-    }
-
-    /// Store: the fence the store held when it rejected a write.
-    pub fn current_token(&self) -> Option<u64> {
-        self.get(Number::CurrentToken)
-    }
-
-    /// Store log: position of an applied write in the store's own order, from 1.
-    pub fn seq(&self) -> Option<u64> {
-        self.get(Number::Seq)
-    }
-
-    /// Nemesis: how long a fault lasts, in nanoseconds.
-    pub fn duration_ns(&self) -> Option<u64> {
-        self.get(Number::DurationNs)
-    }
-
-    /// Nemesis: clock jump, in nanoseconds.
-    pub fn jump_ns(&self) -> Option<i64> {
-        self.get_signed(Number::JumpNs)
-    }
-
-    /// Nemesis: clock drift, in parts per million.
-    pub fn drift_ppm(&self) -> Option<i64> {
-        self.get_signed(Number::DriftPpm)
-    }
-
-    /// Nemesis: how long each reply is held by a `delay-replies` fault, in nanoseconds.
-    pub fn delay_ns(&self) -> Option<u64> {
-        self.get(Number::DelayNs)
-    }
-
-    /// True if this is an event of the given type and operation.
-    pub fn is(&self, kind: EventType, f: Op) -> bool {
-        self.kind == kind && self.f == f
-    }
-
-    /// Packs `event`, adding its strings to `strings`.
-    pub fn pack(event: &Event, strings: &mut Strings) -> Row {
-        Row::pack_view(&event.view(), strings)
-    }
-
-    /// The row of the event `view` borrows, its strings interned into `strings`: how a
-    /// backend's log entry is recorded without building an [`Event`].
-    pub fn pack_view(view: &EventView<'_>, strings: &mut Strings) -> Row {
-        let mut text = |column: Option<&str>| column.map(|text| strings.intern(text));
-        let mut row = Row {
-            index: view.index,
-            time_ns: view.time_ns,
-            kind: view.kind,
-            f: view.f,
-            lock: text(view.lock),
-            key: text(view.key),
-            owner: text(view.owner),
-            write_id: text(view.write_id),
-            value: text(view.value),
-            holder: text(view.holder),
-            target: text(view.target),
-            error: text(view.error),
-            ..Row::blank(strings.intern(view.process))
-        };
-        let signed = |value: Option<i64>| value.map(|value| value as u64);
-        for (column, value) in [
-            (Number::LocalNs, signed(view.local_ns)),
-            (Number::Token, view.token),
-            (Number::TtlNs, view.ttl_ns),
-            (Number::HolderToken, view.holder_token),
-            (Number::ExpiresNs, signed(view.expires_ns)),
-            (Number::CurrentToken, view.current_token),
-            (Number::Seq, view.seq),
-            (Number::DurationNs, view.duration_ns),
-            (Number::JumpNs, signed(view.jump_ns)),
-            (Number::DriftPpm, signed(view.drift_ppm)),
-            (Number::DelayNs, view.delay_ns),
-        ] {
-            if let Some(value) = value {
-                row.set(column, value);
-            }
-        }
-        row
-    }
-
-    /// The event this row packs with its strings borrowed from `strings`: what is written,
-    /// and what a reader of a whole history walks without building events.
-    pub fn view<'a>(&self, strings: &'a Strings) -> EventView<'a> {
-        let text = |column: Option<Sym>| column.map(|sym| strings.text(sym));
-        EventView {
-            index: self.index,
-            time_ns: self.time_ns,
-            process: strings.text(self.process),
-            kind: self.kind,
-            f: self.f,
-            local_ns: self.local_ns(),
-            lock: text(self.lock),
-            key: text(self.key),
-            owner: text(self.owner),
-            token: self.token(),
-            write_id: text(self.write_id),
-            value: text(self.value),
-            ttl_ns: self.ttl_ns(),
-            holder: text(self.holder),
-            holder_token: self.holder_token(),
-            expires_ns: self.expires_ns(),
-            current_token: self.current_token(),
-            seq: self.seq(),
-            target: text(self.target),
-            duration_ns: self.duration_ns(),
-            jump_ns: self.jump_ns(),
-            drift_ppm: self.drift_ppm(),
-            delay_ns: self.delay_ns(),
-            error: text(self.error),
-        }
-    }
-
-    /// The event this row packs, its strings read from `strings`.
-    pub fn unpack(&self, strings: &Strings) -> Event {
-        self.view(strings).to_event()
-    }
-}
-
 /// A history in checking form: its rows in order and the strings they point into.
 #[derive(Default)]
 pub struct PackedHistory {
     /// The events, in history order.
-    pub rows: Vec<Row>,
+    pub(crate) rows: Rows,
     /// The distinct strings of all rows.
     pub strings: Strings,
 }
@@ -480,13 +275,19 @@ impl std::fmt::Debug for PackedHistory {
 impl PackedHistory {
     /// Packs every event of `history`.
     pub fn pack(history: &History) -> PackedHistory {
-        let mut strings = Strings::new();
-        let rows = history
-            .events
-            .iter()
-            .map(|event| Row::pack(event, &mut strings))
-            .collect();
-        PackedHistory { rows, strings }
+        let mut packed = PackedHistory {
+            rows: Rows::with_capacity(history.events.len()),
+            strings: Strings::new(),
+        };
+        for event in &history.events {
+            packed.push(event);
+        }
+        packed
+    }
+
+    /// The events, in history order.
+    pub fn rows(&self) -> &Rows {
+        &self.rows
     }
 
     /// Reads a JSONL history file straight into checking form, validating the same
@@ -508,7 +309,7 @@ impl PackedHistory {
 
     /// The event at `position`, as it was before packing.
     pub fn event(&self, position: usize) -> Event {
-        self.rows[position].unpack(&self.strings)
+        self.rows.get(position).unpack(&self.strings)
     }
 
     /// The text of `sym`.
@@ -529,12 +330,17 @@ impl PackedHistory {
     /// Appends `event` as the next row, its strings interned (each distinct one stored once).
     pub fn push(&mut self, event: &Event) {
         let row = Row::pack(event, &mut self.strings);
+        self.rows.push(&row);
+    }
+
+    /// Appends `row`, whose syms point into this history's strings.
+    pub(crate) fn push_row(&mut self, row: &Row) {
         self.rows.push(row);
     }
 
     /// The event at `position` with its strings borrowed (nothing copied).
     pub fn view(&self, position: usize) -> EventView<'_> {
-        self.rows[position].view(&self.strings)
+        self.rows.get(position).view(&self.strings)
     }
 
     /// Every event in order with its strings borrowed: a walk over the whole history that
@@ -547,7 +353,7 @@ impl PackedHistory {
     /// [`History::write_jsonl`] writes for the unpacked history (both go through one
     /// serialiser), with no event built on the way.
     pub fn write_jsonl(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        for row in &self.rows {
+        for row in self.rows.iter() {
             serde_json::to_writer(&mut *out, &row.view(&self.strings))?;
             out.write_all(b"\n")?;
         }
@@ -565,7 +371,7 @@ impl PackedHistory {
 
     /// The JSONL line of the event at `position`, without its newline.
     pub fn jsonl_line(&self, position: usize) -> String {
-        serde_json::to_string(&self.rows[position].view(&self.strings))
+        serde_json::to_string(&self.rows.get(position).view(&self.strings))
             .expect("an event always serialises")
     }
 
@@ -578,7 +384,7 @@ impl PackedHistory {
     /// Heap bytes the history holds, by capacity (rows and strings): what keeping it costs in
     /// memory, whether or not every slot is used.
     pub fn heap_bytes(&self) -> usize {
-        self.rows.capacity() * std::mem::size_of::<Row>() + self.strings.heap_bytes()
+        self.rows.heap_bytes() + self.strings.heap_bytes()
     }
 
     /// Every event, as before packing.
@@ -596,6 +402,7 @@ impl PackedHistory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{EventType, Op};
 
     #[test]
     fn a_row_is_small_and_packing_loses_nothing() {
@@ -619,11 +426,12 @@ mod tests {
         assert_eq!(packed.unpack(), history);
         // The owner token as owner and holder, "w1" as target and process, "" (held from the
         // start) as an error: each stored once.
-        assert_eq!(packed.rows[0].owner, packed.rows[0].holder);
-        assert_eq!(packed.rows[0].target, Some(packed.rows[1].process));
-        assert_eq!(packed.rows[0].error, packed.strings.find(""));
+        let rows = [packed.rows.get(0), packed.rows.get(1)];
+        assert_eq!(rows[0].owner, rows[0].holder);
+        assert_eq!(rows[0].target, Some(rows[1].process));
+        assert_eq!(rows[0].error, packed.strings.find(""));
         assert_eq!(packed.strings.len(), 8);
-        assert_eq!(packed.rows[1].token(), None);
+        assert_eq!(rows[1].token(), None);
     }
 
     #[test]

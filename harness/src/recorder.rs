@@ -15,7 +15,7 @@ use crate::adapter::OwnerToken;
 use crate::clock::{LocalClock, TrueClock};
 use crate::event::{Event, EventView};
 use crate::history::History;
-use crate::packed::{Number, PackedHistory, Row, Strings, Sym, same_bytes};
+use crate::packed::{Number, PackedHistory, Row, Rows, Strings, Sym, same_bytes};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -150,7 +150,7 @@ impl Recorder {
             truth,
             events: Mutex::new(Recording {
                 history: PackedHistory {
-                    rows: Vec::with_capacity(limit.min(4096)),
+                    rows: Rows::with_capacity(limit.min(4096)),
                     ..PackedHistory::default()
                 },
                 table: Table(0),
@@ -192,7 +192,7 @@ impl Recorder {
         let history = &mut recording.history;
         let mut row = Row::pack_view(view, &mut history.strings);
         self.stamp(&mut row, index, clock);
-        history.rows.push(row);
+        history.push_row(&row);
         index
     }
 
@@ -228,7 +228,7 @@ impl Recorder {
         row.index = index;
         row.time_ns = time_ns;
         row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
-        history.rows.push(row);
+        history.push_row(&row);
         Some((row, *table))
     }
 

@@ -414,7 +414,7 @@ fn history_case(bytes: &[u8], workload: Workload, case: &str) -> bool {
             let verdict = check_packed(&history, &options);
             assert_eq!(
                 verdict.events,
-                history.rows.len() as u64,
+                history.rows().len() as u64,
                 "{case}: a verdict over every event read"
             );
             true

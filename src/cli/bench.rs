@@ -48,7 +48,7 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
         events += history.len();
         retained_bytes += history.heap_bytes();
         simulated_s += history
-            .rows
+            .rows()
             .last()
             .map_or(0.0, |row| row.time_ns as f64 / 1e9);
     }

@@ -141,7 +141,7 @@ impl Shape {
     /// The shape of a history in checking form (a run's, a replay's, `fencer check`'s).
     pub fn of_packed(history: &PackedHistory) -> Shape {
         let mut shape = Shape::default();
-        for row in &history.rows {
+        for row in history.rows().iter() {
             shape.add(row.kind, row.f, row.time_ns);
         }
         shape

@@ -111,7 +111,7 @@ pub struct Model<'a> {
 impl<'a> Model<'a> {
     /// Reads `history` (a validated history, in index order).
     pub fn new(history: &'a PackedHistory) -> Model<'a> {
-        let end_ns = history.rows.last().map_or(0, |row| row.time_ns);
+        let end_ns = history.rows().last().map_or(0, |row| row.time_ns);
         Model {
             history,
             lanes: lanes(history),
