@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fencer_harness::{
-    Acquired, CallError, EventType, EventView, FencingToken, LocalClock, LockService, Op, Owned,
-    OwnerToken, Recorder, Restartable, caller_clock,
+    Acquired, CallError, FencingToken, LocalClock, LockChange, LockService, Owned, OwnerToken,
+    Recorder, Restartable, caller_clock,
 };
 
 use crate::ttl_ns;
@@ -174,16 +174,6 @@ impl SimLeaseService {
     }
 }
 
-/// The lock service's log entry of a change to `lock` applied at lock-server time `now_ns`
-/// (no await since it was read), for the change's own columns to be added.
-fn log_entry(f: Op, lock: &str, now_ns: i64) -> EventView<'_> {
-    EventView {
-        lock: Some(lock),
-        local_ns: Some(now_ns),
-        ..EventView::new("lock", EventType::Log, f)
-    }
-}
-
 /// The calling process's clock, under [`LeaseRules::ClockThrottledRenew`] (the only rules
 /// that look at it); `None` otherwise or outside a call.
 fn caller_now_ns(rules: LeaseRules) -> Option<i64> {
@@ -251,13 +241,14 @@ impl LockService for SimLeaseService {
         let Some(lease) = granted else {
             return Ok(Acquired::Busy);
         };
-        self.recorder.record_view(&EventView {
-            owner: Some(owner.hex().as_str()),
-            token: Some(lease.token),
-            ttl_ns: Some(ttl.as_nanos() as u64),
-            expires_ns: Some(lease.expires_ns),
-            ..log_entry(Op::Acquire, lock, now_ns)
-        });
+        let granted = LockChange::Granted {
+            owner,
+            fencing_token: lease.token,
+            ttl,
+            expires_ns: lease.expires_ns,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &granted, None);
         Ok(Acquired::Granted {
             fencing_token: lease.token,
         })
@@ -317,14 +308,15 @@ impl LockService for SimLeaseService {
             // Nothing changed, so nothing is logged.
             Renewed::Skipped => return Ok(Owned::Done),
         };
-        self.recorder.record_view(&EventView {
-            owner: Some(owner.hex().as_str()),
-            holder: Some(lease.owner.hex().as_str()),
-            holder_token: Some(lease.token),
-            ttl_ns: Some(ttl.as_nanos() as u64),
-            expires_ns: Some(lease.expires_ns),
-            ..log_entry(Op::Renew, lock, now_ns)
-        });
+        let renewed = LockChange::Renewed {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+            ttl,
+            expires_ns: lease.expires_ns,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &renewed, None);
         Ok(Owned::Done)
     }
 
@@ -351,12 +343,13 @@ impl LockService for SimLeaseService {
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
         };
-        self.recorder.record_view(&EventView {
-            owner: Some(owner.hex().as_str()),
-            holder: Some(lease.owner.hex().as_str()),
-            holder_token: Some(lease.token),
-            ..log_entry(Op::Release, lock, now_ns)
-        });
+        let released = LockChange::Released {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &released, None);
         Ok(Owned::Done)
     }
 
@@ -387,14 +380,13 @@ impl Restartable for SimLeaseService {
         };
         let now_ns = self.clock.now_ns();
         for (lock, lease) in lost {
-            let holder = lease.owner.hex();
-            self.recorder.record_view(&EventView {
-                owner: Some(holder.as_str()),
-                holder: Some(holder.as_str()),
-                holder_token: Some(lease.token),
-                error: Some("restart"),
-                ..log_entry(Op::Release, &lock, now_ns)
-            });
+            let lost = LockChange::Released {
+                owner: lease.owner,
+                holder: lease.owner,
+                holder_token: lease.token,
+            };
+            self.recorder
+                .record_lock_change(&lock, now_ns, &lost, Some("restart"));
         }
         Ok(())
     }
@@ -403,7 +395,7 @@ impl Restartable for SimLeaseService {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fencer_harness::{NodeClock, TrueClock, runtime::simulation_runtime};
+    use fencer_harness::{EventType, NodeClock, Op, TrueClock, runtime::simulation_runtime};
 
     const TTL: Duration = Duration::from_secs(10);
     const A: OwnerToken = OwnerToken(0xa);

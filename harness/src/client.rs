@@ -23,7 +23,7 @@ use crate::clock::LocalClock;
 use crate::event::{EventType, Op};
 use crate::freeze::ProcessFaults;
 use crate::packed::{Number, Row};
-use crate::recorder::{Recorder, RowStrings, Table, Word};
+use crate::recorder::{RecordedRow, Recorder, RowStrings, Word};
 use crate::wire::{Network, Request, Sending};
 
 /// Everything a process needs to make recorded calls: its name, its clock, its faults.
@@ -193,9 +193,8 @@ struct OpenCall<'a> {
     process: &'a Process,
     f: Op,
     call: CallText<'a>,
-    /// The invoke's row as recorded and the string table it was packed into; `None` when the
-    /// recorder was full and dropped it.
-    invoke: Option<(Row, Table)>,
+    /// Where the invoke's row was recorded; `None` when the recorder was full and dropped it.
+    invoke: Option<RecordedRow>,
     open: bool,
 }
 
@@ -214,11 +213,10 @@ impl OpenCall<'_> {
         process.recorder.record_row_on(
             process.clock(),
             process.clock().truth().now_ns(),
-            |strings, table| {
-                let mut row = match invoke {
-                    Some((row, packed_in)) if packed_in == table => row,
-                    _ => call.invoke_row(f, &process.caller, strings),
-                };
+            |strings, recorded| {
+                let mut row = invoke
+                    .and_then(|invoke| recorded.row(invoke))
+                    .unwrap_or_else(|| call.invoke_row(f, &process.caller, strings));
                 row.kind = reply(&mut row, strings);
                 row
             },

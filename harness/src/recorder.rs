@@ -6,16 +6,21 @@
 //! history is never held as owned events: a process name, an op's lock and key, an error
 //! string are stored once for the whole run instead of once per event.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+mod row_strings;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::adapter::OwnerToken;
+use crate::adapter::LockChange;
 use crate::clock::{LocalClock, TrueClock};
-use crate::event::{Event, EventView};
+use crate::event::{Event, EventType, EventView, Op};
 use crate::history::History;
-use crate::packed::{Number, PackedHistory, Row, Rows, Strings, Sym, same_bytes};
+use crate::packed::{Number, PackedHistory, Row, Rows, Sym};
+
+use row_strings::OwnerSyms;
+pub(crate) use row_strings::{KnownSym, KnownText, RowStrings, Word};
 
 /// Appends events for one run. Shared by workers, backends and the nemesis.
 ///
@@ -26,6 +31,8 @@ use crate::packed::{Number, PackedHistory, Row, Rows, Strings, Sym, same_bytes};
 pub struct Recorder {
     truth: TrueClock,
     events: Mutex<Recording>,
+    /// The sym of `lock`, the process of a lock service's log entries.
+    lock_process: KnownSym,
     limit: usize,
     full: AtomicBool,
     filled: Notify,
@@ -38,97 +45,39 @@ struct Recording {
     table: Table,
     /// The syms of the [`Word`]s in this table, each once it was first recorded.
     words: [Option<Sym>; Word::ALL.len()],
+    /// The syms of the owner tokens recorded lately in this table.
+    owners: OwnerSyms,
 }
 
-/// The fixed error words client completions record, looked up in a history's string table
-/// once instead of at every completion (most calls of a contended lock end `busy`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Word {
-    Busy,
-    NotOwner,
-    Rejected,
-    Cancelled,
-}
-
-impl Word {
-    const ALL: [Word; 4] = [Word::Busy, Word::NotOwner, Word::Rejected, Word::Cancelled];
-
-    fn text(self) -> &'static str {
-        match self {
-            Word::Busy => "busy",
-            Word::NotOwner => "not-owner",
-            Word::Rejected => "rejected",
-            Word::Cancelled => "cancelled",
+impl Recording {
+    fn new(history: PackedHistory, table: Table) -> Recording {
+        Recording {
+            history,
+            table,
+            words: [None; Word::ALL.len()],
+            owners: OwnerSyms::new(),
         }
     }
 }
 
-/// A history's string table as a row being recorded sees it: any text interned, and the
-/// [`Word`]s from the recorder's note of their syms.
-pub(crate) struct RowStrings<'a> {
-    strings: &'a mut Strings,
-    words: &'a mut [Option<Sym>; Word::ALL.len()],
+/// Where a row was recorded: its position in the history of one string table, so the row can
+/// be read back while that history is still the recorder's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RecordedRow {
+    position: usize,
     table: Table,
 }
 
-/// The sym a string that is recorded again and again (a process's own name) has in one of a
-/// recorder's tables, remembered by its owner so it is looked up once per table: the table's
-/// number and the sym, in one word (0: none yet).
-#[derive(Debug, Default)]
-pub(crate) struct KnownSym(AtomicU64);
-
-/// A text a caller names on call after call (its lock, its key) and its sym, so the text is
-/// looked up once per table while the caller keeps naming it: the first text named is the one
-/// remembered, and any other is looked up each time.
-#[derive(Debug, Default)]
-pub(crate) struct KnownText {
-    text: OnceLock<Box<str>>,
-    sym: KnownSym,
+/// The rows recorded so far, as a row being recorded may read them.
+pub(crate) struct Recorded<'a> {
+    rows: &'a Rows,
+    table: Table,
 }
 
-impl RowStrings<'_> {
-    /// The sym of `text`, remembered by `known` if it is the text `known` is for.
-    pub(crate) fn intern_named(&mut self, known: &KnownText, text: &str) -> Sym {
-        let held = known.text.get_or_init(|| text.into());
-        if same_bytes(held.as_bytes(), text.as_bytes()) {
-            self.intern_known(&known.sym, text)
-        } else {
-            self.intern(text)
-        }
-    }
-
-    /// The sym of `text`, which `known` remembers for this table once it has been interned.
-    pub(crate) fn intern_known(&mut self, known: &KnownSym, text: &str) -> Sym {
-        let table = (self.table.0 + 1) << 32;
-        let noted = known.0.load(Ordering::Relaxed);
-        if noted & !0xffff_ffff == table
-            && let Some(sym) = Sym::from_number(noted as u32)
-        {
-            return sym;
-        }
-        let sym = self.strings.intern(text);
-        known
-            .0
-            .store(table | u64::from(sym.number()), Ordering::Relaxed);
-        sym
-    }
-
-    /// The sym of `owner`'s 32 hex digits, which are checked as text only when new.
-    pub(crate) fn intern_owner(&mut self, owner: OwnerToken) -> Sym {
-        self.strings
-            .intern_bytes(owner.hex().as_bytes())
-            .expect("hex digits are text")
-    }
-
-    /// The sym of `text`, adding it if it is new.
-    pub(crate) fn intern(&mut self, text: &str) -> Sym {
-        self.strings.intern(text)
-    }
-
-    /// The sym of `word`, interned the first time it is recorded in this table, so the
-    /// table's strings are numbered as if it were interned each time.
-    pub(crate) fn word(&mut self, word: Word) -> Sym {
-        *self.words[word as usize].get_or_insert_with(|| self.strings.intern(word.text()))
+impl Recorded<'_> {
+    /// The row recorded at `at`, unless its history has been taken since.
+    pub(crate) fn row(&self, at: RecordedRow) -> Option<Row> {
+        (at.table == self.table).then(|| self.rows.get(at.position).to_row())
     }
 }
 
@@ -148,14 +97,14 @@ impl Recorder {
     pub fn with_limit(truth: TrueClock, limit: usize) -> Recorder {
         Recorder {
             truth,
-            events: Mutex::new(Recording {
-                history: PackedHistory {
+            lock_process: KnownSym::default(),
+            events: Mutex::new(Recording::new(
+                PackedHistory {
                     rows: Rows::with_capacity(limit.min(4096)),
                     ..PackedHistory::default()
                 },
-                table: Table(0),
-                words: [None; Word::ALL.len()],
-            }),
+                Table(0),
+            )),
             limit,
             full: AtomicBool::new(false),
             filled: Notify::new(),
@@ -172,6 +121,82 @@ impl Recorder {
     /// its index.
     pub fn record_view(&self, view: &EventView<'_>) -> u64 {
         self.append(view, None)
+    }
+
+    /// Appends a change a lock service applied to `lock` at service time `at_ns`, as it
+    /// applies it: the `lock` `log` event of `change`, with `error` when the service made the
+    /// change on its own (a restart that loses a lease); returns its index. What fencer's
+    /// simulated lease service logs: the owner tokens it names are remembered from the calls
+    /// that carried them, not formatted and looked up again.
+    pub fn record_lock_change(
+        &self,
+        lock: &str,
+        at_ns: i64,
+        change: &LockChange,
+        error: Option<&str>,
+    ) -> u64 {
+        let mut recording = self.recording();
+        let position = recording.history.len();
+        if !self.has_room(position) {
+            return position as u64;
+        }
+        let Recording {
+            history,
+            table,
+            words,
+            owners,
+        } = &mut *recording;
+        let PackedHistory { rows, strings } = history;
+        let mut strings = RowStrings {
+            strings,
+            words,
+            owners,
+            table: *table,
+        };
+        let (f, owner, holder) = match *change {
+            LockChange::Granted { owner, .. } => (Op::Acquire, owner, None),
+            LockChange::Renewed { owner, holder, .. } => (Op::Renew, owner, Some(holder)),
+            LockChange::Released { owner, holder, .. } => (Op::Release, owner, Some(holder)),
+        };
+        // Strings in column order and the process last, as an event's are packed.
+        let lock = strings.intern(lock);
+        let owner = strings.intern_owner(owner);
+        let holder = holder.map(|holder| strings.intern_owner(holder));
+        let error = error.map(|error| strings.intern(error));
+        let mut row = Row::blank(strings.intern_known(&self.lock_process, "lock"));
+        (row.kind, row.f) = (EventType::Log, f);
+        (row.lock, row.owner, row.holder, row.error) = (Some(lock), Some(owner), holder, error);
+        row.index = position as u64;
+        row.time_ns = self.truth.now_ns();
+        // Numbers in column order, each after the ones before it.
+        row.set(Number::LocalNs, at_ns as u64);
+        match *change {
+            LockChange::Granted {
+                fencing_token,
+                ttl,
+                expires_ns,
+                ..
+            } => {
+                row.set(Number::Token, fencing_token);
+                row.set(Number::TtlNs, ttl.as_nanos() as u64);
+                row.set(Number::ExpiresNs, expires_ns as u64);
+            }
+            LockChange::Renewed {
+                holder_token,
+                ttl,
+                expires_ns,
+                ..
+            } => {
+                row.set(Number::TtlNs, ttl.as_nanos() as u64);
+                row.set(Number::HolderToken, holder_token);
+                row.set(Number::ExpiresNs, expires_ns as u64);
+            }
+            LockChange::Released { holder_token, .. } => {
+                row.set(Number::HolderToken, holder_token);
+            }
+        }
+        rows.push(&row);
+        position as u64
     }
 
     /// Appends `event` now, with `local_ns` read from `clock` at the same true instant (one
@@ -196,40 +221,49 @@ impl Recorder {
         index
     }
 
-    /// Appends the row `build` packs into the recorder's string table (told which
-    /// [`Table`] that is), stamped at true time `time_ns` (now, read by the caller who needs
-    /// it too) as [`Recorder::record_on`] stamps an event; returns a
-    /// copy of the row as recorded and its table, or `None` when the recorder holds its limit
-    /// and dropped it (then `build` is not called). A client call records its invoke this way
-    /// and derives its completion from the copy, so a call builds no event and copies no
-    /// string.
+    /// Appends the row `build` packs into the recorder's string table, reading the rows
+    /// recorded before it as it needs, stamped at true time `time_ns` (now, read by the caller
+    /// who needs it too) as [`Recorder::record_on`] stamps an event; returns where the row
+    /// was recorded, or `None` when the recorder holds its limit and dropped it (then `build`
+    /// is not called). A client call records its invoke this way and derives its completion
+    /// from the invoke's row read back, so a call builds no event and copies no string.
     pub(crate) fn record_row_on(
         &self,
         clock: &LocalClock,
         time_ns: u64,
-        build: impl FnOnce(&mut RowStrings<'_>, Table) -> Row,
-    ) -> Option<(Row, Table)> {
+        build: impl FnOnce(&mut RowStrings<'_>, Recorded<'_>) -> Row,
+    ) -> Option<RecordedRow> {
         let mut recording = self.recording();
-        let index = recording.history.len() as u64;
-        if !self.has_room(recording.history.len()) {
+        let position = recording.history.len();
+        if !self.has_room(position) {
             return None;
         }
         let Recording {
             history,
             table,
             words,
+            owners,
         } = &mut *recording;
+        let PackedHistory { rows, strings } = history;
         let mut strings = RowStrings {
-            strings: &mut history.strings,
+            strings,
             words,
+            owners,
             table: *table,
         };
-        let mut row = build(&mut strings, *table);
-        row.index = index;
+        let recorded = Recorded {
+            rows,
+            table: *table,
+        };
+        let mut row = build(&mut strings, recorded);
+        row.index = position as u64;
         row.time_ns = time_ns;
         row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
-        history.push_row(&row);
-        Some((row, *table))
+        rows.push(&row);
+        Some(RecordedRow {
+            position,
+            table: *table,
+        })
     }
 
     fn recording(&self) -> MutexGuard<'_, Recording> {
@@ -282,9 +316,12 @@ impl Recorder {
     /// paths check, write and explain.
     pub fn take_packed(&self) -> PackedHistory {
         let mut recording = self.recording();
-        recording.table = Table(recording.table.0 + 1);
-        recording.words = [None; Word::ALL.len()];
-        std::mem::take(&mut recording.history)
+        let table = Table(recording.table.0 + 1);
+        let taken = std::mem::replace(
+            &mut *recording,
+            Recording::new(PackedHistory::default(), table),
+        );
+        taken.history
     }
 
     /// Everything recorded so far as events, leaving the recorder empty: the unpacked view,
@@ -297,6 +334,7 @@ impl Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::OwnerToken;
     use crate::event::{EventType, Op};
     use crate::runtime::simulation_runtime;
 
@@ -309,7 +347,7 @@ mod tests {
         let mut tables = Vec::new();
         // The second table holds one string more before the word, so its sym differs there.
         for names in [&["w0"][..], &["w1", "w1:renew"]] {
-            let (_, table) = recorder
+            let recorded = recorder
                 .record_row_on(&clock, truth.now_ns(), |strings, _| {
                     let process = names.iter().map(|name| strings.intern(name)).last();
                     let mut row = Row::blank(process.expect("a name"));
@@ -319,13 +357,110 @@ mod tests {
                     row
                 })
                 .expect("room");
-            tables.push(table);
+            tables.push(recorded.table);
             taken.push(recorder.take_packed());
         }
         assert_ne!(tables[0], tables[1]);
         for history in &taken {
             assert_eq!(history.event(0).error.as_deref(), Some("busy"));
         }
+    }
+
+    /// Each kind of lock change, recorded as a change and as the event a service would log
+    /// for it: the same event, its owner tokens named by calls before it or not.
+    #[test]
+    fn a_lock_change_records_the_event_a_lease_service_logs_for_it() {
+        let (a, b) = (OwnerToken(0xa), OwnerToken(u128::MAX - 1));
+        let ttl = std::time::Duration::from_secs(10);
+        let changes = [
+            (
+                LockChange::Granted {
+                    owner: a,
+                    fencing_token: 7,
+                    ttl,
+                    expires_ns: -5,
+                },
+                None,
+            ),
+            (
+                LockChange::Renewed {
+                    owner: b,
+                    holder: a,
+                    holder_token: 7,
+                    ttl,
+                    expires_ns: i64::MAX,
+                },
+                None,
+            ),
+            (
+                LockChange::Released {
+                    owner: a,
+                    holder: a,
+                    holder_token: 7,
+                },
+                Some("restart"),
+            ),
+        ];
+        // In the paused simulation, so both are stamped at the same true time.
+        simulation_runtime().block_on(async {
+            let truth = TrueClock::start();
+            let (as_changes, as_views) = (Recorder::new(truth), Recorder::new(truth));
+            for (change, error) in &changes {
+                as_changes.record_lock_change("L", 42, change, *error);
+                let (a_hex, b_hex) = (a.hex(), b.hex());
+                let text = |owner: OwnerToken| {
+                    if owner == a {
+                        a_hex.as_str()
+                    } else {
+                        b_hex.as_str()
+                    }
+                };
+                let mut view = EventView {
+                    lock: Some("L"),
+                    local_ns: Some(42),
+                    error: *error,
+                    ..EventView::new("lock", EventType::Log, Op::Acquire)
+                };
+                match *change {
+                    LockChange::Granted {
+                        owner,
+                        fencing_token,
+                        expires_ns,
+                        ..
+                    } => {
+                        view.owner = Some(text(owner));
+                        (view.token, view.ttl_ns) = (Some(fencing_token), Some(10_000_000_000));
+                        view.expires_ns = Some(expires_ns);
+                    }
+                    LockChange::Renewed {
+                        owner,
+                        holder,
+                        holder_token,
+                        expires_ns,
+                        ..
+                    } => {
+                        view.f = Op::Renew;
+                        (view.owner, view.holder) = (Some(text(owner)), Some(text(holder)));
+                        (view.holder_token, view.ttl_ns) =
+                            (Some(holder_token), Some(10_000_000_000));
+                        view.expires_ns = Some(expires_ns);
+                    }
+                    LockChange::Released {
+                        owner,
+                        holder,
+                        holder_token,
+                    } => {
+                        view.f = Op::Release;
+                        (view.owner, view.holder) = (Some(text(owner)), Some(text(holder)));
+                        view.holder_token = Some(holder_token);
+                    }
+                }
+                as_views.record_view(&view);
+            }
+            let (changed, viewed) = (as_changes.take_history(), as_views.take_history());
+            assert_eq!(changed.events.len(), 3);
+            assert_eq!(changed.events, viewed.events);
+        });
     }
 
     #[test]

@@ -450,9 +450,13 @@ impl<'a> RowRef<'a> {
             more_numbers: [0; NUMBERS - HEAD_NUMBERS],
         };
         row.present = self.present;
-        let mut numbers = [0; NUMBERS];
-        numbers[..self.numbers.len()].copy_from_slice(self.numbers);
-        row.set_numbers(&numbers);
+        // A row stored in place has its numbers in the head copied above; a wide one's come
+        // from the side table.
+        if !std::ptr::eq(self.numbers, &self.head.numbers[..]) {
+            let mut numbers = [0; NUMBERS];
+            numbers[..self.numbers.len()].copy_from_slice(self.numbers);
+            row.set_numbers(&numbers);
+        }
         row
     }
 
