@@ -35,15 +35,31 @@ pub(crate) fn parse_plain(
     recent: &mut LineMemory,
 ) -> Option<usize> {
     let mut cursor = Cursor { text, at: 0 };
-    if !cursor.eat(b'{') {
-        return None;
-    }
-    let mut seen = 0u32;
     // Lines of one kind list the same fields in the same order, and fencer writes them in
     // declaration order: the next label is looked for first where the last line went on
     // from the same field, then from the field after it.
-    let mut previous = FIELDS.len();
-    if !cursor.eat(b'}') {
+    let (mut seen, mut previous);
+    // Every line fencer writes starts with the five required fields in declaration order:
+    // read as one run, their labels matched where they must be, not looked for.
+    let more = if cursor.required_run(row, &mut Interner { strings, recent }) {
+        (seen, previous) = (REQUIRED, F as usize);
+        if cursor.eat(b'}') {
+            false
+        } else if cursor.eat(b',') {
+            true
+        } else {
+            return None;
+        }
+    } else {
+        // Any other order is read field by field from the start.
+        cursor.at = 0;
+        (seen, previous) = (0, FIELDS.len());
+        if !cursor.eat(b'{') {
+            return None;
+        }
+        !cursor.eat(b'}')
+    };
+    if more {
         loop {
             let bit = cursor.field_label(usize::from(recent.follows[previous]))?;
             recent.follows[previous] = bit as u8;
@@ -62,8 +78,7 @@ pub(crate) fn parse_plain(
             return None;
         }
     }
-    let required = (1 << INDEX) | (1 << TIME_NS) | (1 << PROCESS) | (1 << TYPE) | (1 << F);
-    if seen & required != required {
+    if seen & REQUIRED != REQUIRED {
         return None;
     }
     // The object read holds no newline (a string stops at any control character), so the
@@ -84,6 +99,8 @@ const TIME_NS: u32 = 1;
 const PROCESS: u32 = 2;
 const TYPE: u32 = 3;
 const F: u32 = 4;
+/// Every required field's bit.
+const REQUIRED: u32 = (1 << INDEX) | (1 << TIME_NS) | (1 << PROCESS) | (1 << TYPE) | (1 << F);
 
 /// The field names by bit: the five required ones, then the optional columns in
 /// declaration order.
@@ -250,14 +267,49 @@ impl<'a> Cursor<'a> {
         next
     }
 
-    /// Reads a field's label (its quoted name and the colon) and answers its bit, looking
-    /// first among the fields from bit `next` on (none when `next` is past the last); `None`
-    /// for a label that is not a field's in the plain form. Labels are compared whole with
-    /// the line, two words at a time.
-    fn field_label(&mut self, next: usize) -> Option<u32> {
+    /// Reads `{` and the required fields in declaration order, each label where it must be
+    /// (`{"index":…,"time_ns":…,"process":…,"type":…,"f":…`), into `row`; `false`, with the
+    /// cursor anywhere, when the line does not start that way.
+    #[inline(always)]
+    fn required_run(&mut self, row: &mut Row, interner: &mut Interner<'_>) -> bool {
+        (|| {
+            self.eat(b'{').then_some(())?;
+            self.label(INDEX)?;
+            row.index = self.unsigned()?;
+            self.eat(b',').then_some(())?;
+            self.label(TIME_NS)?;
+            row.time_ns = self.unsigned()?;
+            self.eat(b',').then_some(())?;
+            self.label(PROCESS)?;
+            row.process = self.symbol(interner)?;
+            self.eat(b',').then_some(())?;
+            self.label(TYPE)?;
+            row.kind = self.name_of(&TYPE_NAMES, event_type)?;
+            self.eat(b',').then_some(())?;
+            self.label(F)?;
+            row.f = self.name_of(&CLIENT_OP_NAMES, op)?;
+            Some(())
+        })()
+        .is_some()
+    }
+
+    /// Reads the label of the field of `bit` if it comes next.
+    #[inline(always)]
+    fn label(&mut self, bit: u32) -> Option<()> {
+        let label = &LABELS[bit as usize];
+        let (first, second) = self.label_words();
+        let spelled =
+            first & label.first_mask == label.first && second & label.second_mask == label.second;
+        self.at += if spelled { label.len } else { 0 };
+        spelled.then_some(())
+    }
+
+    /// The sixteen bytes a label may take at the cursor, as two words; near the end of the
+    /// input the line's last bytes, zero past them (no label holds a zero byte, so none
+    /// matches into the padding).
+    #[inline(always)]
+    fn label_words(&self) -> (u64, u64) {
         let rest = &self.text[self.at..];
-        // Near the end of the input the line's last bytes, zero past them: no label holds a
-        // zero byte, so none matches into the padding.
         let padded;
         let words = match rest.first_chunk::<16>() {
             Some(words) => words,
@@ -269,11 +321,29 @@ impl<'a> Cursor<'a> {
             }
         };
         let (first, second) = words.split_at(8);
-        let first = u64::from_le_bytes(first.try_into().expect("8 of 16 bytes"));
-        let second = u64::from_le_bytes(second.try_into().expect("8 of 16 bytes"));
+        (
+            u64::from_le_bytes(first.try_into().expect("8 of 16 bytes")),
+            u64::from_le_bytes(second.try_into().expect("8 of 16 bytes")),
+        )
+    }
+
+    /// Reads a field's label (its quoted name and the colon) and answers its bit, looking
+    /// first among the fields from bit `next` on (none when `next` is past the last); `None`
+    /// for a label that is not a field's in the plain form. Labels are compared whole with
+    /// the line, two words at a time.
+    #[inline(always)]
+    fn field_label(&mut self, next: usize) -> Option<u32> {
+        let (first, second) = self.label_words();
         let spelled = |label: &Label| {
             first & label.first_mask == label.first && second & label.second_mask == label.second
         };
+        // The field expected next nearly always comes: one comparison, no search.
+        if let Some(label) = LABELS.get(next)
+            && spelled(label)
+        {
+            self.at += label.len;
+            return Some(next as u32);
+        }
         let bit = match LABELS[next.min(LABELS.len())..].iter().position(spelled) {
             Some(at) => next + at,
             None => LABELS.iter().position(spelled)?,
@@ -338,6 +408,7 @@ impl<'a> Cursor<'a> {
     /// Reads a string value that names one of a fixed set: the common names are matched as
     /// one word (`names`, each with its closing quote), any other is read whole and looked up
     /// by `lookup`.
+    #[inline(always)]
     fn name_of<T: Copy>(
         &mut self,
         names: &[(u64, usize, T)],
