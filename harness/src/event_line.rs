@@ -1080,6 +1080,31 @@ mod tests {
         }
     }
 
+    /// Lines that begin as fencer writes them and then part from it: each is read as serde
+    /// reads it, or left to serde when serde would refuse it (a required field again).
+    #[test]
+    fn a_line_that_leaves_the_required_run_is_read_field_by_field_or_left_to_serde() {
+        let head = r#"{"index":0,"time_ns":1,"process":"w0""#;
+        for (rest, taken) in [
+            (r#","f":"acquire","type":"invoke","lock":"L"}"#, true),
+            (r#","type":"invoke","lock":"L","f":"acquire"}"#, true),
+            (r#","type":"invoke","f":"acquire","index":0}"#, false),
+            (r#","type":"invoke","f":"acquire","f":"acquire"}"#, false),
+            (r#","type":"invoke"}"#, false),
+            (r#","type":"invoke","f":"acquire"}"#, true),
+        ] {
+            let line = format!("{head}{rest}");
+            match fast(line.as_bytes()) {
+                Some(event) => {
+                    assert!(taken, "{line}");
+                    let slow: Event = serde_json::from_str(&line).unwrap();
+                    assert_eq!(event, slow, "{line}");
+                }
+                None => assert!(!taken, "{line}"),
+            }
+        }
+    }
+
     #[test]
     fn leading_digits_read_as_their_number_and_stop_at_the_first_other_byte() {
         for text in [
