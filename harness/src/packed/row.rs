@@ -273,20 +273,6 @@ impl Row {
         (self.present & bit != 0).then(|| self.number_at(self.slot_of(bit)))
     }
 
-    /// Every numeric column by [`Number`], `None` where unset, in one walk over the values.
-    fn columns(&self) -> [Option<u64>; NUMBERS] {
-        let mut columns = [None; NUMBERS];
-        let mut bits = self.present;
-        for value in self.numbers() {
-            if bits == 0 {
-                break;
-            }
-            columns[bits.trailing_zeros() as usize] = Some(value);
-            bits &= bits - 1;
-        }
-        columns
-    }
-
     read_columns!();
 
     /// Packs `event`, adding its strings to `strings`.
@@ -349,35 +335,13 @@ impl Row {
     /// The event this row packs with its strings borrowed from `strings`: what is written,
     /// and what a reader of a whole history walks without building events.
     pub fn view<'a>(&self, strings: &'a Strings) -> EventView<'a> {
-        let text = |column: Option<Sym>| column.map(|sym| strings.text(sym));
-        let numbers = self.columns();
-        let signed = |column: Number| numbers[column as usize].map(|bits| bits as i64);
-        EventView {
-            index: self.index,
-            time_ns: self.time_ns,
-            process: strings.text(self.process),
-            kind: self.kind,
-            f: self.f,
-            local_ns: signed(Number::LocalNs),
-            lock: text(self.lock),
-            key: text(self.key),
-            owner: text(self.owner),
-            token: numbers[Number::Token as usize],
-            write_id: text(self.write_id),
-            value: text(self.value),
-            ttl_ns: numbers[Number::TtlNs as usize],
-            holder: text(self.holder),
-            holder_token: numbers[Number::HolderToken as usize],
-            expires_ns: signed(Number::ExpiresNs),
-            current_token: numbers[Number::CurrentToken as usize],
-            seq: numbers[Number::Seq as usize],
-            target: text(self.target),
-            duration_ns: numbers[Number::DurationNs as usize],
-            jump_ns: signed(Number::JumpNs),
-            drift_ppm: signed(Number::DriftPpm),
-            delay_ns: numbers[Number::DelayNs as usize],
-            error: text(self.error),
-        }
+        view_of(
+            &self.head,
+            self.index,
+            self.present,
+            &self.numbers(),
+            strings,
+        )
     }
 
     /// The event this row packs, its strings read from `strings`.
@@ -460,15 +424,71 @@ impl<'a> RowRef<'a> {
         row
     }
 
-    /// The event this row packs with its strings borrowed from `strings` (see [`Row::view`]).
+    /// The event this row packs with its strings borrowed from `strings` (see [`Row::view`]),
+    /// read where it is stored: what writing a history does for every row.
     pub fn view<'s>(&self, strings: &'s Strings) -> EventView<'s> {
-        self.to_row().view(strings)
+        view_of(self.head, self.index, self.present, self.numbers, strings)
     }
 
     /// The event this row packs, its strings read from `strings`.
     pub fn unpack(&self, strings: &Strings) -> Event {
         self.to_row().unpack(strings)
     }
+}
+
+/// The event of the row whose head is `head`, at `index`, with the numeric columns `present`
+/// holding `numbers` (in column order), its strings borrowed from `strings`.
+fn view_of<'a>(
+    head: &RowHead,
+    index: u64,
+    present: u16,
+    numbers: &[u64],
+    strings: &'a Strings,
+) -> EventView<'a> {
+    let text = |column: Option<Sym>| column.map(|sym| strings.text(sym));
+    let numbers = columns_of(present, numbers);
+    let signed = |column: Number| numbers[column as usize].map(|bits| bits as i64);
+    EventView {
+        index,
+        time_ns: head.time_ns,
+        process: strings.text(head.process),
+        kind: head.kind,
+        f: head.f,
+        local_ns: signed(Number::LocalNs),
+        lock: text(head.lock),
+        key: text(head.key),
+        owner: text(head.owner),
+        token: numbers[Number::Token as usize],
+        write_id: text(head.write_id),
+        value: text(head.value),
+        ttl_ns: numbers[Number::TtlNs as usize],
+        holder: text(head.holder),
+        holder_token: numbers[Number::HolderToken as usize],
+        expires_ns: signed(Number::ExpiresNs),
+        current_token: numbers[Number::CurrentToken as usize],
+        seq: numbers[Number::Seq as usize],
+        target: text(head.target),
+        duration_ns: numbers[Number::DurationNs as usize],
+        jump_ns: signed(Number::JumpNs),
+        drift_ppm: signed(Number::DriftPpm),
+        delay_ns: numbers[Number::DelayNs as usize],
+        error: text(head.error),
+    }
+}
+
+/// Every numeric column by [`Number`], `None` where unset: the columns `present` names hold
+/// `numbers` in column order, in one walk over the values.
+fn columns_of(present: u16, numbers: &[u64]) -> [Option<u64>; NUMBERS] {
+    let mut columns = [None; NUMBERS];
+    let mut bits = present;
+    for &value in numbers {
+        if bits == 0 {
+            break;
+        }
+        columns[bits.trailing_zeros() as usize] = Some(value);
+        bits &= bits - 1;
+    }
+    columns
 }
 
 #[cfg(test)]
