@@ -58,6 +58,25 @@ impl Recording {
             owners: OwnerSyms::new(),
         }
     }
+
+    /// The strings a row is built with and the rows it goes after, borrowed apart: a row is
+    /// interned into the table while the rows before it stay readable, then pushed.
+    fn parts(&mut self) -> (RowStrings<'_>, &mut Rows, Table) {
+        let Recording {
+            history,
+            table,
+            words,
+            owners,
+        } = self;
+        let PackedHistory { rows, strings } = history;
+        let strings = RowStrings {
+            strings,
+            words,
+            owners,
+            table: *table,
+        };
+        (strings, rows, *table)
+    }
 }
 
 /// Where a row was recorded: its position in the history of one string table, so the row can
@@ -140,19 +159,7 @@ impl Recorder {
         if !self.has_room(position) {
             return position as u64;
         }
-        let Recording {
-            history,
-            table,
-            words,
-            owners,
-        } = &mut *recording;
-        let PackedHistory { rows, strings } = history;
-        let mut strings = RowStrings {
-            strings,
-            words,
-            owners,
-            table: *table,
-        };
+        let (mut strings, rows, _) = recording.parts();
         let (f, owner, holder) = match *change {
             LockChange::Granted { owner, .. } => (Op::Acquire, owner, None),
             LockChange::Renewed { owner, holder, .. } => (Op::Renew, owner, Some(holder)),
@@ -238,32 +245,13 @@ impl Recorder {
         if !self.has_room(position) {
             return None;
         }
-        let Recording {
-            history,
-            table,
-            words,
-            owners,
-        } = &mut *recording;
-        let PackedHistory { rows, strings } = history;
-        let mut strings = RowStrings {
-            strings,
-            words,
-            owners,
-            table: *table,
-        };
-        let recorded = Recorded {
-            rows,
-            table: *table,
-        };
-        let mut row = build(&mut strings, recorded);
+        let (mut strings, rows, table) = recording.parts();
+        let mut row = build(&mut strings, Recorded { rows, table });
         row.index = position as u64;
         row.time_ns = time_ns;
         row.set(Number::LocalNs, clock.read_at(time_ns) as u64);
         rows.push(&row);
-        Some(RecordedRow {
-            position,
-            table: *table,
-        })
+        Some(RecordedRow { position, table })
     }
 
     fn recording(&self) -> MutexGuard<'_, Recording> {
