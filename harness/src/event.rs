@@ -43,6 +43,18 @@ impl EventType {
         EventType::Log,
     ];
 
+    /// The type's name in the JSONL form (its `type` field).
+    pub fn name(self) -> &'static str {
+        match self {
+            EventType::Invoke => "invoke",
+            EventType::Ok => "ok",
+            EventType::Fail => "fail",
+            EventType::Info => "info",
+            EventType::Nemesis => "nemesis",
+            EventType::Log => "log",
+        }
+    }
+
     /// True for the three completion types that close an `invoke`.
     pub fn is_completion(self) -> bool {
         matches!(self, EventType::Ok | EventType::Fail | EventType::Info)
@@ -630,17 +642,15 @@ mod tests {
     }
 
     #[test]
-    fn event_type_all_lists_every_type_in_declaration_order() {
-        let names: Vec<String> = EventType::ALL
-            .iter()
-            .map(|kind| {
-                serde_json::to_string(kind)
-                    .unwrap()
-                    .trim_matches('"')
-                    .to_string()
-            })
-            .collect();
+    fn event_type_all_lists_every_type_in_declaration_order_under_its_json_name() {
+        let names: Vec<&str> = EventType::ALL.iter().map(|kind| kind.name()).collect();
         assert_eq!(names, variant_names::<EventType>());
+        for kind in EventType::ALL {
+            assert_eq!(
+                serde_json::to_string(&kind).unwrap(),
+                format!("\"{}\"", kind.name())
+            );
+        }
     }
 
     #[test]

@@ -674,7 +674,7 @@ const TOPS: u64 = 0x8080_8080_8080_8080;
 ///
 /// Strings are most of a line's bytes, so they are tested eight at a time (the classic "has a
 /// zero byte" trick: the lowest flagged byte is exact, later ones may be false alarms).
-fn first_stop(bytes: &[u8]) -> Option<usize> {
+pub(crate) fn first_stop(bytes: &[u8]) -> Option<usize> {
     let mut words = bytes.chunks_exact(8);
     let mut offset = 0;
     for word in &mut words {
@@ -733,16 +733,11 @@ fn leading_digits(word: u64) -> (u64, usize) {
     (eight_digit_values(digits), count)
 }
 
+/// The event type named `name`.
 fn event_type(name: &[u8]) -> Option<EventType> {
-    Some(match name {
-        b"invoke" => EventType::Invoke,
-        b"ok" => EventType::Ok,
-        b"fail" => EventType::Fail,
-        b"info" => EventType::Info,
-        b"nemesis" => EventType::Nemesis,
-        b"log" => EventType::Log,
-        _ => return None,
-    })
+    EventType::ALL
+        .into_iter()
+        .find(|kind| kind.name().as_bytes() == name)
 }
 
 /// The op named `name`, looked for in [`Op::ALL`] order: the client operations, which are

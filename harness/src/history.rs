@@ -47,11 +47,7 @@ pub enum HistoryError {
 impl History {
     /// Serialises to JSONL: one compact JSON object per line, `\n` after each.
     pub fn write_jsonl(&self, out: &mut impl Write) -> std::io::Result<()> {
-        for event in &self.events {
-            serde_json::to_writer(&mut *out, event)?;
-            out.write_all(b"\n")?;
-        }
-        Ok(())
+        crate::event_writer::write_lines(self.events.iter().map(Event::view), out)
     }
 
     /// The JSONL bytes in memory.

@@ -11,6 +11,7 @@ pub mod client;
 pub mod clock;
 pub mod event;
 mod event_line;
+mod event_writer;
 pub mod freeze;
 pub mod fxhash;
 pub mod history;

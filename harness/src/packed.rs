@@ -353,11 +353,7 @@ impl PackedHistory {
     /// [`History::write_jsonl`] writes for the unpacked history (both go through one
     /// serialiser), with no event built on the way.
     pub fn write_jsonl(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        for row in self.rows.iter() {
-            serde_json::to_writer(&mut *out, &row.view(&self.strings))?;
-            out.write_all(b"\n")?;
-        }
-        Ok(())
+        crate::event_writer::write_lines(self.views(), out)
     }
 
     /// The JSONL bytes in memory (for small histories and tests; a run's are streamed to its
@@ -371,8 +367,10 @@ impl PackedHistory {
 
     /// The JSONL line of the event at `position`, without its newline.
     pub fn jsonl_line(&self, position: usize) -> String {
-        serde_json::to_string(&self.rows.get(position).view(&self.strings))
-            .expect("an event always serialises")
+        let mut line = Vec::new();
+        crate::event_writer::write_line(&self.view(position), &mut line);
+        line.pop();
+        String::from_utf8(line).expect("a line of strings and ASCII is UTF-8")
     }
 
     /// SHA-256 of the JSONL form, hex, hashed as it is written (the bytes are never held):
