@@ -326,7 +326,7 @@ pub(crate) fn steps(history: &History, process: &str) -> Vec<String> {
         .events
         .iter()
         .filter(|event| event.process == process)
-        .map(|event| format!("{} {}", type_name(event.kind), event.f.name()))
+        .map(|event| format!("{} {}", event.kind.name(), event.f.name()))
         .collect()
 }
 
@@ -347,15 +347,4 @@ pub(crate) fn events<'h>(
 /// The true times of `events`, in nanoseconds.
 pub(crate) fn times(events: &[&Event]) -> Vec<u64> {
     events.iter().map(|event| event.time_ns).collect()
-}
-
-fn type_name(kind: EventType) -> &'static str {
-    match kind {
-        EventType::Invoke => "invoke",
-        EventType::Ok => "ok",
-        EventType::Fail => "fail",
-        EventType::Info => "info",
-        EventType::Nemesis => "nemesis",
-        EventType::Log => "log",
-    }
 }
