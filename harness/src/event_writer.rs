@@ -3,12 +3,12 @@
 //!
 //! Saving a run writes every event once and hashing a history writes it again, so the line is
 //! on the path of every run saved and every replay compared. The fields go in declaration
-//! order, a column that is not set is left out, numbers are written as `itoa` writes them (as
-//! serde_json does), and a string is escaped by serde_json's rules: `"` and `\` with a
-//! backslash, the control characters with their short escape where JSON has one (`\b \t \n \f
-//! \r`) and as `\u00xx` (lower-case hex) otherwise, every other byte as it is. The tests hold
-//! it to serde_json's output for every column, every name and every byte that may need an
-//! escape.
+//! order, a column that is not set is left out, and numbers are written as `itoa` writes them
+//! (as serde_json does). A string is copied whole when it holds nothing JSON escapes (a quote,
+//! a backslash, a control character), which is nearly every string; the rare one that does (an
+//! adapter's error message, say) is written by serde_json itself, so its escapes are serde's by
+//! construction. The tests hold the line to serde_json's output for every column, every name
+//! and every byte that may need an escape.
 
 use std::io::Write;
 
@@ -96,17 +96,15 @@ impl Line<'_> {
             .extend_from_slice(self.numbers.format(value).as_bytes());
     }
 
-    /// A string value, quoted, escaped where it must be: nearly every string (a process, a
-    /// lock, an owner token) needs no escape and is copied whole after one word-at-a-time scan.
+    /// A string value, quoted: copied whole after one word-at-a-time scan when it needs no
+    /// escape, written by serde_json when it does.
     fn text(&mut self, value: &str) {
-        let mut rest = value.as_bytes();
-        self.out.push(b'"');
-        while let Some(stop) = first_stop(rest) {
-            self.out.extend_from_slice(&rest[..stop]);
-            escape(rest[stop], self.out);
-            rest = &rest[stop + 1..];
+        if first_stop(value.as_bytes()).is_some() {
+            serde_json::to_writer(&mut *self.out, value).expect("writing to a Vec cannot fail");
+            return;
         }
-        self.out.extend_from_slice(rest);
+        self.out.push(b'"');
+        self.out.extend_from_slice(value.as_bytes());
         self.out.push(b'"');
     }
 
@@ -130,32 +128,6 @@ impl Line<'_> {
             self.text(value);
         }
     }
-}
-
-/// Appends the escape of `byte`: a quote, a backslash or a control character.
-fn escape(byte: u8, out: &mut Vec<u8>) {
-    const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let short = match byte {
-        b'"' => b'"',
-        b'\\' => b'\\',
-        0x08 => b'b',
-        b'\t' => b't',
-        b'\n' => b'n',
-        0x0c => b'f',
-        b'\r' => b'r',
-        _ => {
-            out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX_DIGITS[usize::from(byte >> 4)],
-                HEX_DIGITS[usize::from(byte & 0xf)],
-            ]);
-            return;
-        }
-    };
-    out.extend_from_slice(&[b'\\', short]);
 }
 
 #[cfg(test)]
@@ -183,7 +155,7 @@ mod tests {
             String::from_utf8(written(&event)).unwrap(),
             String::from_utf8(serde_line(&event)).unwrap()
         );
-        // Every optional column left out in turn, and the extremes of every number.
+        // Every optional column left out, and the extremes of the numbers.
         let bare = Event::new("w0", EventType::Invoke, Op::Acquire);
         assert_eq!(written(&bare), serde_line(&bare));
         let extremes = Event {
