@@ -14,13 +14,17 @@
 #
 # Usage: benches/callgrind-per-call.sh [FENCER] (default target/release/fencer; build it with
 # `cargo build --release` first). SMALL, LARGE (ops per worker) and SEED may be set in the
-# environment; OUT keeps the callgrind files and runs (default: a temporary directory).
+# environment; OUT keeps the callgrind files and runs (default: a temporary directory). CLIENT
+# names the lock client the workers use (`--client`; default fencer's reference): with
+# FENCER=target/release/examples/client_cli and CLIENT=watchdog-lock it measures a user's own
+# library (`cargo build --release --example client_cli`).
 set -euo pipefail
 
 fencer=${1:-target/release/fencer}
 small=${SMALL:-50}
 large=${LARGE:-100}
 seed=${SEED:-1}
+client=${CLIENT:-reference}
 out=${OUT:-$(mktemp -d)}
 
 [[ -x $fencer ]] || { echo "no fencer binary at $fencer: cargo build --release" >&2; exit 1; }
@@ -39,13 +43,13 @@ simulate_ir() {
 }
 invokes() { grep -c '"type":"invoke"' "$1/history.jsonl"; }
 
-echo "fencer: $fencer, seed $seed, --ops $small and $large, files in $out"
+echo "fencer: $fencer, client $client, seed $seed, --ops $small and $large, files in $out"
 for name in mutex default; do
     for ops in "$small" "$large"; do
         rm -rf "$out/run.$name.$ops"
         # shellcheck disable=SC2086 # the arguments are words on purpose
         valgrind --tool=callgrind --callgrind-out-file="$out/cg.$name.$ops" \
-            "$fencer" run --seed "$seed" --ops "$ops" ${config_args[$name]} \
+            "$fencer" run --seed "$seed" --ops "$ops" --client "$client" ${config_args[$name]} \
             --out "$out/run.$name.$ops" >/dev/null 2>"$out/valgrind.$name.$ops.log"
     done
     calls_small=$(invokes "$out/run.$name.$small")

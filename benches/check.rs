@@ -1,5 +1,5 @@
 //! Checking throughput on big histories, JSONL parse included: read a history file, run every
-//! checker, on one core (the README's performance section has the figures and the budget).
+//! checker, on one core (docs/performance.md has the figures and the budget).
 //!
 //! The histories are made by fencer itself, by the same command a reader would run:
 //! `fencer run --seed 1 --workers 50 --ops 28 --wait poll` (1,024,202 events; fenced-register,

@@ -8,7 +8,10 @@
 //! - to test their own lock service and store from `cargo test`: implement [`LockService`] and
 //!   [`FencedStore`] (their replies: [`Acquired`], [`Owned`], [`Written`], [`ReadValue`],
 //!   errors: [`CallError`]) and run them with [`Harness`], which gives back a [`Report`];
-//! - to run and judge plans directly: [`Settings`] → [`Plan::generate`] → [`simulate`] →
+//! - to test their own lock client library (its watchdog, its ownership check, what it tells
+//!   its caller when the lease is lost): implement [`LockLibrary`] over the recorded
+//!   [`LockClient`] a [`LibraryContext`] gives, and run it with [`Harness::client`];
+//! - to run and judge plans directly: [`Settings`] → [`Plan::generate`] → [`simulate()`] →
 //!   [`check`] → [`Verdict`].
 //!
 //! A lock service written against the trait, checked over three seeds (fencer's own fenced
@@ -89,18 +92,23 @@ pub use cli::Cli;
 /// stand-in for the half of a system a test does not cover), their mutants, real adapters.
 pub use fencer_backends as backends;
 pub use fencer_checkers::{CheckOptions, Validity, Verdict, Workload, check, check_with};
-pub use fencer_gate::{Harness, Report, SeedRun, TimeMode};
+pub use fencer_gate::{Harness, Report, SeedRun, SeedRunError, TimeMode};
+/// Tasks on the simulation's executor, or tokio's in real time: a lock client library's
+/// background work is spawned with [`LibraryContext::spawn`], which hands back their handles.
+pub use fencer_harness::task;
 /// Sleeps, deadlines and the instant now on the simulation's clock, or tokio's in real time:
 /// what fencer's own code uses, and a backend may too (`tokio::time` works as well).
 pub use fencer_harness::time;
 pub use fencer_harness::{
-    Acquired, AppliedWrite, CallError, FencedStore, FencingToken, History, LocalClock, LockChange,
-    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written, caller_clock, caller_process,
+    Acquired, AppliedWrite, CallError, ExpiryRule, FencedStore, FencingToken, History, Lease,
+    LibraryContext, LibrarySettings, LocalClock, LockChange, LockClient, LockLibrary, LockLogEntry,
+    LockService, Owned, OwnerToken, ReadValue, RestartError, Written, caller_clock,
+    caller_process,
 };
 pub use fencer_nemesis::FaultKind;
-pub use fencer_run::settings::{BackendName, LockBackend, StoreBackend};
+pub use fencer_run::settings::{BackendName, ClientName, LockBackend, StoreBackend};
 pub use fencer_run::{Backends, LeftOut, Plan, PlanError, RunError, Settings, Time, simulate};
-pub use fencer_workloads::RenewFailurePolicy;
+pub use fencer_workloads::{ClientVariant, RenewFailurePolicy};
 
 /// Runs the `fencer` command line, over fencer's own backends, on this process's arguments
 /// and returns its exit code ([`Cli`] adds a program's own backends).

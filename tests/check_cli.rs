@@ -254,3 +254,42 @@ fn an_empty_history_is_unknown_and_a_write_naming_nothing_is_refused_at_its_line
         text(&refused)
     );
 }
+
+#[test]
+fn a_reused_write_id_and_a_worker_s_log_entry_are_refused_at_their_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    // As a history converted from a tool whose "ids" are the values written: two writes of 1.
+    let reused = history(vec![
+        write("w1", EventType::Invoke, 1, "1"),
+        write("w1", EventType::Ok, 1, "1"),
+        write("w2", EventType::Invoke, 2, "1"),
+        write("w2", EventType::Ok, 2, "1"),
+    ]);
+    std::fs::write(dir.path().join("reused.jsonl"), reused).unwrap();
+    let refused = fencer(&["check", "reused.jsonl"], dir.path());
+    assert_eq!(refused.status.code(), Some(254), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("reused.jsonl:3: expected write id 1 to name one write"),
+        "{}",
+        text(&refused)
+    );
+    // A lock log entry attributed to a worker is no server's word.
+    let mut forged = grant("o1", 1);
+    forged.process = "w1".into();
+    let logged = history(vec![
+        write("w1", EventType::Invoke, 1, "a"),
+        write("w1", EventType::Ok, 1, "a"),
+        forged,
+    ]);
+    std::fs::write(dir.path().join("logged.jsonl"), logged).unwrap();
+    let refused = fencer(&["check", "logged.jsonl"], dir.path());
+    assert_eq!(refused.status.code(), Some(254), "{}", text(&refused));
+    assert!(
+        text(&refused).contains(
+            "logged.jsonl:3: expected a server's log entry to come from the server (lock, \
+             store), found one from w1"
+        ),
+        "{}",
+        text(&refused)
+    );
+}

@@ -97,3 +97,33 @@ fn faults_on_every_call_and_at_the_lease_s_edge_replay_byte_for_byte() {
         }
     }
 }
+
+/// Every one of fencer's own lock clients, with its work cancelled now and then: a library's
+/// watchdog, its ownership checks, its notices and abandoned work that writes late all run on
+/// the simulation's timers, and replay byte for byte.
+#[test]
+fn every_client_with_cancellations_replays_byte_for_byte() {
+    use fencer::{ClientVariant, FaultKind};
+    for variant in ClientVariant::ALL {
+        for seed in 0..3 {
+            let mut settings = settings(seed);
+            settings.client = variant.into();
+            settings.nemesis.insert(FaultKind::Cancel);
+            settings.mean_fault_gap_ns = 3_000_000_000;
+            let plan = Plan::generate(&settings);
+            let first = simulate(&plan).unwrap().to_jsonl();
+            let second = simulate(&plan).unwrap().to_jsonl();
+            assert!(
+                first == second,
+                "{} seed {seed}: two runs differ",
+                variant.name()
+            );
+            let text = String::from_utf8(first).unwrap();
+            assert!(
+                text.contains("\"f\":\"cancel\""),
+                "{} seed {seed}",
+                variant.name()
+            );
+        }
+    }
+}

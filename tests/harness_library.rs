@@ -277,7 +277,7 @@ impl fencer::LockService for RestartableLock {
         true
     }
 
-    async fn restart(&self) -> Result<(), String> {
+    async fn restart(&self) -> Result<(), fencer::RestartError> {
         self.restarts
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (lease, counter) in self.locks.lock().unwrap().values_mut() {

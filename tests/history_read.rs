@@ -12,7 +12,7 @@ use fencer_checkers::check_packed;
 use fencer_gate::mutants::ZOO;
 use fencer_harness::Event;
 use fencer_harness::PackedHistory;
-use fencer_workloads::WorkerVariant;
+use fencer_workloads::ClientVariant;
 
 /// Seeds per case: enough to vary the schedule, few enough for `cargo test --workspace`.
 const SEEDS: std::ops::Range<u64> = 0..2;
@@ -49,11 +49,11 @@ fn every_backend_and_worker() -> Vec<Case> {
             }),
     );
     variants.extend(
-        WorkerVariant::ALL
+        ClientVariant::ALL
             .iter()
-            .filter(|&&worker| worker != WorkerVariant::Reference)
-            .map(|&worker| Settings {
-                worker,
+            .filter(|&&client| client != ClientVariant::Reference)
+            .map(|&client| Settings {
+                client: client.into(),
                 ..Settings::default()
             }),
     );
@@ -108,11 +108,7 @@ fn read_back(cases: &[Case]) -> usize {
     for Case { settings, strict } in cases {
         let label = format!(
             "{} {} {} {} seed {}",
-            settings.workload,
-            settings.lock,
-            settings.store,
-            settings.worker.name(),
-            settings.seed
+            settings.workload, settings.lock, settings.store, settings.client, settings.seed
         );
         let recorded = simulate(&Plan::generate(settings)).expect("the plan runs");
         let options = CheckOptions {

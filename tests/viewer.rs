@@ -50,8 +50,13 @@ fn save(plan: &Plan, root: &Path, name: &str) -> (PathBuf, fencer::Verdict) {
 fn assert_evidence_marked(timeline: &str, verdict: &fencer::Verdict) {
     assert!(!verdict.anomalies.is_empty());
     for (k, anomaly) in verdict.anomalies.iter().enumerate() {
+        let class = if anomaly.severity.is_failure() {
+            "anomaly"
+        } else {
+            "anomaly warning"
+        };
         assert!(
-            timeline.contains(&format!("<li class=\"anomaly\" id=\"anomaly-{k}\">")),
+            timeline.contains(&format!("<li class=\"{class}\" id=\"anomaly-{k}\">")),
             "anomaly {k} not listed"
         );
         for index in &anomaly.events {

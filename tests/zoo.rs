@@ -583,7 +583,10 @@ fn bad_zoo_flags_exit_254_with_the_choices() {
     );
     let (code, err) = fencer(&["run", "--worker", "retry"]);
     assert_eq!(code, Some(254), "{err}");
-    assert!(err.contains("unknown worker `retry`"), "{err}");
+    assert!(
+        err.contains("unknown client `retry`: expected one of "),
+        "{err}"
+    );
     let (code, err) = fencer(&["mutants", "--cap", "0"]);
     assert_eq!(code, Some(254), "{err}");
     assert!(err.contains("--cap must be at least 1"), "{err}");
@@ -658,7 +661,7 @@ fn ignoring_renew_failures_multiplies_stale_writes_over_the_reference_worker() {
     for seed in 0..3 {
         ignoring += stale(mutant.settings(seed));
         reference += stale(Settings {
-            worker: fencer_workloads::WorkerVariant::Reference,
+            client: fencer_workloads::ClientVariant::Reference.into(),
             ..mutant.settings(seed)
         });
     }

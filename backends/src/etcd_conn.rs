@@ -118,7 +118,7 @@ impl EtcdConnection {
     /// A refused or timed-out TCP connect means nothing was sent: the next member is tried, and
     /// when none connects the call is `NotApplied`. Once the request may have left, a lost
     /// connection or a missed deadline is `Unknown`, and so is an error answer unless its code
-    /// says etcd refused the request outright ([`REFUSED_CODES`]); neither is retried, but the
+    /// says etcd refused the request outright (`REFUSED_CODES`); neither is retried, but the
     /// next call starts at the next member, as it does after a call the caller gave up on.
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, CallError> {
         let client = self.client().await;

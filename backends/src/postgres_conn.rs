@@ -140,8 +140,9 @@ impl PostgresConnection {
             Ok(Ok(client)) => Arc::new(client),
             Ok(Err(error)) => {
                 return Err(CallError::NotApplied(format!(
-                    "cannot connect to PostgreSQL at {}: {error}",
-                    self.shown_url
+                    "cannot connect to PostgreSQL at {}: {}",
+                    self.shown_url,
+                    describe(&error)
                 )));
             }
             Err(_elapsed) => {
@@ -157,10 +158,8 @@ impl PostgresConnection {
         }))
     }
 
-    async fn connect(&self) -> Result<Client, String> {
-        let (client, connection) = tokio_postgres::connect(&self.url, NoTls)
-            .await
-            .map_err(|error| describe(&error))?;
+    async fn connect(&self) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(&self.url, NoTls).await?;
         // The connection task ends by itself when the client is dropped or the server goes.
         tokio::spawn(async move {
             let _ = connection.await;
@@ -169,10 +168,7 @@ impl PostgresConnection {
             "CREATE SCHEMA IF NOT EXISTS {schema}; SET search_path TO {schema}; {SCHEMA_SQL}",
             schema = self.schema
         );
-        client
-            .batch_execute(&setup)
-            .await
-            .map_err(|error| describe(&error))?;
+        client.batch_execute(&setup).await?;
         Ok(client)
     }
 

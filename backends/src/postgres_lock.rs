@@ -16,12 +16,20 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use fencer_harness::{
-    Acquired, CallError, LockChange, LockLogEntry, LockService, Owned, OwnerToken,
+    Acquired, CallError, ExpiryRule, LockChange, LockLogEntry, LockService, Owned, OwnerToken,
 };
 
 use crate::postgres_conn::PostgresConnection;
 use crate::ttl_ns;
 use crate::written_keys::WrittenKeys;
+
+/// How this service ends a lease: it is live while `expires_at >= now()` (a renew or release
+/// takes it, an acquire is refused), on PostgreSQL's microsecond timestamps, so it ends only
+/// once `now()` is past its expiry.
+pub const EXPIRY: ExpiryRule = ExpiryRule {
+    live_at_expiry: true,
+    resolution_ns: 1_000,
+};
 
 /// Which release the service uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,5 +233,10 @@ impl LockService for PostgresLock {
             .await
             .ok()?;
         rows.iter().map(entry_of).collect()
+    }
+
+    /// PostgreSQL's as this service compares: live through its expiry ([`EXPIRY`]).
+    fn lock_log_expiry(&self) -> ExpiryRule {
+        EXPIRY
     }
 }

@@ -15,13 +15,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fencer_harness::{Acquired, CallError, LockLogEntry, LockService, Owned, OwnerToken};
+use fencer_harness::{
+    Acquired, CallError, ExpiryRule, LockLogEntry, LockService, Owned, OwnerToken,
+};
 use redis::Script;
 
 use crate::redis_conn::RedisConnection;
 use crate::redis_lock_log::{self, LOG_PRELUDE, SERVER_SHIFT_KEY, Unreadable};
 use crate::redis_origin::Origins;
 use crate::written_keys::WrittenKeys;
+
+/// How Redis ends a lease, which its lock log's expiries are read by: a key is expired only
+/// once the server's clock, in whole milliseconds, is past its expiry (`mstime() > when`), so
+/// it is live through the whole millisecond its `PEXPIRETIME` names, whatever the
+/// microseconds of `TIME` say.
+pub const EXPIRY: ExpiryRule = ExpiryRule {
+    live_at_expiry: true,
+    resolution_ns: 1_000_000,
+};
 
 /// Which release the service uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,7 +287,7 @@ impl LockService for RedisLock {
     /// The logs of every lock called through this adapter. `None` if the server cannot be
     /// read, if an entry is out of form, if the server has no `PEXPIRETIME` (Redis before
     /// 7.0), whose entries name no expiry, or if it lost a lock's log since the run began (a
-    /// restart without persistence, see [`crate::redis_origin`]), or if the calls went to
+    /// restart without persistence, which its origin marker tells), or if the calls went to
     /// more than one primary (a Sentinel failover: replication is asynchronous, so the new
     /// primary's log may lack grants the old one made): a log is used whole or not at all.
     async fn lock_log(&self) -> Option<Vec<LockLogEntry>> {
@@ -325,5 +336,10 @@ impl LockService for RedisLock {
             }
         }
         Some(log)
+    }
+
+    /// Redis's own: a key lives through its expiry millisecond ([`EXPIRY`]).
+    fn lock_log_expiry(&self) -> ExpiryRule {
+        EXPIRY
     }
 }

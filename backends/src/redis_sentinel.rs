@@ -92,13 +92,17 @@ impl SentinelTarget {
 
     /// The primary a majority of the sentinels names now (`host:port` as announced). Nothing is
     /// sent to any data node, so a failure here means the call was not applied.
-    pub async fn primary(&self) -> Result<String, String> {
+    pub async fn primary(&self) -> Result<String, NoPrimary> {
         let mut asking = tokio::task::JoinSet::new();
         for sentinel in &self.sentinels {
             let (sentinel, name) = (sentinel.clone(), self.name.clone());
             asking.spawn(async move {
                 let answer = tokio::time::timeout(SENTINEL_TIMEOUT, ask(&sentinel, &name)).await;
-                (sentinel, answer.unwrap_or_else(|_| Err("no answer".into())))
+                let answer = match answer {
+                    Ok(answer) => answer.map_err(|error| error.to_string()),
+                    Err(_elapsed) => Err("no answer".to_string()),
+                };
+                (sentinel, answer)
             });
         }
         let majority = self.sentinels.len() / 2 + 1;
@@ -123,13 +127,33 @@ impl SentinelTarget {
         }
         named.sort();
         failures.sort();
-        Err(format!(
-            "no {majority} of {} sentinels agree on the primary {}: named {named:?}; {}",
-            self.sentinels.len(),
-            self.name,
-            failures.join("; ")
-        ))
+        Err(NoPrimary {
+            majority,
+            sentinels: self.sentinels.len(),
+            name: self.name.clone(),
+            named,
+            failures,
+        })
     }
+}
+
+/// No majority of the sentinels named one primary: nothing was sent to any data node.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no {majority} of {sentinels} sentinels agree on the primary {name}: named {named:?}; {}",
+    .failures.join("; ")
+)]
+pub struct NoPrimary {
+    /// How many sentinels make a majority.
+    pub majority: usize,
+    /// How many there are.
+    pub sentinels: usize,
+    /// The primary's name they monitor.
+    pub name: String,
+    /// The primaries the sentinels that answered named, sorted.
+    pub named: Vec<String>,
+    /// `sentinel: why` for each one that named none, sorted.
+    pub failures: Vec<String>,
 }
 
 /// `host:port` with a numeric port.
@@ -139,28 +163,21 @@ fn address(text: &str) -> Option<String> {
 }
 
 /// What one sentinel names as `name`'s primary (`None`: it monitors no such primary).
-async fn ask(sentinel: &str, name: &str) -> Result<Option<String>, String> {
-    let client = redis::Client::open(format!("redis://{sentinel}")).map_err(|e| e.to_string())?;
-    let mut connection: MultiplexedConnection = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
+async fn ask(sentinel: &str, name: &str) -> Result<Option<String>, redis::RedisError> {
+    let client = redis::Client::open(format!("redis://{sentinel}"))?;
+    let mut connection: MultiplexedConnection = client.get_multiplexed_async_connection().await?;
     let answer: Option<(String, String)> = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(name)
         .query_async(&mut connection)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     Ok(answer.map(|(host, port)| format!("{host}:{port}")))
 }
 
 /// Whether the server behind `connection` says it is a primary (`ROLE`): a sentinel majority
 /// can lag a failover by a moment, and a write sent to a replica would only bounce.
-pub async fn is_primary(connection: &mut MultiplexedConnection) -> Result<bool, String> {
-    let role: redis::Value = redis::cmd("ROLE")
-        .query_async(connection)
-        .await
-        .map_err(|e| e.to_string())?;
+pub async fn is_primary(connection: &mut MultiplexedConnection) -> Result<bool, redis::RedisError> {
+    let role: redis::Value = redis::cmd("ROLE").query_async(connection).await?;
     Ok(match role {
         redis::Value::Array(items) => matches!(
             items.first(),
@@ -210,6 +227,9 @@ mod tests {
                 .unwrap();
         let runtime = fencer_harness::runtime::real_runtime().unwrap();
         let error = runtime.block_on(target.primary()).unwrap_err();
+        assert_eq!((error.majority, error.sentinels), (2, 3), "{error}");
+        assert!(error.named.is_empty(), "{error}");
+        let error = error.to_string();
         assert!(error.contains("no 2 of 3 sentinels agree"), "{error}");
         assert!(error.contains("127.0.0.1:3: "), "{error}");
     }

@@ -134,7 +134,7 @@ impl FencedStore for RedisStore {
 
     /// The applied writes of every key written through this adapter; `None` if the server
     /// cannot be read, an entry is out of form, or the server lost a key's log since the run
-    /// began (a restart without persistence, see [`crate::redis_origin`]), or the writes went
+    /// began (a restart without persistence, which its origin marker tells), or the writes went
     /// to more than one primary (a Sentinel failover: replication is asynchronous, so the new
     /// primary's log may lack writes the old one applied).
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {

@@ -48,7 +48,8 @@ mod options;
 mod tally;
 
 pub use options::{
-    DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, Fence, REDLOCK_SCHEME, RedlockOptions,
+    DEFAULT_DRIFT_FACTOR, DEFAULT_NODE_TIMEOUT, Fence, ParameterError, REDLOCK_SCHEME,
+    RedlockOptions,
 };
 
 use std::future::Future;
@@ -232,34 +233,34 @@ impl RedlockLock {
     /// it is no Redlock master, and it fsyncs before it answers, so the masters' short timeout
     /// does not fit it, while a token that comes after the validity ran out is for a lease
     /// already void.
-    async fn token(&self, lock: &str, validity_left: Duration) -> Result<FencingToken, String> {
+    async fn token(&self, lock: &str, validity_left: Duration) -> Result<FencingToken, NoToken> {
         let Some(counter) = &self.counter else {
             return Ok(self.grants.fetch_add(1, Ordering::Relaxed) + 1);
         };
         let increment = async {
-            let mut connection = counter.get().await.map_err(|error| error.to_string())?;
+            let mut connection = counter.get().await?;
             match redis::cmd("INCR")
                 .arg(format!("{lock}:fence"))
                 .query_async::<u64>(&mut connection)
                 .await
             {
                 Ok(token) => Ok(token),
-                Err(error) => Err(counter.sent_error(error).await.to_string()),
+                Err(error) => Err(counter.sent_error(error).await),
             }
         };
         match tokio::time::timeout(validity_left, increment).await {
-            Ok(token) => token.map_err(|error| format!("fence counter: {error}")),
-            Err(_elapsed) => Err(format!(
-                "fence counter {}: no reply within the {validity_left:?} of validity left",
-                counter.shown_url()
-            )),
+            Ok(token) => token.map_err(NoToken::Counter),
+            Err(_elapsed) => Err(NoToken::Late {
+                counter: counter.shown_url().to_string(),
+                validity_left,
+            }),
         }
     }
 
     /// Undoes a failed acquire: compare-and-delete on every master. `Ok` when no key of
     /// `owner` can be left anywhere (each master refused the set, was never reached, or
     /// answered the delete); otherwise why not.
-    async fn undo(&self, lock: &str, owner: &str, sets: &[NodeReply]) -> Result<(), String> {
+    async fn undo(&self, lock: &str, owner: &str, sets: &[NodeReply]) -> Result<(), KeysLeft> {
         let unlocks = self
             .script_everywhere(&self.unlock, lock, owner, None)
             .await;
@@ -274,12 +275,41 @@ impl RedlockLock {
             .collect();
         match left.first() {
             None => Ok(()),
-            Some(why) => Err(format!(
-                "the key may be left on {} masters until it expires ({why})",
-                left.len()
-            )),
+            Some(why) => Err(KeysLeft {
+                masters: left.len(),
+                first: why.to_string(),
+            }),
         }
     }
+}
+
+/// Why a grant that reached a majority got no fencing token: the lease is then undone.
+#[derive(Debug, thiserror::Error)]
+enum NoToken {
+    /// The majority took so long that no validity was left to ask for one.
+    #[error("no validity was left")]
+    NoValidity,
+    /// The fence counter refused or lost the `INCR`.
+    #[error("fence counter: {0}")]
+    Counter(CallError),
+    /// The fence counter did not answer before the lease's validity ran out.
+    #[error("fence counter {counter}: no reply within the {validity_left:?} of validity left")]
+    Late {
+        /// The counter's URL, password hidden.
+        counter: String,
+        /// How long it was given.
+        validity_left: Duration,
+    },
+}
+
+/// Masters an undone acquire may have left its key on: the outcome is then unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("the key may be left on {masters} masters until it expires ({first})")]
+struct KeysLeft {
+    /// How many.
+    masters: usize,
+    /// Why the first of them could not be told to delete it.
+    first: String,
 }
 
 /// Redis wants whole milliseconds, at least one.
@@ -308,7 +338,7 @@ impl LockService for RedlockLock {
         if tally.reached(quorum) {
             let token = match self.validity(ttl, started.elapsed()) {
                 Some(left) => self.token(lock, left).await,
-                None => Err("no validity was left".into()),
+                None => Err(NoToken::NoValidity),
             };
             match token {
                 Ok(fencing_token) if self.validity(ttl, started.elapsed()).is_some() => {

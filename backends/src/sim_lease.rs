@@ -364,7 +364,7 @@ impl Restartable for SimLeaseService {
     /// Every lease is lost (logged as a release of that lease by its own holder, with error
     /// `restart`, so lease-checkers see it end); the counter survives unless the rules are
     /// [`LeaseRules::VolatileCounter`].
-    async fn restart(&self, down_ns: u64) -> Result<(), String> {
+    async fn restart(&self, down_ns: u64) -> Result<(), fencer_harness::RestartError> {
         let until_ns = self.clock.truth().now_ns().saturating_add(down_ns);
         self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
         let lost: Vec<(String, Lease)> = {

@@ -92,7 +92,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
             EventType::Info => {
                 open.remove(&event.process);
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
     let anomalies = hits.kept.iter().map(|hit| explain(ctx, hit)).collect();
@@ -123,7 +123,7 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
             call.token
                 .map_or("(none)".into(), |token| token.to_string()),
             call.key.as_deref().unwrap_or("(no key)"),
-            when(&call, "its")
+            when(ctx, &call, "its")
         ),
     );
     let faults = faults_between(ctx, &call.process, hit.invoke, hit.reply);
@@ -133,7 +133,10 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
     cited.extend(hit.applied);
     let verdict = match hit.applied {
         None => {
-            story.add(hit.reply, format!("was told ok {}", when(&reply, "its")));
+            story.add(
+                hit.reply,
+                format!("was told ok {}", when(ctx, &reply, "its")),
+            );
             format!(
                 "but the store never applied it: no store log entry carries write id \
                  {write_id} for that call. The store acknowledged a write it did not apply (a \
@@ -149,13 +152,13 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
                 (Some(error), _) => format!("was told it failed ({error})"),
                 (None, _) => "was told it failed".to_string(),
             };
-            story.add(hit.reply, format!("{told} {}", when(&reply, "its")));
+            story.add(hit.reply, format!("{told} {}", when(ctx, &reply, "its")));
             format!(
                 "but the store applied it {}. A worker told fail believes the \
                  write did not happen and may retry or give up on an effect that is already \
                  there; fail must mean definitely not applied, otherwise the reply must be \
                  unknown (info).",
-                at_store_order(&log)
+                at_store_order(ctx, &log)
             )
         }
     };

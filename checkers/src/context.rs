@@ -12,6 +12,7 @@ use std::cell::OnceCell;
 use std::collections::BTreeMap;
 
 pub(crate) use fencer_harness::roles::worker_of;
+use fencer_harness::words::LogTiming;
 use fencer_harness::{Event, EventType, Op, PackedHistory, RowRef, Rows, Strings, Sym};
 
 use crate::index::{FastMap, Positions};
@@ -19,19 +20,6 @@ use crate::lock_pass::LockPass;
 use crate::numbering::{Numbering, SymTable};
 use crate::options::CheckOptions;
 use crate::versions::StoreVersions;
-
-/// True when some client call completes after the first log entry `is_log` picks: the log was
-/// recorded as the server applied its changes, not appended once the run was over (a real
-/// service's `lock_log()`, a store log read back), where every entry follows every call since
-/// an applied change always precedes its own reply.
-fn log_is_timed(rows: &Rows, is_log: fn(&RowRef<'_>) -> bool) -> bool {
-    let Some(first_log) = rows.iter().position(|row| is_log(&row)) else {
-        return false;
-    };
-    rows.iter()
-        .skip(first_log)
-        .any(|row| row.f.is_client_op() && row.kind.is_completion())
-}
 
 /// The lock server's process and clock name in nemesis events: its restarts and clock faults
 /// are recorded against it.
@@ -71,6 +59,9 @@ pub(crate) struct Context<'h> {
     /// clock but not where its entries fall among the calls: checkers that compare log
     /// positions with call positions must not use it.
     pub lock_log_timed: bool,
+    /// Which logs carry true times, for explanations: an entry of a log read back after the
+    /// run is told by its order or its server's clock, never by a time it does not have.
+    pub timing: LogTiming,
     /// What the check was asked to do.
     pub options: CheckOptions,
     lookup: OnceCell<Lookup>,
@@ -108,6 +99,7 @@ impl<'h> Context<'h> {
                 locks.add(lock);
             }
         }
+        let timing = LogTiming::of(rows.iter().map(|row| (row.kind, row.f)));
         Context {
             rows,
             other_rows,
@@ -116,9 +108,10 @@ impl<'h> Context<'h> {
             locks,
             strings: &history.strings,
             has_store_log: rows.iter().any(|row| is_store_log(&row)),
-            store_log_timed: log_is_timed(rows, is_store_log),
+            store_log_timed: timing.store_log_timed,
             has_lock_log: rows.iter().any(|row| is_lock_log(&row)),
-            lock_log_timed: log_is_timed(rows, is_lock_log),
+            lock_log_timed: timing.lock_log_timed,
+            timing,
             options,
             lookup: OnceCell::new(),
             versions: OnceCell::new(),
@@ -263,7 +256,7 @@ fn partners(ctx: &Context<'_>) -> Vec<u32> {
                     partner[position] = invoke;
                 }
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
     partner
@@ -348,6 +341,7 @@ impl Lookup {
                         lookup.log_grant.insert(owner, position);
                     }
                 }
+                EventType::Notice => {}
             }
         }
         lookup
@@ -362,6 +356,13 @@ impl Lookup {
     /// The latest invoke of write `write_id` before `before`.
     pub fn write_invoke(&self, write_id: Sym, before: usize) -> Option<usize> {
         self.write_invokes.get(&write_id)?.last_before(before)
+    }
+
+    /// Every invoke of write `write_id`, ascending.
+    pub fn write_invokes(&self, write_id: Sym) -> Vec<usize> {
+        self.write_invokes
+            .get(&write_id)
+            .map_or_else(Vec::new, |positions| positions.all().collect())
     }
 
     /// The latest renew or release invoke by `owner` before `before`.
@@ -420,7 +421,6 @@ impl Lookup {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fencer_harness::Row;
 
     #[test]
     fn faults_are_found_inside_a_window_and_none_in_a_reversed_one() {
@@ -464,21 +464,5 @@ mod tests {
             assert!(!every.is_empty());
             assert_eq!(found, every);
         }
-    }
-
-    #[test]
-    fn a_store_log_read_back_after_the_run_is_known_to_carry_no_times() {
-        let mut strings = Strings::new();
-        let mut row = |process: &str, kind: EventType| {
-            Row::pack(&Event::new(process, kind, Op::Write), &mut strings)
-        };
-        let invoke = row("w0", EventType::Invoke);
-        let ok = row("w0", EventType::Ok);
-        let log = row("store", EventType::Log);
-        let rows = |rows: &[Row]| rows.iter().copied().collect::<Rows>();
-        assert!(log_is_timed(&rows(&[invoke, log, ok]), is_store_log));
-        assert!(!log_is_timed(&rows(&[invoke, ok, log]), is_store_log));
-        assert!(!log_is_timed(&rows(&[invoke, ok]), is_store_log));
-        assert!(!log_is_timed(&rows(&[invoke, log, ok]), is_lock_log));
     }
 }

@@ -5,7 +5,7 @@
 //! identical on every platform.
 
 pub(crate) use fencer_harness::words::{secs, secs_signed, short_owner};
-use fencer_harness::{Event, Op};
+use fencer_harness::{Event, EventType, Op};
 
 use crate::context::Context;
 
@@ -16,8 +16,12 @@ const MAX_FAULT_PHRASES: usize = 6;
 const MAX_FAULT_EVENTS: usize = 16;
 
 /// `at 12.504s (its clock 0.504s)`: the true time of `event` and the reading of the acting
-/// node's own clock, named `clock` (`its`, `lock`, `store`).
-pub(crate) fn when(event: &Event, clock: &str) -> String {
+/// node's own clock, named `clock` (`its`, `lock`, `store`). An entry of a log read back after
+/// the run has no true time: it is told by what it holds ([`untimed`]).
+pub(crate) fn when(ctx: &Context<'_>, event: &Event, clock: &str) -> String {
+    if !ctx.timing.is_timed(event.kind, event.f) {
+        return untimed(ctx, event);
+    }
     match event.local_ns {
         Some(local_ns) => format!(
             "at {} ({clock} clock {})",
@@ -28,8 +32,21 @@ pub(crate) fn when(event: &Event, clock: &str) -> String {
     }
 }
 
-/// `at 12.504s (store clock 12.504s, store order 7)`
-pub(crate) fn at_store_order(applied: &Event) -> String {
+/// `at 12.504s`: the true time of `event` alone; for an entry of a log read back after the
+/// run, what it holds instead ([`untimed`]).
+pub(crate) fn at_time(ctx: &Context<'_>, event: &Event) -> String {
+    if !ctx.timing.is_timed(event.kind, event.f) {
+        return untimed(ctx, event);
+    }
+    format!("at {}", secs(event.time_ns))
+}
+
+/// `at 12.504s (store clock 12.504s, store order 7)`; for a store log read back after the
+/// run, `in store order 7` alone.
+pub(crate) fn at_store_order(ctx: &Context<'_>, applied: &Event) -> String {
+    if !ctx.timing.is_timed(applied.kind, applied.f) {
+        return untimed(ctx, applied);
+    }
     let seq = applied.seq.map_or("unknown".into(), |seq| seq.to_string());
     match applied.local_ns {
         Some(local_ns) => format!(
@@ -39,6 +56,52 @@ pub(crate) fn at_store_order(applied: &Event) -> String {
         ),
         None => format!("at {} (store order {seq})", secs(applied.time_ns)),
     }
+}
+
+/// What an entry of a log read back after the run tells of when it was applied: its place in
+/// the store's order and the bounds the client replies give, or the lock service's own clock
+/// reading. Its `time_ns` is when the log was read back, so it is never told.
+pub(crate) fn untimed(ctx: &Context<'_>, event: &Event) -> String {
+    match (event.f, event.seq, event.local_ns) {
+        (Op::Write, Some(seq), _) => format!(
+            "in store order {seq} (the store's log, read back after the run, has no times{})",
+            store_bounds(ctx, event)
+        ),
+        (_, _, Some(local_ns)) => format!("at lock clock {}", secs_signed(local_ns)),
+        _ => "at a time the history does not hold (its log was read back after the run)".into(),
+    }
+}
+
+/// `; it was applied after its write was first sent, at 12.100s, and before it was
+/// acknowledged, at 12.300s`: what the replies to the write's calls bound its application by.
+/// The acknowledgement bounds only a write id the store applied once (a second application
+/// may come after the first reply).
+fn store_bounds(ctx: &Context<'_>, applied: &Event) -> String {
+    let Some(write_id) = applied.write_id.as_deref().and_then(|id| ctx.sym(id)) else {
+        return String::new();
+    };
+    let lookup = ctx.lookup();
+    let sends = lookup.write_invokes(write_id);
+    let Some(&first) = sends.first() else {
+        return String::new();
+    };
+    let mut bounds = format!(
+        "; it was applied after its write was first sent, at {}",
+        secs(ctx.at(first).time_ns)
+    );
+    let key = applied.key.as_deref().and_then(|key| ctx.sym(key));
+    let applied_once = key.is_some_and(|key| ctx.versions().applications(key, write_id) == 1);
+    let acknowledged = sends
+        .iter()
+        .filter_map(|&send| lookup.partner(send))
+        .find(|&reply| ctx.rows.get(reply).kind == EventType::Ok);
+    if let (true, Some(ok)) = (applied_once, acknowledged) {
+        bounds.push_str(&format!(
+            ", and before it was acknowledged, at {}",
+            secs(ctx.at(ok).time_ns)
+        ));
+    }
+    bounds
 }
 
 /// `1 write`, `2 writes`: a count with its noun in the right number.
@@ -222,11 +285,34 @@ mod tests {
 
     #[test]
     fn when_names_both_clocks_if_the_local_one_is_known() {
+        let history = fencer_harness::PackedHistory::default();
+        let ctx = Context::new(&history);
         let mut event = Event::new("w1", EventType::Ok, Op::Acquire);
         event.time_ns = 3_000_000;
-        assert_eq!(when(&event, "its"), "at 0.003s");
+        assert_eq!(when(&ctx, &event, "its"), "at 0.003s");
         event.local_ns = Some(-7_000_000_000);
-        assert_eq!(when(&event, "its"), "at 0.003s (its clock -7.000s)");
+        assert_eq!(when(&ctx, &event, "its"), "at 0.003s (its clock -7.000s)");
+    }
+
+    #[test]
+    fn an_entry_of_a_log_read_back_after_the_run_is_never_given_a_time() {
+        // No client call completes after the logs: both were read back after the run.
+        let history = fencer_harness::PackedHistory::default();
+        let ctx = Context::new(&history);
+        // Both read back at 12.889 s: the store's 148th write, and a grant at lock clock 1.362 s.
+        let mut applied = Event::new("store", EventType::Log, Op::Write);
+        (applied.time_ns, applied.seq) = (12_889_000_000, Some(148));
+        let mut granted = Event::new("lock", EventType::Log, Op::Acquire);
+        (granted.time_ns, granted.local_ns) = (12_889_000_000, Some(1_362_000_000));
+        for told in [
+            when(&ctx, &applied, "store"),
+            at_store_order(&ctx, &applied),
+            when(&ctx, &granted, "lock"),
+        ] {
+            assert!(!told.contains("12.889"), "{told}");
+        }
+        assert!(at_store_order(&ctx, &applied).starts_with("in store order 148"));
+        assert_eq!(when(&ctx, &granted, "lock"), "at lock clock 1.362s");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use fencer_harness::{EventType, Op, Sym};
 
 use crate::context::{Context, is_lock_log, worker_of};
 use crate::explain::{
-    Story, count, faults_between, secs, secs_signed, short_owner, when, who_owns,
+    Story, at_time, count, faults_between, secs, secs_signed, short_owner, when, who_owns,
 };
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
@@ -235,7 +235,7 @@ fn requester_story(
                 "acquired lock {} with token {} {}",
                 granted.lock.as_deref().unwrap_or("?"),
                 granted.token.unwrap_or_default(),
-                when(&granted, "its")
+                when(ctx, &granted, "its")
             ),
         );
         cited.push(ok);
@@ -248,7 +248,7 @@ fn requester_story(
                 "was granted lock {} with token {} {}",
                 granted.lock.as_deref().unwrap_or("?"),
                 granted.token.unwrap_or_default(),
-                when(&granted, "lock")
+                when(ctx, &granted, "lock")
             ),
         );
         cited.push(log);
@@ -267,7 +267,7 @@ fn requester_story(
                 "sent a {} of lock {}{from_task} {}",
                 f.name(),
                 sent.lock.as_deref().unwrap_or("?"),
-                when(&sent, "its")
+                when(ctx, &sent, "its")
             ),
         );
         cited.push(call);
@@ -301,7 +301,7 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
             cited.push(grant);
             format!(
                 " {holder_who} had been granted lock {lock} with token {holder_token} {}.",
-                when(&ctx.at(grant), "lock")
+                when(ctx, &ctx.at(grant), "lock")
             )
         }
         None => String::new(),
@@ -316,13 +316,13 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
     };
     let repeats = if hit.repeats > 0 {
         format!(
-            " It applied {} from the same owner to that lease, the last at {}.",
+            " It applied {} from the same owner to that lease, the last {}.",
             count(
                 hit.repeats,
                 &format!("more {}", applied.f.name()),
                 &format!("more {}s", applied.f.name())
             ),
-            secs(ctx.at(hit.last).time_ns)
+            at_time(ctx, &ctx.at(hit.last))
         )
     } else {
         String::new()
@@ -336,7 +336,7 @@ fn explain_logged(ctx: &Context<'_>, hit: &LoggedHit) -> Anomaly {
              token {holder_token} held by {holder_who} {}, {effect}.{repeats} {RULE}",
             story.render(),
             applied.f.name(),
-            when(&applied, "lock"),
+            when(ctx, &applied, "lock"),
         ),
     }
 }
@@ -346,7 +346,7 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit) -> Anomaly {
     let (mut story, mut cited) =
         requester_story(ctx, hit.call.owner, Some(hit.call.invoke), call.f, hit.ok);
     let ok = ctx.at(hit.ok);
-    story.add(hit.ok, format!("was told ok {}", when(&ok, "its")));
+    story.add(hit.ok, format!("was told ok {}", when(ctx, &ok, "its")));
     cited.extend([hit.call.own_ok, hit.call.newer.ok, hit.ok]);
     let newer = ctx.at(hit.call.newer.ok);
     let repeats = if hit.repeats > 0 {

@@ -40,6 +40,16 @@ impl Positions {
             .or_insert_with(|| Positions::new(position));
     }
 
+    /// How many positions it holds.
+    pub fn len(&self) -> usize {
+        1 + self.rest.len()
+    }
+
+    /// Every position, ascending.
+    pub fn all(&self) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.first).chain(self.rest.iter().copied())
+    }
+
     /// The last position strictly before `before`.
     pub fn last_before(&self, before: usize) -> Option<usize> {
         if self.first >= before {

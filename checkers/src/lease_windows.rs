@@ -248,7 +248,7 @@ fn scan(ctx: &Context<'_>) -> Leases {
                     _ => {}
                 }
             }
-            EventType::Log => {}
+            EventType::Log | EventType::Notice => {}
         }
     }
     // Releases never answered may have been applied at any time after they were sent.
@@ -451,22 +451,22 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
     let promised_by = if hit.promise.anchor == older.invoke {
         format!(
             "its acquire, sent {}, was answered with token {} {}",
-            when(&anchor, "its"),
+            when(ctx, &anchor, "its"),
             older.token,
-            when(&old_grant, "its")
+            when(ctx, &old_grant, "its")
         )
     } else {
         let reply = ctx.lookup().partner(hit.promise.anchor);
         cited.extend(reply);
         let answered = reply.map_or(String::new(), |reply| {
-            format!(" and answered ok {}", when(&ctx.at(reply), "its"))
+            format!(" and answered ok {}", when(ctx, &ctx.at(reply), "its"))
         });
         format!(
             "it held token {} since {}, and its renew from {}, sent {}, was applied{answered}",
             older.token,
             secs(old_grant.time_ns),
             anchor.process,
-            when(&anchor, "its")
+            when(ctx, &anchor, "its")
         )
     };
     let mut story = Story::new(format!("Meanwhile {holder}"));
@@ -510,7 +510,7 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
                  contract.",
                 worker_of(&sent.process),
                 short_owner(sent.owner.as_deref().unwrap_or_default()),
-                when(&sent, "its")
+                when(ctx, &sent, "its")
             )
         }
         None => String::new(),
@@ -530,7 +530,7 @@ fn explain(ctx: &Context<'_>, scanned: &Leases, hit: &Hit) -> Anomaly {
              own clock.",
             granted.process,
             newer.token,
-            when(&granted, "its"),
+            when(ctx, &granted, "its"),
             who_owns(ctx, ctx.text(older.owner)),
             secs(hit.promise.until_ns),
             secs(margin_ns(older.ttl_ns)),

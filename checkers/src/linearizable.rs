@@ -93,7 +93,7 @@ fn read_mapping(ctx: &Context<'_>) -> Outcome {
             EventType::Fail | EventType::Info => {
                 open.remove(&row.process);
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
     let anomalies = hits
@@ -129,7 +129,7 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) 
                 Version::Applied(applied) => {
                     cited.push(applied);
                     let applied = ctx.at(applied);
-                    format!(" (the store applied it {})", at_store_order(&applied))
+                    format!(" (the store applied it {})", at_store_order(ctx, &applied))
                 }
             };
             let next_event = ctx.at(next);
@@ -137,7 +137,7 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) 
                 "{name}{current} had already been replaced by write {} {} before the read was \
                  sent",
                 next_event.write_id.as_deref().unwrap_or("(no id)"),
-                at_store_order(&next_event)
+                at_store_order(ctx, &next_event)
             )
         }
         _ => {
@@ -152,7 +152,7 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) 
                     let applied = ctx.at(applied);
                     format!(
                         "the store applied {name} only {}, after the read had returned",
-                        at_store_order(&applied)
+                        at_store_order(ctx, &applied)
                     )
                 }
                 None => format!("the store never applied {name} to key {key}"),
@@ -167,8 +167,8 @@ fn explain_read(ctx: &Context<'_>, versions: &StoreVersions, hit: &Unexplained) 
             "{} read key {key} {} and got {name} (reply {}); but {why}. No instant between \
              the read's invoke and reply had that value, so the register is not linearizable.",
             invoke.process,
-            when(&invoke, "its"),
-            when(&reply, "its"),
+            when(ctx, &invoke, "its"),
+            when(ctx, &reply, "its"),
         ),
     }
 }
@@ -240,7 +240,7 @@ fn search(ctx: &Context<'_>) -> Outcome {
                     _ => {}
                 }
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
     // Calls never answered may still have taken effect (writes only). Taken in history order,
@@ -365,7 +365,7 @@ fn explain_search(
         .reply
         .map(|reply| {
             let reply = ctx.at(reply);
-            format!(", reply {}", when(&reply, "its"))
+            format!(", reply {}", when(ctx, &reply, "its"))
         })
         .unwrap_or_default();
     // The write the register held at the dead end, as evidence.
@@ -400,7 +400,7 @@ fn explain_search(
              The register is not linearizable.",
             count(calls.calls.len(), "reads and writes", "reads and writes"),
             invoke.process,
-            when(&invoke, "its"),
+            when(ctx, &invoke, "its"),
             name_of(state),
         ),
     }

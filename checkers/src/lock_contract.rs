@@ -24,7 +24,7 @@ use fencer_harness::{EventType, Op, RowRef, Rows, Sym};
 
 use crate::context::Context;
 use crate::context::LOCK_SERVER;
-use crate::explain::{secs, secs_signed, when, who_owns};
+use crate::explain::{at_time, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
 use crate::numbering::SymTable;
@@ -129,11 +129,38 @@ struct Tally {
 /// Lock calls in flight by owner and operation, with the log entry that answered each so far.
 ///
 /// A table by the owner's [`Sym::slot`], an entry per operation: nearly every acquire brings a
-/// new owner token, so a hash map would take an insert and a removal per call.
+/// new owner token, so a hash map would take an insert and a removal per call. An owner may
+/// have two calls of one operation in flight at once from two processes (a client's watchdog
+/// renewing while its ownership check renews too); such calls share a [`Crowd`], which no log
+/// entry is pinned to any one of.
 struct Calling {
-    /// [`Calling::PER_OWNER`] entries a slot: [`Calling::IDLE`], [`Calling::UNANSWERED`], or the
-    /// answering log entry's position plus 2.
+    /// [`Calling::PER_OWNER`] entries a slot: [`Calling::IDLE`], [`Calling::UNANSWERED`],
+    /// [`Calling::CROWDED`], or the answering log entry's position plus 3.
     entries: Vec<u32>,
+    /// The calls of an (owner, operation) entry that is [`Calling::CROWDED`].
+    crowds: FastMap<(Sym, u8), Crowd>,
+}
+
+/// Two or more calls of one owner and operation in flight at once, and the log entries that
+/// answered some of them.
+#[derive(Default)]
+struct Crowd {
+    in_flight: u32,
+    /// Entries logged while the crowd was in flight and claimed by no `ok` yet.
+    unclaimed: std::collections::VecDeque<usize>,
+    /// Calls of the crowd that completed with an unknown outcome: each may have been the
+    /// doing of one unclaimed entry.
+    unknown: u32,
+}
+
+/// What the log says about one completed call.
+enum Answered {
+    /// Nothing was logged for it.
+    No,
+    /// This entry answered it.
+    By(usize),
+    /// Calls in flight together left it open which entry was whose.
+    Unsure,
 }
 
 impl Calling {
@@ -143,45 +170,109 @@ impl Calling {
     const IDLE: u32 = 0;
     /// A call in flight that no log entry has answered yet.
     const UNANSWERED: u32 = 1;
+    /// Calls in flight together: see [`Calling::crowds`].
+    const CROWDED: u32 = 2;
 
     /// A table for owners among `sym_count` syms (none for a log matched by count, which
     /// never calls on it).
     fn new(sym_count: usize) -> Calling {
         Calling {
             entries: vec![Calling::IDLE; sym_count * Calling::PER_OWNER],
+            crowds: FastMap::default(),
         }
     }
 
-    fn entry(&mut self, owner: Sym, f: Op) -> &mut u32 {
-        let op = match f {
+    fn op(f: Op) -> u8 {
+        match f {
             Op::Acquire => 0,
             Op::Renew => 1,
             Op::Release => 2,
             _ => unreachable!("lock calls are acquires, renews and releases, not {f:?}"),
-        };
-        &mut self.entries[owner.slot() * Calling::PER_OWNER + op]
+        }
     }
 
-    /// `owner` sent an `f` call (forgetting what answered an earlier one still in flight).
+    fn entry(&mut self, owner: Sym, f: Op) -> &mut u32 {
+        &mut self.entries[owner.slot() * Calling::PER_OWNER + usize::from(Calling::op(f))]
+    }
+
+    /// `owner` sent an `f` call.
     fn sent(&mut self, owner: Sym, f: Op) {
-        *self.entry(owner, f) = Calling::UNANSWERED;
+        let entry = self.entry(owner, f);
+        let before = *entry;
+        *entry = match before {
+            Calling::IDLE => Calling::UNANSWERED,
+            _ => Calling::CROWDED,
+        };
+        if before == Calling::IDLE {
+            return;
+        }
+        let crowd = self.crowds.entry((owner, Calling::op(f))).or_default();
+        if before == Calling::CROWDED {
+            crowd.in_flight += 1;
+        } else {
+            crowd.in_flight = 2;
+            if before != Calling::UNANSWERED {
+                crowd.unclaimed.push_back(before as usize - 3);
+            }
+        }
     }
 
-    /// The log entry at `position` applied `owner`'s `f` call, if one is in flight.
+    /// The log entry at `position` applied one of `owner`'s `f` calls, if one is in flight.
     fn answered(&mut self, owner: Sym, f: Op, position: usize) {
         let entry = self.entry(owner, f);
-        if *entry != Calling::IDLE {
-            *entry = u32::try_from(position + 2)
-                .expect("a history of over 4 billion events is beyond the checkers");
+        match *entry {
+            Calling::IDLE => {}
+            Calling::CROWDED => {
+                if let Some(crowd) = self.crowds.get_mut(&(owner, Calling::op(f))) {
+                    crowd.unclaimed.push_back(position);
+                }
+            }
+            _ => {
+                *entry = u32::try_from(position + 3)
+                    .expect("a history of over 4 billion events is beyond the checkers");
+            }
         }
     }
 
-    /// `owner`'s `f` call completed: the log entry that answered it, if any.
-    fn completed(&mut self, owner: Sym, f: Op) -> Option<usize> {
-        match std::mem::replace(self.entry(owner, f), Calling::IDLE) {
-            Calling::IDLE | Calling::UNANSWERED => None,
-            answered => Some(answered as usize - 2),
+    /// `owner`'s `f` call completed as `kind`: the log entry that answered it, if the log
+    /// can tell.
+    fn completed(&mut self, owner: Sym, f: Op, kind: EventType) -> Answered {
+        let entry = self.entry(owner, f);
+        match std::mem::replace(entry, Calling::IDLE) {
+            Calling::IDLE | Calling::UNANSWERED => return Answered::No,
+            Calling::CROWDED => {}
+            answered => return Answered::By(answered as usize - 3),
         }
+        let key = (owner, Calling::op(f));
+        let crowd = self
+            .crowds
+            .get_mut(&key)
+            .expect("a crowded entry has its crowd");
+        crowd.in_flight -= 1;
+        let answered = match kind {
+            EventType::Ok => crowd
+                .unclaimed
+                .pop_front()
+                .map_or(Answered::No, Answered::By),
+            // The entries left are more than the calls still in flight and those of unknown
+            // outcome could each have made: one of them was this call's.
+            EventType::Fail
+                if crowd.unclaimed.len() > (crowd.in_flight + crowd.unknown) as usize =>
+            {
+                Answered::By(*crowd.unclaimed.back().expect("more entries than none"))
+            }
+            EventType::Fail => Answered::Unsure,
+            _ => {
+                crowd.unknown += 1;
+                Answered::Unsure
+            }
+        };
+        if crowd.in_flight == 0 {
+            self.crowds.remove(&key);
+        } else {
+            *self.entry(owner, f) = Calling::CROWDED;
+        }
+        answered
     }
 }
 
@@ -293,16 +384,17 @@ impl<'c> ReplyScan<'c> {
             return;
         }
         let token_of = |logged: usize| rows.get(logged).token();
-        let logged = self.calling.completed(owner, row.f);
+        let logged = self.calling.completed(owner, row.f, row.kind);
         let mismatch = match (row.kind, logged) {
-            (EventType::Ok, None) => Some(Mismatch::NotApplied),
-            (EventType::Ok, Some(logged))
+            (_, Answered::Unsure) => None,
+            (EventType::Ok, Answered::No) => Some(Mismatch::NotApplied),
+            (EventType::Ok, Answered::By(logged))
                 if row.f == Op::Acquire && token_of(logged) != row.token() =>
             {
                 Some(Mismatch::OtherToken { logged })
             }
-            (EventType::Fail, Some(logged)) => Some(Mismatch::Applied { logged }),
-            (EventType::Fail, None)
+            (EventType::Fail, Answered::By(logged)) => Some(Mismatch::Applied { logged }),
+            (EventType::Fail, Answered::No)
                 if row.f == Op::Acquire
                     && sent.free
                     && row.error.is_some()
@@ -425,7 +517,7 @@ fn explain_reply(ctx: &Context<'_>, hit: &ReplyHit) -> Anomaly {
             format!(
                 "the lock service logged that grant with token {} {}",
                 logged.token.unwrap_or_default(),
-                when(&logged, "lock")
+                when(ctx, &logged, "lock")
             )
         }
         Mismatch::Applied { logged } => {
@@ -433,7 +525,7 @@ fn explain_reply(ctx: &Context<'_>, hit: &ReplyHit) -> Anomaly {
             let logged = ctx.at(logged);
             format!(
                 "the lock service's log shows it applied that {f} {}",
-                when(&logged, "lock")
+                when(ctx, &logged, "lock")
             )
         }
         Mismatch::BusyWhileFree => format!(
@@ -477,8 +569,8 @@ fn explain_reply(ctx: &Context<'_>, hit: &ReplyHit) -> Anomaly {
             call.process,
             if call.f == Op::Acquire { "an" } else { "a" },
             fencer_harness::words::short_owner(call.owner.as_deref().unwrap_or_default()),
-            when(&call, "its"),
-            when(&reply, "its"),
+            when(ctx, &call, "its"),
+            when(ctx, &reply, "its"),
         ),
     }
 }
@@ -603,7 +695,10 @@ fn explain_renewal(ctx: &Context<'_>, hit: &RenewHit) -> Anomaly {
             } else {
                 ""
             };
-            format!("it had released that lease {}{how}", when(&release, "lock"))
+            format!(
+                "it had released that lease {}{how}",
+                when(ctx, &release, "lock")
+            )
         }
         None => format!(
             "that lease had expired at lock clock {}",
@@ -616,14 +711,14 @@ fn explain_renewal(ctx: &Context<'_>, hit: &RenewHit) -> Anomaly {
         events: ctx.indexes(cited),
         explanation: format!(
             "On lock {lock} the lock service renewed the lease with token {} held by {} \
-             (granted at {}) {}, although by its own log {ended}. No newer lease was live, so \
+             (granted {}) {}, although by its own log {ended}. No newer lease was live, so \
              no two holders overlapped, but a renew must never revive an ended lease: the \
              holder was told it still holds a lock it had lost (a warning unless strict; with \
              a newer lease live this is overlapping-leases).",
             renew.holder_token.unwrap_or_default(),
             who_owns(ctx, ctx.text(hit.lease.owner)),
-            secs(ctx.at(hit.lease.grant).time_ns),
-            when(&renew, "lock"),
+            at_time(ctx, &ctx.at(hit.lease.grant)),
+            when(ctx, &renew, "lock"),
         ),
     }
 }

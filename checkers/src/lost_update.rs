@@ -347,7 +347,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
             format!(
                 "read counter {} {}",
                 read_event.value.as_deref().unwrap_or("0"),
-                when(&read_event, "its")
+                when(ctx, &read_event, "its")
             ),
         );
     }
@@ -359,13 +359,13 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
             ctx.text(hit.write_id),
             ok.value.as_deref().unwrap_or("?"),
             ok.token.map_or("(none)".into(), |token| token.to_string()),
-            when(&invoke_event, "its")
+            when(ctx, &invoke_event, "its")
         ),
     );
     let faults = faults_between(ctx, &ok.process, invoke, hit.ok);
     story.add_faults(ctx, &faults);
     cited.extend(faults);
-    story.add(hit.ok, format!("was told ok {}", when(&ok, "its")));
+    story.add(hit.ok, format!("was told ok {}", when(ctx, &ok, "its")));
     let key = ok.key.as_deref().unwrap_or("(no key)");
     let mut overwritten = String::new();
     if let Some(applied) = ctx
@@ -382,7 +382,10 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
             let mine_applied = ctx.at(applied.positions[slot]);
             story.add(
                 applied.positions[slot],
-                format!("the store applied it {}", at_store_order(&mine_applied)),
+                format!(
+                    "the store applied it {}",
+                    at_store_order(ctx, &mine_applied)
+                ),
             );
             if let Some(&next) = applied.positions.get(slot + 1) {
                 let next_event = ctx.at(next);
@@ -400,7 +403,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
                             ", computed by {} from its read of {} {}",
                             read.process,
                             read.value.as_deref().unwrap_or("0"),
-                            when(&read, "its")
+                            when(ctx, &read, "its")
                         )
                     })
                     .unwrap_or_default();
@@ -408,7 +411,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
                     " It was overwritten by write {next_id} = {} {}{from}, which did not \
                      include it.",
                     next_event.value.as_deref().unwrap_or("?"),
-                    at_store_order(&next_event)
+                    at_store_order(ctx, &next_event)
                 );
             }
         } else {
@@ -422,7 +425,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
             format!(
                 "the final read of {key} returned {} {}",
                 read.value.as_deref().unwrap_or("0"),
-                when(&read, "its")
+                when(ctx, &read, "its")
             )
         }
         None => format!("the store's last write to {key} does not descend from it"),
@@ -500,9 +503,9 @@ fn explain_duplicate(
     let describe = |position: usize| {
         let event = ctx.at(position);
         if event.kind == EventType::Log {
-            at_store_order(&event)
+            at_store_order(ctx, &event)
         } else {
-            format!("(ok to {}) {}", event.process, when(&event, "its"))
+            format!("(ok to {}) {}", event.process, when(ctx, &event, "its"))
         }
     };
     let mut sends = Vec::new();
@@ -523,7 +526,7 @@ fn explain_duplicate(
         [] => "no client call in the history sent it".to_string(),
         [only] => {
             let send = ctx.at(*only);
-            format!("{} sent it once {}", send.process, when(&send, "its"))
+            format!("{} sent it once {}", send.process, when(ctx, &send, "its"))
         }
         [first_send, .., last_send] => {
             let first_event = ctx.at(*first_send);
@@ -533,7 +536,7 @@ fn explain_duplicate(
             let mut story = Story::new(process);
             story.add(
                 *first_send,
-                format!("sent it {}", when(&first_event, "its")),
+                format!("sent it {}", when(ctx, &first_event, "its")),
             );
             story.add_faults(ctx, &faults);
             cited.extend(faults);
@@ -542,7 +545,7 @@ fn explain_duplicate(
                 format!(
                     "sent it again ({}) {}",
                     count(sends.len(), "send", "sends"),
-                    when(&last_event, "its")
+                    when(ctx, &last_event, "its")
                 ),
             );
             story.render()

@@ -15,7 +15,7 @@
 use fencer_harness::{Event, EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, is_lock_log};
-use crate::explain::{Story, count, faults_between, secs, secs_signed, when, who_owns};
+use crate::explain::{Story, at_time, count, faults_between, secs, secs_signed, when, who_owns};
 use crate::findings::{Hits, Outcome, Undecided};
 use crate::index::FastMap;
 use crate::verdict::{Anomaly, AnomalyClass};
@@ -204,13 +204,13 @@ fn server_faults(
 /// 3.000s,`
 fn describe_lease(ctx: &Context<'_>, lease: &Lease) -> String {
     let extended = lease.extended.map_or(String::new(), |renew| {
-        format!(" and last extended at {}", secs(ctx.at(renew).time_ns))
+        format!(" and last extended {}", at_time(ctx, &ctx.at(renew)))
     });
     format!(
-        "the lease with token {} held by {}, granted at {}{extended},",
+        "the lease with token {} held by {}, granted {}{extended},",
         lease.token,
         who_owns(ctx, ctx.text(lease.owner)),
-        secs(ctx.at(lease.grant).time_ns)
+        at_time(ctx, &ctx.at(lease.grant))
     )
 }
 
@@ -233,7 +233,7 @@ fn explain_grant(ctx: &Context<'_>, previous: &Lease, grant: usize) -> Anomaly {
             granted.lock.as_deref().unwrap_or("?"),
             granted.token.unwrap_or_default(),
             who_owns(ctx, granted.owner.as_deref().unwrap_or_default()),
-            when(&granted, "lock"),
+            when(ctx, &granted, "lock"),
             describe_lease(ctx, previous),
             secs_signed(previous.expires_ns),
             secs(previous.expires_ns.abs_diff(now_ns)),
@@ -277,9 +277,9 @@ fn explain_revival(
     });
     let repeats = if repeats > 0 {
         format!(
-            " It renewed that replaced lease {}, the last at {}.",
+            " It renewed that replaced lease {}, the last {}.",
             count(repeats, "more time", "more times"),
-            secs(ctx.at(last).time_ns)
+            at_time(ctx, &ctx.at(last))
         )
     } else {
         String::new()
@@ -295,7 +295,7 @@ fn explain_revival(
             renewed.lock.as_deref().unwrap_or("?"),
             who_owns(ctx, requester),
             replaced,
-            when(&renewed, "lock"),
+            when(ctx, &renewed, "lock"),
             describe_lease(ctx, newest),
             secs_signed(newest.expires_ns),
         ),

@@ -224,7 +224,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             call.token
                 .map_or("(none)".to_string(), |token| token.to_string()),
             call.value.as_deref().unwrap_or("(none)"),
-            when(&call, "its")
+            when(ctx, &call, "its")
         )
     };
     let why = match hit.why {
@@ -259,7 +259,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
                     format!(
                         "{}, but the store applied it only {}, after the read had returned",
                         sent_phrase(sent),
-                        at_store_order(&ctx.at(applied))
+                        at_store_order(ctx, &ctx.at(applied))
                     )
                 }
                 None => format!(
@@ -278,8 +278,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              write the store applied, as it was written; this store returned data that cannot \
              have been there.",
             invoke.process,
-            when(&invoke, "its"),
-            when(&reply, "its"),
+            when(ctx, &invoke, "its"),
+            when(ctx, &reply, "its"),
         ),
     }
 }

@@ -195,13 +195,13 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             if applied.kind == EventType::Log {
                 format!(
                     "{name}, which the store applied {}",
-                    at_store_order(&applied)
+                    at_store_order(ctx, &applied)
                 )
             } else {
                 format!(
                     "{name}, acknowledged to {} {}",
                     applied.process,
-                    when(&applied, "its")
+                    when(ctx, &applied, "its")
                 )
             }
         }
@@ -216,9 +216,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             format!(
                 "the store had applied write {} {} and acknowledged it to {} {}",
                 newer_ok.write_id.as_deref().unwrap_or("(no id)"),
-                at_store_order(&applied),
+                at_store_order(ctx, &applied),
                 newer_ok.process,
-                when(&newer_ok, "its")
+                when(ctx, &newer_ok, "its")
             )
         }
         None => {
@@ -230,8 +230,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
                  acknowledged {}",
                 newer_ok.write_id.as_deref().unwrap_or("(no id)"),
                 newer_ok.process,
-                when(&sent, "its"),
-                when(&newer_ok, "its")
+                when(ctx, &sent, "its"),
+                when(ctx, &newer_ok, "its")
             )
         }
     };
@@ -244,8 +244,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              began. A read must return the latest completed write or a newer one; this one \
              returned an older version.",
             invoke.process,
-            when(&invoke, "its"),
-            when(&reply, "its"),
+            when(ctx, &invoke, "its"),
+            when(ctx, &reply, "its"),
         ),
     }
 }

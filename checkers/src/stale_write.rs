@@ -296,7 +296,7 @@ pub(crate) fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (S
                 grant,
                 format!(
                     "acquired lock {lock} with token {token} {}",
-                    when(&granted, "its")
+                    when(ctx, &granted, "its")
                 ),
             );
             cited.push(grant);
@@ -310,7 +310,7 @@ pub(crate) fn writer_story(ctx: &Context<'_>, invoke: usize, until: usize) -> (S
             "sent write {} with token {token} to key {} {}",
             call.write_id.as_deref().unwrap_or("(no id)"),
             call.key.as_deref().unwrap_or("(no key)"),
-            when(&call, "its")
+            when(ctx, &call, "its")
         ),
     );
     let faults = faults_between(ctx, &call.process, from, until);
@@ -332,13 +332,16 @@ fn explain_applied(ctx: &Context<'_>, hit: &StaleHit) -> Anomaly {
         .and_then(|id| lookup.write_invoke(ctx.sym(id)?, hit.newer))
         .map(|invoke| format!(" from {}", ctx.at(invoke).process))
         .unwrap_or_default();
-    let applied = at_store_order(&stale);
+    let applied = at_store_order(ctx, &stale);
+    let newer_seq = newer.seq.map_or("unknown".into(), |seq| seq.to_string());
+    let newer_when = if ctx.timing.is_timed(newer.kind, newer.f) {
+        format!("at {}, store order {newer_seq}", secs(newer.time_ns))
+    } else {
+        format!("store order {newer_seq}")
+    };
     let already = format!(
-        "after it had already accepted token {} (write {newer_id}{newer_writer} at {}, store \
-         order {})",
+        "after it had already accepted token {} (write {newer_id}{newer_writer} {newer_when})",
         newer.token.unwrap_or_default(),
-        secs(newer.time_ns),
-        newer.seq.map_or("unknown".into(), |seq| seq.to_string())
     );
     let mut cited = vec![hit.newer, hit.stale];
     let told = match write_id.and_then(|id| lookup.write_invoke(ctx.sym(id)?, hit.stale)) {
@@ -385,7 +388,7 @@ fn explain_replied(ctx: &Context<'_>, hit: &RepliedHit) -> Anomaly {
     if proof.f == Op::Write {
         story.add(
             hit.proof,
-            format!("was told ok {} although {before}", when(&proof, "its")),
+            format!("was told ok {} although {before}", when(ctx, &proof, "its")),
         );
     } else {
         let sent = ctx.at(hit.invoke);
@@ -396,7 +399,7 @@ fn explain_replied(ctx: &Context<'_>, hit: &RepliedHit) -> Anomaly {
                 let text = format!(
                     "got no answer (unknown outcome, {}) {}",
                     event.error.as_deref().unwrap_or("no reason given"),
-                    when(&event, "its")
+                    when(ctx, &event, "its")
                 );
                 (reply, text)
             }
@@ -410,7 +413,7 @@ fn explain_replied(ctx: &Context<'_>, hit: &RepliedHit) -> Anomaly {
                 proof.process,
                 proof.key.as_deref().unwrap_or("(no key)"),
                 sent.write_id.as_deref().unwrap_or("(no id)"),
-                when(&proof, "its"),
+                when(ctx, &proof, "its"),
             ),
         );
     }

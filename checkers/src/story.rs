@@ -10,7 +10,7 @@ use std::fmt::Write;
 
 use crate::{Anomaly, AnomalyClass, Validity, Verdict};
 use fencer_harness::terminal::escape;
-use fencer_harness::words::{both_clocks, describe, secs};
+use fencer_harness::words::{LogTiming, describe, secs, when_known};
 use fencer_harness::{Event, EventType, History, Op, roles};
 
 /// Which defence an anomaly class defeats, and what fixes it.
@@ -137,8 +137,8 @@ fn what_failed(history: &History, anomaly: &Anomaly) -> String {
             earlier.iter().max().copied().unwrap_or_default()
         ),
         (defence @ "fencing token monotonicity", _) if restart.is_some() => format!(
-            "{defence}: the lock service restarted at {} and its tokens went backwards, so its \
-             token counter did not survive the restart",
+            "{defence}: the lock service restarted at {} and its tokens went backwards; \
+             inferred, not seen: its token counter did not survive the restart",
             secs(restart.map_or(0, |event| event.time_ns))
         ),
         (defence, _) => defence.to_string(),
@@ -156,7 +156,7 @@ fn telling_order(verdict: &Verdict) -> Vec<&Anomaly> {
 }
 
 /// Each check that could not conclude, why, and the first events that left it undecided.
-fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
+fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict, timing: LogTiming) {
     const SHOWN_EVENTS: usize = 5;
     for (class, why) in verdict.inconclusive() {
         let Some(why) = why else {
@@ -173,7 +173,7 @@ fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
                 let _ = writeln!(
                     out,
                     "  - {} — {} (#{index})",
-                    escape(&both_clocks(event)),
+                    escape(&when_known(event, timing)),
                     escape(&describe(event))
                 );
             }
@@ -188,6 +188,8 @@ fn tell_inconclusive(out: &mut String, history: &History, verdict: &Verdict) {
 /// The story of every anomaly in `verdict` (at most `limit`), or why there is none.
 pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit: usize) -> String {
     let mut out = String::new();
+    // An entry of a log read back after the run is told by its order or clock, not its time.
+    let timing = LogTiming::of_events(&history.events);
     let _ = writeln!(out, "verdict: {}", escape(&verdict.summary_line()));
     if let Some(why) = &verdict.unknown_because {
         let _ = writeln!(
@@ -210,7 +212,7 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
             }
         );
         if unknown {
-            tell_inconclusive(&mut out, history, verdict);
+            tell_inconclusive(&mut out, history, verdict, timing);
         }
         return out;
     }
@@ -231,7 +233,7 @@ pub fn tell(history: &History, verdict: &Verdict, on_renew_failure: &str, limit:
                 out,
                 "  {}. {} — {} (#{index})",
                 step + 1,
-                escape(&both_clocks(event)),
+                escape(&when_known(event, timing)),
                 escape(&describe(event))
             );
         }

@@ -349,7 +349,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
             let granted = ctx.at(holder.ok);
             let end = ctx.at(holder.ended_by);
             let how = if holder.released {
-                format!("its release was answered ok {}", when(&end, "its"))
+                format!("its release was answered ok {}", when(ctx, &end, "its"))
             } else if holder.ended_by == holder.ok {
                 format!(
                     "with no renew answered, it lapsed by {} at the latest (the grant's reply \
@@ -361,7 +361,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
                 format!(
                     "its last renew was answered {}, so it lapsed by {} at the latest (plus its \
                      {} TTL)",
-                    when(&end, "its"),
+                    when(ctx, &end, "its"),
                     secs(holder.ends_by_ns),
                     secs(holder.ttl_ns)
                 )
@@ -370,7 +370,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
                 "{} held it with token {} (granted {}), and {how}",
                 worker_of(&granted.process),
                 holder.token,
-                when(&granted, "its")
+                when(ctx, &granted, "its")
             )
         }
         None => "nobody had been granted it".to_string(),
@@ -393,7 +393,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
             format!(
                 "until {} was granted it {}",
                 granted.process,
-                when(&granted, "its")
+                when(ctx, &granted, "its")
             )
         }
         None => "until the history ended".to_string(),
@@ -410,8 +410,8 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
              failure, a warning unless strict).",
             count(stuck.answers, "acquire", "acquires"),
             first.process,
-            when(&first, "its"),
-            when(&last, "its"),
+            when(ctx, &first, "its"),
+            when(ctx, &last, "its"),
             secs(patience_ns(
                 stuck.last.map_or(stuck.ttl_ns, |holder| holder.ttl_ns)
             )),

@@ -143,13 +143,13 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let granted_by = if grant.kind == EventType::Log {
         format!(
             "the lock service granted lock {lock} to {holder} with token {newer} {}",
-            when(&grant, "lock")
+            when(ctx, &grant, "lock")
         )
     } else {
         format!(
             "{} was granted lock {lock} with token {newer} {}",
             grant.process,
-            when(&grant, "its")
+            when(ctx, &grant, "its")
         )
     };
     let fence = hit.store_fence.map_or(
@@ -167,13 +167,16 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             cited.extend(story_cited);
             story.add(
                 hit.applied,
-                format!("the store applied that write {}", at_store_order(&applied)),
+                format!(
+                    "the store applied that write {}",
+                    at_store_order(ctx, &applied)
+                ),
             );
             story.render()
         }
         None => format!(
             "The store applied write {write_id} with token {token} to key {key} {}",
-            at_store_order(&applied)
+            at_store_order(ctx, &applied)
         ),
     };
     // What happened to the lock server between the old grant and the newer one (a restart, a

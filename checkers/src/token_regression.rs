@@ -14,7 +14,7 @@
 use fencer_harness::{Event, EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, LOCK_SERVER, is_lock_log};
-use crate::explain::{Story, count, faults_between, secs, when, who_owns};
+use crate::explain::{Story, at_time, count, faults_between, secs, when, who_owns};
 use crate::findings::{Hits, Outcome};
 use crate::index::{FastMap, FastSet};
 use crate::numbering::SymTable;
@@ -125,7 +125,7 @@ impl<'c> AckedTokens<'c> {
             EventType::Fail | EventType::Info => {
                 self.open[row.process] = None;
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
 }
@@ -217,10 +217,10 @@ fn repeats_text(
         "carried tokens"
     };
     format!(
-        " {} on lock {lock} also {carried} not above {top}, the last (token {}) at {}.",
+        " {} on lock {lock} also {carried} not above {top}, the last (token {}) {}.",
         count(hit.repeats, told.0, told.1),
         last.token.unwrap_or_default(),
-        secs(last.time_ns)
+        at_time(ctx, &last)
     )
 }
 
@@ -258,9 +258,9 @@ fn explain_logged(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
              granted token {top} to {} {}.{}{faults_text} {RULE}",
             grant.token.unwrap_or_default(),
             owner_of(ctx, &grant),
-            when(&grant, "lock"),
+            when(ctx, &grant, "lock"),
             owner_of(ctx, &earlier),
-            when(&earlier, "lock"),
+            when(ctx, &earlier, "lock"),
             repeats_text(ctx, hit, lock, top, ("later grant", "later grants")),
         ),
     }
@@ -284,9 +284,9 @@ fn explain_acked(ctx: &Context<'_>, hit: &Regression) -> Anomaly {
              had already been told it acquired lock {lock} with token {top} at {}, before that \
              acquire was sent.{}{faults_text} Judged from client replies. {RULE}",
             ok.process,
-            when(&ctx.at(invoke), "its"),
+            when(ctx, &ctx.at(invoke), "its"),
             ok.token.unwrap_or_default(),
-            when(&ok, "its"),
+            when(ctx, &ok, "its"),
             earlier.process,
             secs(earlier.time_ns),
             repeats_text(

@@ -64,7 +64,7 @@ fn sent_and_not_refused(ctx: &Context<'_>) -> FastMap<Sym, Accepted> {
             EventType::Fail => {
                 open.remove(&row.process);
             }
-            EventType::Nemesis | EventType::Log => {}
+            EventType::Nemesis | EventType::Log | EventType::Notice => {}
         }
     }
     sent.extend(open.into_values());
@@ -168,7 +168,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             let source = ctx.at(at);
             if source.kind == EventType::Log {
                 let order = if ctx.store_log_timed {
-                    at_store_order(&source)
+                    at_store_order(ctx, &source)
                 } else {
                     format!(
                         "(store order {})",
@@ -203,9 +203,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              progress while no safety check notices.",
             call.process,
             call.write_id.as_deref().unwrap_or("(no id)"),
-            when(&call, "its"),
+            when(ctx, &call, "its"),
             reply.current_token.unwrap_or_default(),
-            when(&reply, "its"),
+            when(ctx, &reply, "its"),
         ),
     }
 }

@@ -95,6 +95,11 @@ impl StoreVersions {
         applied.get(start).map(|&(position, _)| position)
     }
 
+    /// How many times the store applied `write_id` to `key`.
+    pub fn applications(&self, key: Sym, write_id: Sym) -> usize {
+        self.by_id.get(&(key, write_id)).map_or(0, Positions::len)
+    }
+
     /// The latest application of `write_id` to `key` before `before`.
     pub fn applied_before(&self, key: Sym, write_id: Sym, before: usize) -> Option<usize> {
         self.by_id.get(&(key, write_id))?.last_before(before)

@@ -137,14 +137,14 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let before = if hit.released {
         format!(
             "{worker} sent the release of lock {lock} for owner {owner} {}",
-            when(&after, "its")
+            when(ctx, &after, "its")
         )
     } else {
         format!(
             "{worker} finished (its last call, {} {}, ended {})",
             after.f.name(),
             event_kind(after.kind),
-            when(&after, "its")
+            when(ctx, &after, "its")
         )
     };
     let outcome = match ctx.lookup().partner(hit.renew) {
@@ -154,14 +154,14 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
             match reply.kind {
                 EventType::Ok => format!(
                     "and the lock service extended the lease {}",
-                    when(&reply, "its")
+                    when(ctx, &reply, "its")
                 ),
                 EventType::Fail => format!(
                     "and the lock service refused it ({}) {}",
                     reply.error.as_deref().unwrap_or("no reason given"),
-                    when(&reply, "its")
+                    when(ctx, &reply, "its")
                 ),
-                _ => format!("and its outcome is unknown {}", when(&reply, "its")),
+                _ => format!("and its outcome is unknown {}", when(ctx, &reply, "its")),
             }
         }
         None => "and it never completed".to_string(),
@@ -176,7 +176,7 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
              the lease or finishes; one that outlives it keeps a dead lease alive and holds off \
              every other worker.",
             renew.process,
-            when(&renew, "its")
+            when(ctx, &renew, "its")
         ),
     }
 }
@@ -187,7 +187,7 @@ fn event_kind(kind: EventType) -> &'static str {
         EventType::Ok => "ok",
         EventType::Fail => "failed",
         EventType::Info => "unknown",
-        EventType::Nemesis | EventType::Log => "",
+        EventType::Nemesis | EventType::Log | EventType::Notice => "",
     }
 }
 

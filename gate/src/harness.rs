@@ -14,9 +14,10 @@
 //!   backend that measures time with `tokio::time` runs a 10 s lease scenario in microseconds,
 //!   and the same seed gives the same history.
 //! - [`Harness::real_time`]: a real runtime for backends that talk to real servers. TTLs are
-//!   scaled down (default 300 ms) and most cycles are short ([`CycleShape::RealTime`]), so a
-//!   seed of 3 workers × 20 cycles takes about two seconds; replay is "the same plan again",
-//!   and the saved history is the artifact.
+//!   scaled down (default 300 ms) and most cycles are short
+//!   ([`CycleShape::RealTime`](fencer_workloads::CycleShape::RealTime)), so a seed of 3
+//!   workers × 20 cycles takes about two seconds; replay is "the same plan again", and the
+//!   saved history is the artifact.
 //!
 //! Faults a user's backend cannot take (the lock server's clock, and its restart unless the
 //! service offers [`LockService::restart`]) are left out of each seed's plan and named in the
@@ -34,7 +35,9 @@ use std::time::Duration;
 use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_harness::runtime::{real_runtime, simulation_runtime};
 use fencer_harness::terminal::escape;
-use fencer_harness::{FencedStore, History, LockService, PackedHistory, Workload};
+use fencer_harness::{
+    FencedStore, History, LibraryContext, LockLibrary, LockService, PackedHistory, Workload,
+};
 use fencer_nemesis::FaultKind;
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::backends::Built;
@@ -43,10 +46,11 @@ use fencer_run::drive::RunNames;
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
 use fencer_run::real::unique_tag;
-use fencer_run::settings::Settings;
-use fencer_run::{Backends, Launch, LeftOut, Time};
-use fencer_workloads::{RenewFailurePolicy, WorkerVariant};
+use fencer_run::settings::{LockBackend, Settings, StoreBackend};
+use fencer_run::{Backends, ClientName, Launch, LeftOut, RunError, Time};
+use fencer_workloads::{ClientVariant, RenewFailurePolicy};
 
+use crate::divergence::Divergence;
 use crate::junit::junit_xml;
 use crate::minimize::{Against, minimize};
 use crate::regressions;
@@ -60,6 +64,9 @@ pub const USER_LOCK: &str = "user-lock";
 
 /// The name the user's store has in a harness's runs.
 pub const USER_STORE: &str = "user-store";
+
+/// The name the user's lock client library has in a harness's runs.
+pub const USER_CLIENT: &str = "user-client";
 
 /// Environment variable that overrides the seed range (`7` or `3..9`).
 pub const SEEDS_ENV: &str = "FENCER_SEEDS";
@@ -83,6 +90,16 @@ type LockFactory = Arc<dyn Fn() -> Arc<dyn LockService> + Send + Sync>;
 /// Builds the user's store for one run.
 type StoreFactory = Arc<dyn Fn() -> Arc<dyn FencedStore> + Send + Sync>;
 
+/// Builds one worker's lock client library.
+type LibraryFactory = Arc<dyn Fn(&LibraryContext) -> Arc<dyn LockLibrary> + Send + Sync>;
+
+/// The lock client the workers use: one of fencer's own, or the user's library.
+#[derive(Clone)]
+enum Client {
+    Fencer(ClientVariant),
+    User(LibraryFactory),
+}
+
 /// How a harness gets the backends of one run.
 enum Source {
     /// The same instances for every seed: seeds run one after another (in real time on one
@@ -90,6 +107,9 @@ enum Source {
     Shared(Arc<dyn LockService>, Arc<dyn FencedStore>),
     /// A fresh instance per seed: seeds may run side by side.
     Factories(LockFactory, StoreFactory),
+    /// fencer's own reference lease service and fenced SQLite store, fresh for every seed: for
+    /// a harness whose subject is the lock client.
+    Fencer,
 }
 
 /// Runs a workload and a nemesis against a user's backend over a range of seeds.
@@ -97,7 +117,7 @@ pub struct Harness {
     source: Source,
     name: String,
     workload: Workload,
-    worker: WorkerVariant,
+    client: Client,
     workers: usize,
     ops: usize,
     ttl: Option<Duration>,
@@ -149,12 +169,23 @@ impl Harness {
         ))
     }
 
+    /// A harness for the user's own lock client library alone, over fencer's reference lease
+    /// service and fenced SQLite store (each seed gets fresh ones, and seeds run side by
+    /// side): `build` makes each worker's library, as [`Harness::client`] says.
+    pub fn for_client<L, F>(build: F) -> Harness
+    where
+        L: LockLibrary + 'static,
+        F: Fn(&LibraryContext) -> L + Send + Sync + 'static,
+    {
+        Harness::with_source(Source::Fencer).client(build)
+    }
+
     fn with_source(source: Source) -> Harness {
         Harness {
             source,
             name: "fencer".into(),
             workload: Workload::FencedRegister,
-            worker: WorkerVariant::Reference,
+            client: Client::Fencer(ClientVariant::Reference),
             workers: 3,
             ops: 20,
             ttl: None,
@@ -192,9 +223,24 @@ impl Harness {
         self
     }
 
-    /// The workers' code: the reference, or a worker with a known bug.
-    pub fn worker(mut self, worker: WorkerVariant) -> Harness {
-        self.worker = worker;
+    /// One of fencer's own lock clients for the workers: the reference (the default), or a
+    /// client with a known bug.
+    pub fn fencer_client(mut self, variant: ClientVariant) -> Harness {
+        self.client = Client::Fencer(variant);
+        self
+    }
+
+    /// The user's own lock client library for the workers: `build` makes each worker's
+    /// library from its context, afresh for every seed, over the recorded lock service, so
+    /// its renewals are recorded and faulted and its tasks freeze with its worker.
+    pub fn client<L, F>(mut self, build: F) -> Harness
+    where
+        L: LockLibrary + 'static,
+        F: Fn(&LibraryContext) -> L + Send + Sync + 'static,
+    {
+        self.client = Client::User(Arc::new(move |cx| {
+            Arc::new(build(cx)) as Arc<dyn LockLibrary>
+        }));
         self
     }
 
@@ -261,8 +307,9 @@ impl Harness {
     }
 
     /// Real time: for backends on real servers. Cycles are drawn in the real-time shape
-    /// ([`CycleShape::RealTime`]): one in ten as long as in the simulation, the others short,
-    /// since every millisecond a worker sleeps under the lease is a millisecond of the test.
+    /// ([`CycleShape::RealTime`](fencer_workloads::CycleShape::RealTime)): one in ten as long
+    /// as in the simulation, the others short, since every millisecond a worker sleeps under
+    /// the lease is a millisecond of the test.
     pub fn real_time(mut self) -> Harness {
         self.time = TimeMode::Real;
         self
@@ -275,6 +322,7 @@ impl Harness {
             TimeMode::Simulated => Time::Simulated,
             TimeMode::Real => Time::Real,
         };
+        let mut backends = Backends::new();
         let (lock, store): (LockFactory, StoreFactory) = match &self.source {
             Source::Shared(lock, store) => {
                 let (lock, store) = (Arc::clone(lock), Arc::clone(store));
@@ -284,8 +332,11 @@ impl Harness {
                 )
             }
             Source::Factories(lock, store) => (Arc::clone(lock), Arc::clone(store)),
+            Source::Fencer => {
+                self.register_client(&mut backends, time);
+                return backends;
+            }
         };
-        let mut backends = Backends::new();
         backends
             .lock_built(USER_LOCK, time, "the lock service under test", move |_| {
                 Ok(Built::adapter(lock()))
@@ -296,7 +347,21 @@ impl Harness {
                 })
             })
             .expect("the user's names are free");
+        self.register_client(&mut backends, time);
         backends
+    }
+
+    /// Registers the user's lock client library, when the harness has one.
+    fn register_client(&self, backends: &mut Backends, time: Time) {
+        if let Client::User(build) = &self.client {
+            let build = Arc::clone(build);
+            backends
+                .clients_mut()
+                .register(USER_CLIENT, time, "the lock client under test", move |cx| {
+                    build(cx)
+                })
+                .expect("the user's client name is free");
+        }
     }
 
     /// Warnings (fencing's documented limit) fail the verdict too.
@@ -371,7 +436,10 @@ impl Harness {
         let settings = Settings {
             seed,
             workload: self.workload,
-            worker: self.worker,
+            client: match &self.client {
+                Client::Fencer(variant) => ClientName::from(*variant),
+                Client::User(_) => ClientName::new(USER_CLIENT),
+            },
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns,
@@ -383,8 +451,14 @@ impl Harness {
                 self.call_timeout,
                 if real { ttl_ns / 3 } else { 1_000_000_000 },
             ),
-            lock: USER_LOCK.into(),
-            store: USER_STORE.into(),
+            lock: match self.source {
+                Source::Fencer => LockBackend::Sim.into(),
+                _ => USER_LOCK.into(),
+            },
+            store: match self.source {
+                Source::Fencer => StoreBackend::Sqlite.into(),
+                _ => USER_STORE.into(),
+            },
             ..Settings::default()
         };
         let settings = if real {
@@ -412,7 +486,11 @@ impl Harness {
         }
         match std::env::var(SEEDS_ENV) {
             Ok(text) => (
-                parse_seeds(&text).unwrap_or_else(|error| panic!("{SEEDS_ENV}: {error}")),
+                parse_seeds(&text).unwrap_or_else(|| {
+                    panic!(
+                        "{SEEDS_ENV}: expected a seed like 7 or a range like 3..9, found `{text}`"
+                    )
+                }),
                 false,
             ),
             Err(_) => (self.seeds.clone(), false),
@@ -467,7 +545,7 @@ impl Harness {
         let backends = self.backends();
         match &self.source {
             Source::Shared(..) => self.run_shared(&backends, plans),
-            Source::Factories(..) => {
+            Source::Factories(..) | Source::Fencer => {
                 let jobs = self.jobs.unwrap_or(match self.time {
                     TimeMode::Simulated => {
                         std::thread::available_parallelism().map_or(1, usize::from)
@@ -497,10 +575,12 @@ impl Harness {
                                 ..
                             } => Ok((plan, history, verdict)),
                             Outcome::Checked { history: None, .. } => {
-                                Err("the history was not kept".into())
+                                Err(SeedRunError::HistoryNotKept)
                             }
-                            Outcome::Nondeterministic(divergence) => Err(divergence.describe()),
-                            Outcome::Error(error) => Err(error.to_string()),
+                            Outcome::Nondeterministic(divergence) => {
+                                Err(SeedRunError::Nondeterministic(divergence))
+                            }
+                            Outcome::Error(error) => Err(SeedRunError::Run(error)),
                         });
                     },
                 );
@@ -517,7 +597,7 @@ impl Harness {
         let shared_real = match self.time {
             TimeMode::Real => match real_runtime() {
                 Ok(runtime) => Some(runtime),
-                Err(error) => return vec![Err(format!("cannot start a tokio runtime: {error}"))],
+                Err(error) => return vec![Err(SeedRunError::Runtime(error.to_string()))],
             },
             TimeMode::Simulated => None,
         };
@@ -541,7 +621,7 @@ impl Harness {
                     let verdict = judge(&launched.plan.settings, &launched.history, self.strict);
                     (launched.plan, launched.history, verdict)
                 })
-                .map_err(|error| error.to_string());
+                .map_err(SeedRunError::Run);
             let failed = match &result {
                 Ok((_, _, verdict)) => verdict.validity == Validity::Invalid,
                 Err(_) => true,
@@ -704,7 +784,7 @@ impl Harness {
                         kind: FailureKind::Error,
                         class: None,
                         anomaly_counts: Default::default(),
-                        explanation: message.clone(),
+                        explanation: message.to_string(),
                         run_dir: None,
                         replay: vec![report.replay_line(run)],
                         divergence: None,
@@ -719,7 +799,25 @@ impl Harness {
 
 /// One run as it ran (its plan, naming the faults left out, its history and the history's
 /// verdict), or why it could not.
-type RunResult = Result<(Plan, PackedHistory, Verdict), String>;
+type RunResult = Result<(Plan, PackedHistory, Verdict), SeedRunError>;
+
+/// Why a run of a harness could not happen: its seed counts as unknown.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedRunError {
+    /// The run failed (its backends, its plan, or fencer itself: the error says which).
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// Two runs of the same plan recorded different histories.
+    #[error("{}", .0.describe())]
+    Nondeterministic(Divergence),
+    /// No tokio runtime could be started for real time: what the OS said, as text, so a
+    /// report stays safe to hand across `catch_unwind` (an `io::Error` is not).
+    #[error("cannot start a tokio runtime: {0}")]
+    Runtime(String),
+    /// The runner did not keep the history a report hands back.
+    #[error("the history was not kept")]
+    HistoryNotKept,
+}
 
 /// What a run of a harness was: a seed, or a saved regression.
 enum Label {
@@ -727,18 +825,14 @@ enum Label {
     Regression(PathBuf),
 }
 
-/// Parses `7` or `3..9`.
-fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
-    let number = |part: &str| {
-        part.trim()
-            .parse::<u64>()
-            .map_err(|_| format!("expected a seed like 7 or a range like 3..9, found `{text}`"))
-    };
+/// Parses `7` or `3..9`; `None` for anything else.
+fn parse_seeds(text: &str) -> Option<Range<u64>> {
+    let number = |part: &str| part.trim().parse::<u64>().ok();
     match text.split_once("..") {
-        Some((start, end)) => Ok(number(start)?..number(end)?),
+        Some((start, end)) => Some(number(start)?..number(end)?),
         None => {
             let seed = number(text)?;
-            Ok(seed..seed + 1)
+            Some(seed..seed + 1)
         }
     }
 }
@@ -751,7 +845,7 @@ pub struct SeedRun {
     /// The saved regression it replayed, if it was one.
     pub regression: Option<PathBuf>,
     /// The history and its verdict, or why the run could not happen.
-    pub outcome: Result<(History, Verdict), String>,
+    pub outcome: Result<(History, Verdict), SeedRunError>,
     /// Where the run was saved (failing runs only).
     pub saved: Option<PathBuf>,
     /// The plan as it ran.
@@ -981,8 +1075,9 @@ mod tests {
 
     #[test]
     fn seed_ranges_parse_from_the_environment_form() {
-        assert_eq!(parse_seeds("7"), Ok(7..8));
-        assert_eq!(parse_seeds("3..9"), Ok(3..9));
-        assert!(parse_seeds("x").unwrap_err().contains("found `x`"));
+        assert_eq!(parse_seeds("7"), Some(7..8));
+        assert_eq!(parse_seeds("3..9"), Some(3..9));
+        assert_eq!(parse_seeds("x"), None);
+        assert_eq!(parse_seeds("3..x"), None);
     }
 }

@@ -19,5 +19,5 @@ pub mod session;
 pub mod shrink;
 pub mod summary;
 
-pub use harness::{Harness, Report, SeedRun, TimeMode};
-pub use session::{GateConfig, GateError, Observer, run_gate};
+pub use harness::{Harness, Report, SeedRun, SeedRunError, TimeMode};
+pub use session::{GateConfig, GateError, Observer, check_places, run_gate};

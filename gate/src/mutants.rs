@@ -20,7 +20,7 @@ use std::time::Instant;
 use fencer_checkers::{Validity, Verdict};
 use fencer_harness::Workload;
 use fencer_nemesis::FaultKind;
-use fencer_workloads::{WaitMode, WorkerVariant};
+use fencer_workloads::{ClientVariant, WaitMode};
 
 use fencer_run::plan::Plan;
 use fencer_run::settings::{LockBackend, Settings, StoreBackend};
@@ -50,7 +50,7 @@ pub struct Mutant {
     ops_per_worker: Option<usize>,
     lock: LockBackend,
     store: StoreBackend,
-    worker: WorkerVariant,
+    client: ClientVariant,
 }
 
 const DEFAULT_GAP_NS: u64 = 10_000_000_000;
@@ -74,7 +74,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimUnsafeRelease,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "unchecked-renew",
@@ -88,7 +88,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimUncheckedRenew,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "resurrecting-renew",
@@ -102,7 +102,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimResurrectingRenew,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "clock-tokens",
@@ -116,7 +116,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimClockTokens,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "volatile-counter",
@@ -130,7 +130,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimVolatileCounter,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "late-renew",
@@ -148,7 +148,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimLateRenew,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "busy-while-free",
@@ -165,7 +165,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: Some(20),
         lock: LockBackend::SimBusyWhileFree,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "sticky-lock",
@@ -181,7 +181,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimStickyLock,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "revive-expired",
@@ -197,7 +197,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimReviveExpired,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "clock-throttled-renew",
@@ -214,7 +214,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::SimClockThrottledRenew,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "check-then-write",
@@ -230,7 +230,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteCheckThenWrite,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "sqlite-unfenced",
@@ -244,7 +244,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteUnfenced,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "refuses-newer",
@@ -261,7 +261,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteRefusesNewer,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "phantom-read",
@@ -277,7 +277,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqlitePhantomRead,
-        worker: WorkerVariant::Reference,
+        client: ClientVariant::Reference,
     },
     Mutant {
         name: "ignore-renew-failure",
@@ -292,7 +292,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqliteUnfenced,
-        worker: WorkerVariant::IgnoreRenewFailure,
+        client: ClientVariant::IgnoreRenewFailure,
     },
     Mutant {
         name: "zombie-renewal",
@@ -306,7 +306,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::ZombieRenewal,
+        client: ClientVariant::ZombieRenewal,
     },
     Mutant {
         name: "blind-retry",
@@ -320,7 +320,7 @@ pub const ZOO: [Mutant; 17] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,
-        worker: WorkerVariant::BlindRetry,
+        client: ClientVariant::BlindRetry,
     },
 ];
 
@@ -341,7 +341,7 @@ impl Mutant {
             mean_fault_gap_ns: self.mean_fault_gap_ns,
             lock: self.lock.into(),
             store: self.store.into(),
-            worker: self.worker,
+            client: self.client.into(),
             ..defaults
         }
     }
@@ -359,7 +359,7 @@ impl Mutant {
         Settings {
             lock: LockBackend::Sim.into(),
             store: StoreBackend::Sqlite.into(),
-            worker: WorkerVariant::Reference,
+            client: ClientVariant::Reference.into(),
             ..self.settings(seed)
         }
     }

@@ -79,7 +79,7 @@ pub fn load(dir: &Path, base: &Settings) -> Result<Vec<Regression>, RegressionEr
 
 /// Whether two settings test the same system (workload, worker code, lock service, store).
 pub fn same_system(a: &Settings, b: &Settings) -> bool {
-    a.workload == b.workload && a.worker == b.worker && a.lock == b.lock && a.store == b.store
+    a.workload == b.workload && a.client == b.client && a.lock == b.lock && a.store == b.store
 }
 
 /// `name` as part of a file name: letters, digits and `-` only (a URL or a command line

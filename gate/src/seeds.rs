@@ -17,12 +17,13 @@ pub struct SeedRange {
 }
 
 impl FromStr for SeedRange {
-    type Err = String;
+    type Err = BadSeeds;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         let number = |part: &str| {
-            part.trim().parse::<u64>().map_err(|_| {
-                format!("seed range `{text}`: `{part}` is not a seed (expected e.g. 0..10000)")
+            part.trim().parse::<u64>().map_err(|_| BadSeeds::NotASeed {
+                range: text.to_string(),
+                part: part.to_string(),
             })
         };
         let Some((start, rest)) = text.split_once("..") else {
@@ -39,18 +40,35 @@ impl FromStr for SeedRange {
             Some(
                 number(last)?
                     .checked_add(1)
-                    .ok_or_else(|| format!("seed range `{text}`: the last seed is too large"))?,
+                    .ok_or_else(|| BadSeeds::TooLarge(text.to_string()))?,
             )
         } else {
             Some(number(rest)?)
         };
         if end.is_some_and(|end| end <= start) {
-            return Err(format!(
-                "seed range `{text}` is empty: expected A..B with A < B"
-            ));
+            return Err(BadSeeds::Empty(text.to_string()));
         }
         Ok(SeedRange { start, end })
     }
+}
+
+/// Why text is not a seed range (`--seeds`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadSeeds {
+    /// A part that is not a seed.
+    #[error("seed range `{range}`: `{part}` is not a seed (expected e.g. 0..10000)")]
+    NotASeed {
+        /// The range as given.
+        range: String,
+        /// The part that is no number.
+        part: String,
+    },
+    /// `A..=B` with B the largest seed: its end cannot be told.
+    #[error("seed range `{0}`: the last seed is too large")]
+    TooLarge(String),
+    /// A range that holds no seed.
+    #[error("seed range `{0}` is empty: expected A..B with A < B")]
+    Empty(String),
 }
 
 impl fmt::Display for SeedRange {
@@ -84,10 +102,10 @@ impl Shard {
 }
 
 impl FromStr for Shard {
-    type Err = String;
+    type Err = BadShard;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        let expected = || format!("shard `{text}`: expected K/N with 1 <= K <= N, e.g. 1/4");
+        let expected = || BadShard(text.to_string());
         let (index, count) = text.split_once('/').ok_or_else(expected)?;
         let index: u64 = index.trim().parse().map_err(|_| expected())?;
         let count: u64 = count.trim().parse().map_err(|_| expected())?;
@@ -97,6 +115,11 @@ impl FromStr for Shard {
         Ok(Shard { index, count })
     }
 }
+
+/// Text that is not a shard (`--shard`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("shard `{0}`: expected K/N with 1 <= K <= N, e.g. 1/4")]
+pub struct BadShard(pub String);
 
 impl fmt::Display for Shard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -183,8 +206,13 @@ mod tests {
                 end: Some(10)
             })
         );
-        assert!(range("5..5").unwrap_err().contains("is empty"));
-        assert!(range("a..5").unwrap_err().contains("`a` is not a seed"));
+        assert_eq!(range("5..5"), Err(BadSeeds::Empty("5..5".into())));
+        assert!(
+            range("a..5")
+                .unwrap_err()
+                .to_string()
+                .contains("`a` is not a seed")
+        );
         assert_eq!(range("0..10").unwrap().to_string(), "0..10");
     }
 

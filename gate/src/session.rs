@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use fencer_checkers::AnomalyClass;
 use fencer_harness::terminal::escape;
 use fencer_results::save::{FinishedRun, save_run};
+use fencer_results::staging;
+use fencer_results::{check_dir_writable, check_run_place};
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
@@ -82,6 +84,17 @@ pub enum GateError {
     /// A saved regression cannot be read.
     #[error(transparent)]
     Regressions(#[from] RegressionError),
+    /// The gate ran, but its summary (or JUnit report) could not be written: the summary is
+    /// here to be shown, and it names where the failing runs were kept.
+    #[error("{path}: cannot write the gate's results: {source}")]
+    Unsaved {
+        /// What the gate found.
+        summary: Box<GateSummary>,
+        /// The file that could not be written.
+        path: String,
+        /// What the OS said.
+        source: std::io::Error,
+    },
     /// Its results could not be written.
     #[error("{path}: {source}")]
     Io {
@@ -112,12 +125,7 @@ pub fn run_gate(
         return Err(GateError::BadInput("--jobs must be at least 1".into()));
     }
     let out = &config.out;
-    if std::fs::read_dir(out).is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(GateError::BadInput(format!(
-            "{}: already exists and is not empty; choose another --out",
-            out.display()
-        )));
-    }
+    check_places(out, config.junit.as_deref())?;
     let saved = match &config.regressions {
         Some(dir) => regressions::load(dir, &config.base)?,
         None => Vec::new(),
@@ -179,11 +187,33 @@ pub fn run_gate(
     }
     gate.save_regressions();
     let summary_path = out.join("gate.json");
-    write_atomically(&summary_path, &gate.summary.to_json()).map_err(io_error(&summary_path))?;
-    if let Some(path) = &config.junit {
-        write_atomically(path, junit_xml(&gate.summary).as_bytes()).map_err(io_error(path))?;
+    let written = write_atomically(&summary_path, &gate.summary.to_json())
+        .map_err(|source| (summary_path, source))
+        .and_then(|()| match &config.junit {
+            Some(path) => write_atomically(path, junit_xml(&gate.summary).as_bytes())
+                .map_err(|source| (path.clone(), source)),
+            None => Ok(()),
+        });
+    match written {
+        Ok(()) => Ok(gate.summary),
+        Err((path, source)) => Err(GateError::Unsaved {
+            summary: Box::new(gate.summary),
+            path: path.display().to_string(),
+            source,
+        }),
     }
-    Ok(gate.summary)
+}
+
+/// Refuses, before any seed runs, a gate whose results have nowhere to go: `out` must be
+/// able to become its directory and `junit`'s directory must take a file (the OS's own
+/// words say why not).
+pub fn check_places(out: &Path, junit: Option<&Path>) -> Result<(), GateError> {
+    check_run_place(out).map_err(|error| GateError::BadInput(error.to_string()))?;
+    if let Some(junit) = junit {
+        check_dir_writable(staging::parent_dir(junit))
+            .map_err(|error| GateError::BadInput(format!("--junit: {error}")))?;
+    }
+    Ok(())
 }
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> GateError {
@@ -302,9 +332,8 @@ impl Gate<'_> {
                         Some(dir.display().to_string())
                     }
                     Err(error) => {
-                        self.observer
-                            .say(&format!("warning: cannot keep the run: {error}"));
-                        None
+                        self.observer.say(&format!("warning: {error}"));
+                        error.kept.map(|kept| kept.display().to_string())
                     }
                 };
                 let first = verdict.anomalies.first();

@@ -111,6 +111,20 @@ pub enum CallError {
     Unknown(String),
 }
 
+/// Why a lock service's restart did not happen. Either ends the run: its history would
+/// claim a restart the service never went through.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RestartError {
+    /// The service offers no restart ([`LockService::offers_restart`] is false), yet one was
+    /// asked of it.
+    #[error("this lock service offers no restart")]
+    NotOffered,
+    /// The service tried and could not lose its state or come back; the message is the
+    /// service's own account of what went wrong, for its author to act on.
+    #[error("the lock service could not restart: {0}")]
+    Failed(String),
+}
+
 /// Reply to an acquire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Acquired {
@@ -183,6 +197,67 @@ pub struct LockLogEntry {
     pub change: LockChange,
 }
 
+/// How a lock service's log says when a lease ends: its own boundary rule, which fencer
+/// applies as the log enters the history, so every log's expiries are recorded in one form
+/// (the first reading of the service's clock at which the lease is no longer live) and the
+/// checkers judge each service by its own rule.
+///
+/// Services differ at the instant itself: fencer's simulated service ends a lease at its
+/// expiry (`now >= expires`), Redis keeps a key until its clock passes the expiry, compared in
+/// whole milliseconds (`now_ms > when_ms`), PostgreSQL keeps a lease `expires_at >= now()` on
+/// a microsecond clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpiryRule {
+    /// True when a lease is still live at the reading its expiry names, and ends only once
+    /// the clock passes it; false when it has ended at that reading.
+    pub live_at_expiry: bool,
+    /// The resolution, in nanoseconds (at least 1), of the readings the service compares with
+    /// an expiry: a reading is cut down to a whole multiple of it first (1 ms for Redis).
+    pub resolution_ns: u64,
+}
+
+impl ExpiryRule {
+    /// fencer's own: a lease ends at its expiry, compared to the nanosecond.
+    pub const ENDS_AT_EXPIRY: ExpiryRule = ExpiryRule {
+        live_at_expiry: false,
+        resolution_ns: 1,
+    };
+
+    /// The first reading of the service's clock at which a lease that expires at
+    /// `expires_ns` by this rule is no longer live. A reading `now` ends the lease when
+    /// `now` cut down to the resolution is past the expiry (live at expiry) or at it (ended
+    /// at expiry); the least such `now` is the next whole multiple of the resolution above
+    /// the expiry, or at or above it.
+    pub fn ended_from_ns(self, expires_ns: i64) -> i64 {
+        let step = i64::try_from(self.resolution_ns.max(1)).unwrap_or(i64::MAX);
+        let floor = expires_ns - expires_ns.rem_euclid(step);
+        if self.live_at_expiry {
+            floor.saturating_add(step)
+        } else if floor == expires_ns {
+            expires_ns
+        } else {
+            floor.saturating_add(step)
+        }
+    }
+
+    /// The rule applied to the expiry `entry` states, if it states one.
+    pub fn applied_to(self, mut entry: LockLogEntry) -> LockLogEntry {
+        match &mut entry.change {
+            LockChange::Granted { expires_ns, .. } | LockChange::Renewed { expires_ns, .. } => {
+                *expires_ns = self.ended_from_ns(*expires_ns);
+            }
+            LockChange::Released { .. } => {}
+        }
+        entry
+    }
+}
+
+impl Default for ExpiryRule {
+    fn default() -> ExpiryRule {
+        ExpiryRule::ENDS_AT_EXPIRY
+    }
+}
+
 /// What one lock-log entry records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LockChange {
@@ -194,7 +269,8 @@ pub enum LockChange {
         fencing_token: FencingToken,
         /// The TTL asked for.
         ttl: Duration,
-        /// When the lease expires, on the service's clock.
+        /// When the lease expires, on the service's clock, as the service states it (read by
+        /// its [`ExpiryRule`]).
         expires_ns: i64,
     },
     /// `owner`'s renew extended the lease of `holder` (the same owner, unless the service is
@@ -208,7 +284,8 @@ pub enum LockChange {
         holder_token: FencingToken,
         /// The TTL asked for.
         ttl: Duration,
-        /// The new expiry, on the service's clock.
+        /// The new expiry, on the service's clock, as the service states it (read by its
+        /// [`ExpiryRule`]).
         expires_ns: i64,
     },
     /// `owner`'s release ended the lease of `holder` (the same owner, unless broken).
@@ -311,6 +388,15 @@ pub trait LockService: Send + Sync {
         None
     }
 
+    /// How the expiries in [`LockService::lock_log`] are to be read: whether a lease is still
+    /// live at the instant its expiry names, and the resolution of the clock the service
+    /// compares them on. fencer records every expiry by this rule, so the checkers hold the
+    /// service to its own boundary (a renew at the very instant of expiry is legal where the
+    /// lease was still live). The default is fencer's own: a lease ends at its expiry.
+    fn lock_log_expiry(&self) -> ExpiryRule {
+        ExpiryRule::ENDS_AT_EXPIRY
+    }
+
     /// True when the service offers [`LockService::restart`]. Optional: without it, fencer
     /// leaves the nemesis's `restart` faults out of the plan, and names them as left out in
     /// the run's record and report.
@@ -324,8 +410,8 @@ pub trait LockService: Send + Sync {
     /// fencer refuses every call to the service itself (recorded `fail`, "connection
     /// refused"), so the hook need not model the downtime. An error ends the run: its history
     /// would claim a restart that did not happen.
-    async fn restart(&self) -> Result<(), String> {
-        Err("this lock service offers no restart".into())
+    async fn restart(&self) -> Result<(), RestartError> {
+        Err(RestartError::NotOffered)
     }
 
     /// Whether the service reads `tokio::time` (the time now, a sleep, a timeout) while it
@@ -386,6 +472,44 @@ pub trait FencedStore: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_ends_at_the_first_reading_its_rule_says_it_is_over() {
+        const MS: i64 = 1_000_000;
+        let own = ExpiryRule::ENDS_AT_EXPIRY;
+        for expires_ns in [0, 7, 332_152 * MS, -5 * MS - 3] {
+            assert_eq!(own.ended_from_ns(expires_ns), expires_ns);
+        }
+        // Live through the whole millisecond the expiry names, whatever its own sub-millisecond
+        // part: over only once the clock, cut to milliseconds, is past it.
+        let live = ExpiryRule {
+            live_at_expiry: true,
+            resolution_ns: MS as u64,
+        };
+        assert_eq!(live.ended_from_ns(332_152 * MS), 332_153 * MS);
+        assert_eq!(live.ended_from_ns(332_152 * MS + 400_000), 332_153 * MS);
+        assert_eq!(live.ended_from_ns(-5 * MS - 3), -5 * MS);
+        // Over at the expiry, compared in milliseconds: from the first whole millisecond at or
+        // after it.
+        let coarse = ExpiryRule {
+            live_at_expiry: false,
+            resolution_ns: MS as u64,
+        };
+        assert_eq!(coarse.ended_from_ns(332_152 * MS), 332_152 * MS);
+        assert_eq!(coarse.ended_from_ns(332_152 * MS + 1), 332_153 * MS);
+        // A release states no expiry and is left as it is.
+        let released = LockLogEntry {
+            seq: 1,
+            lock: "L".into(),
+            at_ns: 3,
+            change: LockChange::Released {
+                owner: OwnerToken(1),
+                holder: OwnerToken(1),
+                holder_token: 1,
+            },
+        };
+        assert_eq!(live.applied_to(released.clone()), released);
+    }
 
     #[test]
     fn owner_token_prints_as_32_hex_digits() {

@@ -75,7 +75,7 @@ enum ColumnValue {
 fn required(f: Op) -> &'static [Column] {
     match f {
         Op::Acquire | Op::Renew => &[Column::Lock, Column::Owner, Column::TtlNs],
-        Op::Release => &[Column::Lock, Column::Owner],
+        Op::Release | Op::Check => &[Column::Lock, Column::Owner],
         Op::Write => &[Column::Key, Column::Token],
         Op::Read => &[Column::Key],
         _ => &[],
@@ -119,6 +119,8 @@ impl CallColumns {
     }
 
     /// The columns of the client invoke `row`, or what it lacks.
+    // The error is the "expected ..., found ..." sentence of a `HistoryError::Malformed`,
+    // which adds the file and line: it has no other reader.
     pub(crate) fn of_invoke(row: &Row) -> Result<CallColumns, String> {
         let columns = CallColumns::of(row);
         if columns.complete_for(row.f) {
@@ -149,7 +151,7 @@ impl CallColumns {
         let lease = self.lock.is_some() && self.owner.is_some();
         match f {
             Op::Acquire | Op::Renew => lease && self.ttl_ns.is_some(),
-            Op::Release => lease,
+            Op::Release | Op::Check => lease,
             Op::Write => {
                 self.key.is_some()
                     && self.token.is_some()
@@ -166,7 +168,7 @@ impl CallColumns {
         let lease = self.lock == found.lock && self.owner == found.owner;
         match f {
             Op::Acquire | Op::Renew => lease && self.ttl_ns == found.ttl_ns,
-            Op::Release => lease,
+            Op::Release | Op::Check => lease,
             Op::Write => {
                 self.key == found.key
                     && self.token == found.token
@@ -179,6 +181,7 @@ impl CallColumns {
     }
 
     /// Checks that `completion` repeats these columns of its invoke (of `f`, at `invoke`).
+    // The error is the sentence of a `HistoryError::Malformed`, as for `of_invoke`.
     pub(crate) fn repeated_by(
         &self,
         completion: &Row,
@@ -352,6 +355,7 @@ mod tests {
             (Op::Release, "lock"),
             (Op::Write, "key"),
             (Op::Read, "key"),
+            (Op::Check, "lock"),
         ];
         for (f, first_missing) in cases {
             let error = CallColumns::of_invoke(&row(&bare(f), &mut strings)).unwrap_err();

@@ -1,4 +1,4 @@
-//! The recorded path of every client call: invoke event, the wire ([`crate::wire`]: latency,
+//! The recorded path of every client call: invoke event, the wire (the `wire` module: latency,
 //! lost replies, the adapter, the caller's deadline), and the completion event.
 //!
 //! Before a call goes out, a lease-edge attack may hold its caller until just before or after
@@ -105,8 +105,10 @@ impl Process {
         annotate: fn(&T, &mut Row, &mut RowStrings<'_>) -> EventType,
     ) -> (Result<T, CallError>, u64) {
         // Held before it is sent: a call cancelled while held never happened. Only an attack
-        // can hold it, so without one there is nothing to wait for.
-        if self.faults.lease_edge_attacked() {
+        // can hold it, so without one there is nothing to wait for. An ownership check's call
+        // is not held: the write the attack aims at the edge waits on its answer, and holding
+        // it would only push the race a TTL on.
+        if self.faults.lease_edge_attacked() && !crate::roles::is_check_task(self.name()) {
             self.hold_for_lease_edge(f).await;
         }
         let mut guard = OpenCall {
@@ -142,6 +144,171 @@ impl Process {
             }
         });
         (reply, sent_ns)
+    }
+}
+
+/// How many call timeouts a call on a lock client library may take before fencer records it
+/// `info`: one library call may make a few round trips to the lock service, each bounded by
+/// the call timeout, and one that never answers must not hang its worker.
+pub const LIBRARY_CALL_TIMEOUTS: u32 = 4;
+
+impl Process {
+    /// Records a call of `f` made on the process's lock client library rather than sent over
+    /// the wire: its invoke now, `work` awaited, and the completion `annotate` makes of the
+    /// answer. A panic in `work`, or no answer within [`LIBRARY_CALL_TIMEOUTS`] call timeouts,
+    /// is the call's unknown outcome (`info`), and dropping the call records it `cancelled`.
+    async fn call_library<T>(
+        &self,
+        f: Op,
+        call: CallText<'_>,
+        work: impl std::future::Future<Output = Result<T, CallError>>,
+        annotate: impl FnOnce(&T, &mut Row, &mut RowStrings<'_>) -> EventType,
+    ) -> Result<T, CallError> {
+        use futures::FutureExt;
+        let mut guard = OpenCall {
+            process: self,
+            f,
+            call,
+            invoke: None,
+            open: true,
+        };
+        let sent_ns = self.clock().truth().now_ns();
+        guard.invoke = self
+            .recorder
+            .record_row_on(self.clock(), sent_ns, |strings, _| {
+                call.invoke_row(f, &self.caller, strings)
+            });
+        let limit = self.network.call_timeout() * LIBRARY_CALL_TIMEOUTS;
+        let answer =
+            crate::time::timeout(limit, std::panic::AssertUnwindSafe(work).catch_unwind()).await;
+        let (reply, timed_out) = match answer {
+            Ok(Ok(reply)) => (reply, false),
+            Ok(Err(panic)) => (
+                Err(CallError::Unknown(format!(
+                    "lock client library panicked: {}",
+                    crate::wire::panic_message(&*panic)
+                ))),
+                false,
+            ),
+            Err(_elapsed) => (Err(CallError::Unknown("timeout".into())), true),
+        };
+        guard.complete(|row, strings| match &reply {
+            Ok(value) => annotate(value, row, strings),
+            Err(_) if timed_out => {
+                row.error = Some(strings.word(Word::Timeout));
+                EventType::Info
+            }
+            Err(CallError::NotApplied(why)) => {
+                row.error = Some(strings.intern(why));
+                EventType::Fail
+            }
+            Err(CallError::Unknown(why)) => {
+                row.error = Some(strings.intern(why));
+                EventType::Info
+            }
+        });
+        reply
+    }
+
+    /// Records the process asking its lock client library whether the lease of `owner` on
+    /// `lock` is still held, `check` being the library's answer: `ok` when it answered held,
+    /// `fail` (`not-held`) when it answered not. The library makes any lock-service calls of
+    /// its check as another process ([`crate::roles::check_task`]), since this one has the
+    /// check open meanwhile.
+    pub async fn check(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        check: impl std::future::Future<Output = Result<bool, CallError>>,
+    ) -> Result<bool, CallError> {
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
+            ..CallText::default()
+        };
+        self.call_library(Op::Check, call, check, |held, row, strings| {
+            if *held {
+                EventType::Ok
+            } else {
+                row.error = Some(strings.word(Word::NotHeld));
+                EventType::Fail
+            }
+        })
+        .await
+    }
+
+    /// Records an acquire the process made on a lock client library that fencer does not see
+    /// talk to the lock service (an `exec:` child does that itself): the library's answer to
+    /// taking `lock` for `ttl` as `owner`, `Some` lease with its fencing token if the library
+    /// hands one out, `None` when the lock was busy.
+    pub async fn library_acquire(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+        acquire: impl std::future::Future<Output = Result<Option<Option<FencingToken>>, CallError>>,
+    ) -> Result<Option<Option<FencingToken>>, CallError> {
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
+            ttl_ns: Some(ttl.as_nanos() as u64),
+            ..CallText::default()
+        };
+        self.call_library(
+            Op::Acquire,
+            call,
+            acquire,
+            |reply, row, strings| match reply {
+                Some(fencing_token) => {
+                    if let Some(token) = fencing_token {
+                        row.set(Number::Token, *token);
+                    }
+                    EventType::Ok
+                }
+                None => {
+                    row.error = Some(strings.word(Word::Busy));
+                    EventType::Fail
+                }
+            },
+        )
+        .await
+    }
+
+    /// Records a release the process made on a lock client library that talks to the lock
+    /// service itself, as [`Process::library_acquire`] does an acquire.
+    pub async fn library_release(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        release: impl std::future::Future<Output = Result<Owned, CallError>>,
+    ) -> Result<Owned, CallError> {
+        let call = CallText {
+            lock: Some(lock),
+            owner: Some(owner),
+            ..CallText::default()
+        };
+        self.call_library(Op::Release, call, release, annotate_owned)
+            .await
+    }
+
+    /// Records what the process's lock client library told it unprompted about the lease of
+    /// `owner` on `lock`: that it is lost ([`Op::Lost`], with the library's `message`), or
+    /// that its auto-renewal extended it ([`Op::Renewed`]).
+    pub fn notice(&self, f: Op, lock: &str, owner: OwnerToken, message: Option<&str>) {
+        debug_assert!(f.is_notice(), "{f:?} is not a notice");
+        let now_ns = self.clock().truth().now_ns();
+        self.recorder
+            .record_row_on(self.clock(), now_ns, |strings, _| {
+                let call = CallText {
+                    lock: Some(lock),
+                    owner: Some(owner),
+                    ..CallText::default()
+                };
+                let mut row = call.invoke_row(f, &self.caller, strings);
+                row.kind = EventType::Notice;
+                row.error = message.map(|message| strings.intern(message));
+                row
+            });
     }
 }
 
@@ -292,16 +459,7 @@ impl LockClient {
                 call,
                 request,
                 self.reads_tokio_time,
-                |reply: &Acquired, row, strings| match reply {
-                    Acquired::Granted { fencing_token } => {
-                        row.set(Number::Token, *fencing_token);
-                        EventType::Ok
-                    }
-                    Acquired::Busy => {
-                        row.error = Some(strings.word(Word::Busy));
-                        EventType::Fail
-                    }
-                },
+                annotate_acquired,
             )
             .await;
         if let Ok(Acquired::Granted { .. }) = reply {
@@ -377,6 +535,19 @@ fn edge(sent_ns: u64, ttl: Duration) -> u64 {
     sent_ns.saturating_add(ttl.as_nanos() as u64)
 }
 
+fn annotate_acquired(reply: &Acquired, row: &mut Row, strings: &mut RowStrings<'_>) -> EventType {
+    match reply {
+        Acquired::Granted { fencing_token } => {
+            row.set(Number::Token, *fencing_token);
+            EventType::Ok
+        }
+        Acquired::Busy => {
+            row.error = Some(strings.word(Word::Busy));
+            EventType::Fail
+        }
+    }
+}
+
 fn annotate_owned(reply: &Owned, row: &mut Row, strings: &mut RowStrings<'_>) -> EventType {
     match reply {
         Owned::Done => EventType::Ok,
@@ -403,6 +574,16 @@ impl StoreClient {
             process,
             reads_tokio_time: store.reads_tokio_time(),
             store,
+        }
+    }
+
+    /// The same store called as a process named `name` that shares this client's clock and
+    /// faults: work the worker abandoned that still sends its write.
+    pub fn for_task(&self, name: &str) -> StoreClient {
+        StoreClient {
+            process: self.process.renamed(name.into()),
+            store: Arc::clone(&self.store),
+            reads_tokio_time: self.reads_tokio_time,
         }
     }
 

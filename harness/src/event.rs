@@ -28,19 +28,23 @@ pub enum EventType {
     /// Ground truth recorded by a server: a grant, renewal or release the lock service applied,
     /// or a write the store applied. Checkers trust these over client replies.
     Log,
+    /// What a worker's lock client library told it unprompted (its lease was lost, its
+    /// auto-renewal extended the lease), recorded when the worker heard it.
+    Notice,
 }
 
 impl EventType {
     /// Every event type, in declaration order: what tests of every table keyed by the type's
     /// name iterate over, so a new type cannot be missed by one (a test checks the list
     /// against the enum's JSON names).
-    pub const ALL: [EventType; 6] = [
+    pub const ALL: [EventType; 7] = [
         EventType::Invoke,
         EventType::Ok,
         EventType::Fail,
         EventType::Info,
         EventType::Nemesis,
         EventType::Log,
+        EventType::Notice,
     ];
 
     /// The type's name in the JSONL form (its `type` field).
@@ -52,6 +56,7 @@ impl EventType {
             EventType::Info => "info",
             EventType::Nemesis => "nemesis",
             EventType::Log => "log",
+            EventType::Notice => "notice",
         }
     }
 
@@ -156,6 +161,16 @@ pub enum Op {
     NetPartition,
     /// Nemesis: every link between the cluster's members is restored.
     HealNetPartition,
+    /// Ask the worker's lock client library whether the lease is still held: `ok` when it
+    /// answered held, `fail` (`not-held`) when it answered not.
+    Check,
+    /// Nemesis: the work a worker was doing under its lease is abandoned (the request it
+    /// served was cancelled, its deadline passed) while the worker's process lives on.
+    Cancel,
+    /// Notice: the worker's lock client library told it the lease is lost.
+    Lost,
+    /// Notice: the worker's lock client library said its auto-renewal extended the lease.
+    Renewed,
 }
 
 impl Op {
@@ -163,7 +178,7 @@ impl Op {
     /// iterate over (the fast history reader's above all, which would otherwise send a new
     /// op's every line to the slow path unnoticed). A test checks the list against the enum's
     /// JSON names, so a variant added but not listed fails it.
-    pub const ALL: [Op; 38] = [
+    pub const ALL: [Op; 42] = [
         Op::Acquire,
         Op::Renew,
         Op::Release,
@@ -202,6 +217,10 @@ impl Op {
         Op::HealLeaseEdge,
         Op::NetPartition,
         Op::HealNetPartition,
+        Op::Check,
+        Op::Cancel,
+        Op::Lost,
+        Op::Renewed,
     ];
 
     /// The kebab-case name, as in the JSONL form.
@@ -245,15 +264,25 @@ impl Op {
             Op::HealLeaseEdge => "heal-lease-edge",
             Op::NetPartition => "net-partition",
             Op::HealNetPartition => "heal-net-partition",
+            Op::Check => "check",
+            Op::Cancel => "cancel",
+            Op::Lost => "lost",
+            Op::Renewed => "renewed",
         }
     }
 
-    /// True for operations a worker calls on a lock service or store.
+    /// True for operations a worker calls on a lock service, a store or its lock client
+    /// library (`check`): the operations an `invoke` opens.
     pub fn is_client_op(self) -> bool {
         matches!(
             self,
-            Op::Acquire | Op::Renew | Op::Release | Op::Write | Op::Read
+            Op::Acquire | Op::Renew | Op::Release | Op::Write | Op::Read | Op::Check
         )
+    }
+
+    /// True for what a lock client library tells its worker unprompted (`notice` events).
+    pub fn is_notice(self) -> bool {
+        matches!(self, Op::Lost | Op::Renewed)
     }
 }
 
@@ -308,7 +337,9 @@ pub struct Event {
     /// Lock log: the fencing token of the lease the entry affected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder_token: Option<u64>,
-    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
+    /// Lock log: when the lease ends after this entry, on the lock server's clock, in
+    /// nanoseconds: the first reading at which it is no longer live, by the service's own
+    /// boundary rule ([`ExpiryRule`](crate::ExpiryRule)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_ns: Option<i64>,
     /// Store: the fence the store held when it rejected a write.
@@ -385,7 +416,9 @@ pub struct EventView<'a> {
     /// Lock log: the fencing token of the lease the entry affected.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holder_token: Option<u64>,
-    /// Lock log: lease expiry on the lock server's clock after this entry, in nanoseconds.
+    /// Lock log: when the lease ends after this entry, on the lock server's clock, in
+    /// nanoseconds: the first reading at which it is no longer live, by the service's own
+    /// boundary rule ([`ExpiryRule`](crate::ExpiryRule)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_ns: Option<i64>,
     /// Store: the fence the store held when it rejected a write.

@@ -44,6 +44,9 @@ pub enum WorkerFault {
         /// Where rivals' acquires land relative to the holder's expiry.
         rival_offset_ns: i64,
     },
+    /// The work the process is doing under its lease is abandoned by its caller, now; the
+    /// process lives on (an instant fault: nothing to heal).
+    Cancel,
 }
 
 /// The calls a fault can single out, each with its own windows.
@@ -120,6 +123,8 @@ pub struct ProcessFaults {
     request_delay_ns: [AtomicU64; CALLS.len()],
     board: Arc<LeaseBoard>,
     slot: usize,
+    /// How many times the process's work was cancelled, watched by its worker.
+    cancels: tokio::sync::watch::Sender<u64>,
 }
 
 impl Default for ProcessFaults {
@@ -141,6 +146,7 @@ impl ProcessFaults {
             request_delay_ns: Default::default(),
             board: Arc::clone(board),
             slot,
+            cancels: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -164,6 +170,9 @@ impl ProcessFaults {
                     self.requests_delayed_until_ns[slot].fetch_max(until_ns, Ordering::Relaxed);
                     self.request_delay_ns[slot].fetch_max(delay_ns, Ordering::Relaxed);
                 }
+            }
+            WorkerFault::Cancel => {
+                self.cancels.send_modify(|cancels| *cancels += 1);
             }
             WorkerFault::LeaseEdge {
                 own_offset_ns,
@@ -208,8 +217,14 @@ impl ProcessFaults {
                     Ordering::Relaxed,
                 );
             }
-            WorkerFault::Freeze | WorkerFault::LoseReplies(_) => {}
+            WorkerFault::Freeze | WorkerFault::LoseReplies(_) | WorkerFault::Cancel => {}
         }
+    }
+
+    /// Watches the cancellations of the process's work: what a worker selects on while it
+    /// works under a lease.
+    pub fn cancellations(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.cancels.subscribe()
     }
 
     /// Records that the process holds the lease of `owner` until true time `edge_ns` (a grant

@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::call_columns::CallColumns;
 use crate::event::{Event, EventType, Op};
 use crate::event_line::{self, LineMemory};
+use crate::identities::Identities;
 use crate::packed::{PackedHistory, Row, Strings, Sym};
 
 /// Events in the order they happened (`index` 0, 1, 2, ...; `time_ns` never decreases).
@@ -308,7 +309,8 @@ impl<W: Write> Write for HashingWriter<W> {
 /// What every producer promises, checked as each event is read (no second pass over the
 /// history): contiguous indexes, time never going back, each client invoke carrying the
 /// columns that say what it did, and each completion closing an open invoke of the same
-/// process and operation and repeating those columns ([`CallColumns`]).
+/// process and operation and repeating those columns ([`CallColumns`]); a process is a
+/// client or a server, never both, and a write id names one write ([`Identities`]).
 ///
 /// Only the first broken rule is kept, and reported after the whole file has parsed, so a line
 /// that is not an event at all is reported first wherever it is, as if every line were parsed
@@ -320,6 +322,8 @@ struct Rules {
     last_time_ns: u64,
     /// Per process, its open call: operation, invoke index and identifying columns.
     open: OpenCalls,
+    /// Who acts as client or server, and which write each write id names.
+    identities: Identities,
     /// Line and message of the first broken rule.
     first_broken: Option<(usize, String)>,
 }
@@ -361,12 +365,19 @@ impl Rules {
         if self.first_broken.is_some() {
             return;
         }
-        if let Err(message) = self.follow(event, strings) {
+        let followed = self.follow(event, strings).and_then(|()| {
+            self.identities
+                .follow(event, line, strings)
+                .map_err(|misnamed| misnamed.to_string())
+        });
+        if let Err(message) = followed {
             self.first_broken = Some((line, message));
         }
         self.position += 1;
     }
 
+    // The error is the "expected ..., found ..." sentence of a `HistoryError::Malformed`,
+    // which adds the file and line: it has no other reader.
     fn follow(&mut self, event: &Row, strings: &Strings) -> Result<(), String> {
         let position = self.position;
         if event.index != position {
@@ -643,5 +654,89 @@ mod tests {
             err.to_string().contains("h:2: expected time_ns >= 5"),
             "{err}"
         );
+    }
+
+    /// A write by `process` with id `id`, key k, `token` and `value`, as an invoke and its ok.
+    fn write(process: &str, id: &str, token: u64, value: &str) -> [Event; 2] {
+        let invoke = Event {
+            key: Some("k".into()),
+            write_id: Some(id.into()),
+            token: Some(token),
+            value: Some(value.into()),
+            ..Event::new(process, EventType::Invoke, Op::Write)
+        };
+        let ok = Event {
+            kind: EventType::Ok,
+            ..invoke.clone()
+        };
+        [invoke, ok]
+    }
+
+    /// `events` in order, each at its index in nanoseconds, as JSONL.
+    fn jsonl(events: impl IntoIterator<Item = Event>) -> Vec<u8> {
+        let mut history = History::default();
+        for (index, mut event) in (0u64..).zip(events) {
+            (event.index, event.time_ns) = (index, index);
+            history.events.push(event);
+        }
+        history.to_jsonl()
+    }
+
+    #[test]
+    fn a_write_id_that_names_two_writes_is_refused_at_the_line_that_reuses_it() {
+        let [a, a_ok] = write("w0", "x", 1, "1");
+        let [b, b_ok] = write("w1", "x", 2, "2");
+        let err = History::read_jsonl(&jsonl([a, a_ok, b, b_ok])[..], "h").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h:3: expected write id x to name one write (a retry sends the same write again \
+             from the same process), found it on line 1 for w0's write of \"1\" with token 1 \
+             to key k and here for w1's write of \"2\" with token 2 to key k"
+        );
+        // The same value from another process is another write too.
+        let [a, a_ok] = write("w0", "x", 1, "1");
+        let [b, b_ok] = write("w1", "x", 1, "1");
+        let err = History::read_jsonl(&jsonl([a, a_ok, b, b_ok])[..], "h").unwrap_err();
+        assert!(
+            err.to_string().starts_with("h:3: expected write id x"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_retry_sends_the_same_write_again_and_is_read() {
+        let [a, a_ok] = write("w0", "x", 1, "1");
+        let [retry, retry_ok] = write("w0", "x", 1, "1");
+        let [other, other_ok] = write("w1", "y", 2, "1");
+        let history =
+            History::read_jsonl(&jsonl([a, a_ok, retry, retry_ok, other, other_ok])[..], "h")
+                .unwrap();
+        assert_eq!(history.events.len(), 6);
+    }
+
+    #[test]
+    fn a_process_is_a_client_or_a_server_never_both() {
+        let log = |process: &str| Event {
+            lock: Some("L".into()),
+            owner: Some("00000000000000000000000000000001".into()),
+            token: Some(1),
+            ..Event::new(process, EventType::Log, Op::Acquire)
+        };
+        let [a, a_ok] = write("w0", "x", 1, "1");
+        let err = History::read_jsonl(&jsonl([a, a_ok, log("w0")])[..], "h").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h:3: expected a server's log entry to come from the server (lock, store), found \
+             one from w0, a process that makes client calls"
+        );
+        let [a, a_ok] = write("lock", "x", 1, "1");
+        let err = History::read_jsonl(&jsonl([log("lock"), a, a_ok])[..], "h").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "h:2: expected client calls to come from a client (a worker or its renewal task), \
+             found an invoke from lock, which recorded a server's log entry on line 1"
+        );
+        let [a, a_ok] = write("w0", "x", 1, "1");
+        assert!(History::read_jsonl(&jsonl([a, a_ok, log("lock")])[..], "h").is_ok());
     }
 }

@@ -15,6 +15,8 @@ mod event_writer;
 pub mod freeze;
 pub mod fxhash;
 pub mod history;
+mod identities;
+pub mod library;
 pub mod packed;
 pub mod recorder;
 pub mod restart;
@@ -30,8 +32,8 @@ pub mod words;
 pub mod workload;
 
 pub use adapter::{
-    Acquired, AppliedWrite, BadOwnerToken, CallError, FencedStore, FencingToken, LockChange,
-    LockLogEntry, LockService, Owned, OwnerToken, ReadValue, Written,
+    Acquired, AppliedWrite, BadOwnerToken, CallError, ExpiryRule, FencedStore, FencingToken,
+    LockChange, LockLogEntry, LockService, Owned, OwnerToken, ReadValue, RestartError, Written,
 };
 pub use caller::{caller_clock, caller_process};
 pub use client::{LockClient, Process, StoreClient};
@@ -39,6 +41,7 @@ pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, EventView, Op};
 pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
+pub use library::{Lease, LibraryContext, LibraryFactory, LibrarySettings, LockLibrary};
 pub use packed::{PackedHistory, Row, RowRef, Rows, Strings, Sym};
 pub use recorder::Recorder;
 pub use restart::{RestartGate, Restartable};

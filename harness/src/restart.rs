@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::adapter::{Acquired, CallError, LockLogEntry, LockService, Owned, OwnerToken};
+use crate::adapter::{
+    Acquired, CallError, ExpiryRule, LockLogEntry, LockService, Owned, OwnerToken, RestartError,
+};
 use crate::clock::TrueClock;
 
 /// A server the nemesis can restart.
@@ -24,7 +26,7 @@ pub trait Restartable: Send + Sync + std::fmt::Debug {
     /// Restarts now: in-memory state is lost as the backend defines, and every call that
     /// reaches the server in the next `down_ns` true nanoseconds is refused as
     /// `NotApplied("connection refused")`. An error means the restart did not happen.
-    async fn restart(&self, down_ns: u64) -> Result<(), String>;
+    async fn restart(&self, down_ns: u64) -> Result<(), RestartError>;
 }
 
 /// A lock service that offers [`LockService::restart`], made [`Restartable`]: calls reaching it
@@ -95,6 +97,11 @@ impl LockService for RestartGate {
         self.service.lock_log().await
     }
 
+    /// The service's own rule, for the service's own log.
+    fn lock_log_expiry(&self) -> ExpiryRule {
+        self.service.lock_log_expiry()
+    }
+
     /// The service's own answer: the gate reads the true clock, never `tokio::time`.
     fn reads_tokio_time(&self) -> bool {
         self.service.reads_tokio_time()
@@ -103,7 +110,7 @@ impl LockService for RestartGate {
 
 #[async_trait]
 impl Restartable for RestartGate {
-    async fn restart(&self, down_ns: u64) -> Result<(), String> {
+    async fn restart(&self, down_ns: u64) -> Result<(), RestartError> {
         let until_ns = self.truth.now_ns().saturating_add(down_ns);
         self.down_until_ns.fetch_max(until_ns, Ordering::Relaxed);
         crate::time::adapter_code(self.service.restart()).await
@@ -160,7 +167,7 @@ mod tests {
         fn offers_restart(&self) -> bool {
             true
         }
-        async fn restart(&self) -> Result<(), String> {
+        async fn restart(&self) -> Result<(), RestartError> {
             *self.next.lock().unwrap() = 0;
             *self.restarts.lock().unwrap() += 1;
             Ok(())
@@ -239,6 +246,7 @@ mod tests {
     fn a_restart_is_not_offered_unless_the_service_says_so() {
         assert!(!Plain.offers_restart());
         let error = simulation_runtime().block_on(Plain.restart()).unwrap_err();
-        assert!(error.contains("offers no restart"), "{error}");
+        assert_eq!(error, RestartError::NotOffered);
+        assert_eq!(error.to_string(), "this lock service offers no restart");
     }
 }

@@ -24,6 +24,9 @@ pub enum Stream {
     /// How long a backing-off worker waits before its next acquire attempt (one sub-stream
     /// per worker). Drawn only by workers that back off, so polling runs never touch it.
     Backoff = 6,
+    /// A lock client library's own draws (one sub-stream per worker): whatever it randomises
+    /// (a jittered renewal period, its own owner tokens) replays as it ran.
+    Library = 16,
 }
 
 /// The generator for `stream` (and sub-stream `sub`, e.g. a worker's index) of `seed`.

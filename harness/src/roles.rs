@@ -1,5 +1,6 @@
 //! What a process name says about who acted: a worker (`w0`), one of its renewal tasks
-//! (`w0:renew`, `w0:renew-1`, ...), or a server or the nemesis.
+//! (`w0:renew`, `w0:renew-1`, ...), its lock client library's ownership check (`w0:check`),
+//! work it abandoned that still sends its write (`w0:late`, ...), or a server or the nemesis.
 //!
 //! A process is one sequential actor: it has at most one call open at a time, which is what
 //! lets a reader pair every completion with its invoke by process. A worker's renewal task
@@ -24,6 +25,45 @@ pub fn is_renewal_task(process: &str) -> bool {
         return false;
     };
     match task.strip_prefix("renew") {
+        Some("") => true,
+        Some(slot) => slot
+            .strip_prefix('-')
+            .is_some_and(|slot| !slot.is_empty() && slot.bytes().all(|b| b.is_ascii_digit())),
+        None => false,
+    }
+}
+
+/// The process name under which a worker's lock client library makes the lock-service calls
+/// of an ownership check (`w0:check`): the worker's own process has its `check` open
+/// meanwhile, and a process has one call open at a time.
+pub fn check_task(worker: &str) -> String {
+    format!("{worker}:check")
+}
+
+/// True for an ownership check's process (`w0:check`), as [`check_task`] makes it.
+pub fn is_check_task(process: &str) -> bool {
+    process
+        .split_once(':')
+        .is_some_and(|(worker, task)| !worker.is_empty() && task == "check")
+}
+
+/// The process name of work a worker abandoned (its caller cancelled it) that goes on to send
+/// its write late, in `slot`: `w0:late`, then `w0:late-1`, … while several are alive at once,
+/// as renewal tasks are named.
+pub fn late_work(worker: &str, slot: usize) -> String {
+    if slot == 0 {
+        format!("{worker}:late")
+    } else {
+        format!("{worker}:late-{slot}")
+    }
+}
+
+/// True for abandoned work's name (`w0:late`, `w0:late-2`), as [`late_work`] makes them.
+pub fn is_late_work(process: &str) -> bool {
+    let Some((_, task)) = process.split_once(':') else {
+        return false;
+    };
+    match task.strip_prefix("late") {
         Some("") => true,
         Some(slot) => slot
             .strip_prefix('-')
@@ -61,6 +101,27 @@ mod tests {
             "final",
         ] {
             assert!(!is_renewal_task(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn check_and_late_work_processes_are_named_and_recognised() {
+        assert_eq!(check_task("w2"), "w2:check");
+        assert!(is_check_task("w2:check"));
+        assert_eq!(worker_of("w2:check"), "w2");
+        for other in ["w2", "w2:checks", ":check", "w2:renew"] {
+            assert!(!is_check_task(other), "{other}");
+        }
+        assert_eq!(late_work("w2", 0), "w2:late");
+        assert_eq!(late_work("w2", 3), "w2:late-3");
+        for slot in [0, 1, 12] {
+            let name = late_work("w2", slot);
+            assert!(is_late_work(&name), "{name}");
+            assert!(!is_renewal_task(&name), "{name}");
+            assert_eq!(worker_of(&name), "w2");
+        }
+        for other in ["w2", "w2:lately", "w2:late-", "w2:late-x", "w2:check"] {
+            assert!(!is_late_work(other), "{other}");
         }
     }
 

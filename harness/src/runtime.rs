@@ -1,6 +1,6 @@
 //! The two runtimes fencer runs in.
 //!
-//! The simulation runtime is fencer's own discrete-event executor ([`crate::sim`]) inside a
+//! The simulation runtime is fencer's own discrete-event executor (the `sim` module) inside a
 //! current-thread tokio runtime with time paused: when every task waits, the clock jumps to
 //! the next deadline, so a 12 s pause costs nothing and task order depends only on the
 //! program, never on the OS. The real runtime is a plain current-thread tokio runtime with

@@ -85,6 +85,16 @@ impl<T> JoinHandle<T> {
         }
     }
 
+    /// A handle that can stop the task, kept apart from the one that awaits its output.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle {
+            inner: match &self.inner {
+                Handle::Simulated { task, .. } => Abort::Simulated(Arc::clone(task)),
+                Handle::Tokio(handle) => Abort::Tokio(handle.abort_handle()),
+            },
+        }
+    }
+
     /// The task has finished (ran to its end, panicked or was aborted).
     pub fn is_finished(&self) -> bool {
         match &self.inner {
@@ -114,6 +124,40 @@ impl<T> Future for JoinHandle<T> {
                     message: None,
                 })))
             }
+        }
+    }
+}
+
+/// Stops a spawned task without awaiting it: what an owner of many tasks keeps to end them.
+pub struct AbortHandle {
+    inner: Abort,
+}
+
+impl std::fmt::Debug for AbortHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AbortHandle")
+    }
+}
+
+enum Abort {
+    Simulated(Arc<Task>),
+    Tokio(tokio::task::AbortHandle),
+}
+
+impl AbortHandle {
+    /// Stops the task, as [`JoinHandle::abort`] does.
+    pub fn abort(&self) {
+        match &self.inner {
+            Abort::Simulated(task) => task.abort(),
+            Abort::Tokio(handle) => handle.abort(),
+        }
+    }
+
+    /// The task has finished (ran to its end, panicked or was aborted).
+    pub fn is_finished(&self) -> bool {
+        match &self.inner {
+            Abort::Simulated(task) => task.is_finished(),
+            Abort::Tokio(handle) => handle.is_finished(),
         }
     }
 }

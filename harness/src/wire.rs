@@ -91,6 +91,11 @@ impl Network {
         }
     }
 
+    /// How long a caller waits for a reply before recording `info`.
+    pub fn call_timeout(&self) -> Duration {
+        self.call_timeout
+    }
+
     /// A request's and its reply's latencies, drawn in that order.
     fn round_trip_ns(&self) -> (u64, u64) {
         if self.latency.max_ns == 0 {
@@ -492,7 +497,7 @@ impl<T> Drop for Reply<T> {
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(text) = panic.downcast_ref::<&str>() {
         (*text).to_string()
     } else if let Some(text) = panic.downcast_ref::<String>() {

@@ -48,6 +48,75 @@ pub fn both_clocks(event: &Event) -> String {
     }
 }
 
+/// Which of a history's server logs carry true times: those recorded as the servers applied
+/// their changes, interleaved with the calls (fencer's simulated backends). A log read back
+/// after the run (a real service's lock log, a store's applied log, an exec child's) was
+/// appended once the run was over: its entries' `time_ns` is when it was read back, the same
+/// for all, and says nothing of when anything was applied.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LogTiming {
+    /// The store log (`log` `write` entries) was recorded as writes were applied.
+    pub store_log_timed: bool,
+    /// The lock log (`log` grants, renewals, releases) was recorded as changes were applied.
+    pub lock_log_timed: bool,
+}
+
+impl LogTiming {
+    /// Found from each event's type and operation, in history order. A log was recorded as
+    /// it went when some client call completes after its first entry; one appended after the
+    /// run follows every completion, since a change the server applied comes before its
+    /// reply.
+    pub fn of(events: impl IntoIterator<Item = (EventType, Op)>) -> LogTiming {
+        let mut timing = LogTiming::default();
+        let (mut store_seen, mut lock_seen) = (false, false);
+        for (kind, f) in events {
+            match (kind, f) {
+                (EventType::Log, Op::Write) => store_seen = true,
+                (EventType::Log, Op::Acquire | Op::Renew | Op::Release) => lock_seen = true,
+                (kind, f) if kind.is_completion() && f.is_client_op() => {
+                    timing.store_log_timed |= store_seen;
+                    timing.lock_log_timed |= lock_seen;
+                }
+                _ => {}
+            }
+        }
+        timing
+    }
+
+    /// The timing of `events`' logs.
+    pub fn of_events(events: &[Event]) -> LogTiming {
+        LogTiming::of(events.iter().map(|event| (event.kind, event.f)))
+    }
+
+    /// Whether the `time_ns` of an event of type `kind` and operation `f` says when it
+    /// happened: true for every event but an entry of a log read back after the run.
+    pub fn is_timed(&self, kind: EventType, f: Op) -> bool {
+        match (kind, f) {
+            (EventType::Log, Op::Write) => self.store_log_timed,
+            (EventType::Log, Op::Acquire | Op::Renew | Op::Release) => self.lock_log_timed,
+            _ => true,
+        }
+    }
+}
+
+/// When `event` happened, as far as the history knows: [`both_clocks`] for an event whose
+/// true time is known; for an entry of a log read back after the run, what it does tell: the
+/// lock service's own clock reading (`lock clock 1.362s`), or the store's order
+/// (`store order 7`), and that its true time is unknown.
+pub fn when_known(event: &Event, timing: LogTiming) -> String {
+    if timing.is_timed(event.kind, event.f) {
+        return both_clocks(event);
+    }
+    let order = match event.seq {
+        Some(seq) if event.f == Op::Write => format!("store order {seq}"),
+        _ => match event.local_ns {
+            Some(local_ns) => format!("lock clock {}", secs_signed(local_ns)),
+            None => "time unknown".to_string(),
+        },
+    };
+    format!("{order} (read back after the run: true time unknown)")
+}
+
 /// A server's role in words: `the lock service`, `the store`.
 fn server_name(target: &str) -> String {
     let role = |role: &str| match role {
@@ -108,6 +177,28 @@ pub fn describe(event: &Event) -> String {
             format!("{who} sent write {write}{value} with token {token} to key {key}")
         }
         (EventType::Invoke, Op::Read) => format!("{who} read key {key}"),
+        (EventType::Invoke, Op::Check) => format!(
+            "{who} asked its lock client whether it still holds lock {lock} (owner {})",
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
+        (EventType::Ok, Op::Check) => {
+            format!("{who} was told by its lock client that it still holds lock {lock}")
+        }
+        (EventType::Fail, Op::Check) => {
+            format!("{who} was told by its lock client that it no longer holds lock {lock}")
+        }
+        (EventType::Notice, Op::Lost) => format!(
+            "{who}'s lock client told it the lease of owner {} on lock {lock} is lost{error}",
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
+        (EventType::Notice, Op::Renewed) => format!(
+            "{who}'s lock client said it renewed the lease of owner {} on lock {lock}",
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
+        (EventType::Nemesis, Op::Cancel) => format!(
+            "the nemesis cancelled {target}'s work under its lease: at once if it held one, \
+             else halfway through the thinking of its next (its process lives on)"
+        ),
         (EventType::Ok, Op::Acquire) => format!("{who} was granted lock {lock} with token {token}"),
         (EventType::Ok, Op::Renew) => {
             format!("{who} was told its renewal of lock {lock} succeeded")
@@ -237,6 +328,52 @@ pub fn describe(event: &Event) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_read_back_after_the_run_is_known_to_carry_no_times() {
+        let (invoke, ok) = ((EventType::Invoke, Op::Write), (EventType::Ok, Op::Write));
+        let store = (EventType::Log, Op::Write);
+        let lock = (EventType::Log, Op::Acquire);
+        let timing = |events: &[(EventType, Op)]| LogTiming::of(events.iter().copied());
+        assert!(timing(&[invoke, store, ok]).store_log_timed);
+        assert!(!timing(&[invoke, ok, store]).store_log_timed);
+        assert!(!timing(&[invoke, ok]).store_log_timed);
+        assert!(!timing(&[invoke, store, ok]).lock_log_timed);
+        assert!(timing(&[lock, invoke, ok, store]).lock_log_timed);
+        let read_back = timing(&[invoke, ok, lock, store]);
+        assert!(!read_back.is_timed(EventType::Log, Op::Write));
+        assert!(!read_back.is_timed(EventType::Log, Op::Renew));
+        assert!(read_back.is_timed(EventType::Ok, Op::Write));
+    }
+
+    #[test]
+    fn an_entry_of_a_log_read_back_is_told_by_its_order_or_its_server_s_clock() {
+        let applied = Event {
+            time_ns: 12_889_000_000,
+            seq: Some(7),
+            ..Event::new("store", EventType::Log, Op::Write)
+        };
+        let granted = Event {
+            time_ns: 12_889_000_000,
+            local_ns: Some(1_362_000_000),
+            ..Event::new("lock", EventType::Log, Op::Acquire)
+        };
+        let untimed = LogTiming::default();
+        assert_eq!(
+            when_known(&applied, untimed),
+            "store order 7 (read back after the run: true time unknown)"
+        );
+        assert_eq!(
+            when_known(&granted, untimed),
+            "lock clock 1.362s (read back after the run: true time unknown)"
+        );
+        let timed = LogTiming {
+            store_log_timed: true,
+            lock_log_timed: true,
+        };
+        assert_eq!(when_known(&applied, timed), "12.889s");
+        assert_eq!(when_known(&granted, timed), "12.889s (lock's clock 1.362s)");
+    }
 
     #[test]
     fn seconds_round_to_the_millisecond_and_keep_the_sign() {

@@ -58,6 +58,10 @@ pub enum FaultKind {
     /// The links between the members of a cluster fencer started are cut between groups of
     /// members for a while (clients still reach every member).
     NetPartition,
+    /// The work a worker was doing under its lease is abandoned (the request it served was
+    /// cancelled, its deadline passed) while its process lives on: its lock client must stop
+    /// renewing, and the abandoned work may still send its write late.
+    Cancel,
 }
 
 impl FaultKind {
@@ -77,8 +81,12 @@ impl FaultKind {
     ];
 
     /// Families that are not on by default but can be asked for by name: lost acquire and
-    /// write replies.
-    pub const OPT_IN: [FaultKind; 2] = [FaultKind::DropAcquire, FaultKind::DropWrite];
+    /// write replies, and cancelled work.
+    pub const OPT_IN: [FaultKind; 3] = [
+        FaultKind::DropAcquire,
+        FaultKind::DropWrite,
+        FaultKind::Cancel,
+    ];
 
     /// Families only a real server fencer started itself can suffer (its process or fencer's
     /// proxy in front of it); opt-in too, and refused anywhere else: the simulation has no
@@ -113,12 +121,13 @@ impl FaultKind {
             FaultKind::DropReplies => "drop-replies",
             FaultKind::Cut => "cut",
             FaultKind::NetPartition => "net-partition",
+            FaultKind::Cancel => "cancel",
         }
     }
 
     /// Every family fencer knows: [`FaultKind::DEFAULT`], then [`FaultKind::OPT_IN`], then
     /// [`FaultKind::SERVER`].
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::Pause,
         FaultKind::Skew,
         FaultKind::DropRenew,
@@ -130,6 +139,7 @@ impl FaultKind {
         FaultKind::LeaseEdge,
         FaultKind::DropAcquire,
         FaultKind::DropWrite,
+        FaultKind::Cancel,
         FaultKind::ServerPause,
         FaultKind::Partition,
         FaultKind::DelayReplies,
@@ -244,6 +254,10 @@ impl FaultKind {
                 at_ns,
                 target: config.pick_server(rng),
             },
+            FaultKind::Cancel => Fault::Cancel {
+                at_ns,
+                target: worker,
+            },
             FaultKind::NetPartition => {
                 let (target, groups) = config.pick_partition(rng);
                 Fault::NetPartition {
@@ -314,20 +328,23 @@ fn signed(ns: u64) -> i64 {
 }
 
 impl std::str::FromStr for FaultKind {
-    type Err = String;
+    type Err = UnknownFault;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         FaultKind::ALL
             .into_iter()
             .find(|kind| kind.name() == text)
-            .ok_or_else(|| {
-                format!(
-                    "unknown nemesis `{text}`: expected one of {}, default, all, or none",
-                    FaultKind::ALL.map(FaultKind::name).join(", ")
-                )
-            })
+            .ok_or_else(|| UnknownFault(text.to_string()))
     }
 }
+
+/// A name that is no fault family (`--nemesis`): the message lists every family and group.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown nemesis `{0}`: expected one of {families}, default, all, or none",
+    families = FaultKind::ALL.map(FaultKind::name).join(", ")
+)]
+pub struct UnknownFault(pub String);
 
 /// One scheduled fault. Targets are process names (`w0`), clock owners (`lock`, `w0`) or, for
 /// server faults, the server's role (`lock`, `store`) or one member of a cluster fencer
@@ -523,6 +540,14 @@ pub enum Fault {
         /// Where rivals' acquires land relative to the holder's expiry.
         rival_offset_ns: i64,
     },
+    /// At `at_ns`, the work `target` is doing under its lease is abandoned by its caller
+    /// ([`fencer_harness::WorkerFault::Cancel`]); its process lives on.
+    Cancel {
+        /// True time of the cancellation.
+        at_ns: u64,
+        /// The worker whose work is cancelled.
+        target: String,
+    },
 }
 
 /// What a fault does to its target in a run where fencer owns the target (a worker, a node
@@ -587,7 +612,8 @@ macro_rules! every_fault {
             | Fault::DelayAcquire { $field, .. }
             | Fault::DelayRenew { $field, .. }
             | Fault::DelayRelease { $field, .. }
-            | Fault::LeaseEdge { $field, .. } => $field,
+            | Fault::LeaseEdge { $field, .. }
+            | Fault::Cancel { $field, .. } => $field,
         }
     };
 }
@@ -631,6 +657,7 @@ impl Fault {
             Fault::DelayRenew { .. } => FaultKind::DelayRenew,
             Fault::DelayRelease { .. } => FaultKind::DelayRelease,
             Fault::LeaseEdge { .. } => FaultKind::LeaseEdge,
+            Fault::Cancel { .. } => FaultKind::Cancel,
         }
     }
 
@@ -665,6 +692,7 @@ impl Fault {
                 own_offset_ns: *own_offset_ns,
                 rival_offset_ns: *rival_offset_ns,
             }),
+            Fault::Cancel { .. } => Effect::Worker(WorkerFault::Cancel),
             Fault::ClockJump { jump_ns, .. } => Effect::ClockJump(*jump_ns),
             Fault::ClockDrift { drift_ppm, .. } => Effect::ClockDrift(*drift_ppm),
             Fault::Restart { .. } => Effect::Restart,
@@ -706,7 +734,8 @@ impl Fault {
             | Fault::DelayAcquire { .. }
             | Fault::DelayRenew { .. }
             | Fault::DelayRelease { .. }
-            | Fault::LeaseEdge { .. } => return None,
+            | Fault::LeaseEdge { .. }
+            | Fault::Cancel { .. } => return None,
         })
     }
 
@@ -755,6 +784,7 @@ impl Fault {
             Fault::DelayRenew { .. } => (Op::DelayRenew, Some(Op::HealDelayRenew)),
             Fault::DelayRelease { .. } => (Op::DelayRelease, Some(Op::HealDelayRelease)),
             Fault::LeaseEdge { .. } => (Op::LeaseEdge, Some(Op::HealLeaseEdge)),
+            Fault::Cancel { .. } => (Op::Cancel, None),
         }
     }
 
@@ -861,7 +891,10 @@ impl Fault {
             | Fault::DelayRenew { duration_ns, .. }
             | Fault::DelayRelease { duration_ns, .. }
             | Fault::LeaseEdge { duration_ns, .. } => *duration_ns,
-            Fault::ClockJump { .. } | Fault::ClockDrift { .. } | Fault::Cut { .. } => 0,
+            Fault::ClockJump { .. }
+            | Fault::ClockDrift { .. }
+            | Fault::Cut { .. }
+            | Fault::Cancel { .. } => 0,
         }
     }
 }
@@ -963,6 +996,7 @@ mod tests {
         assert!(
             "gc".parse::<FaultKind>()
                 .unwrap_err()
+                .to_string()
                 .contains("unknown nemesis `gc`")
         );
     }

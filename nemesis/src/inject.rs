@@ -526,7 +526,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl Restartable for Restarts {
-        async fn restart(&self, down_ns: u64) -> Result<(), String> {
+        async fn restart(&self, down_ns: u64) -> Result<(), fencer_harness::RestartError> {
             self.0.lock().unwrap().push(down_ns);
             Ok(())
         }

@@ -1,5 +1,5 @@
-//! What goes wrong, and when: fault schedules drawn from a seed ([`schedule`]) and their
-//! injection into a running simulation or real-tier run ([`inject`]), including
+//! What goes wrong, and when: fault schedules drawn from a seed ([`schedule()`]) and their
+//! injection into a running simulation or real-tier run ([`inject()`]), including
 //! faults on real servers fencer started ([`ServerFaults`]).
 //!
 //! A schedule is plain data (it is part of `plan.json`), so a user can pin a scenario by hand
@@ -12,7 +12,7 @@ pub mod schedule;
 pub mod server;
 
 pub use cluster::ClusterFaults;
-pub use fault::{Aims, Effect, Fault, FaultKind, LEADER, target_member, target_role};
+pub use fault::{Aims, Effect, Fault, FaultKind, LEADER, UnknownFault, target_member, target_role};
 pub use inject::{TargetError, Targets, inject, validate};
 pub use schedule::{ClusterShape, ScheduleConfig, schedule};
 pub use server::{FaultFailed, ServerAction, ServerFaults};

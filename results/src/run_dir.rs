@@ -37,6 +37,15 @@ pub enum RunDirError {
     /// The directory already exists and is not empty: fencer never overwrites a run.
     #[error("{0}: already exists and is not empty; choose another --out")]
     Exists(PathBuf),
+    /// The place a run is to be saved cannot hold it (a file where a directory must be, a
+    /// directory fencer may not write in). Found before the run, so nothing ran.
+    #[error("{path}: fencer cannot write there: {source}")]
+    Unusable {
+        /// The path that cannot be used.
+        path: PathBuf,
+        /// What the OS said when fencer tried it.
+        source: std::io::Error,
+    },
     /// A filesystem operation failed.
     #[error("{path}: {action}: {source}")]
     Io {
@@ -85,6 +94,54 @@ pub fn refuse_existing(dir: &Path) -> Result<(), RunDirError> {
     Ok(())
 }
 
+/// Checks, before anything runs, that `dir` can become a new run directory: `dir` must hold
+/// nothing (a file there is refused too), and its parent must take the staging directory the
+/// run is written in ([`check_dir_writable`]). A run whose place is unusable is refused before it runs, naming the path and what
+/// the OS said, instead of being lost after it.
+pub fn check_run_place(dir: &Path) -> Result<(), RunDirError> {
+    refuse_existing(dir)?;
+    refuse_non_directory(dir)?;
+    check_dir_writable(parent_dir(dir))
+}
+
+/// Checks that files can be written in `dir` once it is made: the nearest directory of it
+/// or above it that exists must be a directory, and a directory is made and removed in it, as
+/// saving makes its staging directory (and the missing ones below it). Nothing is left
+/// behind, so a command refused later for another reason has made no directory.
+pub fn check_dir_writable(dir: &Path) -> Result<(), RunDirError> {
+    let existing = dir
+        .ancestors()
+        .map(|ancestor| match ancestor.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => ancestor,
+        })
+        .find(|ancestor| std::fs::metadata(ancestor).is_ok())
+        .unwrap_or(Path::new("."));
+    refuse_non_directory(existing)?;
+    let probe = staging_dir(existing, "probe");
+    std::fs::create_dir(&probe).map_err(unusable(existing))?;
+    std::fs::remove_dir(&probe).map_err(unusable(existing))
+}
+
+/// Refuses `path` when something other than a directory is there, in the OS's own words
+/// for reading it as one.
+fn refuse_non_directory(path: &Path) -> Result<(), RunDirError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_dir() => {
+            let source = std::fs::read_dir(path).err().unwrap_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory")
+            });
+            Err(unusable(path)(source))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn unusable(path: &Path) -> impl FnOnce(std::io::Error) -> RunDirError {
+    let path = path.to_path_buf();
+    move |source| RunDirError::Unusable { path, source }
+}
+
 /// Writes `files` (name, bytes) as the run directory `dir`, atomically: into a hidden sibling
 /// first ([`staging`](crate::staging)), renamed into place once every file and the directory
 /// itself are synced; the parent is synced after the rename, so once this returns the run
@@ -105,7 +162,10 @@ pub fn write_run_dir(dir: &Path, files: &[(&str, &[u8])]) -> Result<(), RunDirEr
 pub struct StagedRunDir {
     dir: PathBuf,
     parent: PathBuf,
+    /// The run directory's own name, for naming a run kept elsewhere.
+    name: String,
     staging: Staging,
+    /// Moved into place (or kept by [`StagedRunDir::keep`]): dropping it removes nothing.
     finished: bool,
 }
 
@@ -135,6 +195,7 @@ impl StagedRunDir {
         Ok(StagedRunDir {
             dir: dir.to_path_buf(),
             parent,
+            name,
             staging,
             finished: false,
         })
@@ -166,6 +227,12 @@ impl StagedRunDir {
     /// Moves the run directory into place: the lock file removed, the staging directory
     /// synced and renamed, the parent synced.
     pub fn finish(mut self) -> Result<(), RunDirError> {
+        self.move_into_place()
+    }
+
+    /// [`StagedRunDir::finish`], leaving the staged run to [`StagedRunDir::keep`] when it
+    /// fails.
+    pub(crate) fn move_into_place(&mut self) -> Result<(), RunDirError> {
         self.staging
             .remove_lock_file()
             .map_err(io_error(&self.staging.dir, "removing the owner lock"))?;
@@ -174,6 +241,26 @@ impl StagedRunDir {
             .map_err(io_error(&self.dir, "moving run into place"))?;
         self.finished = true;
         sync_dir(&self.parent)
+    }
+
+    /// Gives up on moving the run into place and keeps what was staged for a person to pick
+    /// up, returning where it is: the run directory itself when it was moved there already,
+    /// else the staging directory renamed to `<name>.unsaved-<pid>` beside it (a name no later
+    /// sweep removes), or left where it is when even that rename fails (without its owner
+    /// lock, a sweep then leaves it for a day).
+    pub fn keep(mut self) -> PathBuf {
+        if self.finished {
+            return self.dir.clone();
+        }
+        self.finished = true;
+        let _ = self.staging.remove_lock_file();
+        let kept = self
+            .parent
+            .join(format!("{}.unsaved-{}", self.name, std::process::id()));
+        match std::fs::rename(&self.staging.dir, &kept) {
+            Ok(()) => kept,
+            Err(_) => self.staging.dir.clone(),
+        }
     }
 }
 
@@ -281,6 +368,85 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let error = write_run_dir(&file.join("run"), &[("a", b"")]).unwrap_err();
         assert!(error.to_string().contains("plain-file"), "{error}");
+    }
+
+    /// A directory no one may create anything in: a read-only one, or, for a user whose
+    /// permissions are not checked (root), sysfs, which refuses every new entry.
+    fn read_only_dir(root: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = root.join("read-only");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+        if std::fs::create_dir(dir.join("probe")).is_ok() {
+            return PathBuf::from("/sys");
+        }
+        dir
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_place_that_cannot_hold_a_run_is_refused_naming_the_path_and_the_os_error() {
+        let root = tempfile::tempdir().unwrap();
+        let file = root.path().join("plain-file");
+        std::fs::write(&file, b"x").unwrap();
+        let read_only = read_only_dir(root.path());
+        for (dir, named, said) in [
+            (file.clone(), &file, "Not a directory"),
+            (file.join("run"), &file, "Not a directory"),
+            (file.join("archive").join("run"), &file, "Not a directory"),
+            (read_only.join("run"), &read_only, "os error"),
+        ] {
+            let error = check_run_place(&dir).unwrap_err();
+            let text = error.to_string();
+            assert!(matches!(error, RunDirError::Unusable { .. }), "{text}");
+            assert!(
+                text.starts_with(&format!("{}: fencer cannot write there: ", named.display())),
+                "{text}"
+            );
+            assert!(text.contains(said), "{text}");
+        }
+        // A usable place is left as it was found.
+        let fresh = root.path().join("archive").join("w").join("run");
+        check_run_place(&fresh).unwrap();
+        assert!(!root.path().join("archive").exists());
+        std::fs::create_dir_all(&fresh).unwrap();
+        std::fs::write(fresh.join("a"), b"").unwrap();
+        assert!(matches!(
+            check_run_place(&fresh),
+            Err(RunDirError::Exists(_))
+        ));
+    }
+
+    #[test]
+    fn a_staged_run_that_cannot_move_into_place_is_kept_beside_it_and_named() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("0-x");
+        let mut staged = StagedRunDir::create(&dir).unwrap();
+        staged.write("history.jsonl", b"{}\n").unwrap();
+        // Someone else's run takes the place while this one is staged.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("theirs"), b"").unwrap();
+        assert!(staged.move_into_place().is_err());
+        let kept = staged.keep();
+        assert_eq!(
+            kept,
+            root.path()
+                .join(format!("0-x.unsaved-{}", std::process::id()))
+        );
+        assert_eq!(std::fs::read(kept.join("history.jsonl")).unwrap(), b"{}\n");
+        // Neither its owner lock nor a hidden staging directory is left, and the next writer
+        // into the same parent leaves it alone.
+        assert!(!kept.join(crate::staging::OWNER_LOCK).exists());
+        write_run_dir(&root.path().join("1-y"), &[("a", b"")]).unwrap();
+        let mut names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["0-x", &format!("0-x.unsaved-{}", std::process::id()), "1-y"]
+        );
     }
 
     #[test]

@@ -38,18 +38,81 @@ pub fn default_run_dir(archive_root: &Path, group: &str, label: &str) -> PathBuf
     Archive::new(archive_root).run_dir(group, label, &utc_stamp(wall_clock_s()))
 }
 
+/// Why a finished run could not be saved where it was to go, and where it is instead.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot save the run: {error}; {}", kept_words(.kept.as_deref()))]
+pub struct SaveError {
+    /// What went wrong.
+    pub error: RunDirError,
+    /// Where the run is kept instead (possibly incomplete, when writing it failed), or
+    /// `None` when nothing of it could be kept anywhere.
+    pub kept: Option<PathBuf>,
+}
+
+fn kept_words(kept: Option<&Path>) -> String {
+    match kept {
+        Some(kept) => format!("the run is kept in {}", kept.display()),
+        None => "nothing of it could be kept".to_string(),
+    }
+}
+
 /// Writes `run` into `dir` atomically; when `archive_root` is given, points its `latest` at
 /// it.
 ///
 /// `history.jsonl` is written first, straight from the packed rows and hashed as it goes, so
 /// its bytes are never held whole; `run.json`, which names its hash, follows (the directory
 /// appears only once every file is in it, so the order is invisible).
+///
+/// A run is never dropped: when writing or moving it into place fails, what was staged is
+/// kept ([`StagedRunDir::keep`]); when not even its staging directory can be made beside
+/// `dir`, the run is saved in the system's temporary directory instead. The error names
+/// where it is.
 pub fn save_run(
     run: &FinishedRun<'_>,
     dir: &Path,
     archive_root: Option<&Path>,
-) -> Result<(), RunDirError> {
-    let staged = StagedRunDir::create(dir)?;
+) -> Result<(), SaveError> {
+    let mut staged = match StagedRunDir::create(dir) {
+        Ok(staged) => staged,
+        Err(error) => {
+            return Err(SaveError {
+                kept: save_elsewhere(run, dir),
+                error,
+            });
+        }
+    };
+    if let Err(error) = write_files(run, &staged).and_then(|()| staged.move_into_place()) {
+        return Err(SaveError {
+            error,
+            kept: Some(staged.keep()),
+        });
+    }
+    if let Some(root) = archive_root {
+        Archive::new(root)
+            .point_latest_at(dir)
+            .map_err(|error| SaveError {
+                error,
+                kept: Some(dir.to_path_buf()),
+            })?;
+    }
+    Ok(())
+}
+
+/// Saves `run` in the system's temporary directory, in a directory named after `dir`:
+/// where a run goes whose own place could not take it.
+fn save_elsewhere(run: &FinishedRun<'_>, dir: &Path) -> Option<PathBuf> {
+    let name = dir.file_name()?.to_string_lossy();
+    let elsewhere =
+        std::env::temp_dir().join(format!("fencer-unsaved-{}-{name}", std::process::id()));
+    let mut staged = StagedRunDir::create(&elsewhere).ok()?;
+    match write_files(run, &staged).and_then(|()| staged.move_into_place()) {
+        Ok(()) => Some(elsewhere),
+        Err(_) => Some(staged.keep()),
+    }
+}
+
+/// Writes every file of `run` into `staged`.
+fn write_files(run: &FinishedRun<'_>, staged: &StagedRunDir) -> Result<(), RunDirError> {
     let history_sha256 = staged.write_with("history.jsonl", |out| {
         let mut hashing = HashingWriter::new(out);
         run.history.write_jsonl(&mut hashing)?;
@@ -75,12 +138,7 @@ pub fn save_run(
     })?;
     crate::report::for_each_report_file(run.history, &record.settings, run.verdict, |file| {
         staged.write_with(file.name(), |out| file.write_to(out))
-    })?;
-    staged.finish()?;
-    if let Some(root) = archive_root {
-        Archive::new(root).point_latest_at(dir)?;
-    }
-    Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -104,6 +162,49 @@ mod tests {
         };
         save_run(&run, &dir, None).unwrap();
         serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_run_whose_place_is_taken_when_it_is_saved_is_kept_elsewhere_and_named() {
+        let settings = Settings {
+            workers: 1,
+            ops_per_worker: 2,
+            ..Settings::default()
+        };
+        let plan = Plan::generate(&settings);
+        let history = simulate_packed(&plan).unwrap();
+        let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("0-x");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("theirs"), b"").unwrap();
+        let run = FinishedRun {
+            command: "run",
+            plan: &plan,
+            history: &history,
+            verdict: &verdict,
+        };
+        let error = save_run(&run, &dir, None).unwrap_err();
+        let kept = error.kept.clone().expect("the run is kept");
+        assert!(kept.starts_with(std::env::temp_dir()), "{}", kept.display());
+        let text = error.to_string();
+        assert!(
+            text.starts_with(&format!(
+                "cannot save the run: {}: already exists",
+                dir.display()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(&format!("the run is kept in {}", kept.display())),
+            "{text}"
+        );
+        // The kept run is whole: its history is the run's, byte for byte.
+        let mut bytes = Vec::new();
+        history.write_jsonl(&mut bytes).unwrap();
+        assert_eq!(std::fs::read(kept.join("history.jsonl")).unwrap(), bytes);
+        assert!(kept.join("run.json").is_file() && kept.join("verdict.json").is_file());
+        std::fs::remove_dir_all(&kept).unwrap();
     }
 
     #[test]

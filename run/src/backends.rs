@@ -24,6 +24,7 @@ use fencer_nemesis::{ClusterFaults, ServerFaults};
 use fencer_servers::{ClusterKind, PRIVATE_SCHEME, PrivateServer, StartedCluster};
 use serde::{Deserialize, Serialize};
 
+use crate::clients::Clients;
 use crate::reach::Reach;
 
 /// A backend as named by the user: `sim`, `sqlite-unfenced`, `redis://host:6379`,
@@ -190,6 +191,8 @@ pub struct Backends {
     stores: BTreeMap<String, Registered<dyn FencedStore>>,
     /// Server URLs by the name they are saved under (their password hidden).
     secrets: BTreeMap<String, String>,
+    /// The lock clients a run can name besides fencer's own.
+    clients: Clients,
 }
 
 impl fmt::Debug for Backends {
@@ -197,6 +200,7 @@ impl fmt::Debug for Backends {
         f.debug_struct("Backends")
             .field("locks", &self.locks.keys().collect::<Vec<_>>())
             .field("stores", &self.stores.keys().collect::<Vec<_>>())
+            .field("clients", &self.clients)
             .finish()
     }
 }
@@ -281,6 +285,17 @@ impl Backends {
         check_free(name, "store", builtin_store_time(name).is_some())?;
         register(&mut self.stores, name, time, about, Arc::new(factory));
         Ok(self)
+    }
+
+    /// The lock clients a run can name: fencer's own and those registered
+    /// ([`Clients::register`]).
+    pub fn clients(&self) -> &Clients {
+        &self.clients
+    }
+
+    /// The lock clients, to register more.
+    pub fn clients_mut(&mut self) -> &mut Clients {
+        &mut self.clients
     }
 
     /// Makes `url` the backend its shown name (password hidden) stands for, so a plan that

@@ -44,7 +44,7 @@ pub async fn measure(
     store: Arc<dyn FencedStore>,
     cycles: u64,
     tag: &str,
-) -> Result<Throughput, String> {
+) -> Result<Throughput, BenchError> {
     assert!(cycles > 0, "at least one cycle");
     let names = RunNames::tagged(&format!("{tag}-direct"));
     // Warm up: the connection opens, schemas and scripts are created and cached.
@@ -91,10 +91,25 @@ const TTL: Duration = Duration::from_secs(10);
 /// Untimed cycles before the timed ones.
 const WARMUP_CYCLES: u64 = 100;
 
-fn granted(reply: Result<Acquired, CallError>) -> Result<u64, String> {
+/// A call of a cycle that did not succeed: the measurement stops there, since a rate over
+/// failing calls measures the failure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BenchError {
+    /// An acquire of a lock no one holds was not granted.
+    #[error("acquire on a free lock answered {0:?}")]
+    NotGranted(Result<Acquired, CallError>),
+    /// A write under a fresh grant failed.
+    #[error("write: {0}")]
+    Write(CallError),
+    /// A release of the caller's own lease failed.
+    #[error("release: {0}")]
+    Release(CallError),
+}
+
+fn granted(reply: Result<Acquired, CallError>) -> Result<u64, BenchError> {
     match reply {
         Ok(Acquired::Granted { fencing_token }) => Ok(fencing_token),
-        other => Err(format!("acquire on a free lock answered {other:?}")),
+        other => Err(BenchError::NotGranted(other)),
     }
 }
 
@@ -103,17 +118,17 @@ async fn direct_cycle(
     store: &dyn FencedStore,
     names: &RunNames,
     cycle: u64,
-) -> Result<(), String> {
+) -> Result<(), BenchError> {
     let owner = OwnerToken(u128::from(cycle) + 1);
     let token = granted(lock.acquire(&names.lock, owner, TTL).await)?;
     let write_id = format!("b{cycle}");
     store
         .write(&names.key, token, &write_id, &write_id)
         .await
-        .map_err(|error| format!("write: {error}"))?;
+        .map_err(BenchError::Write)?;
     lock.release(&names.lock, owner)
         .await
-        .map_err(|error| format!("release: {error}"))?;
+        .map_err(BenchError::Release)?;
     Ok(())
 }
 
@@ -122,17 +137,17 @@ async fn recorded_cycle(
     store: &StoreClient,
     names: &RunNames,
     cycle: u64,
-) -> Result<(), String> {
+) -> Result<(), BenchError> {
     let owner = OwnerToken(u128::from(cycle) + 1);
     let token = granted(lock.acquire(&names.lock, owner, TTL).await)?;
     let write_id = format!("b{cycle}");
     store
         .write(&names.key, token, &write_id, &write_id)
         .await
-        .map_err(|error| format!("write: {error}"))?;
+        .map_err(BenchError::Write)?;
     lock.release(&names.lock, owner)
         .await
-        .map_err(|error| format!("release: {error}"))?;
+        .map_err(BenchError::Release)?;
     Ok(())
 }
 

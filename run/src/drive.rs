@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fencer_harness::{
-    FencedStore, Freezable, History, LeaseBoard, LocalClock, LockClient, LockService, Network,
-    NodeClock, Process, ProcessFaults, Recorder, RestartGate, Restartable, StoreClient, Stream,
-    TrueClock, stream_rng,
+    FencedStore, Freezable, History, LeaseBoard, LibraryContext, LibrarySettings, LocalClock,
+    LockClient, LockService, Network, NodeClock, Process, ProcessFaults, Recorder, RestartGate,
+    Restartable, StoreClient, Stream, TrueClock, roles, stream_rng,
 };
 use fencer_nemesis::{ServerFaults, Targets};
 use fencer_workloads::{RegisterConfig, Worker};
@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::RunError;
 use crate::bounds::RunLimits;
+use crate::clients::{Clients, LibraryBuilder};
 use crate::plan::Plan;
 
 /// The lock and key a run uses. A real server outlives runs, so each run gets its own names
@@ -99,7 +100,13 @@ pub async fn drive_with_servers(
     } else {
         gate_restart(lock, truth)
     };
-    run.to_deadline(&lock, &store, |targets| {
+    let library = Clients::builtin(&plan.settings.client).ok_or_else(|| {
+        RunError::Backend(fencer_backends::BackendError::BadUrl(format!(
+            "client `{}`: drive runs fencer's own clients; run others through Launch",
+            plan.settings.client
+        )))
+    })?;
+    run.to_deadline(&lock, &store, &library, |targets| {
         targets.real_servers = servers;
         if let Some(restart) = restart {
             targets.servers.insert("lock".into(), restart);
@@ -157,6 +164,7 @@ impl Run<'_> {
         &self,
         lock: &Arc<dyn LockService>,
         store: &Arc<dyn FencedStore>,
+        library: &LibraryBuilder,
         reach: impl FnOnce(&mut Targets),
     ) -> Result<(), RunError> {
         let network = self.network();
@@ -165,10 +173,11 @@ impl Run<'_> {
             self.config,
             lock,
             store,
+            library,
             self.recorder,
             &network,
             self.truth,
-        );
+        )?;
         reach(&mut targets);
         fencer_nemesis::validate(&self.plan.faults, &targets)?;
         // The plan's times count from here, where the workers start: starting servers and
@@ -246,22 +255,31 @@ pub(crate) async fn cancel(workers: Vec<fencer_harness::task::JoinHandle<()>>) {
 }
 
 /// Spawns one task per worker of `plan` (each frozen with its own [`ProcessFaults`], calling
-/// `lock` and `store` through recorded clients on its own clock) and returns the tasks with the
-/// workers' fault switches and clocks as nemesis targets. The workers share one lease board,
-/// so a lease-edge fault on one of them can hold its rivals' acquires. Shared by the simulation and the real
-/// tier, so both run exactly the same workers.
+/// `lock` through the library `library` builds for it and `store` through a recorded client,
+/// on its own clock) and returns the tasks with the workers' fault switches and clocks as
+/// nemesis targets. The workers share one lease board, so a lease-edge fault on one of them
+/// can hold its rivals' acquires. Shared by the simulation and the real tier, so both run
+/// exactly the same workers.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn spawn_workers(
     plan: &Arc<Plan>,
     config: &RegisterConfig,
     lock: &Arc<dyn LockService>,
     store: &Arc<dyn FencedStore>,
+    library: &LibraryBuilder,
     recorder: &Arc<Recorder>,
     network: &Arc<Network>,
     truth: TrueClock,
-) -> (Vec<fencer_harness::task::JoinHandle<()>>, Targets) {
+) -> Result<(Vec<fencer_harness::task::JoinHandle<()>>, Targets), RunError> {
     let mut targets = Targets::default();
     let mut workers = Vec::with_capacity(plan.workers.len());
     let board = LeaseBoard::new(plan.workers.len());
+    let settings = LibrarySettings {
+        lock: config.lock.as_str().into(),
+        ttl: Duration::from_nanos(config.ttl_ns),
+        renew_every: Duration::from_nanos(config.renew_every_ns),
+        call_timeout: network.call_timeout(),
+    };
     for index in 0..plan.workers.len() {
         let name = format!("w{index}");
         let faults = Arc::new(ProcessFaults::on_board(&board, index));
@@ -269,16 +287,27 @@ pub(crate) fn spawn_workers(
         targets.processes.insert(name.clone(), Arc::clone(&faults));
         targets.clocks.insert(name.clone(), clock.clone());
         let process = Process::new(
-            name,
+            name.as_str(),
             clock,
             Arc::clone(&faults),
             Arc::clone(recorder),
             Arc::clone(network),
         );
+        let context = LibraryContext::new(
+            process.clone(),
+            Arc::clone(lock),
+            settings.clone(),
+            plan.settings.seed,
+            index as u32,
+        );
+        let worker_lock = LockClient::new(process.clone(), Arc::clone(lock));
         let worker = Worker {
             index,
-            lock: LockClient::new(process.clone(), Arc::clone(lock)),
+            check: worker_lock.for_task(&roles::check_task(&name)),
+            lock: worker_lock,
             store: StoreClient::new(process, Arc::clone(store)),
+            library: library(&context).map_err(RunError::Backend)?,
+            context,
         };
         let task_plan = Arc::clone(plan);
         let config = config.clone();
@@ -292,7 +321,7 @@ pub(crate) fn spawn_workers(
             truth,
         )));
     }
-    (workers, targets)
+    Ok((workers, targets))
 }
 
 /// The longest a run may take: every cycle back to back with its longest acquire wait, plus

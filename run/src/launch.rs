@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 use crate::RunError;
 use crate::backends::{Backends, Built, Note, RunContext, Time};
 use crate::bounds::RunLimits;
+use crate::clients::BuiltClient;
 use crate::drive::{Run, RunNames, cancel, gate_restart, join_workers, spawn_workers};
 use crate::plan::Plan;
 use crate::reach::{Reach, Roles};
@@ -113,15 +114,22 @@ impl<'a> Launch<'a> {
         Ok(roles.check(plan)?)
     }
 
-    /// The tier a plan with these backends runs in: simulated only when both are.
+    /// The tier a plan with these backends and client runs in: simulated only when all three
+    /// are.
     pub fn time(&self, plan: &Plan) -> Result<Time, RunError> {
         let lock = self.backends.lock_time(&plan.settings.lock)?;
         let store = self.backends.store_time(&plan.settings.store)?;
-        Ok(if lock == Time::Simulated && store == Time::Simulated {
-            Time::Simulated
-        } else {
-            Time::Real
-        })
+        let client = self.backends.clients().time(&plan.settings.client)?;
+        Ok(
+            if [lock, store, client]
+                .iter()
+                .all(|time| *time == Time::Simulated)
+            {
+                Time::Simulated
+            } else {
+                Time::Real
+            },
+        )
     }
 
     /// Runs `plan` to completion on a runtime of its own, of the kind its tier needs.
@@ -151,13 +159,13 @@ impl<'a> Launch<'a> {
         }
     }
 
-    /// Builds both backends for one run, lock first.
+    /// Builds both backends for one run, lock first, then the client.
     fn build(
         &self,
         plan: &Plan,
         truth: TrueClock,
         recorder: &Arc<Recorder>,
-    ) -> Result<BuiltPair, RunError> {
+    ) -> Result<(BuiltPair, BuiltClient), RunError> {
         let cx = RunContext {
             truth,
             recorder,
@@ -165,19 +173,20 @@ impl<'a> Launch<'a> {
         };
         let mut lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
         let store = self.backends.build_store(&plan.settings.store, &cx)?;
+        let client = self.backends.clients().build(&plan.settings.client, &cx)?;
         if lock.restart.is_none() && lock.server.is_none() && lock.cluster.is_none() {
             let (adapter, restart) = gate_restart(Arc::clone(&lock.adapter), truth);
             lock.adapter = adapter;
             lock.restart = restart;
         }
-        Ok((lock, store))
+        Ok(((lock, store), client))
     }
 
     async fn simulated(&self, plan: &Plan) -> Result<Launched, RunError> {
         let truth = TrueClock::start();
         let recorder = Arc::new(Recorder::with_limit(truth, self.limits.events));
         let network = network(plan);
-        let (lock, store) = self.build(plan, truth, &recorder)?;
+        let ((lock, store), client) = self.build(plan, truth, &recorder)?;
         let plan = Arc::new(self.fit(plan, &lock, &store)?);
         let config = match &self.names {
             Some(names) => names.config(&plan.settings),
@@ -188,10 +197,11 @@ impl<'a> Launch<'a> {
             &config,
             &lock.adapter,
             &store.adapter,
+            &client.library,
             &recorder,
             &network,
             truth,
-        );
+        )?;
         add_targets(&mut targets, "lock", &lock);
         add_targets(&mut targets, "store", &store);
         fencer_nemesis::validate(&plan.faults, &targets)?;
@@ -231,7 +241,7 @@ impl<'a> Launch<'a> {
     async fn real(&self, plan: &Plan) -> Result<Launched, RunError> {
         let truth = TrueClock::start();
         let recorder = Arc::new(Recorder::with_limit(truth, self.limits.events));
-        let (lock, store) = self.build(plan, truth, &recorder)?;
+        let ((lock, store), client) = self.build(plan, truth, &recorder)?;
         for probe in [&lock.probe, &store.probe].into_iter().flatten() {
             probe.ping().await?;
         }
@@ -248,7 +258,7 @@ impl<'a> Launch<'a> {
             truth,
             limits: self.limits,
         };
-        run.to_deadline(&lock.adapter, &store.adapter, |targets| {
+        run.to_deadline(&lock.adapter, &store.adapter, &client.library, |targets| {
             add_targets(targets, "lock", &lock);
             add_targets(targets, "store", &store);
         })
@@ -256,8 +266,8 @@ impl<'a> Launch<'a> {
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
         self.limits.check(&recorder, false)?;
         let history = recorder.take_packed();
-        // Servers fencer started stop here, once their logs are in.
-        drop((lock, store));
+        // Servers fencer started stop here, once their logs are in, and the client's children.
+        drop((lock, store, client));
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history,
@@ -395,7 +405,8 @@ pub(crate) async fn append_applied_log(recorder: &Recorder, store: &dyn FencedSt
 
 /// Appends what the lock service says it changed on `lock`, in its order, as `lock` `log`
 /// events: the same events fencer's simulated lease service records as it goes, with the
-/// service's own clock readings.
+/// service's own clock readings, and its expiries read by its own rule
+/// ([`LockService::lock_log_expiry`]).
 pub(crate) async fn append_lock_log(recorder: &Recorder, service: &dyn LockService, lock: &str) {
     let mut log = match fencer_harness::time::timeout(
         LOG_TIMEOUT,
@@ -411,7 +422,10 @@ pub(crate) async fn append_lock_log(recorder: &Recorder, service: &dyn LockServi
         }
     };
     log.sort_by_key(|entry| entry.seq);
+    // Every expiry is recorded as the first reading at which the lease is over, by the
+    // service's own rule.
+    let rule = service.lock_log_expiry();
     for entry in log.into_iter().filter(|entry| entry.lock == lock) {
-        recorder.record(entry.into_event());
+        recorder.record(rule.applied_to(entry).into_event());
     }
 }

@@ -1,7 +1,7 @@
 //! A plan and how it runs.
 //!
 //! [`Settings`] are every knob of a run, validated once; [`Plan::generate`] expands a seed into
-//! each worker's script and the fault schedule; [`simulate`] runs a plan in the simulation tier
+//! each worker's script and the fault schedule; [`simulate()`] runs a plan in the simulation tier
 //! (one paused current-thread runtime: the history is a pure function of the plan), and
 //! [`real`] runs it in real time against real servers. Both tiers drive the same workers and
 //! the same nemesis ([`drive`]); [`checking`] picks the checkers a run's settings call for.
@@ -10,6 +10,7 @@ pub mod backends;
 pub mod bench_real;
 pub mod bounds;
 pub mod checking;
+pub mod clients;
 pub mod demo;
 pub mod drive;
 mod error;
@@ -25,6 +26,7 @@ pub mod swarm;
 
 pub use backends::{BackendName, Backends, Time};
 pub use bounds::RunLimits;
+pub use clients::{BuiltClient, ClientName, Clients, LibraryBuilder};
 pub use error::RunError;
 pub use launch::{Launch, Launched};
 pub use plan::{InvalidPlan, OLDEST_RUNNABLE_FORMAT, PLAN_FORMAT, Plan, PlanError};

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use fencer_harness::{Stream, stream_rng};
 use fencer_nemesis::{Fault, ScheduleConfig};
-use fencer_workloads::{RegisterConfig, WorkerPlan, plan_workers};
+use fencer_workloads::{ClientVariant, RegisterConfig, WorkerPlan, plan_workers};
 use serde::{Deserialize, Serialize};
 
 use crate::plan_locate::{Step, line_of};
@@ -24,11 +24,17 @@ use crate::settings::Settings;
 /// 4: a simulated call is carried by two timers and no task of its own (format 3 handed each
 /// request to a courier task), so two wake-ups due at the same nanosecond may come in another
 /// order. Otherwise a plan runs as in format 3, which still runs ([`OLDEST_RUNNABLE_FORMAT`]).
-pub const PLAN_FORMAT: u32 = 4;
+/// 5: workers take their leases through a lock client library (`client`, which older plans
+/// call `worker`); fencer's reference one asks the lock service for its ownership check (a
+/// recorded `check` and a renew as `wN:check`), tells its worker of a lost lease (`notice`
+/// events) and claims nothing past a lease's validity, so the same plan records more calls
+/// and other times.
+pub const PLAN_FORMAT: u32 = 5;
 
-/// The oldest plan format that still runs. A format 3 plan runs on format 4's executor to the
-/// history it recorded, but where two wake-ups fell on the same nanosecond (`fencer replay`
-/// says so when it meets one: [`Plan::replays_differently`]).
+/// The oldest plan format that still runs. Plans of formats 3 and 4 run with the reference
+/// client to a history that differs from the one they were saved with (`fencer replay` says
+/// why: [`Plan::replays_differently`]); their seeds, run again, give plans of the current
+/// format.
 pub const OLDEST_RUNNABLE_FORMAT: u32 = 3;
 
 /// Why a plan of an older format cannot be replayed byte for byte, for the error that refuses it.
@@ -183,13 +189,20 @@ impl Plan {
     /// simulation is deterministic: it was recorded by an older format's executor. `None` for
     /// a plan of the current format.
     pub fn replays_differently(&self) -> Option<String> {
-        (self.format < PLAN_FORMAT).then(|| {
-            format!(
-                "the run was recorded with plan format {}, which handed each request to a \
-                 courier task, and format {PLAN_FORMAT} carries it with timers alone: two \
-                 wake-ups due at the same nanosecond can come in another order",
+        (self.format < PLAN_FORMAT).then(|| match self.format {
+            3 => format!(
+                "the run was recorded with plan format 3, which handed each request to a \
+                 courier task, and had workers check their lease on their own clock; format \
+                 {PLAN_FORMAT} carries a request with timers alone and has them ask their \
+                 lock client library, which asks the lock service"
+            ),
+            _ => format!(
+                "the run was recorded with plan format {}, whose workers checked their lease \
+                 on their own clock; in format {PLAN_FORMAT} they ask their lock client \
+                 library, which asks the lock service (a recorded check and renew) and tells \
+                 them of a lost lease",
                 self.format
-            )
+            ),
         })
     }
 
@@ -317,7 +330,10 @@ impl Settings {
                 self.renew_every_ns,
             )
         }
-        .for_workload(self.workload, self.worker)
+        .for_workload(
+            self.workload,
+            self.client.variant().unwrap_or(ClientVariant::Reference),
+        )
     }
 }
 
@@ -438,7 +454,7 @@ mod tests {
             .to_string();
         assert!(
             error.starts_with(&format!(
-                "p.json:{line}: expected plan format 3 to 4, found 2 (format 2 ran on tokio's \
+                "p.json:{line}: expected plan format 3 to 5, found 2 (format 2 ran on tokio's \
                  millisecond timer wheel"
             )),
             "{error}"
@@ -447,7 +463,8 @@ mod tests {
     }
 
     #[test]
-    fn a_format_3_plan_runs_and_says_why_its_history_may_differ_and_a_newer_one_is_refused() {
+    fn plans_of_formats_3_and_4_run_and_say_why_their_histories_differ_and_a_newer_one_is_refused()
+    {
         let mut plan = Plan::generate(&Settings::default());
         assert_eq!(plan.replays_differently(), None);
         plan.format = 3;
@@ -455,7 +472,13 @@ mod tests {
         let why = reparsed
             .replays_differently()
             .expect("recorded by format 3");
-        assert!(why.contains("same nanosecond"), "{why}");
+        assert!(why.contains("courier task"), "{why}");
+        plan.format = 4;
+        let why = Plan::from_json(&plan.to_json(), "p.json")
+            .expect("format 4 runs")
+            .replays_differently()
+            .expect("recorded by format 4");
+        assert!(why.contains("ask their lock client library"), "{why}");
         plan.format = PLAN_FORMAT + 1;
         let error = Plan::from_json(&plan.to_json(), "p.json")
             .unwrap_err()

@@ -40,6 +40,8 @@ impl Reach {
 
     /// Whether the backend `name`, in the role `fault` aims at, can take `fault`, or why not,
     /// in words that hold for every fault of its family on that role (so they group).
+    // The reason is kept as words: it is saved in the plan's `left_out` (`why`), and the
+    // faults left out are grouped by it.
     fn takes(&self, name: &BackendName, fault: &Fault) -> Result<(), String> {
         let own = target_member(fault.target()).is_none()
             && match fault.effect() {
@@ -84,6 +86,7 @@ impl Reach {
 }
 
 /// Whether a server fencer runs for `name` (a private server, an exec child) takes `fault`.
+// The reason is the words saved in the plan's `left_out`, as for `Reach::takes`.
 fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
     if let Some((kind, _)) = ClusterKind::parse(name.as_str()) {
         return cluster_takes(kind, fault);
@@ -127,6 +130,7 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
 /// Whether a cluster of `kind` takes `fault`: its members take what one private server takes
 /// (clock steps where the kind's servers can be stepped), the cluster as a whole takes net
 /// partitions where its members talk, and `ROLE.leader` needs a leader.
+// The reason is the words saved in the plan's `left_out`, as for `Reach::takes`.
 fn cluster_takes(kind: ClusterKind, fault: &Fault) -> Result<(), String> {
     let takes = kind.takes();
     let cluster = format!("private:{}", kind.name());
@@ -225,6 +229,7 @@ pub struct Roles<'a> {
 
 impl Roles<'_> {
     /// Why the role `fault` aims at cannot take it; `Ok` for faults aimed at a worker.
+    // The reason is the words saved in the plan's `left_out`, as for `Reach::takes`.
     fn takes(&self, fault: &Fault) -> Result<(), String> {
         let (name, reach) = match target_role(fault.target()) {
             "lock" => self.lock,

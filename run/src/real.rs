@@ -5,7 +5,7 @@
 //! Against any server, faults are the ones a client can suffer without touching the server: a
 //! worker (and its renewal task) frozen, a reply lost after the server applied the request
 //! (acquire, renew, write), a worker's clock skewed. Against servers fencer started itself
-//! (`private:` URLs, [`crate::servers::PrivateServer`]) the plan may also pause, kill and
+//! (`private:` URLs, [`fencer_servers::PrivateServer`]) the plan may also pause, kill and
 //! restart them, jump their clock and fault fencer's proxy in front of them. Replay is "the
 //! same plan again": the server's timing is not ours to fix, so the recorded history, not the
 //! seed, is the artifact.

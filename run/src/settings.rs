@@ -5,12 +5,13 @@ use std::collections::BTreeSet;
 pub use fencer_backends::registry::{LockBackend, StoreBackend};
 
 pub use crate::backends::BackendName;
+pub use crate::clients::ClientName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
 use fencer_nemesis::schedule::MAX_FAULTS;
 use fencer_nemesis::{ClusterShape, FaultKind};
 use fencer_servers::ClusterKind;
-use fencer_workloads::{CycleShape, RenewFailurePolicy, WaitMode, WorkerVariant};
+use fencer_workloads::{CycleShape, RenewFailurePolicy, WaitMode};
 use serde::{Deserialize, Serialize};
 
 /// A setting that cannot run, with the field it is about (so a plan file's error points at the
@@ -68,9 +69,11 @@ pub struct Settings {
     pub latency: LatencyModel,
     /// How long a client waits for a reply before recording `info`.
     pub call_timeout_ns: u64,
-    /// The workers' code: `reference` or a worker mutant. Absent in older plans: reference.
-    #[serde(default)]
-    pub worker: WorkerVariant,
+    /// The lock client library the workers take their leases through: `reference`, a client
+    /// mutant, `exec:COMMAND`, or a registered name. Older plans call it `worker`; absent:
+    /// reference.
+    #[serde(default, alias = "worker")]
+    pub client: ClientName,
     /// How each cycle's waits are drawn: as in the simulation, or mostly short for the real
     /// tier (a critical section there sleeps in real time). Absent: as in the simulation.
     #[serde(default, skip_serializing_if = "CycleShape::is_full")]
@@ -123,7 +126,7 @@ impl Default for Settings {
                 max_ns: 5 * MS_NS,
             },
             call_timeout_ns: SECOND_NS,
-            worker: WorkerVariant::Reference,
+            client: ClientName::default(),
             cycle_shape: CycleShape::Full,
             wait: WaitMode::Poll,
         }
@@ -187,7 +190,7 @@ impl Settings {
     pub fn describe(&self) -> String {
         format!(
             "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, \
-             store {}, worker {}, on renew failure {}, wait {}",
+             store {}, client {}, on renew failure {}, wait {}",
             self.workload,
             self.seed,
             self.workers,
@@ -197,7 +200,7 @@ impl Settings {
             self.nemesis_list(),
             self.lock,
             self.store,
-            self.worker.name(),
+            self.client,
             self.on_renew_failure.name(),
             self.wait,
         )
@@ -216,11 +219,11 @@ impl Settings {
     /// gate over these settings: every setting spelled out, so it does not depend on defaults.
     pub fn run_command(&self, seed: u64, swarm: bool) -> String {
         let mut command = format!(
-            "run --seed {seed} --workload {} --worker {} --workers {} --ops {} --ttl {} \
+            "run --seed {seed} --workload {} --client {} --workers {} --ops {} --ttl {} \
              --renew-every {} --nemesis {} --fault-gap {} --store {} --lock {} \
              --on-renew-failure {} --call-timeout {} --wait {}",
             self.workload,
-            self.worker.name(),
+            shell_word(self.client.as_str()),
             self.workers,
             self.ops_per_worker,
             format_duration(self.ttl_ns),
@@ -637,7 +640,7 @@ mod tests {
         };
         assert_eq!(
             settings.run_command(7, true),
-            "run --seed 7 --workload fenced-register --worker reference --workers 5 --ops 100 \
+            "run --seed 7 --workload fenced-register --client reference --workers 5 --ops 100 \
              --ttl 10s --renew-every 3s --nemesis pause,skew,drop-renew,delay-write,restart,\
              delay-acquire,delay-renew,delay-release,lease-edge --fault-gap 10s --store sqlite --lock 'exec:python3 lock.py' --on-renew-failure \
              stop --call-timeout 1s --wait poll --swarm"

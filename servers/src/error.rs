@@ -15,12 +15,6 @@ pub enum ServerError {
     Failed(String),
 }
 
-impl From<String> for ServerError {
-    fn from(message: String) -> ServerError {
-        ServerError::Failed(message)
-    }
-}
-
 impl From<fencer_backends::BackendError> for ServerError {
     /// fencer's client could not reach the server it started.
     fn from(error: fencer_backends::BackendError) -> ServerError {

@@ -77,7 +77,7 @@ impl std::fmt::Debug for Etcd3Cluster {
 
 /// Starts a three-member etcd cluster. `query` is what followed `private:etcd3?` (kept on the
 /// client URL, e.g. `variant=unfenced`). Returns once every member serves linearizable reads
-/// and all agree on one leader, or fails within [`READY_TIMEOUT`] after the members listen.
+/// and all agree on one leader, or fails within 30 s after the members listen.
 pub fn start(query: &str) -> Result<Etcd3Cluster, ServerError> {
     let started = Instant::now();
     if !crate::netns::on_path("etcd") {
@@ -173,27 +173,39 @@ fn start_member(
 /// (which goes through the leader), and returns each member's status.
 fn wait_until_ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, ServerError> {
     let started = Instant::now();
-    let mut last = String::new();
+    let mut last = None;
     while started.elapsed() < READY_TIMEOUT {
         match ready(addresses) {
             Ok(statuses) => return Ok(statuses),
-            Err(why) => last = why,
+            Err(why) => last = Some(why),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let last = last.map_or_else(|| "never asked".to_string(), |why| why.to_string());
     Err(ServerError::Failed(format!(
         "the etcd cluster was not ready within {READY_TIMEOUT:?}: {last}"
     )))
 }
 
-fn ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, String> {
+/// Why the cluster is not ready yet: asked again until it is, or the wait times out.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    /// A member did not answer.
+    #[error(transparent)]
+    Member(#[from] status::StatusError),
+    /// The members follow no leader, or different ones.
+    #[error("no leader all members follow yet: {0:?}")]
+    NoCommonLeader(Vec<MemberStatus>),
+}
+
+fn ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, NotReady> {
     let statuses = addresses
         .iter()
         .map(|&address| status::status(address, Duration::from_secs(1)))
         .collect::<Result<Vec<_>, _>>()?;
     let leader = statuses[0].leader_id;
     if leader == 0 || statuses.iter().any(|status| status.leader_id != leader) {
-        return Err(format!("no leader all members follow yet: {statuses:?}"));
+        return Err(NotReady::NoCommonLeader(statuses));
     }
     let read = serde_json::json!({ "key": "ZmVuY2VyLXJlYWR5" }); // "fencer-ready"
     for &address in addresses {

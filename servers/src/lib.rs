@@ -68,7 +68,7 @@ pub struct Launch {
     pub program: PathBuf,
     /// Its arguments.
     pub args: Vec<OsString>,
-    /// Extra environment variables (e.g. libfaketime's, added by [`Launch::with_clock`]).
+    /// Extra environment variables (e.g. libfaketime's, added by [`ServerClock::apply`]).
     pub env: Vec<(OsString, OsString)>,
     /// Run as this user id and group id instead of ours (PostgreSQL refuses to run as root).
     pub run_as: Option<(u32, u32)>,

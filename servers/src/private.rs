@@ -19,7 +19,7 @@ use crate::proxy::FaultProxy;
 pub const PRIVATE_SCHEME: &str = "private:";
 
 /// The servers fencer can start itself. Adding one is an arm in [`PrivateBackend::parse`],
-/// [`PrivateBackend::start`] and [`PrivateBackend::client_url`].
+/// `PrivateBackend::start` and `PrivateBackend::client_url`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PrivateBackend {
     /// `redis-server`, no persistence: a restart loses every key.
@@ -134,13 +134,17 @@ impl std::fmt::Debug for PrivateServer {
 impl PrivateServer {
     /// Starts the server a `private:` URL names, and a proxy in front of it.
     pub fn start(url: &str) -> Result<PrivateServer, ServerError> {
-        let (backend, query) = PrivateBackend::parse(url)
-            .ok_or_else(|| format!("expected {} URL, found {url}", PrivateBackend::URLS))??;
+        let (backend, query) = PrivateBackend::parse(url).ok_or_else(|| {
+            ServerError::BadUrl(format!(
+                "expected {} URL, found {url}",
+                PrivateBackend::URLS
+            ))
+        })??;
         let guard = backend.start().map_err(|error| {
-            format!(
+            ServerError::Failed(format!(
                 "cannot start a private {backend:?} server ({error}); install the Debian package {}",
                 backend.debian_package()
-            )
+            ))
         })?;
         PrivateServer::behind_proxy(backend, &query, guard)
     }

@@ -105,7 +105,7 @@ impl std::fmt::Debug for SentinelCluster {
 /// Starts the data nodes and sentinels. `query` is what followed `private:redis-sentinel?`
 /// (kept on the client URL, e.g. `variant=unsafe-release`). Returns once both replicas are in
 /// sync with `n1` and every sentinel names `n1`, knows both replicas and both other sentinels;
-/// fails within [`READY_TIMEOUT`] of each step otherwise.
+/// fails within 30 s of each step otherwise.
 pub fn start(query: &str) -> Result<SentinelCluster, ServerError> {
     let started = Instant::now();
     if !crate::netns::on_path("redis-server") {
@@ -244,7 +244,7 @@ fn start_sentinel(
 }
 
 /// Polls `ready` every 50 ms until it succeeds, for at most [`READY_TIMEOUT`].
-fn wait_for(what: &str, ready: impl Fn() -> Result<(), String>) -> Result<(), ServerError> {
+fn wait_for(what: &str, ready: impl Fn() -> Result<(), NotReady>) -> Result<(), ServerError> {
     let started = Instant::now();
     loop {
         let last = match ready() {
@@ -262,7 +262,7 @@ fn wait_for(what: &str, ready: impl Fn() -> Result<(), String>) -> Result<(), Se
 }
 
 /// Whether `primary` has both replicas attached and in sync.
-fn replicated(primary: SocketAddr) -> Result<(), String> {
+fn replicated(primary: SocketAddr) -> Result<(), NotReady> {
     let info = resp::command(primary, &["INFO", "replication"], Duration::from_secs(1))?;
     let info = info.text().unwrap_or_default();
     let online = info
@@ -272,13 +272,40 @@ fn replicated(primary: SocketAddr) -> Result<(), String> {
     if online == MEMBERS.len() - 1 {
         Ok(())
     } else {
-        Err(format!("{online} replicas online: {info}"))
+        Err(NotReady::Replicas {
+            online,
+            info: info.to_string(),
+        })
     }
+}
+
+/// Why the cluster is not ready yet: asked again until it is, or the wait times out.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    /// A member did not answer.
+    #[error(transparent)]
+    Unanswered(#[from] resp::Unanswered),
+    /// The primary has fewer replicas in sync than the cluster's members less one.
+    #[error("{online} replicas online: {info}")]
+    Replicas {
+        /// How many are.
+        online: usize,
+        /// The primary's `INFO replication`.
+        info: String,
+    },
+    /// A sentinel does not yet name the primary, see it up, or know every replica and peer.
+    #[error("sentinel {sentinel} is not watching yet: {state:?}")]
+    NotWatching {
+        /// The sentinel.
+        sentinel: SocketAddr,
+        /// Its `SENTINEL master` answer.
+        state: resp::Reply,
+    },
 }
 
 /// Whether the sentinel at `sentinel` names `primary`, sees it up, and knows both replicas
 /// and both other sentinels: only then can it take part in a failover.
-fn watching(sentinel: SocketAddr, primary: SocketAddr) -> Result<(), String> {
+fn watching(sentinel: SocketAddr, primary: SocketAddr) -> Result<(), NotReady> {
     let state = resp::command(
         sentinel,
         &["SENTINEL", "master", PRIMARY_NAME],
@@ -292,9 +319,7 @@ fn watching(sentinel: SocketAddr, primary: SocketAddr) -> Result<(), String> {
         || state.field("num-slaves") != Some(&others)
         || state.field("num-other-sentinels") != Some(&others)
     {
-        return Err(format!(
-            "sentinel {sentinel} is not watching yet: {state:?}"
-        ));
+        return Err(NotReady::NotWatching { sentinel, state });
     }
     Ok(())
 }

@@ -82,7 +82,8 @@ impl Query {
                 }
                 "drift_factor" | "node_timeout_ms" => {
                     // The adapter's own rules judge its parameters, before any server starts.
-                    RedlockOptions::check_parameter(name, value).map_err(bad)?;
+                    RedlockOptions::check_parameter(name, value)
+                        .map_err(|error| bad(error.to_string()))?;
                     parsed.adapter_params.push(pair.into());
                 }
                 other => {

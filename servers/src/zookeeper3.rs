@@ -121,7 +121,7 @@ pub struct Zookeeper3Cluster {
 
 /// Starts a private three-member ensemble, each member in its own network namespace and
 /// behind its own fault proxy; `query` (`variant=unsafe-release`) is passed on to the
-/// adapter's URL. Returns once every member serves, or fails within [`QUORUM_TIMEOUT`] (plus
+/// adapter's URL. Returns once every member serves, or fails within 60 s (plus
 /// each JVM's start) naming the member that did not come up. Blocks: from async code, call it
 /// on the blocking pool.
 pub fn start(query: &str) -> Result<Zookeeper3Cluster, ServerError> {

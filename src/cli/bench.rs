@@ -1,5 +1,5 @@
 //! `fencer bench`: the simulation's throughput on this machine, without criterion — the
-//! figures quoted in the README.
+//! figures quoted in docs/performance.md.
 
 use std::time::Instant;
 

@@ -27,13 +27,14 @@ pub fn bench_real(lock_url: &str, store_url: &str, cycles: u64) -> Outcome {
         })
         .map_err(Failure::bad_input)?;
     let tag = unique_tag(0);
+    // A call the servers failed is theirs to look into; one the echo backend failed, fencer's.
     let real = runtime
         .block_on(measure(lock.adapter, store.adapter, cycles, &tag))
-        .map_err(Failure::Internal)?;
+        .map_err(Failure::bad_input)?;
     let echo = Arc::new(Echo::default());
     let harness = runtime
         .block_on(measure(echo.clone(), echo, cycles.max(10_000), "echo"))
-        .map_err(Failure::Internal)?;
+        .map_err(Failure::internal)?;
     outln!(
         "lock {}, store {}: {cycles} cycles of acquire, write, release on one connection",
         lock.shown_url,

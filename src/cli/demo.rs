@@ -4,6 +4,7 @@ use std::path::Path;
 
 use crate::{StoreBackend, check, simulate};
 use fencer_harness::PackedHistory;
+use fencer_results::run_dir::{check_dir_writable, check_run_place};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::demo::{plan, report_lines};
 
@@ -12,6 +13,9 @@ use super::{Failure, Outcome};
 
 /// Runs the scripted scenario against the unfenced and the fenced store and prints the report.
 pub fn demo(archive: &Path) -> Outcome {
+    // Both runs go into the archive: refused before they run if it cannot take them.
+    check_run_place(&default_run_dir(archive, "demo", "place")).map_err(Failure::bad_input)?;
+    check_dir_writable(archive).map_err(Failure::bad_input)?;
     let mut runs = Vec::new();
     for (label, store) in [
         ("unfenced", StoreBackend::SqliteUnfenced),

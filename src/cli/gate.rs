@@ -12,7 +12,7 @@ use clap::Args;
 use fencer_gate::jobs::job_count;
 use fencer_gate::seeds::{SeedRange, Shard, ShardSeeds};
 use fencer_gate::summary::{GateEnd, GateSummary};
-use fencer_gate::{GateConfig, GateError, Observer, run_gate};
+use fencer_gate::{GateConfig, GateError, Observer, check_places, run_gate};
 use fencer_harness::terminal::{escape, escape_lines};
 use fencer_results::{Archive, utc_stamp};
 use fencer_run::settings::{format_duration, parse_duration};
@@ -82,6 +82,12 @@ pub struct GateArgs {
 
 /// Runs the gate.
 pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
+    let out = match &args.out {
+        Some(dir) => dir.clone(),
+        None => Archive::new(&args.archive).run_dir("gate", "gate", &utc_stamp(now_s())),
+    };
+    // Before a plan is drawn, which takes a while for a large one.
+    check_places(&out, args.junit.as_deref()).map_err(Failure::bad_input)?;
     let base = args.settings.base(&mut context.backends);
     for warning in base.validate().map_err(Failure::bad_input)? {
         errln!("warning: {warning}");
@@ -114,10 +120,6 @@ pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
     let jobs = match jobs {
         0 => 0,
         jobs => job_count(jobs, ShardSeeds::new(seeds, args.shard).len()),
-    };
-    let out = match &args.out {
-        Some(dir) => dir.clone(),
-        None => Archive::new(&args.archive).run_dir("gate", "gate", &utc_stamp(now_s())),
     };
     let config = GateConfig {
         backends: context.backends.clone(),
@@ -156,10 +158,23 @@ pub fn gate(args: &GateArgs, context: &mut Context) -> Outcome {
     );
     install_interrupt_handler();
     let mut observer = Watch::default();
-    let summary = run_gate(&config, &mut observer, &INTERRUPTED).map_err(|error| match error {
-        GateError::Io { .. } => Failure::internal(error),
-        other => Failure::bad_input(other),
-    })?;
+    let summary = match run_gate(&config, &mut observer, &INTERRUPTED) {
+        Ok(summary) => summary,
+        Err(GateError::Unsaved {
+            summary,
+            path,
+            source,
+        }) => {
+            // What the gate found is shown all the same; the file it could not write is the
+            // user's to look into.
+            print_summary(&summary, None);
+            return Err(Failure::BadInput(format!(
+                "{path}: cannot write the gate's results: {source}; the failing runs are                  where the summary above names them"
+            )));
+        }
+        Err(error @ GateError::Io { .. }) => return Err(Failure::internal(error)),
+        Err(error) => return Err(Failure::bad_input(error)),
+    };
     print_summary(&summary, Some(&out.join("gate.json")));
     if summary.ended == GateEnd::Interrupted {
         // However much failed before the interrupt, the gate did not finish: unknown.

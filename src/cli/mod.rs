@@ -31,8 +31,8 @@ use fencer_harness::terminal::escape_lines;
 use fencer_harness::{FencedStore, LockService, Workload};
 use fencer_nemesis::FaultKind;
 use fencer_run::settings::{Settings, parse_duration};
-use fencer_run::{Backends, Time};
-use fencer_workloads::{RenewFailurePolicy, WaitMode, WorkerVariant};
+use fencer_run::{Backends, ClientName, Time};
+use fencer_workloads::{RenewFailurePolicy, WaitMode};
 use output::errln;
 
 /// How a command ended, as Jepsen's exit codes.
@@ -58,15 +58,12 @@ impl Failure {
     }
 }
 
-impl From<fencer_results::RunDirError> for Failure {
-    /// A run directory that exists already is the caller's to change (`--out`); any other
-    /// failure to save a finished run is fencer's or the machine's.
-    fn from(error: fencer_results::RunDirError) -> Failure {
-        let message = format!("cannot save the run: {error}");
-        match error {
-            fencer_results::RunDirError::Exists(_) => Failure::BadInput(message),
-            _ => Failure::Internal(message),
-        }
+impl From<fencer_results::SaveError> for Failure {
+    /// A finished run that could not be saved where it was to go is the caller's to act on
+    /// (the place, the disk), never a fault of fencer's: the message says where the run is
+    /// kept instead.
+    fn from(error: fencer_results::SaveError) -> Failure {
+        Failure::bad_input(error)
     }
 }
 
@@ -214,7 +211,7 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Serve a local web UI listing the runs in a store, with their timelines and plots.
+    /// Serve a local web UI listing the runs in a run archive, with their timelines and plots.
     Serve {
         /// Root of the run archive, where saved runs live.
         #[arg(default_value = DEFAULT_ARCHIVE)]
@@ -272,7 +269,7 @@ impl RunArgs {
 const SETTINGS_FLAGS: [&str; 13] = [
     "seed",
     "workload",
-    "worker",
+    "client",
     "workers",
     "ops",
     "ttl",
@@ -291,10 +288,13 @@ struct SettingsArgs {
     /// What workers do under the lock: fenced-register, lock-counter, mutex.
     #[arg(long, default_value = "fenced-register", value_parser = |s: &str| s.parse::<Workload>())]
     workload: Workload,
-    /// The workers' code: reference, or a worker mutant (ignore-renew-failure,
-    /// zombie-renewal, blind-retry).
-    #[arg(long, default_value = "reference", value_parser = |s: &str| s.parse::<WorkerVariant>())]
-    worker: WorkerVariant,
+    /// The lock client library the workers take their leases through: reference, a client
+    /// mutant (ignore-renew-failure, zombie-renewal, blind-retry, eternal-watchdog,
+    /// cached-check, silent-watchdog, sparse-renewal), exec:COMMAND (a child per worker that
+    /// wraps a real client library: docs/exec-protocol.md), or a name your program registered.
+    /// `--worker` is its older name.
+    #[arg(long, alias = "worker", default_value = "reference")]
+    client: String,
     /// Number of workers (1 to 1000).
     #[arg(long, default_value_t = 5)]
     workers: usize,
@@ -310,7 +310,8 @@ struct SettingsArgs {
     renew_every: u64,
     /// Faults to inject: a comma list of fault families and the groups default (pause, skew,
     /// drop-renew, delay-write, restart, delay-acquire, delay-renew, delay-release, lease-edge)
-    /// and all (also drop-acquire and drop-write, and on servers fencer starts, private:…, also
+    /// and all (also drop-acquire, drop-write and cancel, and on servers fencer starts,
+    /// private:…, also
     /// server-pause, partition, delay-replies, drop-replies, cut, and on a cluster whose
     /// members talk to each other, private:etcd3, private:zookeeper3 or private:redis-sentinel,
     /// net-partition), e.g.
@@ -379,6 +380,7 @@ impl WaitArg {
 impl std::str::FromStr for WaitArg {
     type Err = String;
 
+    // A value parser's error: clap prints the sentence as it is, after the flag's name.
     fn from_str(text: &str) -> Result<WaitArg, String> {
         if text == "auto" {
             return Ok(WaitArg::Auto);
@@ -402,6 +404,7 @@ struct NemesisList {
     named: Vec<FaultKind>,
 }
 
+// A value parser's error: clap prints the sentence as it is, after the flag's name.
 fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
     if text.trim() == "none" {
         return Ok(NemesisList::default());
@@ -416,7 +419,10 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
                     "`none` stands alone (--nemesis none), found it in the list `{text}`"
                 ));
             }
-            name => list.named.push(name.parse::<FaultKind>()?),
+            name => list.named.push(
+                name.parse::<FaultKind>()
+                    .map_err(|error| error.to_string())?,
+            ),
         }
     }
     Ok(list)
@@ -453,7 +459,7 @@ impl SettingsArgs {
         Settings {
             seed: 0,
             workload: self.workload,
-            worker: self.worker,
+            client: ClientName::new(self.client.as_str()),
             workers: self.workers,
             ops_per_worker: self.ops,
             ttl_ns: self.ttl,
@@ -548,6 +554,27 @@ impl Cli {
         self
     }
 
+    /// Registers a lock client library under `name` (`--client NAME`): `build` makes each
+    /// worker's library from its [`LibraryContext`](fencer_harness::LibraryContext), afresh
+    /// for every run, over the recorded lock service the run names. Panics on a name fencer's
+    /// own clients use.
+    pub fn client<L, F>(mut self, name: &str, time: Time, about: &str, build: F) -> Cli
+    where
+        L: fencer_harness::LockLibrary + 'static,
+        F: Fn(&fencer_harness::LibraryContext) -> L + Send + Sync + 'static,
+    {
+        let registered = self
+            .backends
+            .clients_mut()
+            .register(name, time, about, move |cx| {
+                std::sync::Arc::new(build(cx)) as std::sync::Arc<dyn fencer_harness::LockLibrary>
+            });
+        if let Err(error) = registered {
+            panic!("{error}");
+        }
+        self
+    }
+
     /// Uses `backends` (registered by hand, e.g. with what fencer may do to them) instead.
     pub fn backends(mut self, backends: Backends) -> Cli {
         self.backends = backends;
@@ -618,6 +645,9 @@ fn with_registered_backends(command: clap::Command, backends: &Backends) -> clap
     }
     for (name, when, about) in backends.registered_stores() {
         lines.push(format!("  --store {name}  ({}) {about}", time(when)));
+    }
+    for (name, when, about) in backends.clients().registered() {
+        lines.push(format!("  --client {name}  ({}) {about}", time(when)));
     }
     if lines.is_empty() {
         return command;

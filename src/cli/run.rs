@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use fencer_harness::terminal::{escape, escape_lines};
 use fencer_results::report::TIMELINE_FILE;
-use fencer_results::run_dir::refuse_existing;
+use fencer_results::run_dir::{check_dir_writable, check_run_place};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::plan::read_plan_bytes;
@@ -26,8 +26,9 @@ use crate::{Plan, Validity};
 /// Runs what `args` asks for.
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     if let Some(dir) = &args.out {
-        // Refused before the run rather than after it: `--out` never overwrites a run.
-        refuse_existing(dir).map_err(|error| Failure::BadInput(error.to_string()))?;
+        // Refused before the run rather than after it: `--out` never overwrites a run, and a
+        // run whose place cannot hold it is not run at all.
+        check_run_place(dir).map_err(Failure::bad_input)?;
     }
     let base = args.settings.base(&mut context.backends);
     let launch = Launch {
@@ -36,9 +37,19 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         refuse_unreachable: args.plan.is_some(),
         ..Launch::new(&context.backends)
     };
-    let plan = match &args.plan {
-        Some(path) => {
-            let mut plan = read_plan(path)?;
+    let given = args.plan.as_deref().map(read_plan).transpose()?;
+    if args.out.is_none() {
+        // The run goes into the archive, under its workload, and `latest` into the archive's
+        // root: both must take it before the plan is even drawn.
+        let workload = given
+            .as_ref()
+            .map_or(base.workload, |plan| plan.settings.workload);
+        let place = default_run_dir(&args.archive, workload.name(), "place");
+        check_run_place(&place).map_err(Failure::bad_input)?;
+        check_dir_writable(&args.archive).map_err(Failure::bad_input)?;
+    }
+    let plan = match given {
+        Some(mut plan) => {
             if args.settings.names_given() {
                 // The servers are the ones named now: they decide which faults can run.
                 plan.settings.lock = base.lock.clone();

@@ -8,7 +8,7 @@ use std::io::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fencer::{FencedStore, Harness, LockService, Settings, Validity, Verdict};
+use fencer::{ExpiryRule, FencedStore, Harness, LockService, Settings, Validity, Verdict};
 use fencer_backends::registry::{lock_from_url, store_from_url};
 use fencer_harness::{EventType, History, Op};
 use fencer_nemesis::Fault;
@@ -165,8 +165,9 @@ pub fn cycle(delay_ms: u64, prepare_ms: u64, hold_ms: u64) -> CyclePlan {
 }
 
 /// w0 takes the lease and is frozen for 900 ms (3 TTLs) between its last lease check and its
-/// write; w1 takes the expired lease, writes with the newer token and holds on. When w0 wakes,
-/// its older write reaches the store: only the store's fence can refuse it.
+/// write (the acquire, read and check take a few round trips first: 150 ms leaves room for
+/// them on a busy machine); w1 takes the expired lease, writes with the newer token and holds
+/// on. When w0 wakes, its older write reaches the store: only the store's fence can refuse it.
 pub fn stale_write_plan() -> Plan {
     let mut plan = real_plan(&Settings {
         nemesis: Default::default(),
@@ -177,11 +178,11 @@ pub fn stale_write_plan() -> Plan {
             cycles: vec![cycle(0, 600, 0)],
         },
         WorkerPlan {
-            cycles: vec![cycle(100, 0, 1_200)],
+            cycles: vec![cycle(200, 0, 1_200)],
         },
     ];
     plan.faults = vec![Fault::Pause {
-        at_ns: 50_000_000,
+        at_ns: 150_000_000,
         target: "w0".into(),
         duration_ns: 900_000_000,
     }];
@@ -605,11 +606,13 @@ pub fn lock_log(history: &History) -> Vec<&fencer_harness::Event> {
 /// Asserts the lock log of `history` is in service order and agrees with what the workers were
 /// told: `seq` strictly increasing, grants' tokens strictly increasing, each grant's and
 /// renewal's expiry its TTL after it on the service's clock (less at most `expiry_slack_ns`, for
-/// a service that keeps expiries coarser than its log's times or reads them earlier), and for each owner and call, at least as many
+/// a service that keeps expiries coarser than its log's times or reads them earlier; more by
+/// what the service's boundary `rule` adds, as fencer records the first reading at which the
+/// lease is over), and for each owner and call, at least as many
 /// entries as `ok` replies and at most as many as replies that were `ok` or unknown (`info`):
 /// nothing the service refused is logged, nothing it acknowledged is missing. An `ok` acquire's
 /// entry carries the token the worker was given.
-pub fn assert_lock_log_matches_replies(history: &History, expiry_slack_ns: u64) {
+pub fn assert_lock_log_matches_replies(history: &History, expiry_slack_ns: u64, rule: ExpiryRule) {
     let log = lock_log(history);
     assert!(!log.is_empty(), "the lock service's log came back");
     let seqs: Vec<u64> = log.iter().map(|e| e.seq.expect("a seq")).collect();
@@ -627,8 +630,9 @@ pub fn assert_lock_log_matches_replies(history: &History, expiry_slack_ns: u64) 
         let (at_ns, expires_ns) = (entry.local_ns.unwrap(), entry.expires_ns.unwrap());
         let ttl_ns = entry.ttl_ns.unwrap() as i64;
         let lasts_ns = expires_ns - at_ns;
+        let longest_ns = rule.ended_from_ns(at_ns + ttl_ns) - at_ns;
         assert!(
-            lasts_ns <= ttl_ns && lasts_ns >= ttl_ns - expiry_slack_ns as i64,
+            lasts_ns <= longest_ns && lasts_ns >= ttl_ns - expiry_slack_ns as i64,
             "a {:?} entry lasts {lasts_ns} ns for a TTL of {ttl_ns} ns: {entry:?}",
             entry.f
         );
@@ -690,7 +694,7 @@ pub fn assert_lock_log_judges_the_leases(
             verdict.summary_line()
         );
     }
-    assert_lock_log_matches_replies(&history, expiry_slack_ns);
+    assert_lock_log_matches_replies(&history, expiry_slack_ns, reference.0.lock_log_expiry());
     for attempt in 1..=attempts {
         let (caught, history) = run_and_check(broken, plan);
         let foreign = lock_log(&history)
@@ -709,7 +713,7 @@ pub fn assert_lock_log_judges_the_leases(
         assert_eq!(judged.evidence, "lock log", "{}", caught.summary_line());
         assert!(judged.anomalies > 0, "{}", caught.summary_line());
         assert!(foreign, "the log shows whose lease the stale owner touched");
-        assert_lock_log_matches_replies(&history, expiry_slack_ns);
+        assert_lock_log_matches_replies(&history, expiry_slack_ns, broken.0.lock_log_expiry());
         return;
     }
 }

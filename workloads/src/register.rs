@@ -1,17 +1,20 @@
 //! The worker's cycle, shared by every workload: workers race for one lease and do the
-//! workload's protected work (see [`crate::work`]) while they hold it.
+//! workload's protected work (the `work` module's) while they hold it.
 //!
-//! Each cycle is the lease-protected loop: acquire → read → think → check → prepare →
-//! write(token) → hold → release, with a renewal task alive exactly as long as the lease is
-//! held. The *prepare* step sits between the last lease check and the write being sent: a
-//! holder paused there has checked that it owns the lease, and sends its UPDATE after losing
-//! it. No client-side check can close that gap; only the store's fence can.
+//! Each cycle is the lease-protected loop, through the worker's lock client library: acquire →
+//! read → think → check → prepare → write(token) → hold → release, the library renewing the
+//! lease meanwhile as it does. The *prepare* step sits between the last lease check and the
+//! write being sent: a holder paused there has checked that it owns the lease, and sends its
+//! UPDATE after losing it. No client-side check can close that gap; only the store's fence can.
 
 use std::sync::Arc;
-use std::time::Duration;
 
+use std::sync::Mutex;
+
+use fencer_harness::task::JoinHandle;
 use fencer_harness::{
-    Acquired, CallError, LockClient, OwnerToken, StoreClient, Stream, roles, stream_rng,
+    Lease, LibraryContext, LockClient, LockLibrary, OwnerToken, StoreClient, Stream, roles,
+    stream_rng,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -19,8 +22,8 @@ use serde::{Deserialize, Serialize};
 
 use fencer_harness::Workload;
 
-use crate::kind::WorkerVariant;
-use crate::lease::{RenewFailurePolicy, Renewal};
+use crate::kind::ClientVariant;
+use crate::lease::RenewFailurePolicy;
 use crate::shape::CycleShape;
 use crate::wait::{WaitMode, Waits};
 use crate::work::sleep_ns;
@@ -50,8 +53,10 @@ pub struct RegisterConfig {
     pub max_acquire_attempts: u32,
     /// What the worker does under the lock.
     pub workload: Workload,
-    /// The worker's code: reference or a worker mutant.
-    pub variant: WorkerVariant,
+    /// fencer's own client the worker is, when it is one: its caller's bugs (ignoring a lost
+    /// lease, resending a rejected write) are the worker's; any other client is driven as the
+    /// reference drives its library.
+    pub variant: ClientVariant,
     /// How [`plan_workers`] draws cycle durations. Absent in older configs: full.
     #[serde(default)]
     pub cycle_shape: CycleShape,
@@ -76,14 +81,14 @@ impl RegisterConfig {
             retry_every_ns: ttl_ns / 20,
             max_acquire_attempts: 1_000,
             workload: Workload::FencedRegister,
-            variant: WorkerVariant::Reference,
+            variant: ClientVariant::Reference,
             cycle_shape: CycleShape::Full,
             wait: WaitMode::Poll,
         }
     }
 
     /// As [`RegisterConfig::new`], for `workload` (its key) run by `variant` workers.
-    pub fn for_workload(self, workload: Workload, variant: WorkerVariant) -> Self {
+    pub fn for_workload(self, workload: Workload, variant: ClientVariant) -> Self {
         RegisterConfig {
             key: workload.key().into(),
             workload,
@@ -96,7 +101,7 @@ impl RegisterConfig {
     /// whatever the setting says.
     pub fn effective_policy(&self) -> RenewFailurePolicy {
         match self.variant {
-            WorkerVariant::IgnoreRenewFailure => RenewFailurePolicy::Continue,
+            ClientVariant::IgnoreRenewFailure => RenewFailurePolicy::Continue,
             _ => self.on_renew_failure,
         }
     }
@@ -141,32 +146,103 @@ pub fn plan_workers(config: &RegisterConfig, seed: u64) -> Vec<WorkerPlan> {
         .collect()
 }
 
-/// A worker: its recorded clients and its private randomness.
+/// A worker: its recorded clients, its lock client library and its private randomness.
 pub struct Worker {
     /// Index; the process is named `w{index}`.
     pub index: usize,
-    /// The worker's lock client (process `w{index}`); its renewal tasks call the same service
-    /// as processes of their own ([`roles::renewal_task`]).
+    /// The worker's lock client (process `w{index}`): what its library makes its calls for
+    /// the worker with.
     pub lock: LockClient,
+    /// The lock client its library's ownership checks call as (`w{index}:check`).
+    pub check: LockClient,
     /// The worker's store client.
     pub store: StoreClient,
+    /// The lock client library the worker takes, checks and releases its leases through.
+    pub library: Arc<dyn LockLibrary>,
+    /// What the library was built from: its notices and its background tasks.
+    pub context: LibraryContext,
 }
 
-/// Who a cycle's renewal task renews as, and the lock it renews.
-struct Renewer {
-    client: LockClient,
-    lock: Arc<str>,
+/// Waits until the worker's work under its lease is cancelled: at once for a cancellation
+/// that comes while it works, and `held_ns` into the work for one that came while the worker
+/// held no lease (waiting for the lock, or idle), which is held until there is work to
+/// abandon.
+async fn cancellation(cancels: &mut tokio::sync::watch::Receiver<u64>, held_ns: u64) {
+    if cancels.has_changed().unwrap_or(false) {
+        cancels.mark_unchanged();
+        sleep_ns(held_ns).await;
+        return;
+    }
+    if cancels.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
-/// A renewal task the worker failed to stop, and the slot its process name took.
-struct Zombie {
-    slot: usize,
-    renewal: Renewal,
+/// A write the work has decided on and not yet sent: what abandoned work still sends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PendingWrite {
+    pub(crate) write_id: String,
+    pub(crate) value: String,
+}
+
+/// The worker's abandoned work still running, by the slot whose process name (`wN:late`,
+/// `wN:late-1`, …) it writes as, so two alive at once never share a name. The worker waits
+/// for it before it ends, as a process outlives the work it abandoned.
+#[derive(Default)]
+struct LateWork {
+    running: Vec<(usize, JoinHandle<()>)>,
+}
+
+impl LateWork {
+    /// Sends `write` under `token` after `prepare_ns`, as abandoned work of `worker` does: it
+    /// no longer asks the library anything, and only the store's fence can refuse it.
+    fn send(
+        &mut self,
+        worker: &Worker,
+        write: PendingWrite,
+        token: u64,
+        prepare_ns: u64,
+        key: &str,
+    ) {
+        self.running.retain(|(_, task)| !task.is_finished());
+        let slot = (0..=self.running.len())
+            .find(|slot| self.running.iter().all(|(taken, _)| taken != slot))
+            .expect("n tasks leave one of n + 1 slots free");
+        let name = roles::late_work(worker.lock.process().name(), slot);
+        let store = worker.store.for_task(&name);
+        let key = key.to_string();
+        let task = worker.context.spawn(async move {
+            sleep_ns(prepare_ns).await;
+            let _ = store
+                .write(&key, token, &write.write_id, &write.value)
+                .await;
+        });
+        self.running.push((slot, task));
+    }
+
+    /// Waits until every abandoned write has been sent and answered.
+    async fn finish(self) {
+        for (_, task) in self.running {
+            // A late write only records calls; an abort is also an end.
+            let _ = task.await;
+        }
+    }
+}
+
+/// Ends a worker's library's background tasks when the worker ends, however it ends: a
+/// finished worker, or one cancelled at the run's deadline.
+struct EndTasks<'a>(&'a LibraryContext);
+
+impl Drop for EndTasks<'_> {
+    fn drop(&mut self) {
+        self.0.end();
+    }
 }
 
 impl Worker {
     /// Carries out `plan`. Returns when every cycle is done or given up.
     pub async fn run(self, plan: &WorkerPlan, config: &RegisterConfig, seed: u64) {
+        let _end = EndTasks(&self.context);
         let mut owners = stream_rng(seed, Stream::Tokens, self.index as u32);
         let mut waits = Waits::new(
             config.wait,
@@ -175,115 +251,78 @@ impl Worker {
             seed,
             self.index,
         );
-        // Renewal tasks a `zombie-renewal` worker failed to stop; dropping them when the
-        // worker ends aborts them, so even a zombie cannot outlive the run.
-        let mut zombies: Vec<Zombie> = Vec::new();
-        // The renewal tasks' clients by slot, made once: one task after another renews as
-        // the same process.
-        let mut renewers: Vec<LockClient> = Vec::new();
-        let lock: Arc<str> = config.lock.as_str().into();
+        let mut late = LateWork::default();
+        let mut cancels = self.lock.process().faults().cancellations();
         for (cycle_number, cycle) in plan.cycles.iter().enumerate() {
             sleep_ns(cycle.delay_ns).await;
-            zombies.retain(|zombie| zombie.renewal.is_running());
-            let slot = free_slot(&zombies);
-            while renewers.len() <= slot {
-                let task = roles::renewal_task(self.lock.process().name(), renewers.len());
-                renewers.push(self.lock.for_task(&task));
-            }
-            let renewer = Renewer {
-                client: renewers[slot].clone(),
-                lock: Arc::clone(&lock),
+            let Some(lease) = self.acquire(config, &mut owners, &mut waits).await else {
+                continue;
             };
-            let zombie = self
-                .cycle(
-                    cycle_number,
-                    cycle,
-                    config,
-                    &mut owners,
-                    &mut waits,
-                    renewer,
-                )
-                .await;
-            zombies.extend(zombie.map(|renewal| Zombie { slot, renewal }));
+            let pending = Mutex::new(None);
+            let cancelled = tokio::select! {
+                biased;
+                () = cancellation(&mut cancels, cycle.think_ns / 2) => true,
+                () = self.work(cycle, cycle_number, config, &lease, &pending) => false,
+            };
+            if !cancelled {
+                // Safe even when the lease was lost: the service compares the owner token.
+                let _ = self.library.release(&self.lock, lease).await;
+                continue;
+            }
+            let token = lease.fencing_token.unwrap_or(0);
+            self.library.cancel(lease).await;
+            let pending = pending.into_inner().unwrap_or_else(|p| p.into_inner());
+            if let Some(write) = pending {
+                late.send(&self, write, token, cycle.prepare_ns, &config.key);
+            }
         }
+        late.finish().await;
     }
 
-    /// One acquire → work → release cycle, its renewal task renewing as `renewer` says;
-    /// returns the renewal task if the worker failed to stop it (the `zombie-renewal` bug).
-    async fn cycle(
-        &self,
-        cycle_number: usize,
-        cycle: &CyclePlan,
-        config: &RegisterConfig,
-        owners: &mut ChaCha8Rng,
-        waits: &mut Waits,
-        renewer: Renewer,
-    ) -> Option<Renewal> {
-        let ttl = Duration::from_nanos(config.ttl_ns);
-        let (owner, token, granted_local_ns) = self.acquire(config, owners, waits).await?;
-        let renewal = Renewal::start(
-            renewer.client,
-            renewer.lock,
-            owner,
-            ttl,
-            Duration::from_nanos(config.renew_every_ns),
-            granted_local_ns,
-        );
-        let may_work = || match config.effective_policy() {
-            RenewFailurePolicy::Continue => true,
-            RenewFailurePolicy::Stop => renewal
-                .belief
-                .usable_at(self.lock.process().clock().now_ns()),
-        };
-        self.work(cycle, cycle_number, config, token, may_work)
-            .await;
-        let zombie = if config.variant == WorkerVariant::ZombieRenewal {
-            Some(renewal)
-        } else {
-            renewal.stop().await;
-            None
-        };
-        // Safe even when the lease was lost: the service compares the owner token.
-        let _ = self.lock.release(&config.lock, owner).await;
-        zombie
-    }
-
-    /// Acquires the lock, retrying while busy after the waits of the config's wait mode. An
-    /// acquire whose outcome is unknown may have been granted, so the worker releases that
-    /// owner token (a no-op if it was not granted) and retries with a fresh one.
+    /// Acquires the lock through the library, retrying while busy after the waits of the
+    /// config's wait mode, each attempt with a fresh owner token. An attempt whose outcome is
+    /// unknown is the library's to clean up.
     async fn acquire(
         &self,
         config: &RegisterConfig,
         owners: &mut ChaCha8Rng,
         waits: &mut Waits,
-    ) -> Option<(OwnerToken, u64, i64)> {
-        let ttl = Duration::from_nanos(config.ttl_ns);
+    ) -> Option<Lease> {
         waits.begin();
         for _ in 0..config.max_acquire_attempts {
             let owner =
                 OwnerToken(u128::from(owners.next_u64()) << 64 | u128::from(owners.next_u64()));
-            let sent_local_ns = self.lock.process().clock().now_ns();
-            match self.lock.acquire(&config.lock, owner, ttl).await {
-                Ok(Acquired::Granted { fencing_token }) => {
-                    return Some((owner, fencing_token, sent_local_ns));
-                }
-                Ok(Acquired::Busy) | Err(CallError::NotApplied(_)) => {}
-                Err(CallError::Unknown(_)) => {
-                    let _ = self.lock.release(&config.lock, owner).await;
-                }
+            if let Ok(Some(lease)) = self.library.acquire(&self.lock, owner).await {
+                return Some(lease);
             }
             sleep_ns(waits.after_refusal_ns()).await;
         }
         None
     }
-}
 
-/// The lowest renewal-task slot no running zombie holds: two tasks alive at once never share
-/// a process name, so each name has at most one call open at a time.
-fn free_slot(zombies: &[Zombie]) -> usize {
-    (0..=zombies.len())
-        .find(|slot| zombies.iter().all(|zombie| zombie.slot != *slot))
-        .expect("n zombies leave one of n + 1 slots free")
+    /// Whether the worker may go on with protected work under `lease`: always under the
+    /// `continue` policy; under `stop`, only until its library told it the lease is lost.
+    pub(crate) fn told_lost(&self, config: &RegisterConfig, lease: &Lease) -> bool {
+        config.effective_policy() == RenewFailurePolicy::Stop && self.context.told_lost(lease.owner)
+    }
+
+    /// Asks the library, recorded, whether `lease` is still held; under the `continue` policy
+    /// the answer is recorded and ignored.
+    pub(crate) async fn still_held(&self, config: &RegisterConfig, lease: &Lease) -> bool {
+        let held = self
+            .lock
+            .process()
+            .check(
+                &config.lock,
+                lease.owner,
+                self.library.check(&self.check, lease),
+            )
+            .await;
+        match config.effective_policy() {
+            RenewFailurePolicy::Continue => true,
+            RenewFailurePolicy::Stop => matches!(held, Ok(true)),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -296,11 +335,13 @@ mod tests {
         simulate, sleep_ns, steps, times,
     };
 
-    const CYCLE_SHAPE: [&str; 8] = [
+    const CYCLE_SHAPE: [&str; 10] = [
         "invoke acquire",
         "ok acquire",
         "invoke read",
         "ok read",
+        "invoke check",
+        "ok check",
         "invoke write",
         "ok write",
         "invoke release",
@@ -325,20 +366,28 @@ mod tests {
             },
         );
         let sent = |f| times(&events(&history, "w0", EventType::Invoke, f));
-        // Granted at 0 with a 10 s TTL: everything the worker does next waits for 9.9 s.
-        assert_eq!(sent(Op::Write), [9_900 * MS]);
+        // Granted at 0 with a 10 s TTL and confirmed by the check at 1 s, whose renew is not
+        // held: the lease's edge is then at 11 s, and everything the worker does next waits
+        // for 10.9 s.
+        let check = times(&events(&history, "w0:check", EventType::Invoke, Op::Renew));
+        assert_eq!(check, [S]);
+        assert_eq!(sent(Op::Write), [10_900 * MS]);
         let renews = times(&events(&history, "w0:renew", EventType::Invoke, Op::Renew));
-        assert_eq!(renews, [9_900 * MS]);
-        // The renew sent at 9.9 s is still on its way when the write's reply comes, so the
+        assert_eq!(renews, [10_900 * MS]);
+        // The renew sent at 10.9 s is still on its way when the write's reply comes, so the
         // release is sent at the same edge, at once.
-        assert_eq!(sent(Op::Release), [9_900 * MS]);
+        assert_eq!(sent(Op::Release), [10_900 * MS]);
     }
 
     #[test]
     fn the_client_path_publishes_the_edge_while_the_lease_is_held_and_clears_it_on_release() {
         let edges = simulate(async {
             let rig = Rig::new(0);
-            let worker = rig.worker(FakeLock::granting(1), FakeStore::default());
+            let worker = rig.worker(
+                &config(10 * S, 3 * S),
+                FakeLock::granting(1),
+                FakeStore::default(),
+            );
             let plan = WorkerPlan {
                 cycles: vec![cycle(2 * S, 0, 0)],
             };
@@ -580,12 +629,13 @@ mod tests {
 
     #[test]
     fn the_renewal_is_stopped_before_the_release_is_sent() {
-        // Each message takes 0.1 s: the lease is granted at 0.2 s, the write answered at
-        // 0.6 s, and the hold ends at 6.5 s with the second renew (sent at 6.4 s) in flight.
+        // Each message takes 0.1 s: the lease is granted at 0.2 s, read at 0.4 s, checked
+        // (the check's own renew) at 0.6 s, the write answered at 0.8 s, and the hold ends at
+        // 6.5 s with the watchdog's second renew (sent at 6.4 s) in flight.
         let history = run_worker_over(
             100 * MS,
             &config(10 * S, 3 * S),
-            and_another_cycle_10_s_later(cycle(0, 0, 5_900 * MS)),
+            and_another_cycle_10_s_later(cycle(0, 0, 5_700 * MS)),
             FakeLock::granting(1),
             FakeStore::default(),
         );
@@ -612,7 +662,11 @@ mod tests {
     fn aborting_the_worker_s_task_ends_its_renewal_task() {
         let history = simulate(async {
             let rig = Rig::new(0);
-            let worker = rig.worker(FakeLock::granting(1), FakeStore::default());
+            let worker = rig.worker(
+                &config(10 * S, 3 * S),
+                FakeLock::granting(1),
+                FakeStore::default(),
+            );
             let plan = WorkerPlan {
                 cycles: vec![cycle(0, 0, 20 * S)],
             };
@@ -634,7 +688,7 @@ mod tests {
     fn zombie_config() -> RegisterConfig {
         config(10 * S, 3 * S).for_workload(
             fencer_harness::Workload::FencedRegister,
-            WorkerVariant::ZombieRenewal,
+            ClientVariant::ZombieRenewal,
         )
     }
 
@@ -674,9 +728,12 @@ mod tests {
     #[test]
     fn a_zombie_renewal_dies_when_its_worker_ends() {
         let config = zombie_config();
-        // The renew replies are lost, so nothing ever refuses the zombie.
+        // The renew replies are lost, so nothing ever refuses the zombie. The first cycle's
+        // check (a renew too) goes unanswered at 2 s, so nothing is written and the lease is
+        // released then; the second cycle starts at 6.5 s and its check's lost reply ends it
+        // at 7.5 s, before the zombie's validity runs out at 10 s.
         let second = CyclePlan {
-            delay_ns: 10_500 * MS,
+            delay_ns: 4_500 * MS,
             ..cycle(0, 0, 0)
         };
         let history = run_worker(
@@ -693,11 +750,11 @@ mod tests {
             .into_iter()
             .filter(|event| event.owner == first_owner)
             .collect();
-        // Renewing 3 s after each 1 s timeout: at 3 s, 7 s and 11 s, that one still unanswered
-        // when the worker ends at 11.5 s.
-        assert_eq!(times(&zombie_renews), [3 * S, 7 * S, 11 * S]);
+        // Renewing 3 s after each 1 s timeout: at 3 s and 7 s, that one still unanswered when
+        // the worker ends at 7.5 s.
+        assert_eq!(times(&zombie_renews), [3 * S, 7 * S]);
         let end = events(&history, "w0", EventType::Ok, Op::Release)[1].time_ns;
-        assert_eq!(end, 11_500 * MS);
+        assert_eq!(end, 7_500 * MS);
         let last = history.events.last().expect("recorded");
         assert_eq!(
             (last.process.as_str(), last.kind),
@@ -711,14 +768,19 @@ mod tests {
     fn a_renewal_task_started_beside_a_live_zombie_takes_the_next_free_name() {
         let config = zombie_config();
         // Renew replies are lost, so the first lease's zombie is never refused and is still
-        // renewing while the second lease's task renews.
+        // renewing while the second lease's task renews; a third cycle much later keeps the
+        // worker, and so its tasks, alive meanwhile.
         let second = CyclePlan {
             delay_ns: 2 * S,
             ..cycle(0, 0, 5 * S)
         };
+        let third = CyclePlan {
+            delay_ns: 20 * S,
+            ..cycle(0, 0, 0)
+        };
         let history = run_worker(
             &config,
-            vec![cycle(S, 0, 0), second],
+            vec![cycle(S, 0, 0), second, third],
             FakeLock::granting(1),
             FakeStore::default(),
             |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
@@ -754,6 +816,7 @@ mod tests {
             FakeStore::default(),
             |_| {},
         );
+        // Told of the loss at 3 s, the worker asks nothing more and writes nothing.
         assert_eq!(
             steps(&history, "w0"),
             [
@@ -761,10 +824,14 @@ mod tests {
                 "ok acquire",
                 "invoke read",
                 "ok read",
+                "notice lost",
                 "invoke release",
                 "ok release"
             ]
         );
+        let lost = events(&history, "w0", EventType::Notice, Op::Lost);
+        assert_eq!(times(&lost), [3 * S]);
+        assert_eq!(lost[0].error.as_deref(), Some("renewal refused"));
     }
 
     #[test]
@@ -778,10 +845,17 @@ mod tests {
         );
         let unanswered = events(&history, "w0:renew", EventType::Info, Op::Renew);
         assert_eq!(times(&unanswered), [4 * S]);
+        // The check at 5 s asks the service with a renew of its own, unanswered too: not held.
+        let check_renew = events(&history, "w0:check", EventType::Info, Op::Renew);
+        assert_eq!(times(&check_renew), [6 * S]);
+        assert_eq!(
+            events(&history, "w0", EventType::Fail, Op::Check)[0].time_ns,
+            6 * S
+        );
         assert!(events(&history, "w0", EventType::Invoke, Op::Write).is_empty());
         assert_eq!(
             events(&history, "w0", EventType::Invoke, Op::Release)[0].time_ns,
-            5 * S
+            6 * S
         );
     }
 
@@ -795,6 +869,19 @@ mod tests {
             |_| {},
         );
         assert!(events(&history, "w0:renew", EventType::Invoke, Op::Renew).is_empty());
+        // Past its validity on the worker's clock at 10 s, the lease is not claimed: the
+        // check asks the service nothing, answers not held, and tells the worker it is lost.
+        assert!(events(&history, "w0:check", EventType::Invoke, Op::Renew).is_empty());
+        assert_eq!(
+            times(&events(&history, "w0", EventType::Fail, Op::Check)),
+            [10 * S]
+        );
+        let lost = events(&history, "w0", EventType::Notice, Op::Lost);
+        assert_eq!(times(&lost), [10 * S]);
+        assert_eq!(
+            lost[0].error.as_deref(),
+            Some("no renewal confirmed for a whole TTL")
+        );
         assert!(events(&history, "w0", EventType::Invoke, Op::Write).is_empty());
     }
 
@@ -814,17 +901,22 @@ mod tests {
     }
 
     #[test]
-    fn a_renew_refused_during_prepare_does_not_stop_the_write_already_checked() {
-        let lock = FakeLock::granting(1).renews_answer([Ok(Owned::NotOwner)]);
+    fn a_loss_told_during_prepare_does_not_stop_the_write_already_decided() {
         let history = run_worker(
             &config(10 * S, 3 * S),
             vec![cycle(2 * S, 2 * S, 0)],
-            lock,
+            FakeLock::granting(1).renews_answer([Ok(Owned::Done), Ok(Owned::NotOwner)]),
             FakeStore::default(),
             |_| {},
         );
+        // The check's renew at 2 s is answered done; the watchdog's at 3 s refused, and the
+        // worker told; the write, decided at the check, goes at 4 s all the same.
         let refused = events(&history, "w0:renew", EventType::Fail, Op::Renew);
         assert_eq!(times(&refused), [3 * S]);
+        assert_eq!(
+            times(&events(&history, "w0", EventType::Notice, Op::Lost)),
+            [3 * S]
+        );
         let write = events(&history, "w0", EventType::Invoke, Op::Write);
         assert_eq!(times(&write), [4 * S]);
     }
@@ -839,7 +931,7 @@ mod tests {
         };
         let ignoring = config(10 * S, 3 * S).for_workload(
             fencer_harness::Workload::FencedRegister,
-            WorkerVariant::IgnoreRenewFailure,
+            ClientVariant::IgnoreRenewFailure,
         );
         for config in [continuing, ignoring] {
             let refusing = FakeLock::granting(5).renews_answer([Ok(Owned::NotOwner)]);
@@ -857,12 +949,117 @@ mod tests {
                 FakeStore::default(),
                 |faults| faults.start(WorkerFault::LoseReplies(Op::Renew), u64::MAX),
             );
-            for history in [refused, unanswered] {
-                assert_eq!(steps(&history, "w0"), CYCLE_SHAPE, "{config:?}");
-                let write = events(&history, "w0", EventType::Invoke, Op::Write)[0];
-                assert_eq!((write.time_ns, write.token), (5 * S, Some(5)));
-            }
+            // Told of the loss at 3 s, the worker still asks, is told not held, and writes.
+            let mut told = CYCLE_SHAPE.to_vec();
+            told.insert(4, "notice lost");
+            told[6] = "fail check";
+            assert_eq!(steps(&refused, "w0"), told, "{config:?}");
+            let write = events(&refused, "w0", EventType::Invoke, Op::Write)[0];
+            assert_eq!((write.time_ns, write.token), (5 * S, Some(5)));
+            // Its check's renew unanswered at 6 s, it writes then.
+            let mut unconfirmed = CYCLE_SHAPE.to_vec();
+            unconfirmed[5] = "fail check";
+            assert_eq!(steps(&unanswered, "w0"), unconfirmed, "{config:?}");
+            let write = events(&unanswered, "w0", EventType::Invoke, Op::Write)[0];
+            assert_eq!((write.time_ns, write.token), (6 * S, Some(5)));
         }
+    }
+
+    /// Runs `variant` through `cycles` with the worker's work cancelled at true time
+    /// `cancel_ns`, then waits a minute.
+    fn cancelled_at(
+        cancel_ns: u64,
+        variant: ClientVariant,
+        cycles: Vec<CyclePlan>,
+    ) -> fencer_harness::History {
+        simulate(async {
+            let rig = Rig::new(0);
+            let config = config(10 * S, 3 * S)
+                .for_workload(fencer_harness::Workload::FencedRegister, variant);
+            let worker = rig.worker(&config, FakeLock::granting(7), FakeStore::default());
+            let faults = std::sync::Arc::clone(rig.faults());
+            let cancel = fencer_harness::task::spawn(async move {
+                sleep_ns(cancel_ns).await;
+                faults.start(WorkerFault::Cancel, cancel_ns);
+            });
+            worker.run(&WorkerPlan { cycles }, &config, 0).await;
+            let _ = cancel.await;
+            sleep_ns(60 * S).await;
+            rig.history()
+        })
+    }
+
+    #[test]
+    fn cancelled_work_ends_its_renewal_and_still_sends_its_write_late_unasked() {
+        let history = cancelled_at(2 * S, ClientVariant::Reference, vec![cycle(4 * S, S, 0)]);
+        // Cancelled at 2 s, while thinking: no check, no release by the worker, no renewal
+        // after the cancellation.
+        assert_eq!(
+            steps(&history, "w0"),
+            ["invoke acquire", "ok acquire", "invoke read", "ok read"]
+        );
+        assert!(events(&history, "w0:renew", EventType::Invoke, Op::Renew).is_empty());
+        // The abandoned work finishes preparing and sends its write at 3 s, with its token.
+        let late = events(&history, "w0:late", EventType::Invoke, Op::Write);
+        assert_eq!(times(&late), [3 * S]);
+        assert_eq!(late[0].token, Some(7));
+        assert_eq!(late[0].write_id.as_deref(), Some("w0-0"));
+    }
+
+    #[test]
+    fn work_cancelled_after_its_write_was_sent_leaves_nothing_to_send_late() {
+        let history = cancelled_at(2 * S, ClientVariant::Reference, vec![cycle(0, 0, 4 * S)]);
+        assert_eq!(
+            times(&events(&history, "w0", EventType::Invoke, Op::Write)),
+            [0]
+        );
+        assert!(events(&history, "w0:late", EventType::Invoke, Op::Write).is_empty());
+        assert!(events(&history, "w0", EventType::Invoke, Op::Release).is_empty());
+    }
+
+    #[test]
+    fn a_cancellation_that_comes_with_no_lease_held_cancels_the_next_work_halfway_through_thinking()
+    {
+        let waiting = CyclePlan {
+            delay_ns: 5 * S,
+            ..cycle(4 * S, S, 0)
+        };
+        let history = cancelled_at(S, ClientVariant::Reference, vec![waiting]);
+        // Idle until 5 s; granted then; cancelled 2 s into its 4 s of thinking.
+        let late = events(&history, "w0:late", EventType::Invoke, Op::Write);
+        assert_eq!(
+            times(&late),
+            [8 * S],
+            "cancelled at 7 s, sent a second later"
+        );
+        assert!(events(&history, "w0", EventType::Invoke, Op::Check).is_empty());
+    }
+
+    #[test]
+    fn an_eternal_watchdog_renews_a_cancelled_lease_for_nobody() {
+        let eternal = cancelled_at(
+            2 * S,
+            ClientVariant::EternalWatchdog,
+            vec![
+                cycle(4 * S, S, 0),
+                CyclePlan {
+                    delay_ns: 20 * S,
+                    ..cycle(0, 0, 0)
+                },
+            ],
+        );
+        let first_owner = &events(&eternal, "w0", EventType::Invoke, Op::Acquire)[0].owner;
+        let renewed: Vec<u64> = events(&eternal, "w0:renew", EventType::Invoke, Op::Renew)
+            .iter()
+            .filter(|renew| &renew.owner == first_owner)
+            .map(|renew| renew.time_ns)
+            .collect();
+        // Renewing every 3 s from the grant, long past the cancellation at 2 s: the worker's
+        // own next cycle finds the lock busy for all its attempts (1,000, every 0.5 s).
+        assert_eq!(renewed[..4], [3 * S, 6 * S, 9 * S, 12 * S]);
+        assert!(renewed.len() > 150, "{} renewals", renewed.len());
+        let granted = events(&eternal, "w0", EventType::Ok, Op::Acquire);
+        assert_eq!(granted.len(), 1, "the second cycle never got the lock");
     }
 
     #[test]

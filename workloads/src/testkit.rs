@@ -14,10 +14,12 @@ use async_trait::async_trait;
 use fencer_harness::runtime::simulation_runtime;
 use fencer_harness::{
     Acquired, CallError, Event, EventType, FencedStore, FencingToken, History, LatencyModel,
-    LocalClock, LockClient, LockService, Network, NodeClock, Op, Owned, OwnerToken, Process,
-    ProcessFaults, ReadValue, Recorder, StoreClient, Stream, TrueClock, Written, stream_rng,
+    LibraryContext, LibrarySettings, LocalClock, LockClient, LockService, Network, NodeClock, Op,
+    Owned, OwnerToken, Process, ProcessFaults, ReadValue, Recorder, StoreClient, Stream, TrueClock,
+    Written, stream_rng,
 };
 
+use crate::reference::ReferenceLibrary;
 use crate::register::{CyclePlan, RegisterConfig, Worker, WorkerPlan};
 
 /// One second, in nanoseconds.
@@ -57,6 +59,8 @@ struct LockState {
     last_token: FencingToken,
     acquires: VecDeque<Result<Acquired, CallError>>,
     renews: VecDeque<Result<Owned, CallError>>,
+    /// Every release is answered `not-owner`, changing nothing.
+    releases_refused: bool,
 }
 
 impl FakeLock {
@@ -89,6 +93,12 @@ impl FakeLock {
         replies: impl IntoIterator<Item = Result<Owned, CallError>>,
     ) -> FakeLock {
         self.state().renews.extend(replies);
+        self
+    }
+
+    /// Every release is refused (`not-owner`): a service that lost the lease meanwhile.
+    pub(crate) fn releases_refused(self) -> FakeLock {
+        self.state().releases_refused = true;
         self
     }
 
@@ -138,7 +148,7 @@ impl LockService for FakeLock {
 
     async fn release(&self, _lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
         let mut state = self.state();
-        Ok(if state.holder == Some(owner) {
+        Ok(if state.holder == Some(owner) && !state.releases_refused {
             state.holder = None;
             Owned::Done
         } else {
@@ -238,19 +248,55 @@ impl Rig {
         self.process.faults()
     }
 
-    /// Worker 0, calling `lock` and `store`.
-    pub(crate) fn worker(&self, lock: FakeLock, store: FakeStore) -> Worker {
+    /// Worker 0 as `config` says (its client variant, lock, TTL and renewal period), calling
+    /// `lock` and `store`.
+    pub(crate) fn worker(
+        &self,
+        config: &RegisterConfig,
+        lock: FakeLock,
+        store: FakeStore,
+    ) -> Worker {
         let lock: Arc<dyn LockService> = Arc::new(lock);
+        let context = self.context(config, Arc::clone(&lock));
+        let worker_lock = LockClient::new(self.process.clone(), lock);
         Worker {
             index: 0,
-            lock: LockClient::new(self.process.clone(), lock),
+            check: worker_lock.for_task("w0:check"),
+            lock: worker_lock,
             store: StoreClient::new(self.process.clone(), Arc::new(store)),
+            library: Arc::new(ReferenceLibrary::new(&context, config.variant)),
+            context,
         }
+    }
+
+    /// The library context of `w0` calling `lock` with `config`'s lock, TTL and period.
+    pub(crate) fn context(
+        &self,
+        config: &RegisterConfig,
+        lock: Arc<dyn LockService>,
+    ) -> LibraryContext {
+        LibraryContext::new(
+            self.process.clone(),
+            lock,
+            LibrarySettings {
+                lock: config.lock.as_str().into(),
+                ttl: Duration::from_nanos(config.ttl_ns),
+                renew_every: Duration::from_nanos(config.renew_every_ns),
+                call_timeout: Duration::from_secs(1),
+            },
+            0,
+            0,
+        )
     }
 
     /// The lock client of `w0`'s renewal task (process `w0:renew`).
     pub(crate) fn renew_client(&self, lock: Arc<dyn LockService>) -> LockClient {
         LockClient::new(self.process.sibling("renew"), lock)
+    }
+
+    /// The run's true clock.
+    pub(crate) fn truth(&self) -> TrueClock {
+        self.process.clock().truth()
     }
 
     /// Everything recorded so far.
@@ -298,7 +344,7 @@ async fn run_and_linger(
     store: FakeStore,
 ) -> History {
     let plan = WorkerPlan { cycles };
-    rig.worker(lock, store).run(&plan, config, 0).await;
+    rig.worker(config, lock, store).run(&plan, config, 0).await;
     sleep_ns(60 * S).await;
     rig.history()
 }

@@ -20,6 +20,8 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
+use crate::UnknownName;
+
 /// A backing-off worker waits at most this many TTLs between two acquire attempts. A waiter
 /// reaches the cap only after eight refusals in a row, which takes a crowd: with five workers
 /// each waits out a few cycles in windows of a few TTLs; with a thousand, those at the cap
@@ -84,13 +86,17 @@ impl std::fmt::Display for WaitMode {
 }
 
 impl std::str::FromStr for WaitMode {
-    type Err = String;
+    type Err = UnknownName;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
         WaitMode::ALL
             .into_iter()
             .find(|mode| mode.name() == text)
-            .ok_or_else(|| format!("unknown wait mode `{text}`: expected poll or backoff"))
+            .ok_or_else(|| UnknownName {
+                setting: "wait mode",
+                found: text.to_string(),
+                expected: "poll or backoff",
+            })
     }
 }
 
@@ -348,6 +354,9 @@ mod tests {
         assert_eq!(WaitMode::default(), WaitMode::Poll);
         assert!(WaitMode::Poll.is_poll() && !WaitMode::Backoff.is_poll());
         let error = "queue".parse::<WaitMode>().unwrap_err();
-        assert_eq!(error, "unknown wait mode `queue`: expected poll or backoff");
+        assert_eq!(
+            error.to_string(),
+            "unknown wait mode `queue`: expected poll or backoff"
+        );
     }
 }

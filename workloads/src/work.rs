@@ -5,17 +5,18 @@
 //! - `lock-counter`: read the counter → think → check → prepare → write counter + 1 → hold;
 //! - `mutex`: think → check → prepare → hold, with no store call at all.
 //!
-//! `check` is the worker's last look at its lease belief before it commits; `prepare` is the
-//! gap after it that no client-side check can close.
+//! `check` is the worker's last question to its lock client library before it commits;
+//! `prepare` is the gap after it that no client-side check can close.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
-use fencer_harness::{CallError, FencingToken, Written};
+use fencer_harness::{CallError, FencingToken, Lease, Written};
 
 use fencer_harness::Workload;
 
-use crate::kind::WorkerVariant;
-use crate::register::{CyclePlan, RegisterConfig, Worker};
+use crate::kind::ClientVariant;
+use crate::register::{CyclePlan, PendingWrite, RegisterConfig, Worker};
 
 /// What the worker writes, decided before it thinks.
 enum Intent {
@@ -29,17 +30,17 @@ enum Intent {
 }
 
 impl Worker {
-    /// The workload's protected work under `token` in cycle `cycle_number`; `may_work` is
-    /// the lease check.
+    /// The workload's protected work under `lease` in cycle `cycle_number`: the library's
+    /// ownership check after thinking, and its lost notices, decide whether the write goes.
     pub(crate) async fn work(
         &self,
         cycle: &CyclePlan,
         cycle_number: usize,
         config: &RegisterConfig,
-        token: FencingToken,
-        may_work: impl Fn() -> bool,
+        lease: &Lease,
+        pending: &Mutex<Option<PendingWrite>>,
     ) {
-        if !may_work() {
+        if self.told_lost(config, lease) {
             return;
         }
         // The cycle's write, named for the worker and the cycle; a mutex holder writes none.
@@ -66,8 +67,17 @@ impl Worker {
                 Err(_) => Intent::Nothing,
             },
         };
+        let decided = match &intent {
+            Intent::Overwrite(value) => Some(value.clone()),
+            Intent::Increment(counter) => Some(counter.to_string()),
+            Intent::Nothing => None,
+        };
+        *pending.lock().unwrap_or_else(|p| p.into_inner()) = decided.map(|value| PendingWrite {
+            write_id: write_id.clone(),
+            value,
+        });
         sleep_ns(cycle.think_ns).await;
-        if !may_work() {
+        if self.told_lost(config, lease) || !self.still_held(config, lease).await {
             return;
         }
         sleep_ns(cycle.prepare_ns).await;
@@ -80,6 +90,13 @@ impl Worker {
                 return;
             }
         };
+        // Decided at the check: a loss the library tells of during prepare comes too late to
+        // stop the write, which only the store's fence can refuse now. Sent from here on:
+        // nothing is left for abandoned work to send.
+        *pending.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // Without a fencing token from the library, the store gets 0 and cannot tell an old
+        // holder's write from a new one's.
+        let token = lease.fencing_token.unwrap_or(0);
         self.write(config, token, &write_id, &value).await;
         sleep_ns(cycle.hold_ns).await;
     }
@@ -98,7 +115,7 @@ impl Worker {
             reply,
             Ok(Written::Rejected { .. }) | Err(CallError::Unknown(_))
         );
-        if retry && config.variant == WorkerVariant::BlindRetry {
+        if retry && config.variant == ClientVariant::BlindRetry {
             let _ = self.store.write(&config.key, token, write_id, value).await;
         }
     }
@@ -119,7 +136,7 @@ mod tests {
 
     fn run_as(
         workload: Workload,
-        variant: WorkerVariant,
+        variant: ClientVariant,
         cycle: CyclePlan,
         store: FakeStore,
         faults: impl FnOnce(&fencer_harness::ProcessFaults),
@@ -139,7 +156,7 @@ mod tests {
     fn lock_counter_writes_the_counter_it_read_plus_one_under_its_token() {
         let history = run_as(
             Workload::LockCounter,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(S, 0, 0),
             FakeStore::holding(3, "41"),
             |_| {},
@@ -156,7 +173,7 @@ mod tests {
     fn lock_counter_starts_a_counter_never_written_at_one() {
         let history = run_as(
             Workload::LockCounter,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(S, 0, 0),
             FakeStore::default(),
             |_| {},
@@ -168,7 +185,7 @@ mod tests {
     fn lock_counter_writes_nothing_over_a_value_that_is_no_counter_and_still_holds() {
         let history = run_as(
             Workload::LockCounter,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(S, 100 * MS, 500 * MS),
             FakeStore::holding(3, "forty-one"),
             |_| {},
@@ -180,6 +197,8 @@ mod tests {
                 "ok acquire",
                 "invoke read",
                 "ok read",
+                "invoke check",
+                "ok check",
                 "invoke release",
                 "ok release"
             ]
@@ -192,7 +211,7 @@ mod tests {
     fn mutex_calls_no_store_and_holds_the_lock_through_think_prepare_and_hold() {
         let history = run_as(
             Workload::Mutex,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(S, 100 * MS, 500 * MS),
             FakeStore::default(),
             |_| {},
@@ -202,6 +221,8 @@ mod tests {
             [
                 "invoke acquire",
                 "ok acquire",
+                "invoke check",
+                "ok check",
                 "invoke release",
                 "ok release"
             ]
@@ -218,7 +239,7 @@ mod tests {
         };
         let history = run_as(
             Workload::FencedRegister,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             planned,
             FakeStore::default(),
             |_| {},
@@ -230,7 +251,7 @@ mod tests {
     fn a_reference_worker_never_resends_a_rejected_or_unanswered_write() {
         let rejected = run_as(
             Workload::FencedRegister,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(0, 0, 0),
             FakeStore::holding(100, "newer"),
             |_| {},
@@ -243,7 +264,7 @@ mod tests {
         );
         let unanswered = run_as(
             Workload::FencedRegister,
-            WorkerVariant::Reference,
+            ClientVariant::Reference,
             cycle(0, 0, 0),
             FakeStore::default(),
             |faults| faults.start(WorkerFault::LoseReplies(Op::Write), u64::MAX),
@@ -261,14 +282,14 @@ mod tests {
     fn a_blind_retry_worker_resends_a_rejected_or_unanswered_write_once_unchanged() {
         let rejected = run_as(
             Workload::FencedRegister,
-            WorkerVariant::BlindRetry,
+            ClientVariant::BlindRetry,
             cycle(0, 0, 0),
             FakeStore::holding(100, "newer"),
             |_| {},
         );
         let unanswered = run_as(
             Workload::FencedRegister,
-            WorkerVariant::BlindRetry,
+            ClientVariant::BlindRetry,
             cycle(0, 0, 0),
             FakeStore::default(),
             |faults| faults.start(WorkerFault::LoseReplies(Op::Write), u64::MAX),
@@ -289,7 +310,7 @@ mod tests {
         }
         let applied = run_as(
             Workload::FencedRegister,
-            WorkerVariant::BlindRetry,
+            ClientVariant::BlindRetry,
             cycle(0, 0, 0),
             FakeStore::default(),
             |_| {},

@@ -10,7 +10,7 @@ use fencer_harness::CallError;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::protocol::{Outcome, Request, parse_reply};
+use super::protocol::{BadReply, Outcome, Request, parse_reply};
 
 /// A request line waiting for the writer task, with its id.
 pub type Queued = (u64, String);
@@ -155,13 +155,11 @@ impl Calls {
 
     /// Hands stdout line `number` (`text`, without its newline) to the call it answers; the
     /// error is the protocol error it is.
-    fn deliver(&self, number: u64, text: &str) -> Result<(), String> {
-        let at = || format!("stdout line {number} ({})", shown_line(text));
-        let reply = parse_reply(text).map_err(|why| {
-            format!(
-                "{}: {why} (stdout carries replies only; write logs to stderr)",
-                at()
-            )
+    fn deliver(&self, number: u64, text: &str) -> Result<(), Violation> {
+        let reply = parse_reply(text).map_err(|why| Violation::BadReply {
+            number,
+            shown: shown_line(text),
+            why,
         })?;
         let mut state = self.state();
         match state.waiting.remove(&reply.id) {
@@ -174,13 +172,54 @@ impl Calls {
                 Ok(())
             }
             None if state.abandoned.remove(&reply.id) => Ok(()),
-            None => Err(format!(
-                "{}: no request with id {} is waiting (answered twice, or never sent)",
-                at(),
-                reply.id
-            )),
+            None => Err(Violation::UnknownId {
+                number,
+                shown: shown_line(text),
+                id: reply.id,
+            }),
         }
     }
+}
+
+/// How a child's stdout broke the protocol: where, and what is wrong there. The child is
+/// killed for it, since what it writes next cannot be trusted to mean what it says.
+#[derive(Debug, thiserror::Error)]
+pub enum Violation {
+    /// A line that is not a reply.
+    #[error(
+        "stdout line {number} ({shown}): {why} (stdout carries replies only; write logs to \
+         stderr)"
+    )]
+    BadReply {
+        /// The line's number, from 1.
+        number: u64,
+        /// The line as shown in messages ([`shown_line`]).
+        shown: String,
+        /// What is wrong with it.
+        why: BadReply,
+    },
+    /// A reply to no request that is waiting.
+    #[error(
+        "stdout line {number} ({shown}): no request with id {id} is waiting (answered twice, \
+         or never sent)"
+    )]
+    UnknownId {
+        /// The line's number, from 1.
+        number: u64,
+        /// The line as shown in messages ([`shown_line`]).
+        shown: String,
+        /// The id it answers.
+        id: u64,
+    },
+    /// A line that is not UTF-8.
+    #[error("stdout line {number} is not UTF-8")]
+    NotUtf8 {
+        /// The line's number, from 1.
+        number: u64,
+    },
+    /// Reading stdout failed.
+    #[error("cannot read its stdout: {0}")]
+    Unreadable(std::io::Error),
 }
 
 /// Marks a call whose caller stopped waiting before its reply came.
@@ -245,7 +284,7 @@ pub async fn write_requests(
 
 /// Reads replies from the child's stdout and delivers them, until the end of the stream
 /// (`None`) or the first protocol error (`Some(what is wrong)`).
-pub async fn read_replies(stdout: impl AsyncRead + Unpin, calls: Arc<Calls>) -> Option<String> {
+pub async fn read_replies(stdout: impl AsyncRead + Unpin, calls: Arc<Calls>) -> Option<Violation> {
     let mut stdout = BufReader::new(stdout);
     let mut line = Vec::new();
     let mut number = 0;
@@ -254,11 +293,11 @@ pub async fn read_replies(stdout: impl AsyncRead + Unpin, calls: Arc<Calls>) -> 
         match stdout.read_until(b'\n', &mut line).await {
             Ok(0) => return None,
             Ok(_) => {}
-            Err(error) => return Some(format!("cannot read its stdout: {error}")),
+            Err(error) => return Some(Violation::Unreadable(error)),
         }
         number += 1;
         let Ok(text) = std::str::from_utf8(&line) else {
-            return Some(format!("stdout line {number} is not UTF-8"));
+            return Some(Violation::NotUtf8 { number });
         };
         let text = text.strip_suffix('\n').unwrap_or(text);
         let text = text.strip_suffix('\r').unwrap_or(text);
@@ -282,7 +321,7 @@ mod tests {
         Arc<Calls>,
         tokio::io::DuplexStream,
         tokio::io::DuplexStream,
-        tokio::task::JoinHandle<Option<String>>,
+        tokio::task::JoinHandle<Option<Violation>>,
     ) {
         let (calls, queue) = Calls::new("child".into());
         let (stdin, child_stdin) = tokio::io::duplex(4096);
@@ -337,7 +376,7 @@ mod tests {
                 .write_all(format!("{{\"id\":{a_id},{}", value(1)).as_bytes())
                 .await
                 .unwrap();
-            let violation = reader.await.unwrap().unwrap();
+            let violation = reader.await.unwrap().unwrap().to_string();
             assert!(
                 violation.starts_with("stdout line 3 (`{\"id\":"),
                 "{violation}"
@@ -357,7 +396,7 @@ mod tests {
             let mut buffer = [0; 64];
             assert!(child_stdin.read(&mut buffer).await.unwrap() > 0);
             child_stdout.write_all(b"debug: starting\n").await.unwrap();
-            let violation = reader.await.unwrap().unwrap();
+            let violation = reader.await.unwrap().unwrap().to_string();
             assert!(
                 violation.starts_with("stdout line 1 (`debug: starting`): not a JSON object"),
                 "{violation}"

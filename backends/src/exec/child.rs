@@ -12,9 +12,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::calls::{Answered, Calls, read_replies, write_requests};
+use super::calls::{Answered, Calls, Violation, read_replies, write_requests};
 use super::command::ExecCommand;
 use super::connection::on_background;
+use super::error::ExecError;
 use super::protocol::{Hello, Outcome, PROTOCOL_VERSION, Request};
 
 /// How long a child that ended (or closed its stdout) is given to finish the other half, so
@@ -46,7 +47,7 @@ impl ExecChild {
     /// runtime this is called on, which must outlive the child. The error is one line:
     /// the command could not start, or the child exited, broke the protocol, spoke another
     /// version or stayed silent first (it is killed then).
-    pub async fn start(command: &ExecCommand, hello_timeout: Duration) -> Result<Self, String> {
+    pub async fn start(command: &ExecCommand, hello_timeout: Duration) -> Result<Self, ExecError> {
         let shown = command.shown();
         let mut child = Command::new(command.program())
             .args(command.args())
@@ -58,15 +59,18 @@ impl ExecChild {
             .process_group(0)
             .kill_on_drop(true)
             .spawn()
-            .map_err(|error| format!("cannot start exec:{shown}: {error}"))?;
-        let pid = child
-            .id()
-            .ok_or_else(|| format!("exec:{shown} exited at once"))?;
+            .map_err(|error| ExecError::Spawn {
+                command: shown.clone(),
+                source: Arc::new(error),
+            })?;
+        let pid = child.id().ok_or_else(|| ExecError::ExitedAtOnce {
+            command: shown.clone(),
+        })?;
         let label = format!("exec child `{shown}` (pid {pid})");
         let (stdin, stdout, stderr) =
             match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                 (Some(stdin), Some(stdout), Some(stderr)) => (stdin, stdout, stderr),
-                _ => return Err(format!("{label}: its pipes were not opened")),
+                _ => return Err(ExecError::NoPipes { child: label }),
             };
         let (calls, queue) = Calls::new(label.clone());
         tokio::spawn(write_requests(stdin, queue, Arc::clone(&calls)));
@@ -98,7 +102,7 @@ impl ExecChild {
             }
             Err(why) => {
                 // Killed and reaped before the error is returned, whatever state it is in.
-                let _ = kill.send(why.clone());
+                let _ = kill.send(why.to_string());
                 let mut reaped = reaped;
                 let _ = reaped.wait_for(|reaped| *reaped).await;
                 return Err(why);
@@ -147,7 +151,7 @@ impl ExecChild {
 
     /// Sends `signal` (`-STOP`, `-CONT`) to the child's process group; nothing to do once the
     /// child ended.
-    pub async fn signal(&self, signal: &'static str) -> Result<(), String> {
+    pub async fn signal(&self, signal: &'static str) -> Result<(), ExecError> {
         if self.ended().is_some() {
             return Ok(());
         }
@@ -180,39 +184,44 @@ impl Drop for ExecChild {
 
 /// The handshake: the child must answer hello with the version fencer speaks and at least one
 /// role.
-async fn greet(calls: &Calls, label: &str, timeout: Duration) -> Result<Hello, String> {
+async fn greet(calls: &Calls, label: &str, timeout: Duration) -> Result<Hello, ExecError> {
     let hello = Request::Hello {
         protocol: PROTOCOL_VERSION,
     };
     let answered = match tokio::time::timeout(timeout, calls.call(&hello)).await {
         Err(_elapsed) => {
-            return Err(format!(
-                "{label} did not answer hello within {timeout:?} (see docs/exec-protocol.md; \
-                 FENCER_EXEC_HELLO_TIMEOUT_MS allows a slower start)"
-            ));
+            return Err(ExecError::HelloTimeout {
+                child: label.to_string(),
+                timeout,
+            });
         }
         Ok(Err(error)) => {
             return Err(match calls.ended() {
-                Some(why) => format!("{why} before answering hello"),
-                None => format!("{label} answered hello with an error: {error}"),
+                Some(why) => ExecError::EndedBeforeHello { why },
+                None => ExecError::HelloRefused {
+                    child: label.to_string(),
+                    error,
+                },
             });
         }
         Ok(Ok(answered)) => answered,
     };
     match answered.outcome {
-        Outcome::Hello(hello) if hello.protocol != PROTOCOL_VERSION => Err(format!(
-            "{label} speaks exec protocol {}; this fencer speaks {PROTOCOL_VERSION}",
-            hello.protocol
-        )),
-        Outcome::Hello(hello) if hello.roles.is_empty() => Err(format!(
-            "{label} names no roles in its hello: expected \"lock\", \"store\" or both"
-        )),
+        Outcome::Hello(hello) if hello.protocol != PROTOCOL_VERSION => {
+            Err(ExecError::OtherProtocol {
+                child: label.to_string(),
+                protocol: hello.protocol,
+            })
+        }
+        Outcome::Hello(hello) if hello.roles.is_empty() => Err(ExecError::NoRoles {
+            child: label.to_string(),
+        }),
         Outcome::Hello(hello) => Ok(hello),
-        other => Err(format!(
-            "{label} answered hello with `{}` on stdout line {}: expected \"hello\"",
-            other.name(),
-            answered.line
-        )),
+        other => Err(ExecError::NotHello {
+            child: label.to_string(),
+            found: other.name(),
+            line: answered.line,
+        }),
     }
 }
 
@@ -223,7 +232,7 @@ struct Reaping {
     label: String,
     calls: Arc<Calls>,
     /// The reader's end: `Some(violation)`, or `None` at the end of stdout.
-    read_done: oneshot::Receiver<Option<String>>,
+    read_done: oneshot::Receiver<Option<Violation>>,
     /// Whether the child's end is worth a line of its own: only between its hello (before, it
     /// is the error [`ExecChild::start`] returns) and fencer stopping it.
     newsworthy: Arc<AtomicBool>,
@@ -302,17 +311,24 @@ async fn kill_group(reaping: &mut Reaping) {
 }
 
 /// `kill SIGNAL -- -PGID`: every process of the child's group.
-async fn signal_group(pid: u32, signal: &str) -> Result<(), String> {
+async fn signal_group(pid: u32, signal: &'static str) -> Result<(), ExecError> {
     let status = Command::new("kill")
         .args([signal, "--", &format!("-{pid}")])
         .stderr(Stdio::null())
         .status()
         .await
-        .map_err(|error| format!("kill {signal}: {error}"))?;
+        .map_err(|error| ExecError::SignalUnsent {
+            signal,
+            source: Arc::new(error),
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("kill {signal} -- -{pid} failed: {status}"))
+        Err(ExecError::SignalFailed {
+            signal,
+            pid,
+            status,
+        })
     }
 }
 

@@ -1,6 +1,8 @@
 //! The command line after `exec:`, split into a program and its arguments without a shell, so
 //! `exec:python3 my_lock.py --journal '/tmp/my lock.log'` runs exactly those words.
 
+use super::error::CommandError;
+
 /// A command to start as a child: the program and its arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExecCommand {
@@ -11,7 +13,7 @@ impl ExecCommand {
     /// Splits `line` into words at whitespace: `'…'` is literal, `"…"` keeps whitespace and takes
     /// `\"` and `\\`, a backslash elsewhere escapes the next character. An empty command or an
     /// unfinished quote is an error.
-    pub fn parse(line: &str) -> Result<ExecCommand, String> {
+    pub fn parse(line: &str) -> Result<ExecCommand, CommandError> {
         let mut words = Vec::new();
         let mut word: Option<String> = None;
         let mut chars = line.chars();
@@ -24,7 +26,7 @@ impl ExecCommand {
                         match chars.next() {
                             Some('\'') => break,
                             Some(c) => quoted.push(c),
-                            None => return Err(unfinished("'", line)),
+                            None => return Err(unfinished('\'', line)),
                         }
                     }
                 }
@@ -39,25 +41,27 @@ impl ExecCommand {
                                     quoted.push('\\');
                                     quoted.push(c);
                                 }
-                                None => return Err(unfinished("\"", line)),
+                                None => return Err(unfinished('"', line)),
                             },
                             Some(c) => quoted.push(c),
-                            None => return Err(unfinished("\"", line)),
+                            None => return Err(unfinished('"', line)),
                         }
                     }
                 }
                 '\\' => match chars.next() {
                     Some(c) => word.get_or_insert_with(String::new).push(c),
-                    None => return Err(format!("exec:{line} ends in a lone backslash")),
+                    None => {
+                        return Err(CommandError::LoneBackslash {
+                            line: line.to_string(),
+                        });
+                    }
                 },
                 c => word.get_or_insert_with(String::new).push(c),
             }
         }
         words.extend(word);
         if words.is_empty() {
-            return Err(
-                "exec: needs a command after it, e.g. exec:python3 my_lock_service.py".into(),
-            );
+            return Err(CommandError::Empty);
         }
         Ok(ExecCommand { words })
     }
@@ -78,8 +82,11 @@ impl ExecCommand {
     }
 }
 
-fn unfinished(quote: &str, line: &str) -> String {
-    format!("exec:{line} has an unfinished {quote} quote")
+fn unfinished(quote: char, line: &str) -> CommandError {
+    CommandError::UnfinishedQuote {
+        line: line.to_string(),
+        quote,
+    }
 }
 
 #[cfg(test)]
@@ -115,21 +122,25 @@ mod tests {
     fn empty_commands_and_unfinished_quotes_are_refused() {
         for empty in ["", "   "] {
             let error = ExecCommand::parse(empty).unwrap_err();
-            assert!(error.contains("needs a command"), "{error}");
+            assert_eq!(error, CommandError::Empty);
+            assert!(error.to_string().contains("needs a command"), "{error}");
         }
         assert!(
             ExecCommand::parse("sh -c 'x")
                 .unwrap_err()
+                .to_string()
                 .contains("unfinished '")
         );
         assert!(
             ExecCommand::parse("a \"b")
                 .unwrap_err()
+                .to_string()
                 .contains("unfinished \"")
         );
         assert!(
             ExecCommand::parse("a \\")
                 .unwrap_err()
+                .to_string()
                 .contains("lone backslash")
         );
     }

@@ -16,6 +16,7 @@ use tokio::runtime::Handle;
 use super::calls::Answered;
 use super::child::ExecChild;
 use super::command::ExecCommand;
+use super::error::{CommandError, ExecError};
 use super::protocol::{Request, Role};
 
 /// How long a child has to answer its hello unless `FENCER_EXEC_HELLO_TIMEOUT_MS` says
@@ -29,19 +30,25 @@ pub const HELLO_TIMEOUT_VAR: &str = "FENCER_EXEC_HELLO_TIMEOUT_MS";
 static SHARED: Mutex<Vec<Weak<ExecConnection>>> = Mutex::new(Vec::new());
 
 /// The runtime every child's pipes, stderr and reaper run on (see the module doc).
-fn background() -> Result<&'static Handle, String> {
-    static BACKGROUND: OnceLock<Result<Handle, String>> = OnceLock::new();
+fn background() -> Result<&'static Handle, ExecError> {
+    static BACKGROUND: OnceLock<Result<Handle, ExecError>> = OnceLock::new();
+    let failed = |what| {
+        move |error| ExecError::Background {
+            what,
+            source: Arc::new(error),
+        }
+    };
     BACKGROUND
         .get_or_init(|| {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|error| format!("cannot start the exec runtime: {error}"))?;
+                .map_err(failed("runtime"))?;
             let handle = runtime.handle().clone();
             std::thread::Builder::new()
                 .name("fencer-exec".into())
                 .spawn(move || runtime.block_on(std::future::pending::<()>()))
-                .map_err(|error| format!("cannot start the exec thread: {error}"))?;
+                .map_err(failed("thread"))?;
             Ok(handle)
         })
         .as_ref()
@@ -50,12 +57,12 @@ fn background() -> Result<&'static Handle, String> {
 
 /// Runs `work` on the background runtime and waits for it from whatever runtime calls.
 pub(crate) async fn on_background<T: Send + 'static>(
-    work: impl std::future::Future<Output = Result<T, String>> + Send + 'static,
-) -> Result<T, String> {
+    work: impl std::future::Future<Output = Result<T, ExecError>> + Send + 'static,
+) -> Result<T, ExecError> {
     background()?
         .spawn(work)
         .await
-        .map_err(|error| format!("exec runtime task failed: {error}"))?
+        .map_err(|error| ExecError::Task(error.to_string()))?
 }
 
 /// A command run as a child speaking the exec protocol, shared by an [`super::ExecLock`] and an
@@ -76,7 +83,7 @@ impl std::fmt::Debug for ExecConnection {
 
 impl ExecConnection {
     /// Checks `command_line` (what follows `exec:`) without starting it.
-    pub fn open(command_line: &str) -> Result<ExecConnection, String> {
+    pub fn open(command_line: &str) -> Result<ExecConnection, CommandError> {
         Ok(ExecConnection {
             command: ExecCommand::parse(command_line)?,
             live: tokio::sync::Mutex::new(None),
@@ -87,7 +94,7 @@ impl ExecConnection {
     /// As [`ExecConnection::open`], but the connection another caller in this process holds for
     /// the same command if there is one: a lock and a store built separately from one command
     /// then talk to one child, as the CLI's `--lock exec:X --store exec:X` promises.
-    pub fn shared(command_line: &str) -> Result<Arc<ExecConnection>, String> {
+    pub fn shared(command_line: &str) -> Result<Arc<ExecConnection>, CommandError> {
         let command = ExecCommand::parse(command_line)?;
         let mut shared = SHARED.lock().unwrap_or_else(|poison| poison.into_inner());
         shared.retain(|connection| connection.strong_count() > 0);
@@ -115,10 +122,10 @@ impl ExecConnection {
     /// Starts the child if there is none and checks it serves `role`: a command that
     /// cannot start, a child that does not greet, or one that serves only the other role is a
     /// one-line error before the run.
-    pub async fn ping(&self, role: Role) -> Result<(), String> {
+    pub async fn ping(&self, role: Role) -> Result<(), ExecError> {
         let child = self.child().await?;
         if let Some(why) = child.ended() {
-            return Err(why);
+            return Err(ExecError::Ended { why });
         }
         if !child.hello().serves(role) {
             return Err(not_serving(&child, role));
@@ -132,9 +139,12 @@ impl ExecConnection {
         role: Role,
         request: &Request<'_>,
     ) -> Result<(Answered, Arc<ExecChild>), CallError> {
-        let child = self.child().await.map_err(CallError::NotApplied)?;
+        let child = self
+            .child()
+            .await
+            .map_err(|error| CallError::NotApplied(error.to_string()))?;
         if !child.hello().serves(role) {
-            return Err(CallError::NotApplied(not_serving(&child, role)));
+            return Err(CallError::NotApplied(not_serving(&child, role).to_string()));
         }
         let answered = child.call(request).await?;
         Ok((answered, child))
@@ -142,7 +152,7 @@ impl ExecConnection {
 
     /// The child, started and greeted if there is none. A child that ended stays: calls to it
     /// are refused until a restart fault starts another ([`Self::restart`]).
-    pub(crate) async fn child(&self) -> Result<Arc<ExecChild>, String> {
+    pub(crate) async fn child(&self) -> Result<Arc<ExecChild>, ExecError> {
         let mut live = self.live.lock().await;
         if let Some(child) = live.as_ref() {
             return Ok(Arc::clone(child));
@@ -161,7 +171,7 @@ impl ExecConnection {
     /// Freezes the child's process group (SIGSTOP). Pauses nest: a child serving both roles
     /// takes the pauses aimed at each, and thaws only when the last one ends. A child that is
     /// down or ended has nothing to freeze.
-    pub(crate) async fn pause(&self) -> Result<(), String> {
+    pub(crate) async fn pause(&self) -> Result<(), ExecError> {
         let first = {
             let mut pauses = self
                 .pauses
@@ -177,7 +187,7 @@ impl ExecConnection {
     }
 
     /// Ends one pause; the last one thaws the child (SIGCONT).
-    pub(crate) async fn resume(&self) -> Result<(), String> {
+    pub(crate) async fn resume(&self) -> Result<(), ExecError> {
         let last = {
             let mut pauses = self
                 .pauses
@@ -193,19 +203,20 @@ impl ExecConnection {
     }
 
     /// Starts the command again (after a kill), greeted like the first time.
-    pub(crate) async fn restart(&self) -> Result<(), String> {
+    pub(crate) async fn restart(&self) -> Result<(), ExecError> {
         self.live.lock().await.take();
         self.child().await.map(drop)
     }
 }
 
 /// Starts `command` and greets it (on the background runtime), and says so on stderr.
-async fn start(command: &ExecCommand) -> Result<ExecChild, String> {
+async fn start(command: &ExecCommand) -> Result<ExecChild, ExecError> {
     let timeout = match std::env::var(HELLO_TIMEOUT_VAR) {
         Err(_) => HELLO_TIMEOUT,
-        Ok(text) => Duration::from_millis(text.parse().map_err(|_| {
-            format!("{HELLO_TIMEOUT_VAR}={text}: expected a number of milliseconds")
-        })?),
+        Ok(text) => match text.parse() {
+            Ok(ms) => Duration::from_millis(ms),
+            Err(_) => return Err(ExecError::HelloTimeoutVar { text }),
+        },
     };
     let child = ExecChild::start(command, timeout).await?;
     let hello = child.hello();
@@ -225,13 +236,10 @@ async fn start(command: &ExecCommand) -> Result<ExecChild, String> {
     Ok(child)
 }
 
-fn not_serving(child: &ExecChild, role: Role) -> String {
-    let served: Vec<&str> = child.hello().roles.iter().map(|r| r.name()).collect();
-    format!(
-        "{} does not serve the {} role (its hello names {}): check --{}",
-        child.label(),
-        role.name(),
-        served.join(", "),
-        role.name()
-    )
+fn not_serving(child: &ExecChild, role: Role) -> ExecError {
+    ExecError::NotServing {
+        child: child.label().to_string(),
+        role,
+        served: child.hello().roles.iter().map(|r| r.name()).collect(),
+    }
 }

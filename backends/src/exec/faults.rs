@@ -23,11 +23,13 @@ impl ServerFaults for ExecConnection {
                 Ok(())
             }
             ServerAction::Start => self.restart().await,
-            other => Err(format!(
-                "{} takes only pauses and restarts, not {other:?}",
-                self.shown()
-            )),
+            other => {
+                return Err(FaultFailed(format!(
+                    "{} takes only pauses and restarts, not {other:?}",
+                    self.shown()
+                )));
+            }
         };
-        done.map_err(FaultFailed)
+        done.map_err(|error| FaultFailed(error.to_string()))
     }
 }

@@ -1,11 +1,13 @@
 //! [`LockService`] over an exec child: each call is one request, each reply checked to be one
 //! its request allows; with its lock log when the child offers one.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use fencer_harness::{Acquired, CallError, LockLogEntry, LockService, Owned, OwnerToken};
+use fencer_harness::{
+    Acquired, CallError, ExpiryRule, LockLogEntry, LockService, Owned, OwnerToken,
+};
 
 use super::connection::ExecConnection;
 use super::protocol::{LOCK_LOG, Outcome, Request, Role, ttl_ms};
@@ -13,12 +15,17 @@ use super::protocol::{LOCK_LOG, Outcome, Request, Role, ttl_ms};
 /// The lock role of an exec child.
 pub struct ExecLock {
     connection: Arc<ExecConnection>,
+    /// The boundary rule the child's hello stated, learnt when its lock log is read.
+    expiry: Mutex<ExpiryRule>,
 }
 
 impl ExecLock {
     /// The lock service the child of `connection` serves.
     pub fn new(connection: Arc<ExecConnection>) -> ExecLock {
-        ExecLock { connection }
+        ExecLock {
+            connection,
+            expiry: Mutex::new(ExpiryRule::ENDS_AT_EXPIRY),
+        }
     }
 
     async fn owned(&self, request: Request<'_>) -> Result<Owned, CallError> {
@@ -94,6 +101,12 @@ impl LockService for ExecLock {
         if !child.hello().offers(LOCK_LOG) {
             return None;
         }
+        if let Some(expiry) = child.hello().lock_log_expiry {
+            *self
+                .expiry
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner()) = expiry.rule();
+        }
         let request = Request::LockLog;
         let answered = match self.connection.call(Role::Lock, &request).await {
             Ok((answered, _)) => answered,
@@ -120,11 +133,23 @@ impl LockService for ExecLock {
                 Ok(Some(entry)) => log.push(entry),
                 Ok(None) => {}
                 Err(why) => {
-                    child.broke(format!("stdout line {}: {why}", answered.line));
+                    child.broke(format!(
+                        "stdout line {}: lock-log entry: {why}",
+                        answered.line
+                    ));
                     return None;
                 }
             }
         }
         Some(log)
+    }
+
+    /// The rule the child's hello states (`lock_log_expiry`), learnt with its log; fencer's
+    /// own when it states none.
+    fn lock_log_expiry(&self) -> ExpiryRule {
+        *self
+            .expiry
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 }

@@ -2,16 +2,18 @@
 //! as a child process that speaks JSON lines over its stdin and stdout
 //! (docs/exec-protocol.md).
 //!
-//! One module per job: [`command`] splits the command line, [`protocol`] holds the messages,
-//! [`calls`] frames them and matches replies to requests, [`child`] starts, signals and reaps
-//! the process, [`connection`] keeps the one child (on a background runtime) and shares it between a lock and a
-//! store naming the same command, [`lock`] and [`store`] are the two traits, and [`faults`]
-//! lets the real tier pause and restart the child.
+//! One module per job: `command` splits the command line ([`ExecCommand`]), [`protocol`] holds
+//! the messages, `calls` frames them and matches replies to requests, `child` starts, signals
+//! and reaps the process, `connection` keeps the one child (on a background runtime) and
+//! shares it between a lock and a store naming the same command ([`ExecConnection`]), `lock`
+//! and `store` are the two traits ([`ExecLock`], [`ExecStore`]), and `faults` lets the real
+//! tier pause and restart the child.
 
 mod calls;
 mod child;
 mod command;
 mod connection;
+mod error;
 mod faults;
 mod lock;
 pub mod protocol;
@@ -21,6 +23,7 @@ mod tests;
 
 pub use command::ExecCommand;
 pub use connection::{ExecConnection, HELLO_TIMEOUT_VAR};
+pub use error::{CommandError, ExecError};
 pub use lock::ExecLock;
 pub use protocol::Role;
 pub use store::ExecStore;

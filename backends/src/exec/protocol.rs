@@ -6,7 +6,10 @@
 
 use std::time::Duration;
 
-use fencer_harness::{AppliedWrite, CallError, FencingToken, LockChange, LockLogEntry, OwnerToken};
+use fencer_harness::{
+    AppliedWrite, BadOwnerToken, CallError, ExpiryRule, FencingToken, LockChange, LockLogEntry,
+    OwnerToken,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -187,6 +190,31 @@ pub struct Hello {
     /// kept and ignored.
     #[serde(default)]
     pub offers: Vec<String>,
+    /// How its lock log's expiries are to be read (absent: fencer's own rule, a lease ends at
+    /// its expiry).
+    #[serde(default)]
+    pub lock_log_expiry: Option<LogExpiry>,
+}
+
+/// A child's boundary rule for its lock log, as its hello states it: the fields of
+/// [`ExpiryRule`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogExpiry {
+    /// Whether a lease is still live at the reading its expiry names.
+    pub live_at_expiry: bool,
+    /// The resolution of the readings compared with an expiry, in nanoseconds (at least 1).
+    pub resolution_ns: u64,
+}
+
+impl LogExpiry {
+    /// The rule fencer reads the child's lock log by.
+    pub fn rule(self) -> ExpiryRule {
+        ExpiryRule {
+            live_at_expiry: self.live_at_expiry,
+            resolution_ns: self.resolution_ns.max(1),
+        }
+    }
 }
 
 impl Hello {
@@ -321,11 +349,8 @@ impl LoggedLockChange {
     /// its `expires_ns`, the time its holder was promised, and an `expire` entry cannot move
     /// that promise (one logged before it would be the service ending a lease early, which the
     /// next grant's overlap then shows). An owner that is not 32 hex digits is an error.
-    pub fn into_entry(self) -> Result<Option<LockLogEntry>, String> {
-        let owner_token = |text: &str| {
-            text.parse::<OwnerToken>()
-                .map_err(|error| format!("lock-log entry: {error}"))
-        };
+    pub fn into_entry(self) -> Result<Option<LockLogEntry>, BadOwnerToken> {
+        let owner_token = |text: &str| text.parse::<OwnerToken>();
         let ttl = Duration::from_millis;
         let (seq, lock, at_ns, change) = match self {
             LoggedLockChange::Grant {
@@ -412,30 +437,60 @@ pub struct Reply {
     pub answer: Result<Outcome, CallError>,
 }
 
+/// What is wrong with a reply line: the child broke the protocol.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReply {
+    /// The line is not JSON.
+    #[error("not a JSON object: {0}")]
+    NotJson(serde_json::Error),
+    /// The line is JSON, but not an object.
+    #[error("not a JSON object")]
+    NotObject,
+    /// No `id` to match it with its request.
+    #[error("no `id`")]
+    NoId,
+    /// An `id` no request can carry.
+    #[error("`id` is not a non-negative integer")]
+    BadId,
+    /// Both a result and an error.
+    #[error("both `result` and `error`")]
+    Both,
+    /// Neither a result nor an error.
+    #[error("neither `result` nor `error`")]
+    Neither,
+    /// A result fencer does not know, or one without the fields its kind carries.
+    #[error("`result`: {0}")]
+    BadResult(serde_json::Error),
+    /// An `error` that is neither kind the protocol has.
+    #[error("`error` is {0}: expected \"not-applied\" or \"unknown\"")]
+    BadErrorKind(Value),
+    /// A `message` that is not text.
+    #[error("`message` is {0}: expected a string")]
+    BadMessage(Value),
+}
+
 /// Reads one reply line (without its newline). The error says what is wrong with it.
-pub fn parse_reply(line: &str) -> Result<Reply, String> {
-    let value: Value =
-        serde_json::from_str(line).map_err(|error| format!("not a JSON object: {error}"))?;
+pub fn parse_reply(line: &str) -> Result<Reply, BadReply> {
+    let value: Value = serde_json::from_str(line).map_err(BadReply::NotJson)?;
     let Value::Object(fields) = &value else {
-        return Err("not a JSON object".into());
+        return Err(BadReply::NotObject);
     };
     let id = fields
         .get("id")
-        .ok_or("no `id`")?
+        .ok_or(BadReply::NoId)?
         .as_u64()
-        .ok_or("`id` is not a non-negative integer")?;
+        .ok_or(BadReply::BadId)?;
     let answer = match (fields.get("result"), fields.get("error")) {
-        (Some(_), Some(_)) => return Err("both `result` and `error`".into()),
-        (None, None) => return Err("neither `result` nor `error`".into()),
-        (Some(_), None) => Ok(Outcome::deserialize(&value).map_err(|error| error.to_string())?),
+        (Some(_), Some(_)) => return Err(BadReply::Both),
+        (None, None) => return Err(BadReply::Neither),
+        (Some(_), None) => Ok(Outcome::deserialize(&value).map_err(BadReply::BadResult)?),
         (None, Some(kind)) => {
-            let kind = Failed::deserialize(kind).map_err(|_| {
-                format!("`error` is {kind}: expected \"not-applied\" or \"unknown\"")
-            })?;
+            let kind =
+                Failed::deserialize(kind).map_err(|_| BadReply::BadErrorKind(kind.clone()))?;
             let message = match fields.get("message") {
                 None | Some(Value::Null) => String::new(),
                 Some(Value::String(message)) => message.clone(),
-                Some(other) => return Err(format!("`message` is {other}: expected a string")),
+                Some(other) => return Err(BadReply::BadMessage(other.clone())),
             };
             Err(match kind {
                 Failed::NotApplied => CallError::NotApplied(message),
@@ -511,9 +566,25 @@ mod tests {
             Ok(Outcome::Hello(Hello {
                 protocol: 1,
                 roles: vec![Role::Store],
-                offers: vec![]
+                offers: vec![],
+                lock_log_expiry: None,
             }))
         );
+        let hello = parsed(
+            r#"{"id":0,"result":"hello","protocol":1,"roles":["lock"],"offers":["lock-log"],"lock_log_expiry":{"live_at_expiry":true,"resolution_ns":1000000}}"#,
+        );
+        let Ok(Outcome::Hello(hello)) = hello.answer else {
+            panic!("{hello:?}")
+        };
+        assert_eq!(
+            hello.lock_log_expiry.map(LogExpiry::rule),
+            Some(ExpiryRule {
+                live_at_expiry: true,
+                resolution_ns: 1_000_000
+            })
+        );
+        let misspelt = r#"{"id":0,"result":"hello","protocol":1,"roles":["lock"],"lock_log_expiry":{"live_at_expiry":true,"resolution_ms":1}}"#;
+        assert!(parse_reply(misspelt).is_err(), "{misspelt}");
         assert_eq!(
             parsed(r#"{"id":6,"error":"not-applied","message":"full"}"#).answer,
             Err(CallError::NotApplied("full".into()))
@@ -612,18 +683,28 @@ mod tests {
         let Ok(Outcome::LockLog { entries }) = parse_reply(bad_owner).unwrap().answer else {
             panic!("{bad_owner}")
         };
-        let why = entries[0].clone().into_entry().unwrap_err();
+        let why = entries[0].clone().into_entry().unwrap_err().to_string();
         assert!(why.contains("owner token") && why.contains("`w0`"), "{why}");
         let no_expiry = r#"{"id":1,"result":"lock-log","entries":[{"seq":1,"op":"grant","lock":"L","owner":"0000000000000000000000000000000a","fencing_token":1,"ttl_ms":1,"at_ns":5}]}"#;
-        assert!(parse_reply(no_expiry).unwrap_err().contains("expires_ns"));
+        assert!(
+            parse_reply(no_expiry)
+                .unwrap_err()
+                .to_string()
+                .contains("expires_ns")
+        );
         let unknown =
             r#"{"id":1,"result":"lock-log","entries":[{"seq":1,"op":"steal","lock":"L"}]}"#;
-        assert!(parse_reply(unknown).unwrap_err().contains("steal"));
+        assert!(
+            parse_reply(unknown)
+                .unwrap_err()
+                .to_string()
+                .contains("steal")
+        );
     }
 
     #[test]
     fn malformed_replies_say_what_is_wrong() {
-        let error = |line: &str| parse_reply(line).unwrap_err();
+        let error = |line: &str| parse_reply(line).unwrap_err().to_string();
         assert!(error("hello there").starts_with("not a JSON object"));
         assert_eq!(error("[1]"), "not a JSON object");
         assert_eq!(error(r#"{"result":"busy"}"#), "no `id`");

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use fencer_harness::runtime::real_runtime;
 use fencer_harness::{
-    Acquired, CallError, FencedStore, LockChange, LockService, Owned, OwnerToken, ReadValue,
-    Written,
+    Acquired, CallError, ExpiryRule, FencedStore, LockChange, LockService, Owned, OwnerToken,
+    ReadValue, Written,
 };
 use fencer_nemesis::{ServerAction, ServerFaults};
 
 use super::child::ExecChild;
-use super::{ExecCommand, ExecConnection, ExecLock, ExecStore, Role};
+use super::{CommandError, ExecCommand, ExecConnection, ExecError, ExecLock, ExecStore, Role};
 
 const TTL: Duration = Duration::from_millis(300);
 const A: OwnerToken = OwnerToken(0xa);
@@ -43,7 +43,7 @@ fn python(hello: &str, script: &str) -> String {
     format!("python3 -c '{program}'")
 }
 
-fn start(command: &str, hello_timeout: Duration) -> Result<ExecChild, String> {
+fn start(command: &str, hello_timeout: Duration) -> Result<ExecChild, ExecError> {
     let command = ExecCommand::parse(command).unwrap();
     real_runtime()
         .unwrap()
@@ -88,6 +88,8 @@ fn python_runs(test: &str) -> bool {
 #[test]
 fn a_command_that_does_not_exist_is_one_line() {
     let error = start("no-such-program-for-fencer --flag", HELLO).unwrap_err();
+    assert!(matches!(error, ExecError::Spawn { .. }), "{error}");
+    let error = error.to_string();
     assert!(
         error.starts_with("cannot start exec:no-such-program-for-fencer --flag: "),
         "{error}"
@@ -98,6 +100,11 @@ fn a_command_that_does_not_exist_is_one_line() {
 #[test]
 fn a_child_that_exits_before_its_hello_says_how() {
     let error = start("sh -c 'echo starting >&2; exit 3'", HELLO).unwrap_err();
+    assert!(
+        matches!(error, ExecError::EndedBeforeHello { .. }),
+        "{error}"
+    );
+    let error = error.to_string();
     assert!(
         error.contains("exited (exit status: 3) before answering hello"),
         "{error}"
@@ -111,6 +118,8 @@ fn a_child_that_exits_before_its_hello_says_how() {
 #[test]
 fn a_silent_child_times_out_and_is_killed() {
     let error = start("sleep 60", Duration::from_millis(300)).unwrap_err();
+    assert!(matches!(error, ExecError::HelloTimeout { .. }), "{error}");
+    let error = error.to_string();
     assert!(
         error.contains("did not answer hello within 300ms"),
         "{error}"
@@ -125,7 +134,9 @@ fn a_silent_child_times_out_and_is_killed() {
 
 #[test]
 fn a_hello_that_is_not_one_names_the_line() {
-    let error = start("sh -c 'echo ready; sleep 60'", HELLO).unwrap_err();
+    let error = start("sh -c 'echo ready; sleep 60'", HELLO)
+        .unwrap_err()
+        .to_string();
     assert!(
         error.contains("broke the protocol: stdout line 1 (`ready`): not a JSON object"),
         "{error}"
@@ -136,11 +147,17 @@ fn a_hello_that_is_not_one_names_the_line() {
     }
     let error = start(&python("\"protocol\": 2, \"roles\": [\"lock\"]", ""), HELLO).unwrap_err();
     assert!(
+        matches!(error, ExecError::OtherProtocol { protocol: 2, .. }),
+        "{error}"
+    );
+    let error = error.to_string();
+    assert!(
         error.contains("speaks exec protocol 2; this fencer speaks 1"),
         "{error}"
     );
     let error = start(&python("\"protocol\": 1, \"roles\": []", ""), HELLO).unwrap_err();
-    assert!(error.contains("names no roles"), "{error}");
+    assert!(matches!(error, ExecError::NoRoles { .. }), "{error}");
+    assert!(error.to_string().contains("names no roles"), "{error}");
 }
 
 #[test]
@@ -276,6 +293,32 @@ fn the_example_hands_over_its_lock_log_in_service_order_as_replied() {
 }
 
 #[test]
+fn a_child_s_hello_states_the_boundary_rule_its_lock_log_is_read_by() {
+    if !python_runs("a_child_s_hello_states_the_boundary_rule_its_lock_log_is_read_by") {
+        return;
+    }
+    let live_at_expiry = python(
+        "\"protocol\": 1, \"roles\": [\"lock\"], \"offers\": [\"lock-log\"], \
+         \"lock_log_expiry\": {\"live_at_expiry\": True, \"resolution_ns\": 1000000}",
+        "request = json.loads(sys.stdin.readline())\n\
+         print(json.dumps({\"id\": request[\"id\"], \"result\": \"lock-log\", \
+         \"entries\": []}), flush=True)\n\
+         sys.stdin.read()",
+    );
+    real_runtime().unwrap().block_on(async {
+        let lock = ExecLock::new(Arc::new(ExecConnection::open(&live_at_expiry).unwrap()));
+        assert_eq!(lock.lock_log().await, Some(vec![]));
+        assert_eq!(
+            lock.lock_log_expiry(),
+            ExpiryRule {
+                live_at_expiry: true,
+                resolution_ns: 1_000_000
+            }
+        );
+    });
+}
+
+#[test]
 fn a_lock_log_fencer_cannot_read_is_not_used_and_one_not_offered_is_not_asked_for() {
     if !python_runs("a_lock_log_fencer_cannot_read_is_not_used") {
         return;
@@ -312,6 +355,9 @@ fn a_lock_log_fencer_cannot_read_is_not_used_and_one_not_offered_is_not_asked_fo
             "{:?}",
             child.ended()
         );
+
+        // Until a hello says otherwise, the log is read by fencer's own rule.
+        assert_eq!(lock.lock_log_expiry(), ExpiryRule::ENDS_AT_EXPIRY);
 
         let connection = Arc::new(ExecConnection::open(&not_offered).unwrap());
         let lock = ExecLock::new(Arc::clone(&connection));
@@ -363,6 +409,17 @@ fn a_child_serving_one_role_refuses_the_other_before_sending() {
     real_runtime().unwrap().block_on(async {
         connection.ping(Role::Store).await.unwrap();
         let error = connection.ping(Role::Lock).await.unwrap_err();
+        assert!(
+            matches!(
+                error,
+                ExecError::NotServing {
+                    role: Role::Lock,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        let error = error.to_string();
         assert!(
             error.contains("does not serve the lock role (its hello names store)"),
             "{error}"
@@ -527,7 +584,8 @@ fn a_child_that_dies_settles_its_calls_and_is_not_started_again() {
         };
         assert!(why.contains("exited (exit status: 4)"), "{why}");
         let error = connection.ping(Role::Store).await.unwrap_err();
-        assert!(error.contains("exited"), "{error}");
+        assert!(matches!(error, ExecError::Ended { .. }), "{error}");
+        assert!(error.to_string().contains("exited"), "{error}");
     });
 }
 
@@ -539,5 +597,5 @@ fn one_command_shares_one_connection() {
     assert!(Arc::ptr_eq(&first, &same));
     assert!(!Arc::ptr_eq(&first, &other));
     let error = ExecConnection::shared("  ").unwrap_err();
-    assert!(error.contains("needs a command"), "{error}");
+    assert_eq!(error, CommandError::Empty);
 }

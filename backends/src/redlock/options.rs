@@ -71,7 +71,9 @@ impl RedlockOptions {
             let (name, value) = pair
                 .split_once('=')
                 .ok_or_else(|| bad(format!("expected NAME=VALUE, found `{pair}`")))?;
-            options.set(name, value).map_err(bad)?;
+            options
+                .set(name, value)
+                .map_err(|error| bad(error.to_string()))?;
         }
         Ok(options)
     }
@@ -79,7 +81,7 @@ impl RedlockOptions {
     /// Whether `name=value` is a parameter a Redlock URL takes, with a value it accepts: for a
     /// caller that builds such a URL from its user's words and wants their mistakes named
     /// before anything starts. The error says what was expected.
-    pub fn check_parameter(name: &str, value: &str) -> Result<(), String> {
+    pub fn check_parameter(name: &str, value: &str) -> Result<(), ParameterError> {
         RedlockOptions::defaults(Vec::new()).set(name, value)
     }
 
@@ -94,32 +96,23 @@ impl RedlockOptions {
     }
 
     /// Takes one `NAME=VALUE` of the query.
-    fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+    fn set(&mut self, name: &str, value: &str) -> Result<(), ParameterError> {
         match name {
             "drift_factor" => {
                 self.drift_factor = value
                     .parse::<f64>()
                     .ok()
                     .filter(|factor| (0.0..1.0).contains(factor))
-                    .ok_or_else(|| {
-                        format!("drift_factor must be a number from 0 up to 1, found `{value}`")
-                    })?;
+                    .ok_or_else(|| ParameterError::DriftFactor(value.to_string()))?;
             }
             "node_timeout_ms" => {
                 let timeout_ms = value.parse::<u64>().ok().filter(|ms| *ms > 0);
-                self.node_timeout = Duration::from_millis(timeout_ms.ok_or_else(|| {
-                    format!(
-                        "node_timeout_ms must be a whole number of milliseconds above 0, found \
-                         `{value}`"
-                    )
-                })?);
+                self.node_timeout = Duration::from_millis(
+                    timeout_ms.ok_or_else(|| ParameterError::NodeTimeout(value.to_string()))?,
+                );
             }
             "fence" => self.fence = parse_fence(value)?,
-            other => {
-                return Err(format!(
-                    "unknown parameter `{other}`: expected drift_factor, node_timeout_ms or fence"
-                ));
-            }
+            other => return Err(ParameterError::Unknown(other.to_string())),
         }
         Ok(())
     }
@@ -131,16 +124,13 @@ impl RedlockOptions {
 }
 
 /// `none` or `redis://HOST:PORT`.
-fn parse_fence(value: &str) -> Result<Fence, String> {
+fn parse_fence(value: &str) -> Result<Fence, ParameterError> {
     if value == "none" {
         return Ok(Fence::None);
     }
     match value.strip_prefix("redis://") {
         Some(address) if check_address(address).is_ok() => Ok(Fence::Counter(value.to_string())),
-        _ => Err(format!(
-            "fence must be `none` or the counter's redis://HOST:PORT, found `{}`",
-            redact_url(value)
-        )),
+        _ => Err(ParameterError::Fence(redact_url(value))),
     }
 }
 
@@ -152,17 +142,43 @@ fn shown_address(address: &str) -> String {
 }
 
 /// A master is `HOST:PORT`: nothing else, so no part of the URL is silently ignored.
-fn check_address(address: &str) -> Result<(), String> {
-    let (host, port) = address
-        .rsplit_once(':')
-        .ok_or_else(|| "expected HOST:PORT".to_string())?;
+fn check_address(address: &str) -> Result<(), AddressError> {
+    let (host, port) = address.rsplit_once(':').ok_or(AddressError::NotHostPort)?;
     if host.is_empty() || host.contains(['/', '@', '?', '#']) {
-        return Err("expected HOST:PORT".into());
+        return Err(AddressError::NotHostPort);
     }
     match port.parse::<u16>() {
         Ok(port) if port > 0 => Ok(()),
-        _ => Err(format!("expected a port from 1 to 65535, found `{port}`")),
+        _ => Err(AddressError::Port(port.to_string())),
     }
+}
+
+/// What is wrong with a master's address.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+enum AddressError {
+    /// Not a host and a port, or one with more in it.
+    #[error("expected HOST:PORT")]
+    NotHostPort,
+    /// A port that is not one.
+    #[error("expected a port from 1 to 65535, found `{0}`")]
+    Port(String),
+}
+
+/// What is wrong with one `NAME=VALUE` of a Redlock URL's query.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParameterError {
+    /// `drift_factor` is not a share of the TTL.
+    #[error("drift_factor must be a number from 0 up to 1, found `{0}`")]
+    DriftFactor(String),
+    /// `node_timeout_ms` is not a positive number of milliseconds.
+    #[error("node_timeout_ms must be a whole number of milliseconds above 0, found `{0}`")]
+    NodeTimeout(String),
+    /// `fence` is neither `none` nor a counter's address (shown with its password hidden).
+    #[error("fence must be `none` or the counter's redis://HOST:PORT, found `{0}`")]
+    Fence(String),
+    /// A parameter Redlock URLs do not take.
+    #[error("unknown parameter `{0}`: expected drift_factor, node_timeout_ms or fence")]
+    Unknown(String),
 }
 
 #[cfg(test)]
@@ -210,10 +226,9 @@ mod tests {
             RedlockOptions::check_parameter("drift_factor", "0.2"),
             Ok(())
         );
-        assert!(
-            RedlockOptions::check_parameter("node_timeout_ms", "x")
-                .unwrap_err()
-                .contains("found `x`")
+        assert_eq!(
+            RedlockOptions::check_parameter("node_timeout_ms", "x"),
+            Err(ParameterError::NodeTimeout("x".into()))
         );
     }
 }

@@ -392,7 +392,10 @@ mod exec {
     #[async_trait]
     impl Probe for ServesRole {
         async fn ping(&self) -> Result<(), BackendError> {
-            self.0.ping(self.1).await.map_err(BackendError::Unreachable)
+            self.0
+                .ping(self.1)
+                .await
+                .map_err(|error| BackendError::Unreachable(error.to_string()))
         }
     }
 
@@ -401,7 +404,8 @@ mod exec {
         role: Role,
         adapter: fn(Arc<ExecConnection>) -> Arc<T>,
     ) -> Result<Connected<T>, BackendError> {
-        let connection = ExecConnection::shared(command).map_err(BackendError::BadUrl)?;
+        let connection = ExecConnection::shared(command)
+            .map_err(|error| BackendError::BadUrl(error.to_string()))?;
         Ok(Connected {
             adapter: adapter(Arc::clone(&connection)),
             shown_url: connection.shown(),

@@ -112,7 +112,7 @@ macro_rules! read_columns {
     };
 }
 
-/// Every column of a [`Row`] but its index, with the first [`HEAD_NUMBERS`] numeric values:
+/// Every column of a [`Row`] but its index, with the first three numeric values:
 /// the part a history stores for a row ([`super::Rows`]), 72 bytes. A row reads and writes
 /// these fields as its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -17,10 +17,19 @@ pub(crate) enum Word {
     NotOwner,
     Rejected,
     Cancelled,
+    NotHeld,
+    Timeout,
 }
 
 impl Word {
-    pub(super) const ALL: [Word; 4] = [Word::Busy, Word::NotOwner, Word::Rejected, Word::Cancelled];
+    pub(super) const ALL: [Word; 6] = [
+        Word::Busy,
+        Word::NotOwner,
+        Word::Rejected,
+        Word::Cancelled,
+        Word::NotHeld,
+        Word::Timeout,
+    ];
 
     fn text(self) -> &'static str {
         match self {
@@ -28,6 +37,8 @@ impl Word {
             Word::NotOwner => "not-owner",
             Word::Rejected => "rejected",
             Word::Cancelled => "cancelled",
+            Word::NotHeld => "not-held",
+            Word::Timeout => "timeout",
         }
     }
 }

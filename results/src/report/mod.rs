@@ -15,6 +15,7 @@ pub mod timeline;
 
 use fencer_checkers::Verdict;
 use fencer_harness::PackedHistory;
+use fencer_run::settings::{Settings, format_duration};
 
 pub use plots::{PLOT_FILES, render_plots};
 pub use timeline::{MAX_DRAWN_OPS, render_timeline};
@@ -43,6 +44,8 @@ pub struct ReportAnomaly {
     pub events: Vec<u64>,
     /// The checker's plain-words explanation.
     pub explanation: String,
+    /// A warning (a documented limit that fails only a strict check), not an anomaly.
+    pub warning: bool,
 }
 
 /// The timeline page's file name in a run directory.
@@ -56,15 +59,6 @@ pub fn report_input(settings: &serde_json::Value, verdict: &Verdict) -> ReportIn
         Some(other) => other.to_string(),
         None => "?".into(),
     };
-    let described: Vec<String> = settings
-        .as_object()
-        .map(|fields| {
-            fields
-                .iter()
-                .map(|(name, value)| format!("{name}={value}"))
-                .collect()
-        })
-        .unwrap_or_default();
     ReportInput {
         title: format!(
             "{} seed {} — lock {}, store {}",
@@ -75,7 +69,7 @@ pub fn report_input(settings: &serde_json::Value, verdict: &Verdict) -> ReportIn
         ),
         validity: verdict.validity.name().to_string(),
         summary: verdict.summary_line(),
-        settings: described.join(" · "),
+        settings: settings_line(settings),
         anomalies: verdict
             .anomalies
             .iter()
@@ -83,9 +77,33 @@ pub fn report_input(settings: &serde_json::Value, verdict: &Verdict) -> ReportIn
                 class: anomaly.class.name().to_string(),
                 events: anomaly.events.clone(),
                 explanation: anomaly.explanation.clone(),
+                warning: !anomaly.severity.is_failure(),
             })
             .collect(),
     }
+}
+
+/// The run's settings as the command line takes them (`--ttl 10s --renew-every 3s …`); for
+/// settings this fencer cannot read (another version's), each field as saved, durations in
+/// the command line's units.
+fn settings_line(settings: &serde_json::Value) -> String {
+    if let Ok(parsed) = serde_json::from_value::<Settings>(settings.clone()) {
+        let command = parsed.run_command(parsed.seed, false);
+        return command.strip_prefix("run ").unwrap_or(&command).to_string();
+    }
+    let Some(fields) = settings.as_object() else {
+        return settings.to_string();
+    };
+    let described: Vec<String> = fields
+        .iter()
+        .map(
+            |(name, value)| match (name.strip_suffix("_ns"), value.as_u64()) {
+                (Some(name), Some(ns)) => format!("{name}={}", format_duration(ns)),
+                _ => format!("{name}={value}"),
+            },
+        )
+        .collect();
+    described.join(" · ")
 }
 
 /// `timeline.html` and the plots, as (file name, bytes).
@@ -225,6 +243,21 @@ mod tests {
             })
             .collect();
         PackedHistory::pack(&History { events })
+    }
+
+    #[test]
+    fn settings_are_told_as_the_command_line_takes_them() {
+        let settings = serde_json::to_value(Settings::default()).unwrap();
+        let line = report_input(&settings, &fencer_checkers::check(&history().unpack())).settings;
+        assert!(
+            line.starts_with("--seed 0 --workload fenced-register"),
+            "{line}"
+        );
+        assert!(line.contains(" --ttl 10s --renew-every 3s "), "{line}");
+        assert!(!line.contains("_ns"), "{line}");
+        // Settings another version wrote are shown field by field, durations in units.
+        let other = serde_json::json!({"ttl_ns": 10_000_000_000u64, "workers": 5});
+        assert_eq!(settings_line(&other), "ttl=10s · workers=5");
     }
 
     #[test]

@@ -4,10 +4,12 @@
 //! Lease ends come from the lock service's own log: a grant or renewal records the expiry on
 //! the lock server's clock (`expires_ns`), converted to true time with the server's offset at
 //! that moment (`time_ns - local_ns`); a release ends the lease where it happened; a restart of
-//! the lock service ends every lease it held.
+//! the lock service ends every lease it held. A lock log read back after the run has no true
+//! times ([`LogTiming`]): its leases are not drawn, since nothing says where they fall.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use fencer_harness::words::LogTiming;
 use fencer_harness::{EventType, EventView, Op, PackedHistory};
 
 /// One horizontal row of the timeline.
@@ -106,19 +108,28 @@ pub struct Model<'a> {
     calls: Vec<(u32, u32)>,
     /// Faults in injection order.
     pub faults: Vec<FaultSpan>,
+    /// Which server logs carry true times: the entries of one read back after the run are
+    /// drawn nowhere on the time axis.
+    pub timing: LogTiming,
 }
 
 impl<'a> Model<'a> {
     /// Reads `history` (a validated history, in index order).
     pub fn new(history: &'a PackedHistory) -> Model<'a> {
         let end_ns = history.rows().last().map_or(0, |row| row.time_ns);
+        let timing = LogTiming::of(history.rows().iter().map(|row| (row.kind, row.f)));
         Model {
             history,
             lanes: lanes(history),
             end_ns,
-            leases: leases(history, end_ns),
+            leases: if timing.lock_log_timed {
+                leases(history, end_ns)
+            } else {
+                Vec::new()
+            },
             calls: calls(history),
             faults: faults(history),
+            timing,
         }
     }
 
@@ -130,6 +141,17 @@ impl<'a> Model<'a> {
     /// The event at history position `position`, if the history holds one.
     pub fn get(&self, position: usize) -> Option<EventView<'a>> {
         (position < self.history.len()).then(|| self.history.view(position))
+    }
+
+    /// Whether `event` has a true time to be drawn at: every event but an entry of a log
+    /// read back after the run.
+    pub fn has_time(&self, event: &EventView<'_>) -> bool {
+        self.timing.is_timed(event.kind, event.f)
+    }
+
+    /// Whether the history holds an entry of a log read back after the run.
+    pub fn has_read_back_log(&self) -> bool {
+        self.events().any(|event| !self.has_time(&event))
     }
 
     /// Every event, in order.
@@ -417,6 +439,7 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
                 | Op::DropReplies
                 | Op::Cut
                 | Op::NetPartition
+                | Op::Cancel
         );
         if starts {
             let end_ns = match event.duration_ns {
@@ -424,7 +447,10 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
                 None => event.time_ns,
             };
             if event.duration_ns.is_none()
-                && !matches!(event.f, Op::ClockJump | Op::ClockDrift | Op::Cut)
+                && !matches!(
+                    event.f,
+                    Op::ClockJump | Op::ClockDrift | Op::Cut | Op::Cancel
+                )
             {
                 waiting
                     .entry((event.f, target))
@@ -511,8 +537,10 @@ mod tests {
         renew.holder_token = Some(4);
         renew.local_ns = Some(4_500_000_000);
         renew.expires_ns = Some(14_500_000_000);
+        let mut granted = event(1_001, "w1", EventType::Ok, Op::Acquire);
+        granted.owner = Some("o1".into());
         let last = event(30_000, "w1", EventType::Invoke, Op::Read);
-        let history = packed(vec![invoke, grant, renew, last]);
+        let history = packed(vec![invoke, grant, granted, renew, last.clone()]);
         let model = Model::new(&history);
         assert_eq!(model.leases.len(), 1);
         let lease = &model.leases[0];
@@ -523,6 +551,27 @@ mod tests {
         );
         assert_eq!(lease.renewals_ns, [4_000_000_000]);
         assert_eq!(lease.end, LeaseEnd::Expired);
+        // The same log read back after the run says nothing of when its leases held.
+        let mut invoke = event(0, "w1", EventType::Invoke, Op::Acquire);
+        invoke.owner = Some("o1".into());
+        let mut granted = event(1_001, "w1", EventType::Ok, Op::Acquire);
+        granted.owner = Some("o1".into());
+        let mut grant = grant_at(30_000);
+        grant.local_ns = Some(1_500_000_000);
+        let history = packed(vec![invoke, granted, last, grant]);
+        let model = Model::new(&history);
+        assert!(model.leases.is_empty());
+        assert!(model.has_read_back_log());
+    }
+
+    /// A grant of token 4 on lock L to owner o1, logged at `time_ms`.
+    fn grant_at(time_ms: u64) -> Event {
+        let mut grant = event(time_ms, "lock", EventType::Log, Op::Acquire);
+        grant.lock = Some("L".into());
+        grant.owner = Some("o1".into());
+        grant.token = Some(4);
+        grant.expires_ns = Some(11_500_000_000);
+        grant
     }
 
     #[test]
@@ -539,7 +588,11 @@ mod tests {
         drop.target = Some("w1".into());
         let mut heal = event(5_000, "nemesis", EventType::Nemesis, Op::HealRenew);
         heal.target = Some("w1".into());
-        let history = packed(vec![grant, release, drop, heal]);
+        // A call answered after the log's entries: the log was recorded as it went.
+        let read = event(6_000, "w1", EventType::Invoke, Op::Read);
+        let mut read_ok = read.clone();
+        read_ok.kind = EventType::Ok;
+        let history = packed(vec![grant, release, drop, heal, read, read_ok]);
         let model = Model::new(&history);
         assert_eq!(model.leases[0].end, LeaseEnd::Released);
         assert_eq!(model.leases[0].end_ns, 2_000_000_000);

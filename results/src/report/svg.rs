@@ -16,6 +16,7 @@ pub fn op_colour(f: Op) -> &'static str {
         Op::Release => "#64b5cd",
         Op::Write => "#dd8452",
         Op::Read => "#55a868",
+        Op::Check => "#8e44ad",
         _ => "#999999",
     }
 }

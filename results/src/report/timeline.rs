@@ -64,6 +64,14 @@ pub(crate) fn page(model: &Model<'_>, input: &ReportInput, page: &mut dyn Write)
             spans.join(", ")
         );
     }
+    if model.has_read_back_log() {
+        let _ = page.write_str(
+            "<p class=\"notice\" id=\"read-back\">This run's server logs were read back \
+             after it: their entries hold the store's order and the lock service's own clock, \
+             but no true time, so they are not drawn on the time axis (nor are the leases they \
+             record). The anomalies below tell them by store order and lock clock.</p>\n",
+        );
+    }
     let _ = page.write_str(CONTROLS);
     let drawing = Drawing::new(model, windows);
     drawing.svg(page, &input.anomalies);
@@ -100,7 +108,12 @@ fn windows(model: &Model<'_>, anomalies: &[ReportAnomaly]) -> Option<Vec<(u64, u
     if model.ops() <= MAX_DRAWN_OPS {
         return None;
     }
-    let time_of = |index: u64| model.get(index as usize).map(|e| e.time_ns);
+    let time_of = |index: u64| {
+        model
+            .get(index as usize)
+            .filter(|event| model.has_time(event))
+            .map(|event| event.time_ns)
+    };
     let mut windows: Vec<(u64, u64)> = anomalies
         .iter()
         .filter_map(|anomaly| {
@@ -284,6 +297,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         self.faults(page);
         self.leases(page);
         self.calls(page);
+        self.notices(page);
         self.server_logs(page);
         self.evidence(page, anomalies);
         let _ = page.write_str("</g>\n</svg></div>\n");
@@ -597,9 +611,34 @@ impl<'m, 'e> Drawing<'m, 'e> {
         }
     }
 
+    /// What lock client libraries told their workers unprompted (a lease lost, a renewal
+    /// made): a tick at the top of the worker's lane, labelled, so a reader sees when the
+    /// worker heard it against the calls it made.
+    fn notices(&self, out: &mut dyn Write) {
+        for (index, event) in self.model.events().enumerate() {
+            if event.kind != EventType::Notice || !self.drawn(event.time_ns, event.time_ns) {
+                continue;
+            }
+            let Some((y, _)) = self.lane(event.process) else {
+                continue;
+            };
+            let owned = event.to_event();
+            let title = format!("#{index} at {}: {}", both_clocks(&owned), describe(&owned));
+            let attrs = format!(" data-event=\"{index}\"");
+            let class = format!("tell tell-{}", event.f.name());
+            self.tick(out, event.time_ns, y, 7.0, 2.0, &class, &attrs, &title);
+            if event.f == Op::Lost {
+                self.label(out, event.time_ns, None, y + 8.0, "nlabel", "lost");
+            }
+        }
+    }
+
     fn server_logs(&self, out: &mut dyn Write) {
         for (index, event) in self.model.events().enumerate() {
-            if event.kind != EventType::Log || !self.drawn(event.time_ns, event.time_ns) {
+            if event.kind != EventType::Log
+                || !self.model.has_time(&event)
+                || !self.drawn(event.time_ns, event.time_ns)
+            {
                 continue;
             }
             let Some((y, h)) = self.lane(event.process) else {
@@ -653,7 +692,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
             let Some(lane) = self.model.lane_of(&event) else {
                 continue;
             };
-            if !self.drawn(event.time_ns, event.time_ns) {
+            if !self.model.has_time(&event) || !self.drawn(event.time_ns, event.time_ns) {
                 continue;
             }
             let y = self.lane_y[lane];
@@ -684,32 +723,47 @@ impl<'m, 'e> Drawing<'m, 'e> {
 }
 
 fn anomaly_list(page: &mut dyn Write, model: &Model<'_>, anomalies: &[ReportAnomaly]) {
+    let warnings = anomalies.iter().filter(|anomaly| anomaly.warning).count();
+    let counts = match warnings {
+        0 => format!("Anomalies ({})", anomalies.len()),
+        _ => format!(
+            "Anomalies ({}) and warnings ({warnings})",
+            anomalies.len() - warnings
+        ),
+    };
     let _ = write!(
         page,
-        "<section id=\"anomaly-section\"><h2>Anomalies ({})</h2>\n<ol id=\"anomalies\">\n",
-        anomalies.len()
+        "<section id=\"anomaly-section\"><h2>{counts}</h2>\n<ol id=\"anomalies\">\n"
     );
     if anomalies.is_empty() {
         let _ = page.write_str("<li class=\"none\">No anomaly was found.</li>\n");
     }
     for (k, anomaly) in anomalies.iter().enumerate() {
+        // Only events with a true time place a finding on the time axis.
         let times: Vec<u64> = anomaly
             .events
             .iter()
-            .filter_map(|&index| model.get(index as usize).map(|e| e.time_ns))
+            .filter_map(|&index| model.get(index as usize))
+            .filter(|event| model.has_time(event))
+            .map(|event| event.time_ns)
             .collect();
-        let a = times.iter().copied().min().unwrap_or(0);
-        let b = times.iter().copied().max().unwrap_or(0);
+        let (a, b, span) = match (times.iter().min(), times.iter().max()) {
+            (Some(&a), Some(&b)) => (a, b, format!(" · {}–{}", secs(a), secs(b))),
+            _ => (0, model.end_ns, String::new()),
+        };
+        let (item_class, kind) = if anomaly.warning {
+            ("anomaly warning", " (warning)")
+        } else {
+            ("anomaly", "")
+        };
         let cited: Vec<String> = anomaly.events.iter().map(|i| format!("#{i}")).collect();
         let _ = writeln!(
             page,
-            "<li class=\"anomaly\" id=\"anomaly-{k}\"><button class=\"goto\" data-k=\"{k}\" data-a=\"{}\" data-b=\"{}\">{} · {}–{}</button>\
+            "<li class=\"{item_class}\" id=\"anomaly-{k}\"><button class=\"goto\" data-k=\"{k}\" data-a=\"{}\" data-b=\"{}\">{}{kind}{span}</button>\
              <p>{}</p><p class=\"cited\">evidence: {}</p></li>",
             ms(a),
             ms(b),
             escape::text(&anomaly.class),
-            secs(a),
-            secs(b),
             escape::text(&anomaly.explanation),
             cited.join(" ")
         );
@@ -727,6 +781,7 @@ const LEGEND: &str = "<section id=\"legend\"><h2>Legend</h2><ul>\
 <li><span class=\"sw\" style=\"background:#dd8452\"></span> write call; ✓tN accepted, ✗tN rejected, ?tN unknown</li>\
 <li><span class=\"sw\" style=\"background:#8172b2\"></span> renew call (renewal lane); <b>lost</b>: reply never came</li>\
 <li><span class=\"sw\" style=\"background:#4c72b0\"></span> acquire · <span class=\"sw\" style=\"background:#55a868\"></span> read · <span class=\"sw\" style=\"background:#64b5cd\"></span> release</li>\
+<li><span class=\"sw\" style=\"background:#8e44ad\"></span> ownership check asked of the lock client library (its own calls on the check lane); a mark at the top of a worker's lane: a notice from its library, <b>lost</b> when it said the lease was lost</li>\
 <li><span class=\"sw fault-sw\"></span> nemesis fault (pause, dropped renew replies, delayed writes, lock restart, server faults on the server's or the cluster member's lane); clock jumps and drift as marks; a net partition on each member's lane, labelled with its side</li>\
 <li><span class=\"sw ev-sw\"></span> evidence of an anomaly (click an anomaly to focus it)</li>\
 </ul><p>Times are on the true clock; tooltips give each event's own clock too.</p></section>\n";
@@ -785,9 +840,50 @@ mod tests {
                 class: "stale-write-accepted".into(),
                 events: vec![1],
                 explanation: format!("the store applied {value}"),
+                warning: false,
             }],
         };
         (events, input)
+    }
+
+    #[test]
+    fn a_library_s_notices_its_checks_and_a_cancellation_are_drawn_on_their_worker_s_lane() {
+        let lease = |mut event: Event| {
+            event.lock = Some("L".into());
+            event.owner = Some("0".repeat(32));
+            event
+        };
+        let mut cancel = ev(4, "nemesis", EventType::Nemesis, Op::Cancel);
+        cancel.target = Some("w1".into());
+        let mut lost = lease(ev(6, "w1", EventType::Notice, Op::Lost));
+        lost.error = Some("renewal refused".into());
+        let events = indexed(vec![
+            lease(ev(1, "w1", EventType::Invoke, Op::Check)),
+            lease(ev(2, "w1:check", EventType::Invoke, Op::Renew)),
+            lease(ev(3, "w1:check", EventType::Ok, Op::Renew)),
+            lease(ev(3, "w1", EventType::Ok, Op::Check)),
+            cancel,
+            lost,
+        ]);
+        let input = ReportInput {
+            title: "t".into(),
+            validity: "valid".into(),
+            summary: "valid".into(),
+            settings: String::new(),
+            anomalies: Vec::new(),
+        };
+        let page = render_timeline(&PackedHistory::pack(&History { events }), &input);
+        assert!(
+            page.contains("class=\"t tell tell-lost\""),
+            "the notice is drawn"
+        );
+        assert!(page.contains("told it the lease of owner 00000000… on lock L is lost"));
+        assert!(page.contains("fault f-cancel"), "the cancellation is drawn");
+        assert!(
+            page.contains(">w1:check<"),
+            "the check's own calls have a lane"
+        );
+        assert!(page.contains("fill=\"#8e44ad\""), "the check call is drawn");
     }
 
     #[test]
@@ -830,6 +926,7 @@ mod tests {
                 class: "stale-write-accepted".into(),
                 events: vec![cited],
                 explanation: "x".into(),
+                warning: false,
             }],
             ..ReportInput::default()
         };
@@ -839,6 +936,59 @@ mod tests {
         let drawn = page.matches("class=\"t call").count();
         assert!((190..=210).contains(&drawn), "{drawn} calls drawn");
         assert!(page.contains("data-event=\"18000\""));
+    }
+
+    #[test]
+    fn anomalies_and_warnings_are_counted_apart() {
+        let (events, mut input) = hostile();
+        let mut warning = input.anomalies[0].clone();
+        warning.class = "superseded-write-accepted".into();
+        warning.warning = true;
+        input.anomalies.extend([warning.clone(), warning]);
+        let page = render_timeline(&PackedHistory::pack(&History { events }), &input);
+        assert!(
+            page.contains("<h2>Anomalies (1) and warnings (2)</h2>"),
+            "{page}"
+        );
+        assert!(page.contains("<li class=\"anomaly warning\" id=\"anomaly-1\">"));
+        assert!(page.contains("superseded-write-accepted (warning) · "));
+    }
+
+    #[test]
+    fn a_log_read_back_after_the_run_is_drawn_at_no_time_and_told_by_its_order() {
+        let mut invoke = ev(0, "w1", EventType::Invoke, Op::Write);
+        invoke.write_id = Some("w1-0".into());
+        invoke.token = Some(1);
+        invoke.key = Some("k".into());
+        let mut ok = invoke.clone();
+        ok.kind = EventType::Ok;
+        ok.time_ns = 9_000_000;
+        // Read back once the run was over, at 12.889 s.
+        let mut log = ev(12_889, "store", EventType::Log, Op::Write);
+        log.write_id = Some("w1-0".into());
+        log.token = Some(1);
+        log.key = Some("k".into());
+        log.seq = Some(1);
+        let history = PackedHistory::pack(&History {
+            events: indexed(vec![invoke, ok, log]),
+        });
+        let input = ReportInput {
+            anomalies: vec![ReportAnomaly {
+                class: "ack-mismatch".into(),
+                events: vec![0, 2],
+                explanation: "x".into(),
+                warning: false,
+            }],
+            ..ReportInput::default()
+        };
+        let page = render_timeline(&history, &input);
+        assert!(page.contains("id=\"read-back\""), "no notice");
+        assert!(
+            !page.contains("12.889"),
+            "a read-back time was told:\n{page}"
+        );
+        assert!(!page.contains("data-event=\"2\""), "the entry was drawn");
+        assert!(page.contains("ack-mismatch · 0.000s–0.000s"), "{page}");
     }
 
     #[test]

@@ -59,7 +59,7 @@ mod tests {
     #[test]
     fn traversal_in_every_spelling_is_refused_and_files_inside_are_found() {
         let outer = tempfile::tempdir().unwrap();
-        let root = outer.path().join("store");
+        let root = outer.path().join("archive");
         std::fs::create_dir_all(root.join("w/run")).unwrap();
         std::fs::write(root.join("w/run/verdict.json"), b"{}").unwrap();
         std::fs::write(outer.path().join("secret"), b"x").unwrap();
@@ -90,9 +90,9 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn symlinks_out_of_the_store_are_refused_and_inside_it_followed() {
+    fn symlinks_out_of_the_archive_are_refused_and_inside_it_followed() {
         let outer = tempfile::tempdir().unwrap();
-        let root = outer.path().join("store");
+        let root = outer.path().join("archive");
         std::fs::create_dir_all(root.join("w/run")).unwrap();
         std::fs::write(outer.path().join("secret"), b"x").unwrap();
         std::os::unix::fs::symlink(outer.path().join("secret"), root.join("escape")).unwrap();

@@ -22,14 +22,56 @@ pub(super) struct MemberStatus {
     pub(super) raft_term: u64,
 }
 
+/// Why a member's answer could not be had or read.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum StatusError {
+    /// The exchange failed.
+    #[error("etcd at {address}{path}: {source}")]
+    Io {
+        address: SocketAddr,
+        path: String,
+        source: std::io::Error,
+    },
+    /// What came back is no HTTP reply.
+    #[error("etcd at {address}{path}: no HTTP reply: {reply}")]
+    NoHttp {
+        address: SocketAddr,
+        path: String,
+        reply: String,
+    },
+    /// An HTTP status other than 200.
+    #[error("etcd at {address}{path}: {status}: {body}")]
+    NotOk {
+        address: SocketAddr,
+        path: String,
+        status: String,
+        body: String,
+    },
+    /// A body that is not JSON.
+    #[error("etcd at {address}{path}: {source}: {body}")]
+    NotJson {
+        address: SocketAddr,
+        path: String,
+        source: serde_json::Error,
+        body: String,
+    },
+    /// A status answer without the fields one carries.
+    #[error("etcd at {address}: unexpected status {reply}")]
+    Unexpected { address: SocketAddr, reply: Value },
+}
+
 /// POSTs `body` to `path` on the member at `address`, every step bounded by `timeout`.
 pub(super) fn post(
     address: SocketAddr,
     path: &str,
     body: &Value,
     timeout: Duration,
-) -> Result<Value, String> {
-    let fail = |error: std::io::Error| format!("etcd at {address}{path}: {error}");
+) -> Result<Value, StatusError> {
+    let fail = |source: std::io::Error| StatusError::Io {
+        address,
+        path: path.to_string(),
+        source,
+    };
     let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(fail)?;
     stream.set_read_timeout(Some(timeout)).map_err(fail)?;
     stream.set_write_timeout(Some(timeout)).map_err(fail)?;
@@ -46,25 +88,36 @@ pub(super) fn post(
     let reply = String::from_utf8_lossy(&reply);
     let (head, json) = reply
         .split_once("\r\n\r\n")
-        .ok_or_else(|| format!("etcd at {address}{path}: no HTTP reply: {reply}"))?;
+        .ok_or_else(|| StatusError::NoHttp {
+            address,
+            path: path.to_string(),
+            reply: reply.to_string(),
+        })?;
     if !head.starts_with("HTTP/1.0 200") && !head.starts_with("HTTP/1.1 200") {
-        return Err(format!(
-            "etcd at {address}{path}: {}: {json}",
-            head.lines().next().unwrap_or("")
-        ));
+        return Err(StatusError::NotOk {
+            address,
+            path: path.to_string(),
+            status: head.lines().next().unwrap_or("").to_string(),
+            body: json.to_string(),
+        });
     }
-    serde_json::from_str(json).map_err(|error| format!("etcd at {address}{path}: {error}: {json}"))
+    serde_json::from_str(json).map_err(|source| StatusError::NotJson {
+        address,
+        path: path.to_string(),
+        source,
+        body: json.to_string(),
+    })
 }
 
 /// The member's status.
-pub(super) fn status(address: SocketAddr, timeout: Duration) -> Result<MemberStatus, String> {
+pub(super) fn status(address: SocketAddr, timeout: Duration) -> Result<MemberStatus, StatusError> {
     let reply = post(
         address,
         "/v3/maintenance/status",
         &serde_json::json!({}),
         timeout,
     )?;
-    parse_status(&reply).ok_or_else(|| format!("etcd at {address}: unexpected status {reply}"))
+    parse_status(&reply).ok_or(StatusError::Unexpected { address, reply })
 }
 
 /// The fields of a status answer (int64 travel as strings in the gateway's JSON).

@@ -48,14 +48,27 @@ impl Reply {
     }
 }
 
+/// A command a process did not answer: where it went, what it asked, what the OS said.
+#[derive(Debug, thiserror::Error)]
+#[error("{address} {command}: {source}")]
+pub(super) struct Unanswered {
+    address: SocketAddr,
+    command: String,
+    source: std::io::Error,
+}
+
 /// Sends `args` as one command to `address` and reads its reply, every step bounded by
 /// `timeout`. An error reply is returned as [`Reply::Error`], not as `Err`.
 pub(super) fn command(
     address: SocketAddr,
     args: &[&str],
     timeout: Duration,
-) -> Result<Reply, String> {
-    let fail = |error: std::io::Error| format!("{address} {}: {error}", args.join(" "));
+) -> Result<Reply, Unanswered> {
+    let fail = |source: std::io::Error| Unanswered {
+        address,
+        command: args.join(" "),
+        source,
+    };
     let mut stream = TcpStream::connect_timeout(&address, timeout).map_err(fail)?;
     stream.set_read_timeout(Some(timeout)).map_err(fail)?;
     stream.set_write_timeout(Some(timeout)).map_err(fail)?;

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::{Launch, NetLab, ServerError, ServerGuard};
 
 /// The ensemble's tick. Followers and leader give up on each other after
-/// [`SYNC_LIMIT_TICKS`] ticks, so a tick of 100 ms notices a lost member within a second while
+/// ten ticks, so a tick of 100 ms notices a lost member within a second while
 /// a JVM stalled for a few hundred milliseconds on a loaded two-core machine stays in.
 pub const ZOOKEEPER3_TICK_MS: u64 = 100;
 
