@@ -38,7 +38,7 @@ fn every_mutant_is_caught_as_its_class() {
     for mutant in &ZOO {
         assert_caught(mutant);
     }
-    assert_eq!(ZOO.len(), 17, "the zoo lost a mutant");
+    assert_eq!(ZOO.len(), 21, "the zoo lost a mutant");
 }
 
 #[test]
@@ -64,6 +64,10 @@ fn every_mutant_is_listed_once_in_zoo_order() {
             "ignore-renew-failure",
             "zombie-renewal",
             "blind-retry",
+            "cached-check",
+            "silent-watchdog",
+            "sparse-renewal",
+            "eternal-watchdog",
         ]
     );
     for mutant in &ZOO {
@@ -147,7 +151,16 @@ fn warning_class_mutants_are_caught_only_by_a_strict_check() {
         .filter(|mutant| mutant.strict)
         .map(|mutant| mutant.name)
         .collect();
-    assert_eq!(strict, ["sticky-lock", "revive-expired"]);
+    assert_eq!(
+        strict,
+        [
+            "sticky-lock",
+            "revive-expired",
+            "silent-watchdog",
+            "sparse-renewal",
+            "eternal-watchdog"
+        ]
+    );
     for mutant in ZOO.iter().filter(|mutant| mutant.strict) {
         let catch = hunt(mutant, WaitMode::Poll, CAP).unwrap().caught.unwrap();
         let lenient = verdict_of(&mutant.settings(catch.seed), false).unwrap();

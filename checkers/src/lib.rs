@@ -20,6 +20,11 @@
 //! | `lock-reply-mismatch` | did a lock reply contradict the lock log: `ok` unapplied or with another token, `fail` applied, `busy` with no live lease? | anomaly | lock log + client replies |
 //! | `expired-lease-renewed` | did the service renew a lease its log shows ended, while no newer one was live? | warning | lock log only |
 //! | `stuck-lock` | did acquires stay busy for over a TTL plus a margin (one more TTL, at least 2 s) after the last lease surely ended, with no grant? | warning | client replies |
+//! | `write-after-lost-notice` | did a worker write under a lease its lock client library had told it was lost, before its last call ended? | anomaly | client calls and notices |
+//! | `stale-ownership-check` | did a library answer "held" after another owner, asking later, was granted the lock? | anomaly | client calls |
+//! | `silent-lease-loss` | was a renewal of a held lease refused with the worker never told? | warning | client calls and notices |
+//! | `fragile-renewal` | did a library wait half a TTL or more between a lease's answer and its next renewal? | warning | client calls + faults |
+//! | `abandoned-lease` | was a lease renewed after its worker gave it up unreleased? | warning | client calls and notices |
 //!
 //! Anomalies fail the verdict. Warnings are reported (`warning_counts`, the summary line) and
 //! fail it only under `strict`: fencing's documented limit, a contract breach that harmed
@@ -48,11 +53,13 @@
 //! million events be checked in well under a second; explanations unpack the few events they
 //! cite.
 
+mod abandoned_lease;
 mod ack_mismatch;
 mod context;
 mod explain;
 mod findings;
 mod foreign_release;
+mod fragile_renewal;
 mod index;
 mod later_grants;
 mod lease_windows;
@@ -64,7 +71,10 @@ mod numbering;
 mod options;
 mod overlapping_leases;
 mod phantom_read;
+mod process_roles;
 mod search;
+mod silent_loss;
+mod stale_check;
 mod stale_read;
 mod stale_write;
 pub mod story;
@@ -73,6 +83,7 @@ mod superseded;
 #[cfg(test)]
 mod testkit;
 mod token_regression;
+mod told_lost;
 mod unfounded_rejection;
 mod verdict;
 mod versions;
@@ -183,6 +194,9 @@ fn is_warning(class: AnomalyClass) -> bool {
         AnomalyClass::SupersededWriteAccepted
             | AnomalyClass::ExpiredLeaseRenewed
             | AnomalyClass::StuckLock
+            | AnomalyClass::SilentLeaseLoss
+            | AnomalyClass::FragileRenewal
+            | AnomalyClass::AbandonedLease
     )
 }
 
@@ -197,13 +211,18 @@ fn applies(class: AnomalyClass, workload: Workload) -> bool {
         | AnomalyClass::ZombieRenewal
         | AnomalyClass::LockReplyMismatch
         | AnomalyClass::ExpiredLeaseRenewed
-        | AnomalyClass::StuckLock => true,
+        | AnomalyClass::StuckLock
+        | AnomalyClass::StaleOwnershipCheck
+        | AnomalyClass::SilentLeaseLoss
+        | AnomalyClass::FragileRenewal
+        | AnomalyClass::AbandonedLease => true,
         AnomalyClass::StaleWriteAccepted
         | AnomalyClass::SupersededWriteAccepted
         | AnomalyClass::AckMismatch
         | AnomalyClass::StaleRead
         | AnomalyClass::UnfoundedRejection
-        | AnomalyClass::PhantomRead => workload != Workload::Mutex,
+        | AnomalyClass::PhantomRead
+        | AnomalyClass::WriteAfterLostNotice => workload != Workload::Mutex,
         AnomalyClass::LostUpdate | AnomalyClass::DuplicateEffect => {
             workload == Workload::LockCounter
         }
@@ -229,6 +248,11 @@ fn run(ctx: &Context<'_>, class: AnomalyClass) -> Outcome {
         AnomalyClass::LockReplyMismatch => lock_contract::check_replies(ctx),
         AnomalyClass::ExpiredLeaseRenewed => lock_contract::check_renewals(ctx),
         AnomalyClass::StuckLock => stuck_lock::check(ctx),
+        AnomalyClass::WriteAfterLostNotice => told_lost::check(ctx),
+        AnomalyClass::StaleOwnershipCheck => stale_check::check(ctx),
+        AnomalyClass::SilentLeaseLoss => silent_loss::check(ctx),
+        AnomalyClass::FragileRenewal => fragile_renewal::check(ctx),
+        AnomalyClass::AbandonedLease => abandoned_lease::check(ctx),
     }
 }
 
@@ -358,7 +382,7 @@ mod tests {
             BTreeMap::from([("stale-write-accepted".to_string(), 1)])
         );
         // Every checker but the lock-counter's two runs on a fenced-register history.
-        assert_eq!(verdict.checkers.len(), 14);
+        assert_eq!(verdict.checkers.len(), AnomalyClass::ALL.len() - 2);
         assert!(
             verdict
                 .checkers
@@ -429,6 +453,11 @@ mod tests {
                 "none",
                 "none",
                 "client replies",
+                "client calls and notices",
+                "client calls",
+                "client calls and notices",
+                "client calls",
+                "client calls and notices",
             ]
         );
     }

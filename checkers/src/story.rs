@@ -80,6 +80,27 @@ fn lesson(class: &str) -> Lesson {
             remedy: "serve reads from the store's current state (the primary, a quorum read), \
                      never from a replica or cache that may lag behind acknowledged writes",
         },
+        "write-after-lost-notice" | "silent-lease-loss" => Lesson {
+            defence: "the lock client's notice of a lost lease",
+            remedy: "have the library tell its caller as soon as a renewal is refused or a TTL \
+                     passes unconfirmed, and have the caller stop the protected work once told \
+                     (and fence the store for the writes already on their way)",
+        },
+        "stale-ownership-check" => Lesson {
+            defence: "the lock client's ownership check",
+            remedy: "answer \"do I still hold it?\" by asking the lock service (an owner-checked \
+                     renew or read), never from a flag, a cache or the client's own clock alone",
+        },
+        "fragile-renewal" => Lesson {
+            defence: "auto-renewal",
+            remedy: "renew at most every third of the TTL, so one lost reply still leaves a \
+                     renewal before the lease expires",
+        },
+        "abandoned-lease" => Lesson {
+            defence: "auto-renewal that ends with its caller",
+            remedy: "tie the renewal loop to the work it serves (its context or scope), so a \
+                     cancelled caller's lease lapses instead of being renewed for nobody",
+        },
         _ => Lesson {
             defence: "the lease protocol",
             remedy: "see the anomaly's explanation in verdict.json",

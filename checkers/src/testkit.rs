@@ -107,6 +107,38 @@ impl Builder {
         })
     }
 
+    /// A notice on `process` about the lease of `owner` on `lock` (`lost` with `why`,
+    /// `renewed`, `abandoned`).
+    pub fn notice(
+        &mut self,
+        process: &str,
+        f: Op,
+        lock: &str,
+        owner: &str,
+        why: Option<&str>,
+    ) -> u64 {
+        let mut event = Event::new(process, EventType::Notice, f);
+        event.lock = Some(lock.into());
+        event.owner = Some(owner.into());
+        event.error = why.map(str::to_string);
+        self.push(event)
+    }
+
+    /// An ownership check of `owner`'s lease on `lock` by worker `process`, answered held or
+    /// not. Returns the invoke.
+    pub fn check(&mut self, process: &str, lock: &str, owner: &str, held: bool) -> u64 {
+        let invoke = self.invoke(process, Op::Check, |e| {
+            e.lock = Some(lock.into());
+            e.owner = Some(owner.into());
+        });
+        if held {
+            self.ok(process);
+        } else {
+            self.fail(process, "not-held");
+        }
+        invoke
+    }
+
     pub fn nemesis(&mut self, f: Op, target: &str, fill: impl FnOnce(&mut Event)) -> u64 {
         let mut event = Event::new("nemesis", EventType::Nemesis, f);
         event.target = Some(target.into());

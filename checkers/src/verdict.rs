@@ -130,11 +130,25 @@ pub enum AnomalyClass {
     /// The lock stayed busy for over a TTL plus a margin after its last lease ended, with no
     /// grant in between: a liveness failure (a warning unless strict).
     StuckLock,
+    /// A worker sent a write under a lease its own lock client library had told it was lost.
+    WriteAfterLostNotice,
+    /// A lock client library answered "held" to an ownership check after another owner had
+    /// been granted the lock.
+    StaleOwnershipCheck,
+    /// The lock service refused a renewal of a worker's lease and its library never told the
+    /// worker the lease was lost (a warning unless strict).
+    SilentLeaseLoss,
+    /// A library's renewal period is half a TTL or more: one lost reply and the lease may
+    /// expire before the next renewal (a warning unless strict).
+    FragileRenewal,
+    /// A lease was renewed after its worker gave it up unreleased, its work cancelled (a
+    /// warning unless strict).
+    AbandonedLease,
 }
 
 impl AnomalyClass {
     /// Every class, in the order checkers run and summaries list them.
-    pub const ALL: [AnomalyClass; 16] = [
+    pub const ALL: [AnomalyClass; 21] = [
         AnomalyClass::StaleWriteAccepted,
         AnomalyClass::ForeignRelease,
         AnomalyClass::OverlappingLeases,
@@ -151,6 +165,11 @@ impl AnomalyClass {
         AnomalyClass::LockReplyMismatch,
         AnomalyClass::ExpiredLeaseRenewed,
         AnomalyClass::StuckLock,
+        AnomalyClass::WriteAfterLostNotice,
+        AnomalyClass::StaleOwnershipCheck,
+        AnomalyClass::SilentLeaseLoss,
+        AnomalyClass::FragileRenewal,
+        AnomalyClass::AbandonedLease,
     ];
 
     /// The kebab-case name (`stale-write-accepted`, ...), identical to the serde form.
@@ -172,6 +191,11 @@ impl AnomalyClass {
             AnomalyClass::LockReplyMismatch => "lock-reply-mismatch",
             AnomalyClass::ExpiredLeaseRenewed => "expired-lease-renewed",
             AnomalyClass::StuckLock => "stuck-lock",
+            AnomalyClass::WriteAfterLostNotice => "write-after-lost-notice",
+            AnomalyClass::StaleOwnershipCheck => "stale-ownership-check",
+            AnomalyClass::SilentLeaseLoss => "silent-lease-loss",
+            AnomalyClass::FragileRenewal => "fragile-renewal",
+            AnomalyClass::AbandonedLease => "abandoned-lease",
         }
     }
 }
@@ -188,7 +212,9 @@ impl fmt::Display for AnomalyClass {
     "expected an anomaly class (stale-write-accepted, foreign-release, overlapping-leases, \
      token-regression, ack-mismatch, superseded-write-accepted, lost-update, duplicate-effect, \
      zombie-renewal, stale-read, nonlinearizable-register, unfounded-rejection, phantom-read, \
-     lock-reply-mismatch, expired-lease-renewed or stuck-lock), found {found:?}"
+     lock-reply-mismatch, expired-lease-renewed, stuck-lock, write-after-lost-notice, \
+     stale-ownership-check, silent-lease-loss, fragile-renewal or abandoned-lease), found \
+     {found:?}"
 )]
 pub struct UnknownAnomalyClass {
     /// The name that was given.

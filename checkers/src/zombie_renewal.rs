@@ -1,21 +1,23 @@
 //! `zombie-renewal`: did a worker's renewal task renew a lease after the worker had released
-//! it, or after the worker had finished altogether?
+//! it, abandoned it (its work was cancelled), or finished altogether?
 //!
 //! A renewal task must die with its lease. One that outlives it keeps renewing a lease nobody
 //! uses (holding the lock against everyone else until the process dies), or, with a lock
 //! service that does not compare owners, someone else's. The evidence is the client calls
 //! alone: the renewal tasks of `wN` are the processes `wN:renew` (and `wN:renew-1`, ... while
 //! several are alive at once), and a renew one *sends* for an owner token after `wN` sent that
-//! token's release (or after `wN` finished: its last event closed a release or a refused
-//! acquire) is a zombie, whatever the lock service answers.
+//! token's release, after `wN` gave that lease up to its library unreleased (its `abandoned`
+//! notice: the work under it was cancelled, so nothing of the worker's wants it renewed), or
+//! after `wN` finished (its last event closed a release or a refused acquire) is a zombie,
+//! whatever the lock service answers.
 
-use fencer_harness::{EventType, Op, RowRef, Sym, roles};
+use fencer_harness::{EventType, Op, RowRef, Sym};
 
 use crate::context::{Context, worker_of};
 use crate::explain::{short_owner, when};
 use crate::findings::{Hits, Outcome};
 use crate::index::FastMap;
-use crate::numbering::SymTable;
+use crate::process_roles::Roles;
 use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::ZombieRenewal;
@@ -23,50 +25,17 @@ const CLASS: AnomalyClass = AnomalyClass::ZombieRenewal;
 /// A renew sent too late, and what it was too late for.
 struct Hit {
     renew: usize,
-    /// The worker's release of the same owner token, or its last event.
+    /// The worker's release or abandonment of the same owner token, or its last event.
     after: usize,
-    released: bool,
+    ended: Ended,
 }
 
-/// What a process name says about its part, read once per distinct process so that the
-/// detection passes compare syms, not strings.
-#[derive(Clone, Copy)]
-struct Role {
-    /// A worker itself (`w1`), not one of its tasks (`w1:renew`).
-    is_worker: bool,
-    /// A renewal task (`w1:renew`, `w1:renew-2`).
-    is_renewal_task: bool,
-    /// The worker the process belongs to, if some row holds that name (if none does, no
-    /// worker of that name acted either).
-    worker: Option<Sym>,
-}
-
-/// Roles of the processes seen so far.
-struct Roles<'c, 'h> {
-    ctx: &'c Context<'h>,
-    by_process: SymTable<'c, Option<Role>>,
-}
-
-impl<'c, 'h> Roles<'c, 'h> {
-    fn new(ctx: &'c Context<'h>) -> Roles<'c, 'h> {
-        Roles {
-            ctx,
-            by_process: ctx.per_process(None),
-        }
-    }
-
-    /// The role of `process` (a row's), read from its name on first use.
-    fn of(&mut self, process: Sym) -> Role {
-        let ctx = self.ctx;
-        *self.by_process[process].get_or_insert_with(|| {
-            let name = ctx.text(process);
-            Role {
-                is_worker: !name.contains(':'),
-                is_renewal_task: roles::is_renewal_task(name),
-                worker: ctx.sym(worker_of(name)),
-            }
-        })
-    }
+/// How the worker was done with the lease before its renewal task renewed it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Released,
+    Abandoned,
+    Finished,
 }
 
 /// Runs the checker on the client calls.
@@ -74,17 +43,16 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut roles = Roles::new(ctx);
     let mut released: FastMap<(Sym, Sym), usize> = FastMap::default();
     let mut hits = Hits::new();
-    let renew_or_release =
-        |kind, f| kind == EventType::Invoke && matches!(f, Op::Renew | Op::Release);
-    for (position, ref row) in ctx.rows_where(renew_or_release) {
-        if row.kind != EventType::Invoke {
-            continue;
-        }
+    let wanted = |kind, f| {
+        (kind == EventType::Invoke && matches!(f, Op::Renew | Op::Release))
+            || (kind == EventType::Notice && f == Op::Abandoned)
+    };
+    for (position, ref row) in ctx.rows_where(wanted) {
         let Some(owner) = row.owner else {
             continue;
         };
         match row.f {
-            Op::Release if roles.of(row.process).is_worker => {
+            Op::Release | Op::Abandoned if roles.of(row.process).is_worker => {
                 released.entry((row.process, owner)).or_insert(position);
             }
             Op::Renew => {
@@ -96,10 +64,15 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     continue;
                 };
                 if let Some(&release) = released.get(&(worker, owner)) {
+                    let ended = if ctx.rows.get(release).f == Op::Abandoned {
+                        Ended::Abandoned
+                    } else {
+                        Ended::Released
+                    };
                     hits.push(Hit {
                         renew: position,
                         after: release,
-                        released: true,
+                        ended,
                     });
                 } else if let Some(last) = ctx.last_client_call(worker)
                     && last < position
@@ -108,7 +81,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     hits.push(Hit {
                         renew: position,
                         after: last,
-                        released: false,
+                        ended: Ended::Finished,
                     });
                 }
             }
@@ -134,18 +107,22 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
     let lock = renew.lock.as_deref().unwrap_or("(no lock)");
     let worker = worker_of(&renew.process);
     let mut cited = vec![hit.after, hit.renew];
-    let before = if hit.released {
-        format!(
+    let before = match hit.ended {
+        Ended::Released => format!(
             "{worker} sent the release of lock {lock} for owner {owner} {}",
             when(ctx, &after, "its")
-        )
-    } else {
-        format!(
+        ),
+        Ended::Abandoned => format!(
+            "{worker} gave up the lease of lock {lock} for owner {owner} unreleased, its work \
+             cancelled, {}",
+            when(ctx, &after, "its")
+        ),
+        Ended::Finished => format!(
             "{worker} finished (its last call, {} {}, ended {})",
             after.f.name(),
             event_kind(after.kind),
             when(ctx, &after, "its")
-        )
+        ),
     };
     let outcome = match ctx.lookup().partner(hit.renew) {
         Some(reply) => {
@@ -173,8 +150,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         explanation: format!(
             "{before}; afterwards its renewal task {} still sent a renew of lock {lock} for \
              owner {owner} {}, {outcome}. A renewal task must stop before its worker releases \
-             the lease or finishes; one that outlives it keeps a dead lease alive and holds off \
-             every other worker.",
+             or abandons the lease or finishes; one that outlives it keeps a dead lease alive \
+             and holds off every other worker.",
             renew.process,
             when(ctx, &renew, "its")
         ),
@@ -241,6 +218,31 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in: {text}");
         }
+    }
+
+    #[test]
+    fn a_renew_after_the_worker_abandoned_the_lease_is_a_zombie() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        // In flight when the work was cancelled: not a zombie.
+        b.invoke_lock_call("w1:renew", Op::Renew, "L", "o1");
+        let abandoned = b.notice("w1", Op::Abandoned, "L", "o1", None);
+        b.ok("w1:renew");
+        b.at(3.0);
+        let zombie = renew(&mut b, "w1:renew", "o1", true);
+        let history = b.build();
+        let packed = PackedHistory::pack(&history);
+        let outcome = check(&Context::new(&packed));
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(
+            outcome.anomalies[0].events,
+            vec![abandoned, zombie, zombie + 1]
+        );
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.starts_with("w1 gave up the lease of lock L for owner o1 unreleased"),
+            "{text}"
+        );
     }
 
     #[test]

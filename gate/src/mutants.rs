@@ -54,13 +54,15 @@ pub struct Mutant {
 }
 
 const DEFAULT_GAP_NS: u64 = 10_000_000_000;
+/// Cycles per worker for `eternal-watchdog`.
+const ETERNAL_CYCLES: usize = 5;
 const RESTART_GAP_NS: u64 = 60_000_000_000;
 /// Faults this close together often overlap: pauses on one worker freeze it for several
 /// TTLs, and clock steps land inside many leases.
 const FREQUENT_GAP_NS: u64 = 2_000_000_000;
 
 /// Every mutant, lock service first, then stores, then workers.
-pub const ZOO: [Mutant; 17] = [
+pub const ZOO: [Mutant; 21] = [
     Mutant {
         name: "unsafe-release",
         models: "release deletes the lease without comparing the owner (Redis DEL instead of \
@@ -321,6 +323,65 @@ pub const ZOO: [Mutant; 17] = [
         lock: LockBackend::Sim,
         store: StoreBackend::Sqlite,
         client: ClientVariant::BlindRetry,
+    },
+    Mutant {
+        name: "cached-check",
+        models: "the library's ownership check answers from a flag set at the grant instead of \
+                 asking the service (`isAcquired`): after a pause past the TTL it still says \
+                 held while another owner holds the lock",
+        expected_class: "stale-ownership-check",
+        strict: false,
+        workload: Workload::FencedRegister,
+        nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::Sim,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::CachedCheck,
+    },
+    Mutant {
+        name: "silent-watchdog",
+        models: "the watchdog logs a refused renewal and carries on, never telling its worker \
+                 the lease is lost",
+        expected_class: "silent-lease-loss",
+        strict: true,
+        workload: Workload::Mutex,
+        nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::Sim,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::SilentWatchdog,
+    },
+    Mutant {
+        name: "sparse-renewal",
+        models: "the watchdog renews every 0.6 TTLs: one lost reply and the next renewal comes \
+                 after the lease may have expired",
+        expected_class: "fragile-renewal",
+        strict: true,
+        workload: Workload::Mutex,
+        nemesis: &FaultKind::DEFAULT,
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::Sim,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::SparseRenewal,
+    },
+    Mutant {
+        name: "eternal-watchdog",
+        models: "the watchdog renews on its timer until release, whatever its caller is doing: \
+                 work cancelled without a release keeps its lease alive for nobody",
+        expected_class: "abandoned-lease",
+        strict: true,
+        workload: Workload::Mutex,
+        nemesis: &[FaultKind::Cancel],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        // The first cancelled lease is renewed for nobody from then on, and every other
+        // worker waits for the lock to the end of the run: a few cycles show it.
+        ops_per_worker: Some(ETERNAL_CYCLES),
+        lock: LockBackend::Sim,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::EternalWatchdog,
     },
 ];
 

@@ -171,6 +171,10 @@ pub enum Op {
     Lost,
     /// Notice: the worker's lock client library said its auto-renewal extended the lease.
     Renewed,
+    /// Notice: the worker gave its lease up to its library without releasing it, because
+    /// the work under it was cancelled: from here on nothing of the worker's wants the lease
+    /// renewed.
+    Abandoned,
 }
 
 impl Op {
@@ -178,7 +182,7 @@ impl Op {
     /// iterate over (the fast history reader's above all, which would otherwise send a new
     /// op's every line to the slow path unnoticed). A test checks the list against the enum's
     /// JSON names, so a variant added but not listed fails it.
-    pub const ALL: [Op; 42] = [
+    pub const ALL: [Op; 43] = [
         Op::Acquire,
         Op::Renew,
         Op::Release,
@@ -221,6 +225,7 @@ impl Op {
         Op::Cancel,
         Op::Lost,
         Op::Renewed,
+        Op::Abandoned,
     ];
 
     /// The kebab-case name, as in the JSONL form.
@@ -268,6 +273,7 @@ impl Op {
             Op::Cancel => "cancel",
             Op::Lost => "lost",
             Op::Renewed => "renewed",
+            Op::Abandoned => "abandoned",
         }
     }
 
@@ -280,9 +286,10 @@ impl Op {
         )
     }
 
-    /// True for what a lock client library tells its worker unprompted (`notice` events).
+    /// True for what a lock client library tells its worker unprompted, and what the worker
+    /// tells its library outside any call (`notice` events).
     pub fn is_notice(self) -> bool {
-        matches!(self, Op::Lost | Op::Renewed)
+        matches!(self, Op::Lost | Op::Renewed | Op::Abandoned)
     }
 }
 

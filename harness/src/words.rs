@@ -195,6 +195,11 @@ pub fn describe(event: &Event) -> String {
             "{who}'s lock client said it renewed the lease of owner {} on lock {lock}",
             short_owner(event.owner.as_deref().unwrap_or("?"))
         ),
+        (EventType::Notice, Op::Abandoned) => format!(
+            "{who} gave up the lease of owner {} on lock {lock} without releasing it (its work \
+             was cancelled)",
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
         (EventType::Nemesis, Op::Cancel) => format!(
             "the nemesis cancelled {target}'s work under its lease: at once if it held one, \
              else halfway through the thinking of its next (its process lives on)"

@@ -190,7 +190,9 @@ impl LockLibrary for ReferenceLibrary {
             Ok(Owned::Done) => {
                 let ttl_ns = i64::try_from(self.ttl().as_nanos()).unwrap_or(i64::MAX);
                 belief.confirm(sent_local_ns, ttl_ns);
-                Ok(true)
+                // A watchdog refused while this check was in flight already told the worker
+                // the lease is lost: the check must not contradict it.
+                Ok(belief.status() != crate::lease::LeaseStatus::Lost)
             }
             Ok(Owned::NotOwner) | Err(CallError::NotApplied(_)) => {
                 belief.lose();

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 
 use fencer_harness::task::JoinHandle;
 use fencer_harness::{
-    Lease, LibraryContext, LockClient, LockLibrary, OwnerToken, StoreClient, Stream, roles,
+    Lease, LibraryContext, LockClient, LockLibrary, Op, OwnerToken, StoreClient, Stream, roles,
     stream_rng,
 };
 use rand::Rng;
@@ -270,6 +270,9 @@ impl Worker {
                 continue;
             }
             let token = lease.fencing_token.unwrap_or(0);
+            self.lock
+                .process()
+                .notice(Op::Abandoned, &config.lock, lease.owner, None);
             self.library.cancel(lease).await;
             let pending = pending.into_inner().unwrap_or_else(|p| p.into_inner());
             if let Some(write) = pending {
@@ -992,12 +995,20 @@ mod tests {
     #[test]
     fn cancelled_work_ends_its_renewal_and_still_sends_its_write_late_unasked() {
         let history = cancelled_at(2 * S, ClientVariant::Reference, vec![cycle(4 * S, S, 0)]);
-        // Cancelled at 2 s, while thinking: no check, no release by the worker, no renewal
-        // after the cancellation.
+        // Cancelled at 2 s, while thinking: no check, no release by the worker (it tells that
+        // it abandoned the lease, at the cancellation), no renewal after the cancellation.
         assert_eq!(
             steps(&history, "w0"),
-            ["invoke acquire", "ok acquire", "invoke read", "ok read"]
+            [
+                "invoke acquire",
+                "ok acquire",
+                "invoke read",
+                "ok read",
+                "notice abandoned"
+            ]
         );
+        let abandoned = events(&history, "w0", EventType::Notice, Op::Abandoned);
+        assert_eq!(times(&abandoned), [2 * S]);
         assert!(events(&history, "w0:renew", EventType::Invoke, Op::Renew).is_empty());
         // The abandoned work finishes preparing and sends its write at 3 s, with its token.
         let late = events(&history, "w0:late", EventType::Invoke, Op::Write);
