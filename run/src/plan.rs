@@ -131,11 +131,15 @@ impl Plan {
         let workers = plan_workers(&settings.register_config(), settings.seed);
         // A cluster's faults aim at its members, never at the role as one server.
         let clusters = settings.clusters();
-        let servers = settings
+        let mut servers: Vec<String> = settings
             .private_servers()
             .into_iter()
             .filter(|role| clusters.iter().all(|cluster| &cluster.role != role))
             .collect();
+        // An exec client's child and proxy take server faults, aimed at its worker.
+        if settings.client.exec_command().is_some() {
+            servers.extend((0..settings.workers).map(|index| format!("w{index}")));
+        }
         let schedule = ScheduleConfig {
             kinds: settings.nemesis.clone(),
             workers: settings.workers,

@@ -8,10 +8,11 @@
 //! hands it a proxy of that worker's own, so network faults reach exactly its traffic.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
-use fencer_harness::{CallError, Lease, LibraryContext, LockClient, LockLibrary, Owned, OwnerToken};
+use fencer_harness::{
+    CallError, Lease, LibraryContext, LockClient, LockLibrary, Owned, OwnerToken,
+};
 
 use super::child::ExecChild;
 use super::command::ExecCommand;
@@ -19,19 +20,15 @@ use super::connection::{hello_timeout, on_background};
 use super::error::ExecError;
 use super::protocol::{ClientHello, NoticeKind, Outcome, Request, ttl_ms};
 
-/// What a client child is started with: the worker it serves, where the lock service is, the
-/// run's lock and TTL, and what its environment gets besides fencer's own (libfaketime's
-/// variables, when its clock is to be stepped).
+/// What a client child is started with: the worker it serves, where the lock service is, and
+/// what its environment gets besides fencer's own (libfaketime's variables, when its clock is
+/// to be stepped).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClientSpec {
     /// The worker (`w0`).
     pub worker: String,
     /// The lock service's URL as the child is to connect to it.
     pub server: String,
-    /// The run's lock.
-    pub lock: String,
-    /// The run's TTL.
-    pub ttl: Duration,
     /// Variables added to the child's environment.
     pub env: Vec<(String, String)>,
 }
@@ -63,8 +60,6 @@ impl ExecClient {
                 role: "client",
                 worker: &spec.worker,
                 server: &spec.server,
-                lock: &spec.lock,
-                ttl_ms: ttl_ms(spec.ttl),
             };
             ExecChild::start(&command, &spec.env, Some(hello), timeout).await
         })
@@ -202,9 +197,9 @@ impl LockLibrary for ExecLibrary {
             .await?;
         let named = named.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok(match (granted, named) {
-            (Some(fencing_token), Some(owner_name)) => Some(
-                Lease::new(owner, fencing_token).with_guard(ChildLease { owner: owner_name }),
-            ),
+            (Some(fencing_token), Some(owner_name)) => {
+                Some(Lease::new(owner, fencing_token).with_guard(ChildLease { owner: owner_name }))
+            }
             _ => None,
         })
     }

@@ -101,8 +101,8 @@ pub enum Request<'a> {
     LockLog,
 }
 
-/// What a client child is told in its hello: which worker it serves, the server it connects
-/// to, and the run's lock and TTL.
+/// What a client child is told in its hello: which worker it serves and the server it
+/// connects to (the lock and TTL come with every acquire).
 #[derive(Clone, Debug, Serialize)]
 pub struct ClientHello<'a> {
     /// Always `client`: the role the child is started for.
@@ -111,10 +111,6 @@ pub struct ClientHello<'a> {
     pub worker: &'a str,
     /// The lock service's URL (`redis://127.0.0.1:40123`): fencer's proxy for this worker.
     pub server: &'a str,
-    /// The lock every worker contends for.
-    pub lock: &'a str,
-    /// The run's TTL, rounded up to whole milliseconds.
-    pub ttl_ms: u64,
 }
 
 /// A request with its id, as written on the wire.
