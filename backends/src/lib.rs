@@ -66,7 +66,9 @@ pub use etcd_lock::{EtcdLock, EtcdLockRules};
 #[cfg(feature = "etcd")]
 pub use etcd_store::{EtcdStore, EtcdStoreRules};
 #[cfg(feature = "exec")]
-pub use exec::{ExecConnection, ExecLock, ExecStore};
+pub use exec::{
+    ClientSpec, ExecClient, ExecCommand, ExecConnection, ExecLibrary, ExecLock, ExecStore,
+};
 #[cfg(feature = "postgres")]
 pub use postgres_conn::PostgresConnection;
 #[cfg(feature = "postgres")]

@@ -740,7 +740,8 @@ impl Fault {
     }
 
     /// Which targets a plan may aim the fault at: workers for worker faults and clocks, the
-    /// simulation's lock for its clock drift, servers for what servers take.
+    /// simulation's lock for its clock drift, servers for what servers take, and workers for
+    /// what a server's process and proxy take (an exec client's child and proxy take them).
     pub fn aims(&self) -> Aims {
         match self.effect() {
             Effect::Worker(_) => Aims {
@@ -755,7 +756,13 @@ impl Fault {
                 worker: true,
                 servers: &["lock"],
             },
-            Effect::Restart | Effect::ServerOnly | Effect::Cluster => Aims {
+            // A worker whose lock client is a process of its own (an exec client) takes the
+            // faults of its process and its proxy.
+            Effect::ServerOnly => Aims {
+                worker: true,
+                servers: &["lock", "store"],
+            },
+            Effect::Restart | Effect::Cluster => Aims {
                 worker: false,
                 servers: &["lock", "store"],
             },

@@ -27,7 +27,10 @@ pub struct Targets {
     pub servers: BTreeMap<String, Arc<dyn Restartable>>,
     /// Real servers fencer started itself, by role (`lock`, `store`): the targets of server
     /// pauses, proxy faults and, in the real tier, restarts and server clock jumps. A
-    /// cluster's members are here one by one, as `ROLE.NODE` (`lock.n2`).
+    /// cluster's members are here one by one, as `ROLE.NODE` (`lock.n2`). A worker whose lock
+    /// client is a process of its own (an exec client) is here by the worker's name (`w0`):
+    /// the worker's pauses and clock steps reach that process too, and server faults aimed at
+    /// the worker reach it and its proxy.
     pub real_servers: BTreeMap<String, Arc<dyn ServerFaults>>,
     /// Clusters fencer started itself, by role (`lock`): the targets of net partitions, and
     /// what resolves `lock.leader` to a member when a fault aimed at it starts.
@@ -142,8 +145,14 @@ fn validate_partition(fault: &Fault, targets: &Targets) -> Result<(), TargetErro
 enum Heal {
     /// Nothing to undo: the fault's window simply passes.
     Nothing,
-    /// A worker's fault switch to turn off.
-    Worker(Arc<ProcessFaults>, WorkerFault, u64),
+    /// A worker's fault switch to turn off, and the process of its lock client to thaw when
+    /// the fault froze that too.
+    Worker(
+        Arc<ProcessFaults>,
+        WorkerFault,
+        u64,
+        Option<Arc<dyn ServerFaults>>,
+    ),
     /// What to do to a real server (resume it, start it again, ...).
     Server(Arc<dyn ServerFaults>, ServerAction),
     /// A cluster whose member-to-member links to restore.
@@ -305,13 +314,32 @@ async fn start(
     let heal = match fault.effect() {
         Effect::Worker(worker_fault) => {
             let process = &targets.processes[target];
+            // A worker whose lock client is a process of its own freezes with it.
+            let client = match (worker_fault, targets.real_servers.get(target)) {
+                (WorkerFault::Freeze, Some(client)) => Some(Arc::clone(client)),
+                _ => None,
+            };
             process.start(worker_fault, end_ns);
+            if let Some(client) = &client {
+                client.apply(ServerAction::Pause).await.map_err(|error| {
+                    FaultFailed(format!("pause of {target}'s lock client: {error}"))
+                })?;
+            }
             recorder.record(event);
-            Heal::Worker(Arc::clone(process), worker_fault, end_ns)
+            Heal::Worker(Arc::clone(process), worker_fault, end_ns, client)
         }
         Effect::ClockJump(jump_ns) => {
             let clock = &targets.clocks[target];
             clock.jump(jump_ns);
+            // A worker whose lock client is a process of its own has its clock stepped too.
+            if let Some(client) = targets.real_servers.get(target) {
+                client
+                    .apply(ServerAction::JumpClock(jump_ns))
+                    .await
+                    .map_err(|error| {
+                        FaultFailed(format!("clock-jump of {target}'s lock client: {error}"))
+                    })?;
+            }
             event.local_ns = Some(clock.now_ns());
             recorder.record(event);
             Heal::Nothing
@@ -403,7 +431,8 @@ async fn real_server(
         Effect::ClockJump(_) => targets.clocks.contains_key(target),
         _ => false,
     };
-    if sim_owns {
+    // A worker's pause reaches the process of its lock client as part of the worker's fault.
+    if sim_owns || fault.server_action().is_none() {
         return Ok(Aimed::Elsewhere);
     }
     let role = target_role(target);
@@ -431,7 +460,15 @@ async fn real_server(
 async fn record_end(recorder: &Recorder, end: PendingEnd) -> Result<(), FaultFailed> {
     match &end.heal {
         Heal::Nothing => {}
-        Heal::Worker(process, fault, until_ns) => process.heal(*fault, *until_ns),
+        Heal::Worker(process, fault, until_ns, client) => {
+            process.heal(*fault, *until_ns);
+            if let Some(client) = client {
+                client.apply(ServerAction::Resume).await.map_err(|error| {
+                    let target = end.event.target.as_deref().unwrap_or("?");
+                    FaultFailed(format!("resuming {target}'s lock client: {error}"))
+                })?;
+            }
+        }
         Heal::Server(server, action) => {
             server.apply(*action).await.map_err(|error| {
                 let target = end.event.target.as_deref().unwrap_or("?");

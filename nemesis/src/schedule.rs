@@ -24,8 +24,9 @@ pub struct ScheduleConfig {
     pub horizon_ns: u64,
     /// Mean gap between two faults.
     pub mean_gap_ns: u64,
-    /// Roles of the servers fencer started itself (`lock`, `store`), the targets of the
-    /// [`FaultKind::SERVER`] families; with none, those families are left out.
+    /// Roles of the servers fencer started itself (`lock`, `store`), and workers whose lock
+    /// client is a process fencer started (`w0`): the targets of the [`FaultKind::SERVER`]
+    /// families; with none, those families are left out.
     pub servers: Vec<String>,
     /// Clusters fencer started itself, by role: their members take the server families (and
     /// restarts and clock steps aimed at the lock service), and those whose members talk to

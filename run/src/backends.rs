@@ -123,6 +123,9 @@ pub struct Built<T: ?Sized> {
     pub probe: Option<Arc<dyn Probe>>,
     /// Kept alive until the run's history is complete (a private server and its proxy).
     pub guard: Option<Box<dyn std::any::Any + Send>>,
+    /// The server's URL as a client connects to it, when it is a server with one (a URL
+    /// backend's, a private server's proxy): what an exec client child is pointed at.
+    pub url: Option<String>,
 }
 
 impl<T: ?Sized> Built<T> {
@@ -138,6 +141,15 @@ impl<T: ?Sized> Built<T> {
             records_log: false,
             probe: None,
             guard: None,
+            url: None,
+        }
+    }
+
+    /// This backend, as a server clients reach at `url`.
+    fn at(self, url: String) -> Built<T> {
+        Built {
+            url: Some(url),
+            ..self
         }
     }
 
@@ -163,6 +175,12 @@ pub struct RunContext<'a> {
     pub recorder: &'a Arc<Recorder>,
     /// Prints a note for the person running fencer.
     pub note: &'a Note,
+    /// How many workers the run has: a client with something per worker builds that many.
+    pub workers: usize,
+    /// The run's lock server as a client connects to it, once the lock is built and is a
+    /// server with an address (a URL's, a private server's proxy); for a client that talks to
+    /// the server itself.
+    pub lock_url: Option<&'a str>,
 }
 
 type Factory<T> = Arc<dyn Fn(&RunContext<'_>) -> Result<Built<T>, BackendError> + Send + Sync>;
@@ -401,10 +419,16 @@ impl Backends {
                 server: Some(Arc::clone(&server) as Arc<dyn ServerFaults>),
                 guard: Some(Box::new(Stopper::new("lock", server, cx))),
                 ..Built::connected(lock_from_url(&url)?)
-            });
+            }
+            .at(url));
         }
         if builtin_lock_time(text).is_some() {
-            return Ok(Built::connected(lock_from_url(text)?));
+            let built = Built::connected(lock_from_url(text)?);
+            return Ok(if text.contains("://") {
+                built.at(text.to_string())
+            } else {
+                built
+            });
         }
         Err(self.unknown("lock", name, &lock_names()))
     }

@@ -13,7 +13,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use fencer_backends::BackendError;
+use fencer_backends::registry::Probe;
 use fencer_harness::{LibraryContext, LockLibrary};
+use fencer_nemesis::ServerFaults;
 use fencer_workloads::{ClientVariant, ReferenceLibrary};
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +87,13 @@ pub type LibraryBuilder =
 pub struct BuiltClient {
     /// Builds each worker's library.
     pub library: LibraryBuilder,
+    /// Made before a real run starts: what must be up before any worker calls (an exec
+    /// client's children, started and greeted).
+    pub probe: Option<Arc<dyn Probe>>,
+    /// What the client lets the nemesis reach besides the worker itself, by worker name: an
+    /// exec client's child and proxy, which that worker's pauses, clock steps and proxy
+    /// faults act on.
+    pub targets: Vec<(String, Arc<dyn ServerFaults>)>,
     /// Kept alive until the run's history is complete (a child per worker, their proxies).
     pub guard: Option<Box<dyn std::any::Any + Send>>,
 }
@@ -95,8 +104,16 @@ impl BuiltClient {
     where
         F: Fn(&LibraryContext) -> Arc<dyn LockLibrary> + Send + Sync + 'static,
     {
+        BuiltClient::of(Arc::new(move |cx: &LibraryContext| Ok(build(cx))))
+    }
+
+    /// A client that is only its library builder: nothing to start before the run, nothing
+    /// of its own for the nemesis, nothing to keep.
+    pub fn of(library: LibraryBuilder) -> BuiltClient {
         BuiltClient {
-            library: Arc::new(move |cx: &LibraryContext| Ok(build(cx))),
+            library,
+            probe: None,
+            targets: Vec::new(),
             guard: None,
         }
     }
@@ -143,10 +160,7 @@ impl Clients {
     {
         let build: LibraryBuilder = Arc::new(move |cx: &LibraryContext| Ok(build(cx)));
         self.register_built(name, time, about, move |_| {
-            Ok(BuiltClient {
-                library: Arc::clone(&build),
-                guard: None,
-            })
+            Ok(BuiltClient::of(Arc::clone(&build)))
         })
     }
 
@@ -210,14 +224,14 @@ impl Clients {
             return (entry.factory)(cx);
         }
         if let Some(library) = Clients::builtin(name) {
-            return Ok(BuiltClient {
-                library,
-                guard: None,
-            });
+            return Ok(BuiltClient::of(library));
         }
-        if name.exec_command().is_some() {
+        if let Some(command) = name.exec_command() {
+            #[cfg(feature = "exec")]
+            return crate::exec_client::build(command, cx);
+            #[cfg(not(feature = "exec"))]
             return Err(BackendError::BadUrl(format!(
-                "client `{name}`: exec clients are not available in this build"
+                "client `exec:{command}`: exec clients are not available in this build"
             )));
         }
         Err(self.unknown(name))

@@ -26,7 +26,7 @@ use crate::bounds::RunLimits;
 use crate::clients::BuiltClient;
 use crate::drive::{Run, RunNames, cancel, gate_restart, join_workers, spawn_workers};
 use crate::plan::Plan;
-use crate::reach::{Reach, Roles};
+use crate::reach::{Reach, Roles, check_by, client_takes, fit_by};
 
 /// How long a store or lock service may take to hand over its log at the end of a run.
 const LOG_TIMEOUT: Duration = Duration::from_secs(10);
@@ -90,11 +90,15 @@ impl<'a> Launch<'a> {
             lock: (&plan.settings.lock, Reach::of(lock)),
             store: (&plan.settings.store, Reach::of(store)),
         };
+        let client = &plan.settings.client;
         if self.refuse_unreachable {
             roles.check(plan)?;
+            check_by(plan, |fault| client_takes(client, fault))?;
             return Ok(plan.clone());
         }
-        Ok(roles.fit(plan))
+        Ok(fit_by(&roles.fit(plan), |fault| {
+            client_takes(client, fault)
+        }))
     }
 
     /// Refuses a fault fencer's own backends cannot take before any of them is built (no
@@ -111,7 +115,10 @@ impl<'a> Launch<'a> {
             lock: (&plan.settings.lock, reach(&plan.settings.lock)),
             store: (&plan.settings.store, reach(&plan.settings.store)),
         };
-        Ok(roles.check(plan)?)
+        roles.check(plan)?;
+        Ok(check_by(plan, |fault| {
+            client_takes(&plan.settings.client, fault)
+        })?)
     }
 
     /// The tier a plan with these backends and client runs in: simulated only when all three
@@ -170,10 +177,18 @@ impl<'a> Launch<'a> {
             truth,
             recorder,
             note: &self.note,
+            workers: plan.workers.len(),
+            lock_url: None,
         };
         let mut lock = self.backends.build_lock(&plan.settings.lock, &cx)?;
         let store = self.backends.build_store(&plan.settings.store, &cx)?;
-        let client = self.backends.clients().build(&plan.settings.client, &cx)?;
+        let client = self.backends.clients().build(
+            &plan.settings.client,
+            &RunContext {
+                lock_url: lock.url.as_deref(),
+                ..cx
+            },
+        )?;
         if lock.restart.is_none() && lock.server.is_none() && lock.cluster.is_none() {
             let (adapter, restart) = gate_restart(Arc::clone(&lock.adapter), truth);
             lock.adapter = adapter;
@@ -242,7 +257,10 @@ impl<'a> Launch<'a> {
         let truth = TrueClock::start();
         let recorder = Arc::new(Recorder::with_limit(truth, self.limits.events));
         let ((lock, store), client) = self.build(plan, truth, &recorder)?;
-        for probe in [&lock.probe, &store.probe].into_iter().flatten() {
+        for probe in [&lock.probe, &store.probe, &client.probe]
+            .into_iter()
+            .flatten()
+        {
             probe.ping().await?;
         }
         let plan = Arc::new(self.fit(plan, &lock, &store)?);
@@ -261,6 +279,11 @@ impl<'a> Launch<'a> {
         run.to_deadline(&lock.adapter, &store.adapter, &client.library, |targets| {
             add_targets(targets, "lock", &lock);
             add_targets(targets, "store", &store);
+            for (worker, target) in &client.targets {
+                targets
+                    .real_servers
+                    .insert(worker.clone(), Arc::clone(target));
+            }
         })
         .await?;
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;

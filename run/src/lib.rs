@@ -14,6 +14,8 @@ pub mod clients;
 pub mod demo;
 pub mod drive;
 mod error;
+#[cfg(feature = "exec")]
+mod exec_client;
 pub mod interrupt;
 pub mod launch;
 pub mod plan;

@@ -131,11 +131,15 @@ impl Plan {
         let workers = plan_workers(&settings.register_config(), settings.seed);
         // A cluster's faults aim at its members, never at the role as one server.
         let clusters = settings.clusters();
-        let servers = settings
+        let mut servers: Vec<String> = settings
             .private_servers()
             .into_iter()
             .filter(|role| clusters.iter().all(|cluster| &cluster.role != role))
             .collect();
+        // An exec client's child and proxy take server faults, aimed at its worker.
+        if settings.client.exec_command().is_some() {
+            servers.extend((0..settings.workers).map(|index| format!("w{index}")));
+        }
         let schedule = ScheduleConfig {
             kinds: settings.nemesis.clone(),
             workers: settings.workers,
@@ -245,9 +249,15 @@ impl Plan {
         }
         let workers: BTreeSet<String> = (0..self.workers.len()).map(|i| format!("w{i}")).collect();
         let clusters = self.settings.clusters();
+        // A worker takes what a server's process and proxy take only when its lock client is
+        // a process with a proxy of its own.
+        let exec_client = self.settings.client.exec_command().is_some();
         for (index, fault) in self.faults.iter().enumerate() {
             let target = fault.target();
-            let aims = fault.aims();
+            let mut aims = fault.aims();
+            if fault.effect() == fencer_nemesis::Effect::ServerOnly && !exec_client {
+                aims.worker = false;
+            }
             let role = fencer_nemesis::target_role(target);
             let cluster = clusters.iter().find(|cluster| cluster.role == role);
             let on_member = match (cluster, fencer_nemesis::target_member(target)) {

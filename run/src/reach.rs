@@ -10,11 +10,13 @@
 use std::collections::BTreeMap;
 
 use fencer_backends::registry::{EXEC_SCHEME, exec_refusal};
+use fencer_harness::{Op, WorkerFault};
 use fencer_nemesis::{Effect, Fault, FaultKind, LEADER, target_member, target_role};
 use fencer_servers::{ClusterKind, PrivateBackend};
 use serde::{Deserialize, Serialize};
 
 use crate::backends::{BackendName, Built};
+use crate::clients::ClientName;
 use crate::plan::{InvalidPlan, Plan};
 
 /// What fencer can do to one backend besides calling it.
@@ -242,48 +244,110 @@ impl Roles<'_> {
     /// `plan` without the faults its backends cannot take, each group of them recorded in
     /// [`Plan::left_out`].
     pub fn fit(&self, plan: &Plan) -> Plan {
-        let mut fitted = plan.clone();
-        let mut groups: BTreeMap<(FaultKind, String, String), usize> = BTreeMap::new();
-        fitted.faults.retain(|fault| match self.takes(fault) {
-            Ok(()) => true,
-            Err(why) => {
-                *groups
-                    .entry((fault.kind(), fault.target().to_string(), why))
-                    .or_default() += 1;
-                false
-            }
-        });
-        fitted.left_out.extend(
-            groups
-                .into_iter()
-                .map(|((family, target, why), faults)| LeftOut {
-                    family,
-                    target,
-                    faults,
-                    why,
-                }),
-        );
-        fitted
+        fit_by(plan, |fault| self.takes(fault))
     }
 
     /// Refuses the first fault of `plan` its backends cannot take, at its place in the plan:
     /// for plans written by hand or saved from another run, whose every fault was meant.
     pub fn check(&self, plan: &Plan) -> Result<(), InvalidPlan> {
-        for (index, fault) in plan.faults.iter().enumerate() {
-            self.takes(fault).map_err(|why| {
-                InvalidPlan::at_fault(
-                    index,
-                    format!(
-                        "faults[{index}]: `{}` at {} ns aims at the {}, which cannot take it: \
-                         {why}",
-                        fault.kind().name(),
-                        fault.at_ns(),
-                        fault.target()
-                    ),
-                )
-            })?;
+        check_by(plan, |fault| self.takes(fault))
+    }
+}
+
+/// `plan` without the faults `takes` refuses, each group of them (by family, target and
+/// reason) recorded in [`Plan::left_out`].
+pub(crate) fn fit_by(plan: &Plan, takes: impl Fn(&Fault) -> Result<(), String>) -> Plan {
+    let mut fitted = plan.clone();
+    let mut groups: BTreeMap<(FaultKind, String, String), usize> = BTreeMap::new();
+    fitted.faults.retain(|fault| match takes(fault) {
+        Ok(()) => true,
+        Err(why) => {
+            *groups
+                .entry((fault.kind(), fault.target().to_string(), why))
+                .or_default() += 1;
+            false
         }
-        Ok(())
+    });
+    fitted.left_out.extend(
+        groups
+            .into_iter()
+            .map(|((family, target, why), faults)| LeftOut {
+                family,
+                target,
+                faults,
+                why,
+            }),
+    );
+    fitted
+}
+
+/// Refuses the first fault of `plan` that `takes` refuses, at its place in the plan.
+pub(crate) fn check_by(
+    plan: &Plan,
+    takes: impl Fn(&Fault) -> Result<(), String>,
+) -> Result<(), InvalidPlan> {
+    for (index, fault) in plan.faults.iter().enumerate() {
+        takes(fault).map_err(|why| {
+            InvalidPlan::at_fault(
+                index,
+                format!(
+                    "faults[{index}]: `{}` at {} ns aims at the {}, which cannot take it: {why}",
+                    fault.kind().name(),
+                    fault.at_ns(),
+                    fault.target()
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether a worker whose lock client is `client` can take `fault` aimed at it, or why not;
+/// `Ok` for faults aimed at a server. A worker with fencer's own client (or a user's over the
+/// recorded lock service) takes every worker fault and no server fault. A worker with an exec
+/// client takes pauses (its child freezes too), cancels, the faults of its store calls, clock
+/// steps when libfaketime can step the child's clock, and the server faults its own proxy and
+/// child take; its lock calls do not cross fencer's simulated network, so the faults that act
+/// there do not reach them.
+pub(crate) fn client_takes(client: &ClientName, fault: &Fault) -> Result<(), String> {
+    if fault.aims_at_server() {
+        return Ok(());
+    }
+    let exec = client.exec_command().is_some();
+    match (fault.effect(), exec) {
+        (Effect::ServerOnly, false) => Err(format!(
+            "`{client}` is no exec client: a worker's proxy and lock client process exist only \
+             for --client exec:COMMAND"
+        )),
+        (Effect::ServerOnly, true) => match fault.kind() {
+            FaultKind::ServerPause
+            | FaultKind::Partition
+            | FaultKind::DelayReplies
+            | FaultKind::DropReplies
+            | FaultKind::Cut => Ok(()),
+            _ => Err("an exec client takes no cluster faults".to_string()),
+        },
+        (_, false) => Ok(()),
+        (Effect::Worker(worker), true) => match worker {
+            WorkerFault::Freeze
+            | WorkerFault::Cancel
+            | WorkerFault::LoseReplies(Op::Write)
+            | WorkerFault::DelayRequests { op: Op::Write, .. } => Ok(()),
+            _ => Err(format!(
+                "the exec client `{client}` calls the lock service itself, not through fencer's \
+                 simulated network: aim partition, delay-replies, drop-replies or cut at the \
+                 worker instead (its own proxy)"
+            )),
+        },
+        (Effect::ClockJump(_), true) => fencer_servers::ServerClock::available().map_err(|error| {
+            format!("an exec client's clock is stepped with libfaketime, and {error}")
+        }),
+        (Effect::ClockDrift(_), true) => Err(
+            "an exec client's clock can be stepped (libfaketime), not made to drift".to_string(),
+        ),
+        (Effect::Restart | Effect::Cluster, true) => {
+            Err("an exec client takes no restarts or net partitions".to_string())
+        }
     }
 }
 

@@ -266,13 +266,15 @@ impl Settings {
         let mut warnings = Vec::new();
         if let Some(kind) = self.nemesis.iter().find(|kind| kind.needs_private_server())
             && self.private_servers().is_empty()
+            && self.client.exec_command().is_none()
         {
             return Err(SettingsError::at(
                 "nemesis",
                 format!(
-                    "nemesis `{}` needs a server fencer starts itself: fencer run --lock \
-                 private:redis --store private:postgres (the simulation has no server process, \
-                 and a server behind a URL is not fencer's to freeze or cut off)",
+                    "nemesis `{}` needs a server fencer starts itself (fencer run --lock \
+                 private:redis --store private:postgres) or an exec client's proxy (--client \
+                 exec:COMMAND): the simulation has no server process, and a server behind a \
+                 URL is not fencer's to freeze or cut off",
                     kind.name()
                 ),
             ));

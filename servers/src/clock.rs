@@ -9,7 +9,6 @@
 //! bypasses libc and ignores it; Debian's Redis hangs at start under it.
 
 use crate::ServerError;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -53,14 +52,27 @@ impl ServerClock {
     /// `launch` with libfaketime preloaded and reading this clock's offset file on every clock
     /// read (no cache, so a jump takes effect at once).
     pub fn apply(&self, launch: Launch) -> Launch {
-        launch
-            .env("LD_PRELOAD", LIBFAKETIME_MT)
-            .env(
+        self.env()
+            .into_iter()
+            .fold(launch, |launch, (name, value)| launch.env(name, value))
+    }
+
+    /// The environment that puts a process on this clock: libfaketime preloaded, reading the
+    /// offset file on every clock read. For processes fencer starts some other way (an exec
+    /// client child).
+    pub fn env(&self) -> Vec<(String, String)> {
+        [
+            ("LD_PRELOAD", LIBFAKETIME_MT.to_string()),
+            (
                 "FAKETIME_TIMESTAMP_FILE",
-                OsString::from(self.offset_file.as_os_str()),
-            )
-            .env("FAKETIME_NO_CACHE", "1")
-            .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                self.offset_file.to_string_lossy().into_owned(),
+            ),
+            ("FAKETIME_NO_CACHE", "1".to_string()),
+            ("FAKETIME_DONT_FAKE_MONOTONIC", "1".to_string()),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect()
     }
 
     /// Steps the server's wall clock by `jump_ms` (negative: backwards) from where it is now.

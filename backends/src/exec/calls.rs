@@ -3,14 +3,18 @@
 //! task matching replies to requests by id), and what each waiting call learns when the child
 //! goes away: `unknown` if any of its request reached the pipe, `not-applied` if none did.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use fencer_harness::CallError;
+use fencer_harness::{CallError, OwnerToken};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot};
 
-use super::protocol::{BadReply, Outcome, Request, parse_reply};
+use super::protocol::{BadReply, Line, NoticeKind, Outcome, Request, parse_line};
+
+/// Where a client child's notices go as they arrive: what happened, to whose lease (fencer's
+/// owner token for it), in the library's words.
+pub type NoticeSink = Arc<dyn Fn(NoticeKind, OwnerToken, Option<&str>) + Send + Sync>;
 
 /// A request line waiting for the writer task, with its id.
 pub type Queued = (u64, String);
@@ -30,13 +34,19 @@ pub struct Calls {
     /// Names the child in messages.
     label: String,
     state: Mutex<State>,
+    /// Where notices go, once a client child's library is bound to its worker.
+    notices: OnceLock<NoticeSink>,
 }
 
 struct State {
     next_id: u64,
     waiting: BTreeMap<u64, Waiting>,
-    /// Sent requests whose caller stopped waiting: their replies are expected and dropped.
-    abandoned: BTreeSet<u64>,
+    /// Sent requests whose caller stopped waiting, with the owner token an acquire among them
+    /// carried: their replies are expected, read for the owner they name, and dropped.
+    abandoned: BTreeMap<u64, Option<OwnerToken>>,
+    /// The owners a client child named in its `acquired` replies, each with the owner token
+    /// fencer sent with that acquire: what its notices are checked against and recorded under.
+    owners: BTreeMap<String, OwnerToken>,
     /// Why the child can no longer be called, once it cannot.
     ended: Option<String>,
     /// The writer task's queue; dropped when the child ends, so the writer stops too.
@@ -46,6 +56,8 @@ struct State {
 struct Waiting {
     /// Whether the writer has started putting the request into the pipe.
     sent: bool,
+    /// The owner token an acquire carried.
+    owner: Option<OwnerToken>,
     reply: oneshot::Sender<Result<Answered, CallError>>,
 }
 
@@ -58,10 +70,12 @@ impl Calls {
             state: Mutex::new(State {
                 next_id: 0,
                 waiting: BTreeMap::new(),
-                abandoned: BTreeSet::new(),
+                abandoned: BTreeMap::new(),
+                owners: BTreeMap::new(),
                 ended: None,
                 requests: Some(requests),
             }),
+            notices: OnceLock::new(),
         };
         (Arc::new(calls), queue)
     }
@@ -94,7 +108,18 @@ impl Calls {
             }
             // Queued under the lock, so the pipe carries requests in id order.
             state.next_id += 1;
-            state.waiting.insert(id, Waiting { sent: false, reply });
+            let owner = match request {
+                Request::Acquire { owner, .. } => owner.parse().ok(),
+                _ => None,
+            };
+            state.waiting.insert(
+                id,
+                Waiting {
+                    sent: false,
+                    owner,
+                    reply,
+                },
+            );
             id
         };
         let mut waiting = Abandon {
@@ -109,6 +134,11 @@ impl Calls {
                 self.label
             )))
         })
+    }
+
+    /// Sends the child's notices to `sink` from now on; false if a sink was set already.
+    pub fn on_notice(&self, sink: NoticeSink) -> bool {
+        self.notices.set(sink).is_ok()
     }
 
     /// Why the child can no longer be called, if it cannot.
@@ -153,31 +183,64 @@ impl Calls {
         }
     }
 
-    /// Hands stdout line `number` (`text`, without its newline) to the call it answers; the
-    /// error is the protocol error it is.
+    /// Hands stdout line `number` (`text`, without its newline) to the call it answers, or a
+    /// notice to the sink; the error is the protocol error it is.
     fn deliver(&self, number: u64, text: &str) -> Result<(), Violation> {
-        let reply = parse_reply(text).map_err(|why| Violation::BadReply {
+        let line = parse_line(text).map_err(|why| Violation::BadReply {
             number,
             shown: shown_line(text),
             why,
         })?;
-        let mut state = self.state();
-        match state.waiting.remove(&reply.id) {
-            Some(waiting) => {
-                let answer = reply.answer.map(|outcome| Answered {
-                    outcome,
-                    line: number,
-                });
-                let _ = waiting.reply.send(answer);
-                Ok(())
+        let reply = match line {
+            Line::Reply(reply) => reply,
+            Line::Notice(notice) => {
+                let unexpected = |why: &str| Violation::BadNotice {
+                    number,
+                    shown: shown_line(text),
+                    why: why.to_string(),
+                };
+                let Some(sink) = self.notices.get() else {
+                    return Err(unexpected("only a client child sends notices"));
+                };
+                let Some(owner) = self.state().owners.get(&notice.owner).copied() else {
+                    return Err(unexpected(
+                        "no `acquired` reply of this child named that owner",
+                    ));
+                };
+                sink(notice.notice, owner, notice.message.as_deref());
+                return Ok(());
             }
-            None if state.abandoned.remove(&reply.id) => Ok(()),
-            None => Err(Violation::UnknownId {
-                number,
-                shown: shown_line(text),
-                id: reply.id,
-            }),
+        };
+        let mut state = self.state();
+        let (waiting, owner) = match state.waiting.remove(&reply.id) {
+            Some(waiting) => {
+                let owner = waiting.owner;
+                (Some(waiting), owner)
+            }
+            None => match state.abandoned.remove(&reply.id) {
+                Some(owner) => (None, owner),
+                None => {
+                    return Err(Violation::UnknownId {
+                        number,
+                        shown: shown_line(text),
+                        id: reply.id,
+                    });
+                }
+            },
+        };
+        // Known before the caller hears of the grant, so a notice right behind it is too.
+        if let (Ok(Outcome::Acquired { owner: named, .. }), Some(owner)) = (&reply.answer, owner) {
+            state.owners.insert(named.clone(), owner);
         }
+        drop(state);
+        if let Some(waiting) = waiting {
+            let answer = reply.answer.map(|outcome| Answered {
+                outcome,
+                line: number,
+            });
+            let _ = waiting.reply.send(answer);
+        }
+        Ok(())
     }
 }
 
@@ -211,6 +274,17 @@ pub enum Violation {
         /// The id it answers.
         id: u64,
     },
+    /// A notice fencer cannot record: from a child that is no client, or about a lease the
+    /// child never reported acquiring.
+    #[error("stdout line {number} ({shown}): {why}")]
+    BadNotice {
+        /// The line's number, from 1.
+        number: u64,
+        /// The line as shown in messages ([`shown_line`]).
+        shown: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A line that is not UTF-8.
     #[error("stdout line {number} is not UTF-8")]
     NotUtf8 {
@@ -232,12 +306,10 @@ impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         let Some(id) = self.id else { return };
         let mut state = self.calls.state();
-        if state
-            .waiting
-            .remove(&id)
-            .is_some_and(|waiting| waiting.sent)
+        if let Some(waiting) = state.waiting.remove(&id)
+            && waiting.sent
         {
-            state.abandoned.insert(id);
+            state.abandoned.insert(id, waiting.owner);
         }
     }
 }

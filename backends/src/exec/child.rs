@@ -12,11 +12,13 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::calls::{Answered, Calls, Violation, read_replies, write_requests};
+use super::calls::{Answered, Calls, NoticeSink, Violation, read_replies, write_requests};
 use super::command::ExecCommand;
 use super::connection::on_background;
 use super::error::ExecError;
-use super::protocol::{Hello, Outcome, PROTOCOL_VERSION, Request};
+use super::protocol::{
+    CLIENT_PROTOCOL_VERSION, ClientHello, Hello, Outcome, PROTOCOL_VERSION, Request, Role,
+};
 
 /// How long a child that ended (or closed its stdout) is given to finish the other half, so
 /// replies it wrote before exiting still reach their calls and its exit status is known.
@@ -43,14 +45,22 @@ impl std::fmt::Debug for ExecChild {
 }
 
 impl ExecChild {
-    /// Starts `command` and waits up to `hello_timeout` for its hello; its tasks run on the
-    /// runtime this is called on, which must outlive the child. The error is one line:
-    /// the command could not start, or the child exited, broke the protocol, spoke another
-    /// version or stayed silent first (it is killed then).
-    pub async fn start(command: &ExecCommand, hello_timeout: Duration) -> Result<Self, ExecError> {
+    /// Starts `command` (with `env` added to its environment) and waits up to `hello_timeout`
+    /// for its hello: a lock or store child's when `client` is `None`, a client child's (told
+    /// `client` in its hello) otherwise. Its tasks run on the runtime this is called on, which
+    /// must outlive the child. The error is one line: the command could not start, or the child
+    /// exited, broke the protocol, spoke another version or stayed silent first (it is killed
+    /// then).
+    pub async fn start(
+        command: &ExecCommand,
+        env: &[(String, String)],
+        client: Option<ClientHello<'_>>,
+        hello_timeout: Duration,
+    ) -> Result<Self, ExecError> {
         let shown = command.shown();
         let mut child = Command::new(command.program())
             .args(command.args())
+            .envs(env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -95,7 +105,7 @@ impl ExecChild {
             kill_requests,
             reaped_tx,
         ));
-        let hello = match greet(&calls, &label, hello_timeout).await {
+        let hello = match greet(&calls, &label, client, hello_timeout).await {
             Ok(hello) => {
                 newsworthy.store(true, Ordering::Relaxed);
                 hello
@@ -127,6 +137,12 @@ impl ExecChild {
     /// Names the child (command and pid) in messages.
     pub fn label(&self) -> &str {
         &self.label
+    }
+
+    /// Sends the child's notices to `sink` from now on (a client child's, bound to the library
+    /// of its worker); false if they go somewhere already.
+    pub fn on_notice(&self, sink: NoticeSink) -> bool {
+        self.calls.on_notice(sink)
     }
 
     /// Sends `request` and waits for its reply.
@@ -182,11 +198,23 @@ impl Drop for ExecChild {
     }
 }
 
-/// The handshake: the child must answer hello with the version fencer speaks and at least one
+/// The handshake: a lock or store child must answer hello with a version fencer speaks and at
+/// least one role; a client child (`client` is what it is told) with protocol 2 and the client
 /// role.
-async fn greet(calls: &Calls, label: &str, timeout: Duration) -> Result<Hello, ExecError> {
+async fn greet(
+    calls: &Calls,
+    label: &str,
+    client: Option<ClientHello<'_>>,
+    timeout: Duration,
+) -> Result<Hello, ExecError> {
+    let as_client = client.is_some();
     let hello = Request::Hello {
-        protocol: PROTOCOL_VERSION,
+        protocol: if as_client {
+            CLIENT_PROTOCOL_VERSION
+        } else {
+            PROTOCOL_VERSION
+        },
+        client,
     };
     let answered = match tokio::time::timeout(timeout, calls.call(&hello)).await {
         Err(_elapsed) => {
@@ -207,7 +235,22 @@ async fn greet(calls: &Calls, label: &str, timeout: Duration) -> Result<Hello, E
         Ok(Ok(answered)) => answered,
     };
     match answered.outcome {
-        Outcome::Hello(hello) if hello.protocol != PROTOCOL_VERSION => {
+        Outcome::Hello(hello) if as_client && hello.protocol != CLIENT_PROTOCOL_VERSION => {
+            Err(ExecError::NotAClient {
+                child: label.to_string(),
+                protocol: hello.protocol,
+            })
+        }
+        Outcome::Hello(hello) if as_client && !hello.serves(Role::Client) => {
+            Err(ExecError::NotServing {
+                child: label.to_string(),
+                role: Role::Client,
+                served: hello.roles.iter().map(|role| role.name()).collect(),
+            })
+        }
+        Outcome::Hello(hello)
+            if ![PROTOCOL_VERSION, CLIENT_PROTOCOL_VERSION].contains(&hello.protocol) =>
+        {
             Err(ExecError::OtherProtocol {
                 child: label.to_string(),
                 protocol: hello.protocol,

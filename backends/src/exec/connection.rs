@@ -209,16 +209,21 @@ impl ExecConnection {
     }
 }
 
+/// How long a child has to answer its hello: [`HELLO_TIMEOUT`] unless
+/// [`HELLO_TIMEOUT_VAR`] says otherwise.
+pub(crate) fn hello_timeout() -> Result<Duration, ExecError> {
+    match std::env::var(HELLO_TIMEOUT_VAR) {
+        Err(_) => Ok(HELLO_TIMEOUT),
+        Ok(text) => match text.parse() {
+            Ok(ms) => Ok(Duration::from_millis(ms)),
+            Err(_) => Err(ExecError::HelloTimeoutVar { text }),
+        },
+    }
+}
+
 /// Starts `command` and greets it (on the background runtime), and says so on stderr.
 async fn start(command: &ExecCommand) -> Result<ExecChild, ExecError> {
-    let timeout = match std::env::var(HELLO_TIMEOUT_VAR) {
-        Err(_) => HELLO_TIMEOUT,
-        Ok(text) => match text.parse() {
-            Ok(ms) => Duration::from_millis(ms),
-            Err(_) => return Err(ExecError::HelloTimeoutVar { text }),
-        },
-    };
-    let child = ExecChild::start(command, timeout).await?;
+    let child = ExecChild::start(command, &[], None, hello_timeout()?).await?;
     let hello = child.hello();
     let names = |names: Vec<&str>| {
         if names.is_empty() {

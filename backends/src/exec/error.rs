@@ -8,7 +8,7 @@ use std::time::Duration;
 use fencer_harness::CallError;
 
 use super::connection::HELLO_TIMEOUT_VAR;
-use super::protocol::{PROTOCOL_VERSION, Role};
+use super::protocol::{CLIENT_PROTOCOL_VERSION, PROTOCOL_VERSION, Role};
 
 /// Why the command line after `exec:` cannot be split into words.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -102,8 +102,24 @@ pub enum ExecError {
         error: CallError,
     },
     /// The child speaks another version of the protocol.
-    #[error("{child} speaks exec protocol {protocol}; this fencer speaks {PROTOCOL_VERSION}")]
+    #[error(
+        "{child} speaks exec protocol {protocol}; this fencer speaks {PROTOCOL_VERSION} and \
+         {CLIENT_PROTOCOL_VERSION}"
+    )]
     OtherProtocol {
+        /// The child (command and pid).
+        child: String,
+        /// The version it named.
+        protocol: u64,
+    },
+    /// A child named as a client (`--client exec:…`) answered hello with another version:
+    /// it was written for the lock or store role.
+    #[error(
+        "{child} speaks exec protocol {protocol}, but a client child (--client exec:…) must \
+         speak protocol {CLIENT_PROTOCOL_VERSION} and serve the client role (see \
+         docs/exec-protocol.md; a protocol 1 child serves --lock or --store)"
+    )]
+    NotAClient {
         /// The child (command and pid).
         child: String,
         /// The version it named.
@@ -145,6 +161,12 @@ pub enum ExecError {
         role: Role,
         /// The roles its hello names.
         served: Vec<&'static str>,
+    },
+    /// A client child's notices are already recorded for a worker's library.
+    #[error("{child} already serves a worker's library: one client child per worker")]
+    Rebound {
+        /// The child (command and pid).
+        child: String,
     },
     /// `kill` could not be run.
     #[error("kill {signal}: {source}")]

@@ -6,11 +6,13 @@
 //! the messages, `calls` frames them and matches replies to requests, `child` starts, signals
 //! and reaps the process, `connection` keeps the one child (on a background runtime) and
 //! shares it between a lock and a store naming the same command ([`ExecConnection`]), `lock`
-//! and `store` are the two traits ([`ExecLock`], [`ExecStore`]), and `faults` lets the real
-//! tier pause and restart the child.
+//! and `store` are the two traits ([`ExecLock`], [`ExecStore`]), `client` is protocol 2's
+//! client role (one child per worker as its lock client library: [`ExecClient`],
+//! [`ExecLibrary`]), and `faults` lets the real tier pause and restart the child.
 
 mod calls;
 mod child;
+mod client;
 mod command;
 mod connection;
 mod error;
@@ -21,6 +23,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 
+pub use client::{ClientSpec, ExecClient, ExecLibrary};
 pub use command::ExecCommand;
 pub use connection::{ExecConnection, HELLO_TIMEOUT_VAR};
 pub use error::{CommandError, ExecError};

@@ -13,8 +13,13 @@ use fencer_harness::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The protocol version this fencer speaks.
+/// The protocol version a lock or store child is greeted with; such a child may answer 1 or
+/// [`CLIENT_PROTOCOL_VERSION`], since version 2 changed nothing for those roles.
 pub const PROTOCOL_VERSION: u64 = 1;
+
+/// The protocol version that added the client role: a client child is greeted with it and must
+/// answer with it, so a version-1 child named as a client is refused before the run.
+pub const CLIENT_PROTOCOL_VERSION: u64 = 2;
 
 /// The optional call that hands over a store's applied writes.
 pub const APPLIED_LOG: &str = "applied-log";
@@ -26,10 +31,13 @@ pub const LOCK_LOG: &str = "lock-log";
 #[derive(Debug, Serialize)]
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub enum Request<'a> {
-    /// The handshake: fencer's version.
+    /// The handshake: fencer's version, and for a client child what it is to connect to.
     Hello {
-        /// [`PROTOCOL_VERSION`].
+        /// [`PROTOCOL_VERSION`], or [`CLIENT_PROTOCOL_VERSION`] for a client child.
         protocol: u64,
+        /// A client child's assignment; absent for a lock or store child.
+        #[serde(flatten, skip_serializing_if = "Option::is_none")]
+        client: Option<ClientHello<'a>>,
     },
     /// Take the lease on `lock` if it is free.
     Acquire {
@@ -72,10 +80,37 @@ pub enum Request<'a> {
         /// The key read.
         key: &'a str,
     },
+    /// A client child's own ownership check of its lease.
+    Check {
+        /// The lock's name.
+        lock: &'a str,
+        /// The owner the child named when it acquired the lease.
+        owner: &'a str,
+    },
+    /// A client child's caller gave up its work: the child forgets the lease without
+    /// releasing it, and its renewals of it stop.
+    Cancel {
+        /// The lock's name.
+        lock: &'a str,
+        /// The owner the child named when it acquired the lease.
+        owner: &'a str,
+    },
     /// Every applied write, in store order.
     AppliedLog,
     /// Every change the lock service applied, in its order.
     LockLog,
+}
+
+/// What a client child is told in its hello: which worker it serves and the server it
+/// connects to (the lock and TTL come with every acquire).
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientHello<'a> {
+    /// Always `client`: the role the child is started for.
+    pub role: &'static str,
+    /// The worker the child serves (`w0`).
+    pub worker: &'a str,
+    /// The lock service's URL (`redis://127.0.0.1:40123`): fencer's proxy for this worker.
+    pub server: &'a str,
 }
 
 /// A request with its id, as written on the wire.
@@ -104,6 +139,8 @@ impl Request<'_> {
             Request::Release { .. } => "release",
             Request::Write { .. } => "write",
             Request::Read { .. } => "read",
+            Request::Check { .. } => "check",
+            Request::Cancel { .. } => "cancel",
             Request::AppliedLog => APPLIED_LOG,
             Request::LockLog => LOCK_LOG,
         }
@@ -127,6 +164,18 @@ pub enum Outcome {
         /// Greater than every earlier grant's on the lock.
         fencing_token: FencingToken,
     },
+    /// acquire (client role): the lease is the child's, under the owner it names.
+    Acquired {
+        /// The owner value the child's library holds the lock with.
+        owner: String,
+        /// The library's fencing token, when it hands one out.
+        #[serde(default)]
+        fencing_token: Option<FencingToken>,
+    },
+    /// check (client role): the child's library says the lease is held.
+    Held,
+    /// check (client role): the child's library says the lease is not held.
+    NotHeld,
     /// acquire: someone holds a live lease.
     Busy,
     /// renew, release: applied.
@@ -167,6 +216,9 @@ impl Outcome {
         match self {
             Outcome::Hello(_) => "hello",
             Outcome::Granted { .. } => "granted",
+            Outcome::Acquired { .. } => "acquired",
+            Outcome::Held => "held",
+            Outcome::NotHeld => "not-held",
             Outcome::Busy => "busy",
             Outcome::Done => "done",
             Outcome::NotOwner => "not-owner",
@@ -184,7 +236,7 @@ impl Outcome {
 pub struct Hello {
     /// The version it speaks.
     pub protocol: u64,
-    /// `lock`, `store` or both.
+    /// `lock`, `store` or both; or `client`.
     pub roles: Vec<Role>,
     /// Optional calls it answers (`applied-log`, `lock-log`); names fencer does not know are
     /// kept and ignored.
@@ -237,6 +289,9 @@ pub enum Role {
     Lock,
     /// write, read.
     Store,
+    /// acquire, check, release and cancel through the child's own lock client library, with
+    /// `lost` and `renewed` notices (protocol 2).
+    Client,
 }
 
 impl Role {
@@ -245,6 +300,7 @@ impl Role {
         match self {
             Role::Lock => "lock",
             Role::Store => "store",
+            Role::Client => "client",
         }
     }
 }
@@ -467,12 +523,73 @@ pub enum BadReply {
     /// A `message` that is not text.
     #[error("`message` is {0}: expected a string")]
     BadMessage(Value),
+    /// A notice carrying an `id`, as if it answered a request.
+    #[error("a notice carries no `id` (it answers no request)")]
+    NoticeWithId,
+    /// A notice fencer does not know, or one without its fields.
+    #[error("`notice`: {0} (expected \"lost\" or \"renewed\" with an `owner`)")]
+    BadNotice(serde_json::Error),
+}
+
+/// What a client child tells fencer unprompted about one of its leases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NoticeKind {
+    /// The library learnt the lease is gone (a renewal refused, renewals unanswered for a TTL).
+    Lost,
+    /// The library's auto-renewal extended the lease.
+    Renewed,
+}
+
+/// A notice line: `{"notice":"lost","owner":"…","message":"renewal refused"}`, with no `id`
+/// because no request asked for it.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Notice {
+    /// What happened.
+    pub notice: NoticeKind,
+    /// The owner the child named when it acquired the lease.
+    pub owner: String,
+    /// The library's own words, recorded with a `lost` notice.
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// One stdout line, read: a reply to a request, or a client child's notice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Line {
+    /// A reply, matched to its request by id.
+    Reply(Reply),
+    /// A notice, recorded when it arrives.
+    Notice(Notice),
+}
+
+/// Reads one stdout line (without its newline): a notice when it has a `notice` field, a reply
+/// otherwise. The error says what is wrong with it.
+pub fn parse_line(line: &str) -> Result<Line, BadReply> {
+    let value: Value = serde_json::from_str(line).map_err(BadReply::NotJson)?;
+    let Value::Object(fields) = &value else {
+        return Err(BadReply::NotObject);
+    };
+    if !fields.contains_key("notice") {
+        return reply_of(&value).map(Line::Reply);
+    }
+    if fields.contains_key("id") {
+        return Err(BadReply::NoticeWithId);
+    }
+    Notice::deserialize(&value)
+        .map(Line::Notice)
+        .map_err(BadReply::BadNotice)
 }
 
 /// Reads one reply line (without its newline). The error says what is wrong with it.
 pub fn parse_reply(line: &str) -> Result<Reply, BadReply> {
     let value: Value = serde_json::from_str(line).map_err(BadReply::NotJson)?;
-    let Value::Object(fields) = &value else {
+    reply_of(&value)
+}
+
+/// The reply `value` is, or what is wrong with it.
+fn reply_of(value: &Value) -> Result<Reply, BadReply> {
+    let Value::Object(fields) = value else {
         return Err(BadReply::NotObject);
     };
     let id = fields
@@ -483,7 +600,7 @@ pub fn parse_reply(line: &str) -> Result<Reply, BadReply> {
     let answer = match (fields.get("result"), fields.get("error")) {
         (Some(_), Some(_)) => return Err(BadReply::Both),
         (None, None) => return Err(BadReply::Neither),
-        (Some(_), None) => Ok(Outcome::deserialize(&value).map_err(BadReply::BadResult)?),
+        (Some(_), None) => Ok(Outcome::deserialize(value).map_err(BadReply::BadResult)?),
         (None, Some(kind)) => {
             let kind =
                 Failed::deserialize(kind).map_err(|_| BadReply::BadErrorKind(kind.clone()))?;

@@ -47,7 +47,7 @@ fn start(command: &str, hello_timeout: Duration) -> Result<ExecChild, ExecError>
     let command = ExecCommand::parse(command).unwrap();
     real_runtime()
         .unwrap()
-        .block_on(ExecChild::start(&command, hello_timeout))
+        .block_on(ExecChild::start(&command, &[], None, hello_timeout))
 }
 
 /// Whether process `pid` is gone (or a zombie nobody will run again).
@@ -145,14 +145,14 @@ fn a_hello_that_is_not_one_names_the_line() {
     if !python_runs("a_hello_that_is_not_one_names_the_line") {
         return;
     }
-    let error = start(&python("\"protocol\": 2, \"roles\": [\"lock\"]", ""), HELLO).unwrap_err();
+    let error = start(&python("\"protocol\": 3, \"roles\": [\"lock\"]", ""), HELLO).unwrap_err();
     assert!(
-        matches!(error, ExecError::OtherProtocol { protocol: 2, .. }),
+        matches!(error, ExecError::OtherProtocol { protocol: 3, .. }),
         "{error}"
     );
     let error = error.to_string();
     assert!(
-        error.contains("speaks exec protocol 2; this fencer speaks 1"),
+        error.contains("speaks exec protocol 3; this fencer speaks 1 and 2"),
         "{error}"
     );
     let error = start(&python("\"protocol\": 1, \"roles\": []", ""), HELLO).unwrap_err();

@@ -1,0 +1,236 @@
+//! `--client exec:COMMAND`: a lock client library in another language, one child per worker
+//! (exec protocol 2, client role), here the shipped Redis watchdog client
+//! (`examples/exec/watchdog_client.py`) talking to Redis through a proxy of its worker's own.
+//! It runs clean without faults and records its `renewed` notices; its `--bug` is caught under
+//! pauses; a protocol 1 child named as a client is refused before the run; a child that dies,
+//! or tells of a lease it never had, leaves `info` calls and a saved run, never a hang.
+
+#![cfg(all(feature = "exec", feature = "redis"))]
+
+mod support;
+
+mod cli_support;
+use cli_support::{fencer, text};
+
+use std::path::Path;
+use std::process::Output;
+
+/// The shipped example.
+const EXAMPLE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/exec/watchdog_client.py"
+);
+
+/// The protocol 1 example (a lock service and store).
+const SERVICE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/examples/exec/lease_service.py"
+);
+
+/// Whether python3 and Redis are there; when not, the skip line.
+fn ready(test: &str) -> bool {
+    let python = std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !python {
+        assert!(
+            !support::backends_required(),
+            "{test}: python3 does not run"
+        );
+        eprintln!("{} {test}: python3 does not run", support::SKIP_MARKER);
+        return false;
+    }
+    support::url_reachable(test, "Redis", "redis-server", &support::redis_url())
+}
+
+/// A lock-counter run of `client` against the shared Redis on an unfenced store: 3 workers,
+/// 300 ms leases, `nemesis` faults `gap` apart, in `dir`.
+fn run(dir: &Path, client: &str, seed: u64, ops: &str, nemesis: &str, gap: &str) -> Output {
+    let seed = seed.to_string();
+    let redis = support::redis_url();
+    fencer(
+        &[
+            "run",
+            "--client",
+            &format!("exec:{client}"),
+            "--lock",
+            &redis,
+            "--store",
+            "sqlite-unfenced",
+            "--workload",
+            "lock-counter",
+            "--workers",
+            "3",
+            "--ops",
+            ops,
+            "--ttl",
+            "300ms",
+            "--renew-every",
+            "100ms",
+            "--call-timeout",
+            "200ms",
+            "--nemesis",
+            nemesis,
+            "--fault-gap",
+            gap,
+            "--seed",
+            &seed,
+            "--archive",
+            "runs",
+        ],
+        dir,
+    )
+}
+
+/// The saved history of the one run under `dir`.
+fn history(dir: &Path) -> String {
+    let runs = dir.join("runs/lock-counter");
+    let run = std::fs::read_dir(&runs)
+        .expect("a run directory")
+        .next()
+        .expect("one run")
+        .unwrap()
+        .path();
+    std::fs::read_to_string(run.join("history.jsonl")).unwrap()
+}
+
+/// A python3 child that greets as a protocol 2 client and then runs `script` (with `lines`,
+/// the requests, and `send`, which writes one JSON line).
+fn child(dir: &Path, script: &str) -> String {
+    let path = dir.join("child.py");
+    let program = format!(
+        "import json, sys\n\
+         def send(message):\n    sys.stdout.write(json.dumps(message) + \"\\n\"); sys.stdout.flush()\n\
+         lines = (json.loads(line) for line in sys.stdin)\n\
+         hello = next(lines)\n\
+         send({{\"id\": hello[\"id\"], \"result\": \"hello\", \"protocol\": 2, \"roles\": [\"client\"]}})\n\
+         {script}\n"
+    );
+    std::fs::write(&path, program).unwrap();
+    format!("python3 {}", path.display())
+}
+
+#[test]
+fn the_watchdog_client_runs_clean_and_tells_its_renewals() {
+    if !ready("exec_client_clean") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(
+        dir.path(),
+        &format!("python3 {EXAMPLE}"),
+        1,
+        "4",
+        "none",
+        "1s",
+    );
+    let shown = text(&output);
+    assert!(output.status.success(), "{shown}");
+    assert!(shown.contains("verdict: valid"), "{shown}");
+    let history = history(dir.path());
+    assert!(
+        history.contains("\"type\":\"notice\",\"f\":\"renewed\""),
+        "{history}"
+    );
+}
+
+#[test]
+fn the_watchdog_bug_is_caught_under_pauses_within_ten_seeds() {
+    if !ready("exec_client_bug") {
+        return;
+    }
+    let client = format!("python3 {EXAMPLE} --bug");
+    let caught = (1..=10).find(|&seed| {
+        let dir = tempfile::tempdir().unwrap();
+        let output = run(dir.path(), &client, seed, "10", "pause", "40ms");
+        let shown = text(&output);
+        assert!(!shown.contains("internal error"), "seed {seed}: {shown}");
+        shown.contains("verdict: invalid")
+    });
+    assert!(caught.is_some(), "the --bug client passed 10 seeds");
+}
+
+#[test]
+fn a_protocol_1_child_named_as_a_client_is_one_line_before_the_run() {
+    if !ready("exec_client_protocol_1") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let output = run(
+        dir.path(),
+        &format!("python3 {SERVICE}"),
+        1,
+        "2",
+        "none",
+        "1s",
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(254), "{shown}");
+    let error = String::from_utf8_lossy(&output.stderr);
+    let line = error
+        .lines()
+        .find(|line| line.starts_with("error:"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(
+        line.contains(
+            "speaks exec protocol 1, but a client child (--client exec:…) must speak protocol 2"
+        ),
+        "{line}"
+    );
+    assert!(
+        !dir.path().join("runs").exists(),
+        "no run was made: {shown}"
+    );
+}
+
+#[test]
+fn a_child_that_dies_mid_run_leaves_info_and_a_saved_run() {
+    if !ready("exec_client_dies") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Grants its first acquire, then exits on the next request.
+    let client = child(
+        dir.path(),
+        "request = next(lines)\n\
+         send({\"id\": request[\"id\"], \"result\": \"acquired\", \"owner\": request[\"owner\"]})\n\
+         next(lines)\n\
+         sys.exit(3)",
+    );
+    let output = run(dir.path(), &client, 1, "3", "none", "1s");
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    assert!(shown.contains("exited (exit status: 3)"), "{shown}");
+    let history = history(dir.path());
+    assert!(history.contains("\"type\":\"info\""), "{history}");
+}
+
+#[test]
+fn a_notice_for_a_lease_the_child_never_had_names_its_line() {
+    if !ready("exec_client_bad_notice") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Tells of a lease it never acquired, then waits for a request.
+    let client = child(
+        dir.path(),
+        "send({\"notice\": \"lost\", \"owner\": \"nobody\"})\n\
+         for request in lines:\n    pass",
+    );
+    let output = run(dir.path(), &client, 1, "2", "none", "1s");
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    assert!(
+        shown.contains(
+            "stdout line 2 (`{\"notice\": \"lost\", \"owner\": \"nobody\"}`): no `acquired` \
+             reply of this child named that owner"
+        ),
+        "{shown}"
+    );
+    let history = history(dir.path());
+    assert!(
+        history.contains("\"type\":\"fail\"") || history.contains("\"type\":\"info\""),
+        "{history}"
+    );
+}
