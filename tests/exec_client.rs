@@ -238,3 +238,50 @@ fn a_notice_for_a_lease_the_child_never_had_names_its_line() {
         "{history}"
     );
 }
+
+#[test]
+fn a_child_that_hangs_mid_call_leaves_info_and_a_saved_run() {
+    if !ready("exec_client_hangs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Reads its first request and never answers it, nor anything after.
+    let client = child(
+        dir.path(),
+        "next(lines)\n\
+         import time\n\
+         time.sleep(3600)",
+    );
+    let started = std::time::Instant::now();
+    let output = run(dir.path(), &client, 1, "2", "none", "1s");
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(60),
+        "the run waited on a hung child for {:?}: {shown}",
+        started.elapsed()
+    );
+    let history = history(dir.path());
+    assert!(history.contains("\"type\":\"info\""), "{history}");
+}
+
+#[test]
+fn a_malformed_line_from_a_child_is_named_and_the_run_kept() {
+    if !ready("exec_client_malformed") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Answers its first request with a line that is not JSON.
+    let client = child(
+        dir.path(),
+        "next(lines)\n\
+         sys.stdout.write(\"this is not json\\n\"); sys.stdout.flush()\n\
+         for request in lines:\n    pass",
+    );
+    let output = run(dir.path(), &client, 1, "2", "none", "1s");
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    assert!(shown.contains("this is not json"), "{shown}");
+    let history = history(dir.path());
+    assert!(history.contains("\"type\":\"info\""), "{history}");
+}
