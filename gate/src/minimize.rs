@@ -10,7 +10,7 @@ use fencer_run::plan::Plan;
 use fencer_run::{Backends, Launch, RunError};
 
 use crate::regressions::write_atomically;
-use crate::shrink::{PlanSize, ShrinkLimits, fails_with, shrink};
+use crate::shrink::{PlanSize, ShrinkLimits, fails_with, participants, shrink_toward};
 use crate::summary::ShrinkRecord;
 
 /// Why a plan could not be shrunk.
@@ -63,15 +63,25 @@ pub fn minimize(
     against: Against<'_>,
     interrupted: &AtomicBool,
 ) -> Result<ShrinkRecord, MinimizeError> {
-    let mut still_fails = fails_with(class, against.backends, against.strict);
-    if !still_fails(plan) {
+    let original = Launch::new(against.backends).run(plan)?;
+    let verdict =
+        fencer_run::checking::judge(&original.plan.settings, &original.history, against.strict);
+    // The cast of the first story of the class: the plan with only them is tried first.
+    let story = verdict
+        .anomalies
+        .iter()
+        .find(|anomaly| anomaly.class == class);
+    let Some(story) = story.filter(|_| verdict.anomaly_counts.contains_key(class.name())) else {
         return Err(MinimizeError::DoesNotFail {
             plan: dir.join("plan.json").display().to_string(),
             class,
         });
-    }
-    let shrunk = shrink(
+    };
+    let cast = participants(&original.history, &story.events);
+    let mut still_fails = fails_with(class, against.backends, against.strict);
+    let shrunk = shrink_toward(
         plan,
+        &cast,
         |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
         limits,
     );

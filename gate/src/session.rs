@@ -483,7 +483,7 @@ fn failure_events(dir: &Path) -> usize {
 pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> String {
     let size = |size: &crate::shrink::PlanSize, events: usize| {
         format!(
-            "{} faults, {} cycles, {} workers, {} events",
+            "{} faults, {} cycles, {} workers acting, {} events",
             size.faults, size.cycles, size.workers, events
         )
     };

@@ -1,9 +1,14 @@
 //! Shrinking a failing plan to a small one that still fails the same way.
 //!
-//! Delta debugging over the plan as data: drop faults, then worker cycles, then whole workers
-//! (renumbering fault targets so the plan stays runnable), then make durations, clock steps and
-//! drifts smaller. A candidate is kept only if it passes [`Plan::check`] and the caller's
-//! predicate ("does it still fail with class C?") holds, so the result always reproduces.
+//! First the story's cast: when the anomaly names its participants (the workers whose events
+//! it cites), the plan in which only those workers act is tried before anything else, since
+//! most of a run's workers have nothing to do with one stale write. The others keep their
+//! place with an empty script rather than being removed: a worker's number names its random
+//! streams (owner tokens, waits), so renumbering the cast would change what it does. Then delta debugging over the plan as
+//! data: drop faults, then worker cycles, then whole workers (renumbering fault targets so the
+//! plan stays runnable), then make durations, clock steps and drifts smaller. A candidate is
+//! kept only if it passes [`Plan::check`] and the caller's predicate ("does it still fail with
+//! class C?") holds, so the result always reproduces.
 //!
 //! Candidates are tried in a fixed order, so with the same predicate and the same candidate
 //! limit the result is the same on every machine; the time budget is a safety net whose
@@ -45,7 +50,8 @@ pub struct PlanSize {
     pub faults: usize,
     /// Cycles over all workers.
     pub cycles: usize,
-    /// Workers.
+    /// Workers that act (have at least one cycle): a worker with an empty script records
+    /// nothing and draws no lane.
     pub workers: usize,
 }
 
@@ -55,7 +61,11 @@ impl PlanSize {
         PlanSize {
             faults: plan.faults.len(),
             cycles: plan.workers.iter().map(|worker| worker.cycles.len()).sum(),
-            workers: plan.workers.len(),
+            workers: plan
+                .workers
+                .iter()
+                .filter(|worker| !worker.cycles.is_empty())
+                .count(),
         }
     }
 
@@ -97,6 +107,18 @@ pub fn fails_with(
 
 /// Shrinks `plan` while `reproduces` holds. `plan` itself is assumed to reproduce.
 pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: ShrinkLimits) -> Shrunk {
+    shrink_toward(plan, &[], reproduces, limits)
+}
+
+/// As [`shrink`], trying first the plan in which only the workers numbered in `participants`
+/// act (the anomaly's cast, see [`participants`]); when that plan does not reproduce,
+/// shrinking goes on from `plan` as [`shrink`] does.
+pub fn shrink_toward(
+    plan: &Plan,
+    participants: &[usize],
+    reproduces: impl FnMut(&Plan) -> bool,
+    limits: ShrinkLimits,
+) -> Shrunk {
     let mut shrinker = Shrinker {
         best: plan.clone(),
         reproduces: Box::new(reproduces),
@@ -106,6 +128,10 @@ pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: Shrink
         accepted: 0,
         stopped_by: None,
     };
+    if !participants.is_empty() {
+        let cast = only_workers_act(&shrinker.best, participants);
+        shrinker.try_candidate(cast);
+    }
     // Each pass can unlock another (fewer workers make some faults removable), so repeat
     // until a whole round changes nothing; three rounds bound the cost.
     for _ in 0..3 {
@@ -145,6 +171,50 @@ pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: Shrink
         accepted: shrinker.accepted,
         stopped_by: shrinker.stopped_by,
     }
+}
+
+/// The workers an anomaly is about: those whose events (or whose tasks' events: `w1:renew` is
+/// `w1`'s) it cites, and those the faults it cites were aimed at, by number, ascending.
+pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> Vec<usize> {
+    let mut workers: Vec<usize> = cited
+        .iter()
+        .filter_map(|&index| usize::try_from(index).ok())
+        .filter(|&position| position < history.len())
+        .flat_map(|position| {
+            let event = history.view(position);
+            [Some(event.process), event.target]
+        })
+        .flatten()
+        .filter_map(|name| {
+            fencer_harness::roles::worker_of(name)
+                .strip_prefix('w')
+                .and_then(|n| n.parse::<usize>().ok())
+        })
+        .collect();
+    workers.sort_unstable();
+    workers.dedup();
+    workers
+}
+
+/// `plan` in which only the workers numbered in `keep` act: every other worker's script
+/// emptied and the faults aimed at it dropped, numbers unchanged; `None` when that silences
+/// nobody or everybody.
+pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
+    let silenced: Vec<usize> = (0..plan.workers.len())
+        .filter(|w| !keep.contains(w) && !plan.workers[*w].cycles.is_empty())
+        .collect();
+    if silenced.is_empty() || keep.iter().all(|&w| w >= plan.workers.len()) {
+        return None;
+    }
+    let mut candidate = plan.clone();
+    let names: Vec<String> = silenced.iter().map(|w| format!("w{w}")).collect();
+    for &worker in &silenced {
+        candidate.workers[worker].cycles.clear();
+    }
+    candidate
+        .faults
+        .retain(|fault| !names.iter().any(|name| name == fault.target()));
+    Some(candidate)
 }
 
 /// `plan` without worker `index`: its script and the faults aimed at it removed, later workers
@@ -390,6 +460,31 @@ mod tests {
     }
 
     #[test]
+    fn only_the_cast_acts_with_numbers_kept_and_faults_on_the_others_dropped() {
+        let plan = plan();
+        let cast = only_workers_act(&plan, &[1, 3]).unwrap();
+        cast.check().unwrap();
+        assert_eq!(cast.workers.len(), plan.workers.len(), "numbers kept");
+        for (index, worker) in cast.workers.iter().enumerate() {
+            let acts = !worker.cycles.is_empty();
+            assert_eq!(acts, index == 1 || index == 3, "w{index}");
+        }
+        assert!(
+            cast.faults
+                .iter()
+                .all(|f| !["w0", "w2", "w4"].contains(&f.target()))
+        );
+        let kept = |target: &str| plan.faults.iter().filter(|f| f.target() == target).count();
+        let now = |target: &str| cast.faults.iter().filter(|f| f.target() == target).count();
+        assert_eq!(now("w1"), kept("w1"));
+        assert_eq!(now("lock"), kept("lock"));
+        assert_eq!(PlanSize::of(&cast).workers, 2);
+        // Silencing nobody, or everybody, is no candidate.
+        assert!(only_workers_act(&plan, &[0, 1, 2, 3, 4]).is_none());
+        assert!(only_workers_act(&plan, &[9]).is_none());
+    }
+
+    #[test]
     fn fault_magnitudes_halve_toward_zero_whatever_their_sign() {
         let jump = Fault::ClockJump {
             at_ns: 5,
@@ -437,12 +532,14 @@ mod tests {
         assert!(predicate(&first.plan));
         assert_eq!(first.stopped_by, None);
         let size = PlanSize::of(&first.plan);
+        // Three workers in the plan (the renumbering keeps w2 third), one of them acting.
+        assert_eq!(first.plan.workers.len(), 3);
         assert_eq!(
             size,
             PlanSize {
                 faults: 1,
                 cycles: 1,
-                workers: 3
+                workers: 1
             }
         );
         assert!(size.fits_in(PlanSize::of(&original)));
