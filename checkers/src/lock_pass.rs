@@ -50,6 +50,14 @@ impl LockPass {
                     }
                     continue;
                 }
+                EventType::Notice => {
+                    if row.f == Op::Renewed
+                        && let (Some(lock), Some(owner)) = (row.lock, row.owner)
+                    {
+                        stuck.renewed_notice(position, row, lock, owner);
+                    }
+                    continue;
+                }
                 _ => {}
             }
             if !matches!(row.f, Op::Acquire | Op::Renew | Op::Release) {

@@ -196,6 +196,28 @@ impl<'c> StuckScan<'c> {
         }
     }
 
+    /// A lock client library said at `position` (`row`) that its auto-renewal extended
+    /// `owner`'s lease: a library that talks to the service itself (an `exec:` child) renews
+    /// without fencer seeing the call, and the lease may then live until the notice plus its
+    /// TTL.
+    pub fn renewed_notice(&mut self, position: usize, row: &RowRef<'_>, lock: Sym, owner: Sym) {
+        let Some(state) = self.locks[lock].as_mut() else {
+            return;
+        };
+        let Some(lease) = state.lease_of(owner) else {
+            return;
+        };
+        if lease.released {
+            return;
+        }
+        let ttl_ns = self.stretch.stretched(lease.ttl_ns, self.slowest_drift_ppm);
+        let ends_by_ns = row.time_ns.saturating_add(ttl_ns);
+        if ends_by_ns > lease.ends_by_ns {
+            lease.ends_by_ns = ends_by_ns;
+            lease.ended_by = position;
+        }
+    }
+
     /// The lock call sent at `invoke` completed at `position` (`row`).
     #[inline]
     pub fn completion(
@@ -477,6 +499,33 @@ mod tests {
                 assert!(text.contains(needle), "missing {needle:?} in: {text}");
             }
         }
+    }
+
+    #[test]
+    fn a_lease_its_library_says_it_renewed_is_not_stuck_while_the_notices_go_on() {
+        // w1's library renews on its own (fencer sees no renew calls) and says so every 3 s
+        // until 45 s: w2's busy answers up to 42.5 s are the lease's, not a stuck lock.
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        let notices = (1..=15).map(|n| (3.0 * f64::from(n), None));
+        let asks = (0..9).map(|n| (2.5 + 5.0 * f64::from(n), Some(n)));
+        let mut events: Vec<(f64, Option<i32>)> = notices.chain(asks).collect();
+        events.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (at, ask) in events {
+            b.at(at);
+            match ask {
+                None => {
+                    b.notice("w1", Op::Renewed, "L", "o1", None);
+                }
+                Some(n) => {
+                    b.busy("w2", "L", &format!("o2-{n}"));
+                }
+            }
+        }
+        assert_eq!(run(&b).report.anomalies, 0);
+        // The same busy answers without the notices are a stuck lock.
+        let (without, _) = refused_after(false);
+        assert_eq!(run(&without).report.anomalies, 1);
     }
 
     #[test]
