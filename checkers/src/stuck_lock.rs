@@ -48,7 +48,8 @@ fn patience_ns(ttl_ns: u64) -> u64 {
 #[derive(Clone, Copy)]
 struct Lease {
     owner: Sym,
-    token: u64,
+    /// Its fencing token, when the service (or library) handed one out.
+    token: Option<u64>,
     /// The grant's `ok`.
     ok: usize,
     ttl_ns: u64,
@@ -244,7 +245,8 @@ impl<'c> StuckScan<'c> {
         match (row.f, row.kind) {
             (Op::Acquire, EventType::Ok) => {
                 state.acquiring = state.acquiring.saturating_sub(1);
-                let Some(token) = row.token() else { return };
+                // A grant without a fencing token (most Redis lock libraries) is a lease too.
+                let token = row.token();
                 if let Some(mut stuck) = state.stuck.take() {
                     stuck.granted = Some(position);
                     self.hits.push(stuck);
@@ -388,10 +390,12 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
                     secs(holder.ttl_ns)
                 )
             };
+            let token = holder
+                .token
+                .map_or_else(|| "no token".to_string(), |token| format!("token {token}"));
             format!(
-                "{} held it with token {} (granted {}), and {how}",
+                "{} held it with {token} (granted {}), and {how}",
                 worker_of(&granted.process),
-                holder.token,
                 when(ctx, &granted, "its")
             )
         }
@@ -505,8 +509,10 @@ mod tests {
     fn a_lease_its_library_says_it_renewed_is_not_stuck_while_the_notices_go_on() {
         // w1's library renews on its own (fencer sees no renew calls) and says so every 3 s
         // until 45 s: w2's busy answers up to 42.5 s are the lease's, not a stuck lock.
+        // Its library hands out no fencing token, as most Redis lock libraries do.
         let mut b = Builder::new();
-        b.acquire("w1", "L", "o1", 1, false);
+        b.invoke_acquire("w1", "L", "o1");
+        b.ok("w1");
         let notices = (1..=15).map(|n| (3.0 * f64::from(n), None));
         let asks = (0..9).map(|n| (2.5 + 5.0 * f64::from(n), Some(n)));
         let mut events: Vec<(f64, Option<i32>)> = notices.chain(asks).collect();
