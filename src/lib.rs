@@ -102,8 +102,7 @@ pub use fencer_harness::time;
 pub use fencer_harness::{
     Acquired, AppliedWrite, CallError, ExpiryRule, FencedStore, FencingToken, History, Lease,
     LibraryContext, LibrarySettings, LocalClock, LockChange, LockClient, LockLibrary, LockLogEntry,
-    LockService, Owned, OwnerToken, ReadValue, RestartError, Written, caller_clock,
-    caller_process,
+    LockService, Owned, OwnerToken, ReadValue, RestartError, Written, caller_clock, caller_process,
 };
 pub use fencer_nemesis::FaultKind;
 pub use fencer_run::settings::{BackendName, ClientName, LockBackend, StoreBackend};

@@ -154,13 +154,15 @@ impl FaultKind {
     }
 
     /// Draws one fault of this family starting at `at_ns`, aimed at `worker` when it aims at
-    /// a worker. Sizes are relative to the TTL, the scale at which leases break.
+    /// a worker. Sizes are relative to the TTL, the scale at which leases break; where a
+    /// lease-edge attack lands is drawn from `aim`, everything else from `rng`.
     pub(crate) fn draw(
         self,
         at_ns: u64,
         worker: String,
         config: &ScheduleConfig,
         rng: &mut ChaCha8Rng,
+        aim: &mut ChaCha8Rng,
     ) -> Fault {
         let ttl = config.ttl_ns;
         match self {
@@ -216,15 +218,18 @@ impl FaultKind {
                 duration_ns: rng.random_range(ttl / 20..=ttl.saturating_mul(3) / 2),
             },
             // A window long enough to contain at least one edge of a lease the worker holds
-            // (or is racing for); offsets within a fortieth of a TTL of the edge, either side.
+            // (or is racing for); offsets within a fortieth of a TTL of the edge, aimed from
+            // their own stream.
             FaultKind::LeaseEdge => {
-                let window = signed(ttl / crate::schedule::EDGE_WINDOW_PER_TTL);
+                let duration_ns = rng.random_range(ttl / 2..=ttl.saturating_mul(2));
+                let (own_offset_ns, rival_offset_ns) =
+                    crate::aim::edge_offsets(ttl / crate::schedule::EDGE_WINDOW_PER_TTL, aim);
                 Fault::LeaseEdge {
                     at_ns,
                     target: worker,
-                    duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
-                    own_offset_ns: rng.random_range(-window..=window),
-                    rival_offset_ns: rng.random_range(-window..=window),
+                    duration_ns,
+                    own_offset_ns,
+                    rival_offset_ns,
                 }
             }
             FaultKind::ServerPause => Fault::ServerPause {
