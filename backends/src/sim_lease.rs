@@ -67,6 +67,36 @@ pub enum LeaseRules {
     /// the client's timestamp): a caller whose clock steps back or runs slow is told its lease
     /// was renewed while it runs out.
     ClockThrottledRenew,
+    /// Release compares the owner in one round trip and deletes the lock's key in a second
+    /// one, [`STEP_GAP_MIN_NS`] to [`STEP_GAP_MAX_NS`] later (`GET` then `DEL` from the
+    /// client, instead of one compare-and-delete script): a release whose check passes just
+    /// before the lease expires deletes a rival's lease granted in between.
+    TwoStepRelease,
+    /// Renew compares the owner and the expiry in one round trip and extends the lock's key
+    /// in a second one, [`STEP_GAP_MIN_NS`] to [`STEP_GAP_MAX_NS`] later (`GET` then
+    /// `PEXPIRE`): a renew whose check passes just before the lease expires extends a rival's
+    /// lease granted in between.
+    TwoStepRenew,
+    /// Renew answers ok without applying anything when the caller's lease has expired and
+    /// nobody was granted the lock since (an `UPDATE … WHERE owner = ? AND expires > now`
+    /// whose affected-row count is never read): the caller is told its lease was extended
+    /// while it has run out.
+    ExpiredRenewOk,
+}
+
+/// The least gap between the two round trips of [`LeaseRules::TwoStepRelease`] and
+/// [`LeaseRules::TwoStepRenew`]: a millisecond, a fast client on a local network.
+pub const STEP_GAP_MIN_NS: u64 = 1_000_000;
+
+/// The greatest such gap: ten milliseconds, a loaded client or a cross-zone hop.
+pub const STEP_GAP_MAX_NS: u64 = 10_000_000;
+
+/// The gap between the two steps of one owner's calls, fixed by its owner token so that a run
+/// replays as it ran and different acquisitions see different gaps.
+fn step_gap(owner: OwnerToken) -> Duration {
+    let spread_ns = STEP_GAP_MAX_NS - STEP_GAP_MIN_NS + 1;
+    let within_ns = u64::try_from(owner.0 % u128::from(spread_ns)).unwrap_or(0);
+    Duration::from_nanos(STEP_GAP_MIN_NS + within_ns)
 }
 
 /// [`LeaseRules::LateRenew`]'s grace period, as a fraction of the TTL (`ttl / this`).
@@ -81,7 +111,7 @@ pub const NEVER_EXPIRES_NS: i64 = i64::MAX;
 
 impl LeaseRules {
     /// Every variant, reference first.
-    pub const ALL: [LeaseRules; 11] = [
+    pub const ALL: [LeaseRules; 14] = [
         LeaseRules::Reference,
         LeaseRules::UnsafeRelease,
         LeaseRules::UncheckedRenew,
@@ -93,6 +123,9 @@ impl LeaseRules {
         LeaseRules::StickyLock,
         LeaseRules::ReviveExpired,
         LeaseRules::ClockThrottledRenew,
+        LeaseRules::TwoStepRelease,
+        LeaseRules::TwoStepRenew,
+        LeaseRules::ExpiredRenewOk,
     ];
 }
 
@@ -171,6 +204,91 @@ impl SimLeaseService {
             return body(state);
         }
         body(locks.entry(lock.to_string()).or_default())
+    }
+}
+
+/// The calls of the two-step mutants, and the expired-lease check of
+/// [`LeaseRules::ExpiredRenewOk`].
+impl SimLeaseService {
+    /// Whether the current lease of `lock` is `owner`'s and has expired by the server's clock.
+    fn own_lease_expired(&self, lock: &str, owner: OwnerToken) -> Result<bool, CallError> {
+        let now_ns = self.now_unless_down()?;
+        Ok(self.with_lock(lock, |state| {
+            state
+                .current()
+                .is_some_and(|lease| lease.owner == owner && lease.expires_ns <= now_ns)
+        }))
+    }
+
+    /// [`LeaseRules::TwoStepRelease`]: the owner compared, then after the step gap the
+    /// current lease deleted, whoever holds it by then.
+    async fn release_in_two_steps(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+    ) -> Result<Owned, CallError> {
+        self.now_unless_down()?;
+        let checked = self.with_lock(lock, |state| {
+            state.current().is_some_and(|lease| lease.owner == owner)
+        });
+        if !checked {
+            return Ok(Owned::NotOwner);
+        }
+        fencer_harness::time::sleep(step_gap(owner)).await;
+        let now_ns = self.now_unless_down()?;
+        let Some(lease) = self.with_lock(lock, |state| state.leases.pop()) else {
+            return Ok(Owned::NotOwner);
+        };
+        let released = LockChange::Released {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &released, None);
+        Ok(Owned::Done)
+    }
+
+    /// [`LeaseRules::TwoStepRenew`]: the owner and expiry compared, then after the step gap
+    /// the live lease extended, whoever holds it by then.
+    async fn renew_in_two_steps(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Owned, CallError> {
+        let now_ns = self.now_unless_down()?;
+        let checked = self.with_lock(lock, |state| {
+            state
+                .current()
+                .is_some_and(|lease| lease.owner == owner && lease.expires_ns > now_ns)
+        });
+        if !checked {
+            return Ok(Owned::NotOwner);
+        }
+        fencer_harness::time::sleep(step_gap(owner)).await;
+        let now_ns = self.now_unless_down()?;
+        let extended = self.with_lock(lock, |state| {
+            let lease = state
+                .leases
+                .last_mut()
+                .filter(|lease| lease.expires_ns > now_ns)?;
+            lease.expires_ns = now_ns.saturating_add(ttl_ns(ttl));
+            Some(*lease)
+        });
+        let Some(lease) = extended else {
+            return Ok(Owned::NotOwner);
+        };
+        let renewed = LockChange::Renewed {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+            ttl,
+            expires_ns: lease.expires_ns,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &renewed, None);
+        Ok(Owned::Done)
     }
 }
 
@@ -260,6 +378,14 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
+        match self.rules {
+            LeaseRules::TwoStepRenew => return self.renew_in_two_steps(lock, owner, ttl).await,
+            LeaseRules::ExpiredRenewOk if self.own_lease_expired(lock, owner)? => {
+                // Nothing changed, so nothing is logged.
+                return Ok(Owned::Done);
+            }
+            _ => {}
+        }
         let now_ns = self.now_unless_down()?;
         let caller_ns = caller_now_ns(self.rules);
         let renewed = self.with_lock(lock, |state| {
@@ -321,6 +447,9 @@ impl LockService for SimLeaseService {
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        if self.rules == LeaseRules::TwoStepRelease {
+            return self.release_in_two_steps(lock, owner).await;
+        }
         let now_ns = self.now_unless_down()?;
         let released = self.with_lock(lock, |state| {
             let position = match self.rules {

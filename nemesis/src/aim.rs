@@ -11,6 +11,7 @@
 //! put the calls into each other's flight ([`EdgeAim`]). The draws come from the run's own
 //! [`Stream::Aim`](fencer_harness::Stream::Aim).
 
+use fencer_harness::EdgeAnchor;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
@@ -37,9 +38,36 @@ impl EdgeAim {
     const ALL: [EdgeAim; 3] = [EdgeAim::Straddle, EdgeAim::Into, EdgeAim::Apart];
 }
 
+/// Where one lease-edge attack lands its calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Aimed {
+    /// The holder's calls, from the lease's expiry.
+    pub own_offset_ns: i64,
+    /// The rivals' acquires, from the lease's expiry.
+    pub rival_offset_ns: i64,
+    /// Which moment of the last confirmed grant or renew the expiry is counted from.
+    pub anchor: EdgeAnchor,
+}
+
+/// One attack's aim, drawn from `rng` (the run's aim stream): the anchor of the expiry, either
+/// one as likely, then [`edge_offsets`].
+pub fn edge_aim(window_ns: u64, rng: &mut ChaCha8Rng) -> Aimed {
+    let anchor = if rng.random_bool(0.5) {
+        EdgeAnchor::Answered
+    } else {
+        EdgeAnchor::Sent
+    };
+    let (own_offset_ns, rival_offset_ns) = edge_offsets(window_ns, rng);
+    Aimed {
+        own_offset_ns,
+        rival_offset_ns,
+        anchor,
+    }
+}
+
 /// One attack's offsets `(own, rival)` from a lease's expiry, each at most `window_ns` from
-/// it, drawn from `rng` (the run's aim stream): a shape, then log-uniform magnitudes.
-pub fn edge_offsets(window_ns: u64, rng: &mut ChaCha8Rng) -> (i64, i64) {
+/// it, drawn from `rng`: a shape, then log-uniform magnitudes.
+fn edge_offsets(window_ns: u64, rng: &mut ChaCha8Rng) -> (i64, i64) {
     let shape = EdgeAim::ALL[rng.random_range(0..EdgeAim::ALL.len())];
     let window = signed(window_ns);
     let own = magnitude(window_ns, rng);
@@ -97,7 +125,10 @@ mod tests {
     #[test]
     fn offsets_stay_within_the_window_and_the_holder_s_above_the_floor() {
         for (own, rival) in draws(10_000) {
-            assert!((AIM_MIN_NS..=WINDOW_NS).contains(&own.unsigned_abs()), "{own}");
+            assert!(
+                (AIM_MIN_NS..=WINDOW_NS).contains(&own.unsigned_abs()),
+                "{own}"
+            );
             // Aimed into the holder's call, a rival's acquire may land at the edge itself.
             assert!(rival.unsigned_abs() <= WINDOW_NS, "{rival}");
         }

@@ -3,7 +3,7 @@
 //! ([`Effect`]) and which events record its start and its end. Adding a fault is a variant
 //! here and its ops in the history's vocabulary; injection and validation are generic.
 
-use fencer_harness::{Event, EventType, Op, WorkerFault};
+use fencer_harness::{EdgeAnchor, Event, EventType, Op, WorkerFault};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -222,14 +222,14 @@ impl FaultKind {
             // their own stream.
             FaultKind::LeaseEdge => {
                 let duration_ns = rng.random_range(ttl / 2..=ttl.saturating_mul(2));
-                let (own_offset_ns, rival_offset_ns) =
-                    crate::aim::edge_offsets(ttl / crate::schedule::EDGE_WINDOW_PER_TTL, aim);
+                let aimed = crate::aim::edge_aim(ttl / crate::schedule::EDGE_WINDOW_PER_TTL, aim);
                 Fault::LeaseEdge {
                     at_ns,
                     target: worker,
                     duration_ns,
-                    own_offset_ns,
-                    rival_offset_ns,
+                    own_offset_ns: aimed.own_offset_ns,
+                    rival_offset_ns: aimed.rival_offset_ns,
+                    anchor: aimed.anchor,
                 }
             }
             FaultKind::ServerPause => Fault::ServerPause {
@@ -544,6 +544,10 @@ pub enum Fault {
         own_offset_ns: i64,
         /// Where rivals' acquires land relative to the holder's expiry.
         rival_offset_ns: i64,
+        /// Which moment of the holder's last confirmed grant or renew its expiry is counted
+        /// from (left out of a plan when it is the send).
+        #[serde(default, skip_serializing_if = "EdgeAnchor::is_sent")]
+        anchor: EdgeAnchor,
     },
     /// At `at_ns`, the work `target` is doing under its lease is abandoned by its caller
     /// ([`fencer_harness::WorkerFault::Cancel`]); its process lives on.
@@ -692,10 +696,12 @@ impl Fault {
             Fault::LeaseEdge {
                 own_offset_ns,
                 rival_offset_ns,
+                anchor,
                 ..
             } => Effect::Worker(WorkerFault::LeaseEdge {
                 own_offset_ns: *own_offset_ns,
                 rival_offset_ns: *rival_offset_ns,
+                anchor: *anchor,
             }),
             Fault::Cancel { .. } => Effect::Worker(WorkerFault::Cancel),
             Fault::ClockJump { jump_ns, .. } => Effect::ClockJump(*jump_ns),

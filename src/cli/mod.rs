@@ -332,7 +332,8 @@ struct SettingsArgs {
     store: Option<String>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter, sim-late-renew,
-    /// sim-busy-while-free, sim-sticky-lock, sim-revive-expired, sim-clock-throttled-renew); or
+    /// sim-busy-while-free, sim-sticky-lock, sim-revive-expired, sim-clock-throttled-renew,
+    /// sim-two-step-release, sim-two-step-renew, sim-expired-renew-ok); or
     /// a server URL (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release`
     /// for the Redis mutant); or private:redis / private:postgres / private:etcd /
     /// private:zookeeper for a server fencer starts itself; or exec:COMMAND for a lock service
