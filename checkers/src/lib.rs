@@ -50,6 +50,7 @@
 
 mod ack_mismatch;
 mod context;
+pub mod coverage;
 mod explain;
 mod findings;
 mod foreign_release;
