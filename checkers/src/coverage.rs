@@ -11,7 +11,8 @@
 //! by that log entry's own reading (its true time plus the TTL it had left), so a step or a
 //! drift of the lock clock afterwards moves the real end (a step across an expiry is a window
 //! of its own). A call is in flight from its invoke to its completion, as recorded; a call
-//! never completed is not counted. Without a lock log, nothing that needs a lease's end is
+//! never completed is not counted. A grant crosses a call in flight only before the servers'
+//! log shows the call applied: a grant after a release was applied is the release's doing. Without a lock log, nothing that needs a lease's end is
 //! counted.
 
 use std::collections::BTreeMap;
@@ -204,6 +205,9 @@ struct Flight {
     owner: Option<Sym>,
     /// Grants logged before the call went out.
     grants_before: usize,
+    /// What the servers' logs name the call by: its owner token (a renew or release) or its
+    /// write id.
+    logged_as: Option<Sym>,
 }
 
 struct Pass<'h> {
@@ -224,6 +228,8 @@ struct Pass<'h> {
     lost_renews: BTreeMap<usize, u64>,
     /// The worker each process belongs to.
     workers: BTreeMap<usize, Option<Sym>>,
+    /// When the servers last logged a renew or release by each owner, or a write by its id.
+    applied: BTreeMap<(Op, usize), u64>,
 }
 
 impl<'h> Pass<'h> {
@@ -239,6 +245,7 @@ impl<'h> Pass<'h> {
             flights: BTreeMap::new(),
             lost_renews: BTreeMap::new(),
             workers: BTreeMap::new(),
+            applied: BTreeMap::new(),
         }
     }
 
@@ -265,7 +272,15 @@ impl<'h> Pass<'h> {
     fn row(&mut self, row: &RowRef<'_>) {
         match row.kind {
             EventType::Log if matches!(row.f, Op::Acquire | Op::Renew | Op::Release) => {
+                if let Some(owner) = row.owner {
+                    self.applied.insert((row.f, owner.slot()), row.time_ns);
+                }
                 self.lock_log(row)
+            }
+            EventType::Log if row.f == Op::Write => {
+                if let Some(write_id) = row.write_id {
+                    self.applied.insert((Op::Write, write_id.slot()), row.time_ns);
+                }
             }
             EventType::Invoke => self.invoke(row),
             EventType::Ok | EventType::Fail | EventType::Info => self.complete(row),
@@ -360,6 +375,11 @@ impl<'h> Pass<'h> {
             expiry_ns: owner.and_then(|owner| self.expiries.get(&owner.slot()).copied()),
             owner,
             grants_before: self.grants.len(),
+            logged_as: if row.f == Op::Write {
+                row.write_id
+            } else {
+                row.owner
+            },
         };
         self.flights.insert(row.process.slot(), flight);
     }
@@ -394,11 +414,19 @@ impl<'h> Pass<'h> {
         {
             self.reached(across_expiry, expiry_ns - flight.invoke_ns);
         }
+        // A grant after the call was applied is its consequence (a release frees the lock),
+        // not a race with it.
+        let applied_ns = flight
+            .logged_as
+            .and_then(|name| self.applied.get(&(flight.f, name.slot())))
+            .copied()
+            .filter(|&applied_ns| applied_ns >= flight.invoke_ns)
+            .unwrap_or(row.time_ns);
         let rival_grant = self.grants[flight.grants_before..]
             .iter()
             .find(|(_, owner)| Some(*owner) != flight.owner)
             .map(|(granted_ns, _)| *granted_ns)
-            .filter(|&granted_ns| granted_ns <= row.time_ns);
+            .filter(|&granted_ns| granted_ns <= applied_ns);
         if let Some(granted_ns) = rival_grant {
             self.reached(across_grant, granted_ns.saturating_sub(flight.invoke_ns));
         }
