@@ -323,11 +323,14 @@ mod tests {
         }
     }
 
+    /// One recorded event as the tests compare it: `(kind, f, time, error)`.
+    type Seen = (EventType, Op, u64, Option<String>);
+
     /// Runs `test` with the context of `w0` (1 s call timeout, no latency) on the simulation
-    /// runtime and returns its output and the history it recorded, as `(kind, f, time, error)`.
+    /// runtime and returns its output and the history it recorded.
     fn recorded<T>(
         test: impl FnOnce(LibraryContext) -> std::pin::Pin<Box<dyn Future<Output = T>>>,
-    ) -> (T, Vec<(EventType, Op, u64, Option<String>)>) {
+    ) -> (T, Vec<Seen>) {
         simulation_runtime().block_on(async {
             let truth = TrueClock::start();
             let recorder = Arc::new(Recorder::new(truth));
