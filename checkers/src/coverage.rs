@@ -279,7 +279,8 @@ impl<'h> Pass<'h> {
             }
             EventType::Log if row.f == Op::Write => {
                 if let Some(write_id) = row.write_id {
-                    self.applied.insert((Op::Write, write_id.slot()), row.time_ns);
+                    self.applied
+                        .insert((Op::Write, write_id.slot()), row.time_ns);
                 }
             }
             EventType::Invoke => self.invoke(row),
