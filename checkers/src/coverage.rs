@@ -222,12 +222,12 @@ struct Pass<'h> {
     grants: Vec<(u64, Sym)>,
     /// Each worker's current owner token, from its confirmed acquires.
     owners: BTreeMap<usize, Sym>,
-    /// Calls in flight, by process.
-    flights: BTreeMap<usize, Flight>,
+    /// Calls in flight, by process (indexed by the process's sym).
+    flights: Vec<Option<Flight>>,
     /// Each worker's renew whose reply was lost, by its send time, until its next write.
     lost_renews: BTreeMap<usize, u64>,
-    /// The worker each process belongs to.
-    workers: BTreeMap<usize, Option<Sym>>,
+    /// The worker each process belongs to, once looked up (indexed by the process's sym).
+    workers: Vec<Option<Option<Sym>>>,
     /// When the servers last logged a renew or release by each owner, or a write by its id.
     applied: BTreeMap<(Op, usize), u64>,
 }
@@ -242,9 +242,9 @@ impl<'h> Pass<'h> {
             expiries: BTreeMap::new(),
             grants: Vec::new(),
             owners: BTreeMap::new(),
-            flights: BTreeMap::new(),
+            flights: vec![None; history.strings.len()],
             lost_renews: BTreeMap::new(),
-            workers: BTreeMap::new(),
+            workers: vec![None; history.strings.len()],
             applied: BTreeMap::new(),
         }
     }
@@ -263,7 +263,7 @@ impl<'h> Pass<'h> {
     /// The worker a process belongs to (`w0` for `w0:renew`), as a string of the history.
     fn worker(&mut self, process: Sym) -> Option<Sym> {
         let history = self.history;
-        *self.workers.entry(process.slot()).or_insert_with(|| {
+        *self.workers[process.slot()].get_or_insert_with(|| {
             let worker = roles::worker_of(history.text(process));
             history.strings.find(worker)
         })
@@ -382,7 +382,7 @@ impl<'h> Pass<'h> {
                 row.owner
             },
         };
-        self.flights.insert(row.process.slot(), flight);
+        self.flights[row.process.slot()] = Some(flight);
     }
 
     fn complete(&mut self, row: &RowRef<'_>) {
@@ -393,7 +393,10 @@ impl<'h> Pass<'h> {
             }
             return;
         }
-        let Some(flight) = self.flights.remove(&row.process.slot()) else {
+        if !matches!(row.f, Op::Release | Op::Renew | Op::Write) {
+            return;
+        }
+        let Some(flight) = self.flights[row.process.slot()].take() else {
             return;
         };
         if flight.f != row.f {
