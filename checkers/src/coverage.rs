@@ -210,14 +210,26 @@ struct Flight {
     logged_as: Option<Sym>,
 }
 
+/// [`Pass::applied`]'s slot of a write (a renew's is 0, a release's 1).
+const APPLIED_WRITE: usize = 2;
+
+fn applied_slot(f: Op) -> Option<usize> {
+    match f {
+        Op::Renew => Some(0),
+        Op::Release => Some(1),
+        Op::Write => Some(APPLIED_WRITE),
+        _ => None,
+    }
+}
+
 struct Pass<'h> {
     history: &'h PackedHistory,
     ttl_ns: u64,
     counts: BTreeMap<Window, [u64; 4]>,
     /// The current lease of each lock, by the lock log.
     leases: BTreeMap<usize, Lease>,
-    /// Each owner's lease end on the true clock, by the lock log.
-    expiries: BTreeMap<usize, u64>,
+    /// Each owner's lease end on the true clock, by the lock log (indexed by the owner's sym).
+    expiries: Vec<Option<u64>>,
     /// Every grant logged: its true time and owner.
     grants: Vec<(u64, Sym)>,
     /// Each worker's current owner token, from its confirmed acquires.
@@ -228,8 +240,9 @@ struct Pass<'h> {
     lost_renews: BTreeMap<usize, u64>,
     /// The worker each process belongs to, once looked up (indexed by the process's sym).
     workers: Vec<Option<Option<Sym>>>,
-    /// When the servers last logged a renew or release by each owner, or a write by its id.
-    applied: BTreeMap<(Op, usize), u64>,
+    /// When the servers last logged a renew or release by each owner, or a write by its id
+    /// (indexed by the owner's or the write id's sym, a slot per call).
+    applied: Vec<[Option<u64>; 3]>,
 }
 
 impl<'h> Pass<'h> {
@@ -239,13 +252,13 @@ impl<'h> Pass<'h> {
             ttl_ns,
             counts: BTreeMap::new(),
             leases: BTreeMap::new(),
-            expiries: BTreeMap::new(),
+            expiries: vec![None; history.strings.len()],
             grants: Vec::new(),
             owners: BTreeMap::new(),
             flights: vec![None; history.strings.len()],
             lost_renews: BTreeMap::new(),
             workers: vec![None; history.strings.len()],
-            applied: BTreeMap::new(),
+            applied: vec![[None; 3]; history.strings.len()],
         }
     }
 
@@ -272,15 +285,14 @@ impl<'h> Pass<'h> {
     fn row(&mut self, row: &RowRef<'_>) {
         match row.kind {
             EventType::Log if matches!(row.f, Op::Acquire | Op::Renew | Op::Release) => {
-                if let Some(owner) = row.owner {
-                    self.applied.insert((row.f, owner.slot()), row.time_ns);
+                if let (Some(owner), Some(call)) = (row.owner, applied_slot(row.f)) {
+                    self.applied[owner.slot()][call] = Some(row.time_ns);
                 }
                 self.lock_log(row)
             }
             EventType::Log if row.f == Op::Write => {
                 if let Some(write_id) = row.write_id {
-                    self.applied
-                        .insert((Op::Write, write_id.slot()), row.time_ns);
+                    self.applied[write_id.slot()][APPLIED_WRITE] = Some(row.time_ns);
                 }
             }
             EventType::Invoke => self.invoke(row),
@@ -329,7 +341,7 @@ impl<'h> Pass<'h> {
                         released: false,
                     },
                 );
-                self.expiries.insert(owner.slot(), expires_true_ns);
+                self.expiries[owner.slot()] = Some(expires_true_ns);
                 self.grants.push((row.time_ns, owner));
             }
             Op::Renew => {
@@ -343,7 +355,7 @@ impl<'h> Pass<'h> {
                     lease.expires_lock_ns = expires_lock_ns;
                     lease.expires_true_ns = expires_true_ns;
                 }
-                self.expiries.insert(holder.slot(), expires_true_ns);
+                self.expiries[holder.slot()] = Some(expires_true_ns);
             }
             _ => {
                 let holder = row.holder.unwrap_or(owner);
@@ -373,7 +385,7 @@ impl<'h> Pass<'h> {
         let flight = Flight {
             f: row.f,
             invoke_ns: row.time_ns,
-            expiry_ns: owner.and_then(|owner| self.expiries.get(&owner.slot()).copied()),
+            expiry_ns: owner.and_then(|owner| self.expiries[owner.slot()]),
             owner,
             grants_before: self.grants.len(),
             logged_as: if row.f == Op::Write {
@@ -422,8 +434,8 @@ impl<'h> Pass<'h> {
         // not a race with it.
         let applied_ns = flight
             .logged_as
-            .and_then(|name| self.applied.get(&(flight.f, name.slot())))
-            .copied()
+            .zip(applied_slot(flight.f))
+            .and_then(|(name, call)| self.applied[name.slot()][call])
             .filter(|&applied_ns| applied_ns >= flight.invoke_ns)
             .unwrap_or(row.time_ns);
         let rival_grant = self.grants[flight.grants_before..]
@@ -448,8 +460,7 @@ impl<'h> Pass<'h> {
                 let expiry_ns = self
                     .owners
                     .get(&target.slot())
-                    .and_then(|owner| self.expiries.get(&owner.slot()))
-                    .copied();
+                    .and_then(|owner| self.expiries[owner.slot()]);
                 if let Some(expiry_ns) = expiry_ns
                     && (row.time_ns..=row.time_ns.saturating_add(duration_ns)).contains(&expiry_ns)
                 {
