@@ -1,6 +1,6 @@
 //! The third adapter: the lock client library a user ships, as their code calls it.
 //!
-//! [`LockService`](crate::LockService) and [`FencedStore`](crate::FencedStore) are the
+//! [`LockService`] and [`FencedStore`](crate::FencedStore) are the
 //! systems behind a lock; a [`LockLibrary`] is the code in front of it, in the worker's own
 //! process: how it takes a lease, its auto-renewal (a watchdog), its own "do I still hold
 //! it?" check, and what it tells its caller when the lease is lost. The failures of a TTL lock

@@ -50,7 +50,8 @@ pub struct Aimed {
 }
 
 /// One attack's aim, drawn from `rng` (the run's aim stream): the anchor of the expiry, either
-/// one as likely, then [`edge_offsets`].
+/// one as likely, then the two offsets, at most `window_ns` from it: a shape ([`EdgeAim`]),
+/// then log-uniform magnitudes.
 pub fn edge_aim(window_ns: u64, rng: &mut ChaCha8Rng) -> Aimed {
     let anchor = if rng.random_bool(0.5) {
         EdgeAnchor::Answered
@@ -66,7 +67,7 @@ pub fn edge_aim(window_ns: u64, rng: &mut ChaCha8Rng) -> Aimed {
 }
 
 /// One attack's offsets `(own, rival)` from a lease's expiry, each at most `window_ns` from
-/// it, drawn from `rng`: a shape, then log-uniform magnitudes.
+/// it, drawn from `rng`.
 fn edge_offsets(window_ns: u64, rng: &mut ChaCha8Rng) -> (i64, i64) {
     let shape = EdgeAim::ALL[rng.random_range(0..EdgeAim::ALL.len())];
     let window = signed(window_ns);
