@@ -240,6 +240,29 @@ mod tests {
     }
 
     #[test]
+    fn only_lease_edge_attacks_draw_from_the_aim_stream() {
+        let with_aim = |kinds: &[FaultKind], aim_seed: u64| {
+            schedule(
+                &config(kinds),
+                &mut stream_rng(3, Stream::Nemesis, 0),
+                &mut stream_rng(aim_seed, Stream::Aim, 0),
+            )
+        };
+        let without_edge: Vec<FaultKind> = FaultKind::DEFAULT
+            .into_iter()
+            .filter(|kind| *kind != FaultKind::LeaseEdge)
+            .collect();
+        assert_eq!(with_aim(&without_edge, 1), with_aim(&without_edge, 2));
+        let (one, two) = (
+            with_aim(&FaultKind::DEFAULT, 1),
+            with_aim(&FaultKind::DEFAULT, 2),
+        );
+        assert_ne!(one, two, "the aim moves the attacks");
+        let when = |faults: &[Fault]| faults.iter().map(Fault::at_ns).collect::<Vec<_>>();
+        assert_eq!(when(&one), when(&two), "and nothing else");
+    }
+
+    #[test]
     fn schedule_is_a_function_of_the_seed() {
         let draw = |seed| drawn(&config(&FaultKind::DEFAULT), seed);
         assert_eq!(draw(3), draw(3));
