@@ -52,6 +52,68 @@ fn gate_over_the_reference_backend_passes() {
     assert!(!dir.path().join("fencer-regressions").exists());
 }
 
+/// A passing gate says which race windows its runs reached and which they never did, in its
+/// summary and in `gate.json`; `fencer coverage` adds up gates and saved runs alike, and every
+/// count it prints for a single gate is the gate's.
+#[test]
+fn a_gate_reports_the_race_windows_its_runs_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = gate(
+        dir.path(),
+        &[
+            "--seeds",
+            "0..4",
+            "--jobs",
+            "2",
+            "--no-regressions",
+            "--out",
+            "g",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let printed = text(&output);
+    assert!(
+        printed.contains("coverage (race windows reached)"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains(
+            "rival's grant after the previous lease's expiry, ≤ TTL: reached in 4 of 4 seeds"
+        ),
+        "{printed}"
+    );
+    let summary = json(&dir.path().join("g/gate.json"));
+    assert_eq!(summary["coverage"]["runs"], 4);
+    let reached = summary["coverage"]["reached"].as_array().unwrap();
+    assert_eq!(reached.len(), 40, "ten kinds, four widths each");
+    assert!(
+        reached
+            .iter()
+            .all(|entry| entry["count"].as_u64().unwrap() <= 4)
+    );
+    let added = fencer(&["coverage", "g", "g"], dir.path());
+    assert_eq!(added.status.code(), Some(0), "{}", text(&added));
+    assert!(
+        text(&added).contains("coverage over 8 runs:"),
+        "{}",
+        text(&added)
+    );
+    let run = fencer(
+        &["run", "--seed", "1", "--ops", "10", "--out", "r"],
+        dir.path(),
+    );
+    assert!(run.status.code().is_some(), "{}", text(&run));
+    let one = fencer(&["coverage", "r"], dir.path());
+    assert_eq!(one.status.code(), Some(0), "{}", text(&one));
+    assert!(
+        text(&one).contains("coverage over 1 run:"),
+        "{}",
+        text(&one)
+    );
+    let neither = fencer(&["coverage", "."], dir.path());
+    assert_eq!(neither.status.code(), Some(254), "{}", text(&neither));
+}
+
 /// A lock whose renew revives an expired lease nobody took breaks a promise without harming
 /// anyone yet: its warnings pass the gate, and the summary still names them.
 #[test]

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 const CORPUS: &str = "tests/golden/corpus.txt";
 
 /// Backend and worker choices: the reference, then every mutant of the zoo.
-const VARIANTS: [(&str, &[&str]); 18] = [
+const VARIANTS: [(&str, &[&str]); 21] = [
     ("reference", &[]),
     ("sim-unsafe-release", &["--lock", "sim-unsafe-release"]),
     ("sim-unchecked-renew", &["--lock", "sim-unchecked-renew"]),
@@ -40,6 +40,9 @@ const VARIANTS: [(&str, &[&str]); 18] = [
         "sim-clock-throttled-renew",
         &["--lock", "sim-clock-throttled-renew"],
     ),
+    ("sim-two-step-release", &["--lock", "sim-two-step-release"]),
+    ("sim-two-step-renew", &["--lock", "sim-two-step-renew"]),
+    ("sim-expired-renew-ok", &["--lock", "sim-expired-renew-ok"]),
     ("sqlite-unfenced", &["--store", "sqlite-unfenced"]),
     (
         "sqlite-check-then-write",

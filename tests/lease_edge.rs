@@ -276,3 +276,48 @@ fn a_renew_accepted_after_expiry_is_caught_by_lease_edge_faults_and_missed_by_ra
         );
     }
 }
+
+/// Over [`SEEDS`], the runs of `mutant` under its own (the plain default) settings that were
+/// caught as its class, and those of the same settings without `lease-edge`.
+fn caught_with_and_without_the_edge(name: &str) -> (usize, usize) {
+    let mutant = Mutant::named(name).unwrap();
+    let caught = |settings: &Settings| {
+        let verdict = verdict_of(settings, mutant.strict).unwrap();
+        usize::from(verdict.anomaly_counts.contains_key(mutant.expected_class))
+    };
+    SEEDS
+        .map(|seed| {
+            let plain = mutant.settings(seed);
+            let without = Settings {
+                nemesis: default_without_the_edge().into_iter().collect(),
+                ..plain.clone()
+            };
+            (caught(&plain), caught(&without))
+        })
+        .fold((0, 0), |(with, without), (w, o)| (with + w, without + o))
+}
+
+/// A lock call made of two round trips 1–10 ms apart (`sim-two-step-release`,
+/// `sim-two-step-renew`) races only when the lease expires inside that gap. Lease-edge attacks
+/// aimed log-uniformly, with the rival's acquire aimed into the holder's call, reach it under
+/// the plain defaults in most seeds; the other default faults alone hardly ever do.
+#[test]
+fn calls_in_two_round_trips_are_caught_under_the_plain_defaults() {
+    for name in ["two-step-release", "two-step-renew"] {
+        let mutant = Mutant::named(name).unwrap();
+        assert_eq!(
+            mutant.settings(0).nemesis,
+            FaultKind::DEFAULT.into_iter().collect(),
+            "{name} runs under the default faults"
+        );
+        let (with, without) = caught_with_and_without_the_edge(name);
+        eprintln!(
+            "{name}, seeds {SEEDS:?}: caught in {with} runs with lease-edge, {without} without"
+        );
+        assert!(
+            with >= 2 && with > without,
+            "{name}: {with} with lease-edge, {without} without, of {} seeds",
+            SEEDS.count()
+        );
+    }
+}

@@ -67,6 +67,37 @@ pub enum LeaseRules {
     /// the client's timestamp): a caller whose clock steps back or runs slow is told its lease
     /// was renewed while it runs out.
     ClockThrottledRenew,
+    /// Release compares the owner in one round trip and deletes the lock's key in a second
+    /// one, [`STEP_GAP_MIN_NS`] to [`STEP_GAP_MAX_NS`] later (`GET` then `DEL` from the
+    /// client, instead of one compare-and-delete script): a release whose check passes just
+    /// before the lease expires deletes a rival's lease granted in between.
+    TwoStepRelease,
+    /// Renew compares the owner and the expiry in one round trip and extends the lock's key
+    /// in a second one, [`STEP_GAP_MIN_NS`] to [`STEP_GAP_MAX_NS`] later (`GET` then
+    /// `PEXPIRE`, whose answer is not read): a renew whose check passes just before the lease
+    /// expires extends a rival's lease granted in between, or, with none, answers ok while
+    /// the lease has run out.
+    TwoStepRenew,
+    /// Renew answers ok without applying anything when the caller's lease has expired and
+    /// nobody was granted the lock since (an `UPDATE … WHERE owner = ? AND expires > now`
+    /// whose affected-row count is never read): the caller is told its lease was extended
+    /// while it has run out.
+    ExpiredRenewOk,
+}
+
+/// The least gap between the two round trips of [`LeaseRules::TwoStepRelease`] and
+/// [`LeaseRules::TwoStepRenew`]: a millisecond, a fast client on a local network.
+pub const STEP_GAP_MIN_NS: u64 = 1_000_000;
+
+/// The greatest such gap: ten milliseconds, a loaded client or a cross-zone hop.
+pub const STEP_GAP_MAX_NS: u64 = 10_000_000;
+
+/// The gap between the two steps of one owner's calls, fixed by its owner token so that a run
+/// replays as it ran and different acquisitions see different gaps.
+fn step_gap(owner: OwnerToken) -> Duration {
+    let spread_ns = STEP_GAP_MAX_NS - STEP_GAP_MIN_NS + 1;
+    let within_ns = u64::try_from(owner.0 % u128::from(spread_ns)).unwrap_or(0);
+    Duration::from_nanos(STEP_GAP_MIN_NS + within_ns)
 }
 
 /// [`LeaseRules::LateRenew`]'s grace period, as a fraction of the TTL (`ttl / this`).
@@ -81,7 +112,7 @@ pub const NEVER_EXPIRES_NS: i64 = i64::MAX;
 
 impl LeaseRules {
     /// Every variant, reference first.
-    pub const ALL: [LeaseRules; 11] = [
+    pub const ALL: [LeaseRules; 14] = [
         LeaseRules::Reference,
         LeaseRules::UnsafeRelease,
         LeaseRules::UncheckedRenew,
@@ -93,6 +124,9 @@ impl LeaseRules {
         LeaseRules::StickyLock,
         LeaseRules::ReviveExpired,
         LeaseRules::ClockThrottledRenew,
+        LeaseRules::TwoStepRelease,
+        LeaseRules::TwoStepRenew,
+        LeaseRules::ExpiredRenewOk,
     ];
 }
 
@@ -171,6 +205,93 @@ impl SimLeaseService {
             return body(state);
         }
         body(locks.entry(lock.to_string()).or_default())
+    }
+}
+
+/// The calls of the two-step mutants, and the expired-lease check of
+/// [`LeaseRules::ExpiredRenewOk`].
+impl SimLeaseService {
+    /// Whether the current lease of `lock` is `owner`'s and has expired by the server's clock.
+    fn own_lease_expired(&self, lock: &str, owner: OwnerToken) -> Result<bool, CallError> {
+        let now_ns = self.now_unless_down()?;
+        Ok(self.with_lock(lock, |state| {
+            state
+                .current()
+                .is_some_and(|lease| lease.owner == owner && lease.expires_ns <= now_ns)
+        }))
+    }
+
+    /// [`LeaseRules::TwoStepRelease`]: the owner compared, then after the step gap the
+    /// current lease deleted, whoever holds it by then.
+    async fn release_in_two_steps(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+    ) -> Result<Owned, CallError> {
+        self.now_unless_down()?;
+        let checked = self.with_lock(lock, |state| {
+            state.current().is_some_and(|lease| lease.owner == owner)
+        });
+        if !checked {
+            return Ok(Owned::NotOwner);
+        }
+        fencer_harness::time::sleep(step_gap(owner)).await;
+        let now_ns = self.now_unless_down()?;
+        let Some(lease) = self.with_lock(lock, |state| state.leases.pop()) else {
+            return Ok(Owned::NotOwner);
+        };
+        let released = LockChange::Released {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &released, None);
+        Ok(Owned::Done)
+    }
+
+    /// [`LeaseRules::TwoStepRenew`]: the owner and expiry compared, then after the step gap
+    /// the live lease extended, whoever holds it by then; ok whatever the second step found,
+    /// since the owner was checked.
+    async fn renew_in_two_steps(
+        &self,
+        lock: &str,
+        owner: OwnerToken,
+        ttl: Duration,
+    ) -> Result<Owned, CallError> {
+        let now_ns = self.now_unless_down()?;
+        let checked = self.with_lock(lock, |state| {
+            state
+                .current()
+                .is_some_and(|lease| lease.owner == owner && lease.expires_ns > now_ns)
+        });
+        if !checked {
+            return Ok(Owned::NotOwner);
+        }
+        fencer_harness::time::sleep(step_gap(owner)).await;
+        let now_ns = self.now_unless_down()?;
+        let extended = self.with_lock(lock, |state| {
+            let lease = state
+                .leases
+                .last_mut()
+                .filter(|lease| lease.expires_ns > now_ns)?;
+            lease.expires_ns = now_ns.saturating_add(ttl_ns(ttl));
+            Some(*lease)
+        });
+        let Some(lease) = extended else {
+            // Nothing changed, so nothing is logged.
+            return Ok(Owned::Done);
+        };
+        let renewed = LockChange::Renewed {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+            ttl,
+            expires_ns: lease.expires_ns,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &renewed, None);
+        Ok(Owned::Done)
     }
 }
 
@@ -260,6 +381,14 @@ impl LockService for SimLeaseService {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
+        match self.rules {
+            LeaseRules::TwoStepRenew => return self.renew_in_two_steps(lock, owner, ttl).await,
+            LeaseRules::ExpiredRenewOk if self.own_lease_expired(lock, owner)? => {
+                // Nothing changed, so nothing is logged.
+                return Ok(Owned::Done);
+            }
+            _ => {}
+        }
         let now_ns = self.now_unless_down()?;
         let caller_ns = caller_now_ns(self.rules);
         let renewed = self.with_lock(lock, |state| {
@@ -321,6 +450,9 @@ impl LockService for SimLeaseService {
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
+        if self.rules == LeaseRules::TwoStepRelease {
+            return self.release_in_two_steps(lock, owner).await;
+        }
         let now_ns = self.now_unless_down()?;
         let released = self.with_lock(lock, |state| {
             let position = match self.rules {
@@ -733,5 +865,133 @@ mod tests {
         });
         let (before, _, after) = outcome.unwrap();
         assert_eq!((before, after), (2, 1));
+    }
+
+    /// Runs a call of `service` by `A` sent `before_expiry` before A's lease expires, and an
+    /// acquire by `B` at the expiry plus a microsecond; returns B's answer, A's, and the
+    /// owners whose leases the log says A's call touched.
+    fn race_across_the_expiry(
+        rules: LeaseRules,
+        before_expiry: Duration,
+        call: fn(Arc<SimLeaseService>) -> OwnedCall,
+    ) -> (
+        Result<Acquired, CallError>,
+        Result<Owned, CallError>,
+        Vec<bool>,
+    ) {
+        let answers = Arc::new(Mutex::new(None));
+        let told = Arc::clone(&answers);
+        let history = with_service(rules, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            fencer_harness::time::sleep(TTL - before_expiry).await;
+            let held = fencer_harness::task::spawn(call(Arc::clone(&service)));
+            fencer_harness::time::sleep(before_expiry + Duration::from_micros(1)).await;
+            let rival = service.acquire("L", B, TTL).await;
+            *told.lock().unwrap() = Some((rival, held.await.unwrap()));
+        });
+        let (rival, own) = answers.lock().unwrap().take().unwrap();
+        // Whether each lease A's call touched was A's own.
+        let touched = history
+            .events
+            .iter()
+            .filter(|event| event.f != Op::Acquire)
+            .map(|event| event.holder == event.owner)
+            .collect();
+        (rival, own, touched)
+    }
+
+    type OwnedCall =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Owned, CallError>> + Send>>;
+
+    fn release_by_a(service: Arc<SimLeaseService>) -> OwnedCall {
+        Box::pin(async move { service.release("L", A).await })
+    }
+
+    fn renew_by_a(service: Arc<SimLeaseService>) -> OwnedCall {
+        Box::pin(async move { service.renew("L", A, TTL).await })
+    }
+
+    #[test]
+    fn a_two_step_release_checked_before_the_expiry_deletes_the_rival_s_lease() {
+        let (rival, own, touched) = race_across_the_expiry(
+            LeaseRules::TwoStepRelease,
+            Duration::from_micros(500),
+            release_by_a,
+        );
+        assert_eq!((rival, own), (granted(2), Ok(Owned::Done)));
+        assert_eq!(touched, [false], "A's release ended B's lease");
+        let (_, own, touched) = race_across_the_expiry(
+            LeaseRules::Reference,
+            Duration::from_micros(500),
+            release_by_a,
+        );
+        assert_eq!(
+            (own, touched),
+            (Ok(Owned::Done), vec![true]),
+            "the reference is atomic"
+        );
+    }
+
+    #[test]
+    fn a_two_step_release_whose_gap_ends_before_the_expiry_is_harmless() {
+        let (rival, own, touched) = race_across_the_expiry(
+            LeaseRules::TwoStepRelease,
+            Duration::from_nanos(STEP_GAP_MAX_NS + 1_000_000),
+            release_by_a,
+        );
+        assert_eq!(
+            (rival, own, touched),
+            (granted(2), Ok(Owned::Done), vec![true])
+        );
+    }
+
+    #[test]
+    fn a_two_step_renew_checked_before_the_expiry_extends_the_rival_s_lease() {
+        let (rival, own, touched) = race_across_the_expiry(
+            LeaseRules::TwoStepRenew,
+            Duration::from_micros(500),
+            renew_by_a,
+        );
+        assert_eq!((rival, own), (granted(2), Ok(Owned::Done)));
+        assert_eq!(touched, [false], "A's renew extended B's lease");
+    }
+
+    #[test]
+    fn a_two_step_renew_answers_ok_for_a_lease_that_ran_out_during_its_gap() {
+        let history = with_service(LeaseRules::TwoStepRenew, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            fencer_harness::time::sleep(TTL - Duration::from_micros(500)).await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
+            assert_eq!(
+                service.acquire("L", B, TTL).await,
+                granted(2),
+                "A's lease is over"
+            );
+        });
+        let renews = history.events.iter().filter(|e| e.f == Op::Renew).count();
+        assert_eq!(renews, 0, "the ok renew applied nothing");
+    }
+
+    #[test]
+    fn an_expired_renew_ok_service_answers_ok_without_renewing() {
+        let history = with_service(LeaseRules::ExpiredRenewOk, |service, _| async move {
+            service.acquire("L", A, TTL).await.unwrap();
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
+            expire().await;
+            expire().await;
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::Done));
+            assert_eq!(service.acquire("L", B, TTL).await, granted(2));
+            assert_eq!(service.renew("L", A, TTL).await, Ok(Owned::NotOwner));
+        });
+        let renews = history.events.iter().filter(|e| e.f == Op::Renew).count();
+        assert_eq!(renews, 1, "only the renew of the live lease applied");
+    }
+
+    #[test]
+    fn step_gaps_stay_within_their_bounds() {
+        for owner in [0, 1, 8_999_999, 9_000_000, u128::MAX] {
+            let gap = step_gap(OwnerToken(owner)).as_nanos() as u64;
+            assert!((STEP_GAP_MIN_NS..=STEP_GAP_MAX_NS).contains(&gap), "{gap}");
+        }
     }
 }

@@ -56,6 +56,7 @@
 mod abandoned_lease;
 mod ack_mismatch;
 mod context;
+pub mod coverage;
 mod explain;
 mod findings;
 mod foreign_release;

@@ -62,7 +62,7 @@ const RESTART_GAP_NS: u64 = 60_000_000_000;
 const FREQUENT_GAP_NS: u64 = 2_000_000_000;
 
 /// Every mutant, lock service first, then stores, then workers.
-pub const ZOO: [Mutant; 21] = [
+pub const ZOO: [Mutant; 24] = [
     Mutant {
         name: "unsafe-release",
         models: "release deletes the lease without comparing the owner (Redis DEL instead of \
@@ -215,6 +215,55 @@ pub const ZOO: [Mutant; 21] = [
         mean_fault_gap_ns: FREQUENT_GAP_NS,
         ops_per_worker: None,
         lock: LockBackend::SimClockThrottledRenew,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::Reference,
+    },
+    // The next three run under the plain defaults: every default fault family, the default
+    // workload and fault gap. Their races are a few milliseconds wide, and only lease-edge
+    // attacks aimed log-uniformly reach them that often.
+    Mutant {
+        name: "two-step-release",
+        models: "release compares the owner in one round trip and deletes the key in a second \
+                 one 1–10 ms later (GET, then DEL from the client): a check that passes just \
+                 before the lease expires deletes a rival's lease granted in between",
+        expected_class: "foreign-release",
+        strict: false,
+        workload: Workload::FencedRegister,
+        nemesis: &FaultKind::DEFAULT,
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::SimTwoStepRelease,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::Reference,
+    },
+    Mutant {
+        name: "two-step-renew",
+        models: "renew compares the owner in one round trip and extends the key in a second \
+                 one 1–10 ms later (GET, then PEXPIRE, its answer unread): a check that passes \
+                 just before the lease expires answers ok for a lease that ran out, or extends \
+                 a rival's lease granted in between",
+        expected_class: "lock-reply-mismatch",
+        strict: false,
+        workload: Workload::FencedRegister,
+        nemesis: &FaultKind::DEFAULT,
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::SimTwoStepRenew,
+        store: StoreBackend::Sqlite,
+        client: ClientVariant::Reference,
+    },
+    Mutant {
+        name: "expired-renew-ok",
+        models: "renew answers ok for the caller's expired lease without extending it (an \
+                 UPDATE … WHERE owner = ? AND expires > now whose affected-row count is never \
+                 read): the holder is told its lease was renewed while it has run out",
+        expected_class: "lock-reply-mismatch",
+        strict: false,
+        workload: Workload::FencedRegister,
+        nemesis: &FaultKind::DEFAULT,
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::SimExpiredRenewOk,
         store: StoreBackend::Sqlite,
         client: ClientVariant::Reference,
     },

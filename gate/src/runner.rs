@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
+use fencer_checkers::coverage::{Coverage, coverage};
 use fencer_checkers::{Validity, Verdict};
 use fencer_harness::PackedHistory;
 
@@ -58,6 +59,8 @@ pub enum Outcome {
     Checked {
         /// What the checkers said.
         verdict: Verdict,
+        /// The race windows the history reached.
+        coverage: Coverage,
         /// Number of events in the history.
         events: usize,
         /// The history, kept when the verdict is invalid (to save the run directory) or when
@@ -217,10 +220,12 @@ pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
 /// verdict is invalid or `keep` asks for it.
 pub fn checked(plan: &Plan, history: PackedHistory, strict: bool, keep: bool) -> Outcome {
     let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
+    let coverage = coverage(&history, plan.settings.ttl_ns);
     let events = history.len();
     let history = (keep || verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {
         verdict,
+        coverage,
         events,
         history,
     }

@@ -311,10 +311,12 @@ impl Gate<'_> {
         let (kind, explanation, counts, class, divergence, run_dir) = match outcome {
             Outcome::Checked {
                 verdict,
+                coverage,
                 events,
                 history,
             } => {
                 self.summary.count_checked(seed, label, &verdict, events);
+                self.summary.coverage.add(&coverage);
                 let Some(history) = history else {
                     return false;
                 };

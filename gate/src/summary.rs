@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::divergence::Divergence;
 use crate::seeds::{SeedRange, Shard};
 use crate::shrink::PlanSize;
+use fencer_checkers::coverage::CoverageTally;
 use fencer_checkers::{AnomalyClass, Validity, Verdict};
 use fencer_run::LeftOut;
 use fencer_run::reach::add_left_out;
@@ -160,6 +161,10 @@ pub struct GateSummary {
     /// Wall time spent shrinking failures (the longest shard's, after a merge).
     #[serde(default)]
     pub shrink_s: f64,
+    /// The race windows the runs reached: for each kind and width, in how many runs (absent
+    /// from summaries written before coverage was counted, and then zero runs).
+    #[serde(default)]
+    pub coverage: CoverageTally,
 }
 
 impl GateSummary {
@@ -187,6 +192,7 @@ impl GateSummary {
             unknowns: Vec::new(),
             wall_s: 0.0,
             shrink_s: 0.0,
+            coverage: CoverageTally::default(),
         }
     }
 }
@@ -462,6 +468,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
         }
         merged.failures.extend(part.failures.iter().cloned());
         merged.unknowns.extend(part.unknowns.iter().cloned());
+        merged.coverage.merge(&part.coverage);
         merged.wall_s = merged.wall_s.max(part.wall_s);
         merged.shrink_s = merged.shrink_s.max(part.shrink_s);
     }

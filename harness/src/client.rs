@@ -463,7 +463,9 @@ impl LockClient {
             )
             .await;
         if let Ok(Acquired::Granted { .. }) = reply {
-            self.process.faults.publish_lease(owner, edge(sent_ns, ttl));
+            self.process
+                .faults
+                .publish_lease(owner, self.edges(sent_ns, ttl));
         }
         reply
     }
@@ -495,7 +497,10 @@ impl LockClient {
             )
             .await;
         match reply {
-            Ok(Owned::Done) => self.process.faults.publish_lease(owner, edge(sent_ns, ttl)),
+            Ok(Owned::Done) => self
+                .process
+                .faults
+                .publish_lease(owner, self.edges(sent_ns, ttl)),
             Ok(Owned::NotOwner) => self.process.faults.end_lease(owner),
             Err(_) => {}
         }
@@ -531,8 +536,15 @@ impl LockClient {
 
 /// Where a lease granted or renewed by a request sent at true time `sent_ns` ends: the
 /// service's expiry, but for the request's latency.
-fn edge(sent_ns: u64, ttl: Duration) -> u64 {
-    sent_ns.saturating_add(ttl.as_nanos() as u64)
+impl LockClient {
+    /// The edges of a lease a call sent at true time `sent_ns` confirmed now, for `ttl`.
+    fn edges(&self, sent_ns: u64, ttl: Duration) -> crate::freeze::LeaseEdges {
+        let ttl_ns = ttl.as_nanos() as u64;
+        crate::freeze::LeaseEdges {
+            sent_ns: sent_ns.saturating_add(ttl_ns),
+            answered_ns: self.process.clock().truth().now_ns().saturating_add(ttl_ns),
+        }
+    }
 }
 
 fn annotate_acquired(reply: &Acquired, row: &mut Row, strings: &mut RowStrings<'_>) -> EventType {
@@ -845,7 +857,13 @@ mod tests {
                 let _ = client.renew("L", owner, ttl).await;
                 edges.push(w0.faults().lease_edge_ns());
             }
-            w0.faults().publish_lease(owner, 5_000 * MS);
+            w0.faults().publish_lease(
+                owner,
+                crate::LeaseEdges {
+                    sent_ns: 5_000 * MS,
+                    answered_ns: 5_000 * MS,
+                },
+            );
             client.release("L", owner).await.unwrap();
             edges.push(w0.faults().lease_edge_ns());
             edges
@@ -1234,11 +1252,18 @@ mod tests {
             let board = LeaseBoard::new(2);
             let holder = process("w0", truth, &recorder, ProcessFaults::on_board(&board, 0));
             let rival = process("w1", truth, &recorder, ProcessFaults::on_board(&board, 1));
-            holder.faults().publish_lease(OwnerToken(1), 1_000 * MS);
+            holder.faults().publish_lease(
+                OwnerToken(1),
+                crate::LeaseEdges {
+                    sent_ns: 1_000 * MS,
+                    answered_ns: 1_000 * MS,
+                },
+            );
             holder.faults().start(
                 WorkerFault::LeaseEdge {
                     own_offset_ns: -(20 * MS as i64),
                     rival_offset_ns: (30 * MS) as i64,
+                    anchor: crate::EdgeAnchor::Sent,
                 },
                 5_000 * MS,
             );

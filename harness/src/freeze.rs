@@ -7,7 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -43,10 +43,60 @@ pub enum WorkerFault {
         own_offset_ns: i64,
         /// Where rivals' acquires land relative to the holder's expiry.
         rival_offset_ns: i64,
+        /// Which moment of the last confirmed grant or renew the expiry is counted from.
+        anchor: EdgeAnchor,
     },
     /// The work the process is doing under its lease is abandoned by its caller, now; the
     /// process lives on (an instant fault: nothing to heal).
     Cancel,
+}
+
+/// Which moment of a lease's last confirmed grant or renew a lease-edge attack counts the
+/// lease's expiry from.
+///
+/// The service set the expiry somewhere between the request's send and its reply: at once on
+/// arrival for a service that applies a call in one step, at the last round trip for an adapter
+/// whose call takes several. Counting from the send finds the first kind's expiry within the
+/// request's latency, counting from the reply the second kind's within the reply's, so an
+/// attack aimed at either can land inside a call's own steps without knowing how many it has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EdgeAnchor {
+    /// The TTL counted from the true time the request was sent: the earliest the service
+    /// can have set the expiry, and the bound a client counting from its send keeps to.
+    #[default]
+    Sent,
+    /// The TTL counted from the true time the reply came back: the latest the service can
+    /// have set it.
+    Answered,
+}
+
+impl EdgeAnchor {
+    /// True for [`EdgeAnchor::Sent`], the anchor of every attack planned before there was a
+    /// choice (a plan leaves it out).
+    pub fn is_sent(&self) -> bool {
+        *self == EdgeAnchor::Sent
+    }
+}
+
+/// Where a process's lease ends, as its last confirmed grant or renew says: the TTL counted
+/// from the request's send and from its reply, on the true clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseEdges {
+    /// The send's true time plus the TTL.
+    pub sent_ns: u64,
+    /// The reply's true time plus the TTL.
+    pub answered_ns: u64,
+}
+
+impl LeaseEdges {
+    /// The edge `anchor` counts from.
+    pub fn at(self, anchor: EdgeAnchor) -> u64 {
+        match anchor {
+            EdgeAnchor::Sent => self.sent_ns,
+            EdgeAnchor::Answered => self.answered_ns,
+        }
+    }
 }
 
 /// The calls a fault can single out, each with its own windows.
@@ -73,11 +123,13 @@ pub struct LeaseBoard {
 
 #[derive(Debug, Default)]
 struct EdgeSlot {
-    /// The process's current lease: its owner token and its edge on the true clock.
-    lease: Mutex<Option<(OwnerToken, u64)>>,
+    /// The process's current lease: its owner token and its edges on the true clock.
+    lease: Mutex<Option<(OwnerToken, LeaseEdges)>>,
     attacked_until_ns: AtomicU64,
     own_offset_ns: AtomicI64,
     rival_offset_ns: AtomicI64,
+    /// The attack's [`EdgeAnchor`], [`EdgeAnchor::Answered`] when set.
+    answered_anchor: AtomicBool,
 }
 
 impl EdgeSlot {
@@ -85,12 +137,25 @@ impl EdgeSlot {
         now_ns < self.attacked_until_ns.load(Ordering::Relaxed)
     }
 
-    fn lease(&self) -> std::sync::MutexGuard<'_, Option<(OwnerToken, u64)>> {
+    fn lease(&self) -> std::sync::MutexGuard<'_, Option<(OwnerToken, LeaseEdges)>> {
         self.lease.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn edge_ns(&self) -> Option<u64> {
-        self.lease().map(|(_, edge_ns)| edge_ns)
+    fn edges(&self) -> Option<LeaseEdges> {
+        self.lease().map(|(_, edges)| edges)
+    }
+
+    fn anchor(&self) -> EdgeAnchor {
+        if self.answered_anchor.load(Ordering::Relaxed) {
+            EdgeAnchor::Answered
+        } else {
+            EdgeAnchor::Sent
+        }
+    }
+
+    /// Where the lease ends as `attack` (the slot whose attack applies) counts it.
+    fn edge_for(&self, attack: &EdgeSlot) -> Option<u64> {
+        Some(self.edges()?.at(attack.anchor()))
     }
 }
 
@@ -177,6 +242,7 @@ impl ProcessFaults {
             WorkerFault::LeaseEdge {
                 own_offset_ns,
                 rival_offset_ns,
+                anchor,
             } => {
                 // The newest attack's offsets hold for the rest of the combined window.
                 self.board.attacks.fetch_add(1, Ordering::Relaxed);
@@ -186,6 +252,8 @@ impl ProcessFaults {
                 slot.own_offset_ns.store(own_offset_ns, Ordering::Relaxed);
                 slot.rival_offset_ns
                     .store(rival_offset_ns, Ordering::Relaxed);
+                slot.answered_anchor
+                    .store(anchor == EdgeAnchor::Answered, Ordering::Relaxed);
             }
         }
     }
@@ -227,10 +295,10 @@ impl ProcessFaults {
         self.cancels.subscribe()
     }
 
-    /// Records that the process holds the lease of `owner` until true time `edge_ns` (a grant
-    /// or renew was confirmed), for lease-edge faults to aim at.
-    pub fn publish_lease(&self, owner: OwnerToken, edge_ns: u64) {
-        *self.own_slot().lease() = Some((owner, edge_ns));
+    /// Records that the process holds the lease of `owner` until `edges` (a grant or renew
+    /// was confirmed), for lease-edge faults to aim at.
+    pub fn publish_lease(&self, owner: OwnerToken, edges: LeaseEdges) {
+        *self.own_slot().lease() = Some((owner, edges));
     }
 
     /// Records that the lease of `owner` is over (released, or a renew refused); a lease the
@@ -242,9 +310,10 @@ impl ProcessFaults {
         }
     }
 
-    /// Where the process's current lease ends, in true time, if it holds one.
+    /// Where the process's current lease ends, in true time counted from the send of its last
+    /// confirmed grant or renew, if it holds one.
     pub fn lease_edge_ns(&self) -> Option<u64> {
-        self.own_slot().edge_ns()
+        Some(self.own_slot().edges()?.sent_ns)
     }
 
     /// True while some lease-edge attack on the run's board has started and not healed: only
@@ -266,7 +335,7 @@ impl ProcessFaults {
         let own = self.own_slot();
         let until_ns = match f {
             Op::Renew | Op::Release | Op::Write => {
-                let edge_ns = own.edge_ns()?;
+                own.edges()?;
                 let attack = if own.attacked_at(now_ns) {
                     own
                 } else {
@@ -277,11 +346,14 @@ impl ProcessFaults {
                         .find(|&(slot, rival)| {
                             slot != self.slot
                                 && rival.attacked_at(now_ns)
-                                && rival.edge_ns().is_none()
+                                && rival.edges().is_none()
                         })
                         .map(|(_, rival)| rival)?
                 };
-                offset(edge_ns, attack.own_offset_ns.load(Ordering::Relaxed))
+                offset(
+                    own.edge_for(attack)?,
+                    attack.own_offset_ns.load(Ordering::Relaxed),
+                )
             }
             Op::Acquire => {
                 let attacking_self = own.attacked_at(now_ns);
@@ -291,7 +363,6 @@ impl ProcessFaults {
                     .enumerate()
                     .filter(|&(slot, _)| slot != self.slot)
                     .filter_map(|(_, holder)| {
-                        let edge_ns = holder.edge_ns().filter(|&edge| edge > now_ns)?;
                         let attack = if holder.attacked_at(now_ns) {
                             holder
                         } else if attacking_self {
@@ -299,6 +370,7 @@ impl ProcessFaults {
                         } else {
                             return None;
                         };
+                        let edge_ns = holder.edge_for(attack).filter(|&edge| edge > now_ns)?;
                         Some(offset(
                             edge_ns,
                             attack.rival_offset_ns.load(Ordering::Relaxed),
@@ -458,14 +530,49 @@ mod tests {
         WorkerFault::LeaseEdge {
             own_offset_ns,
             rival_offset_ns,
+            anchor: EdgeAnchor::Sent,
         }
+    }
+
+    #[test]
+    fn an_attack_counts_the_expiry_from_the_send_or_the_reply_as_its_anchor_says() {
+        let board = LeaseBoard::new(2);
+        let holder = ProcessFaults::on_board(&board, 0);
+        let rival = ProcessFaults::on_board(&board, 1);
+        holder.publish_lease(
+            OwnerToken(7),
+            LeaseEdges {
+                sent_ns: 1_000,
+                answered_ns: 1_012,
+            },
+        );
+        holder.start(attack(-5, 3), 500);
+        assert_eq!(holder.edge_hold_until(Op::Release, 100), Some(995));
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), Some(1_003));
+        holder.start(
+            WorkerFault::LeaseEdge {
+                own_offset_ns: -5,
+                rival_offset_ns: 3,
+                anchor: EdgeAnchor::Answered,
+            },
+            500,
+        );
+        assert_eq!(holder.edge_hold_until(Op::Release, 100), Some(1_007));
+        assert_eq!(rival.edge_hold_until(Op::Acquire, 100), Some(1_015));
+        assert_eq!(holder.lease_edge_ns(), Some(1_000), "the send's edge");
     }
 
     #[test]
     fn an_attacked_holder_s_own_calls_wait_for_its_edge_plus_its_offset() {
         let board = LeaseBoard::new(2);
         let holder = ProcessFaults::on_board(&board, 0);
-        holder.publish_lease(OwnerToken(7), 1_000);
+        holder.publish_lease(
+            OwnerToken(7),
+            LeaseEdges {
+                sent_ns: 1_000,
+                answered_ns: 1_000,
+            },
+        );
         assert!(!holder.lease_edge_attacked());
         assert_eq!(holder.edge_hold_until(Op::Renew, 0), None, "no attack yet");
         holder.start(attack(-30, 50), 500);
@@ -507,7 +614,13 @@ mod tests {
         let holder = ProcessFaults::on_board(&board, 0);
         let rival = ProcessFaults::on_board(&board, 1);
         let bystander = ProcessFaults::on_board(&board, 2);
-        holder.publish_lease(OwnerToken(7), 1_000);
+        holder.publish_lease(
+            OwnerToken(7),
+            LeaseEdges {
+                sent_ns: 1_000,
+                answered_ns: 1_000,
+            },
+        );
         assert_eq!(rival.edge_hold_until(Op::Acquire, 100), None, "no attack");
         holder.start(attack(-30, 50), 2_000);
         assert_eq!(rival.edge_hold_until(Op::Acquire, 100), Some(1_050));
@@ -532,7 +645,13 @@ mod tests {
         assert_eq!(bystander.edge_hold_until(Op::Acquire, 100), None);
         assert_eq!(holder.edge_hold_until(Op::Renew, 100), Some(1_010));
         // Once the rival holds a lease of its own, it attacks that one instead.
-        rival.publish_lease(OwnerToken(9), 3_000);
+        rival.publish_lease(
+            OwnerToken(9),
+            LeaseEdges {
+                sent_ns: 3_000,
+                answered_ns: 3_000,
+            },
+        );
         assert_eq!(holder.edge_hold_until(Op::Renew, 100), None);
         assert_eq!(rival.edge_hold_until(Op::Renew, 100), Some(3_010));
     }
@@ -541,7 +660,13 @@ mod tests {
     fn a_process_alone_on_its_board_has_no_rival_edge() {
         let alone = ProcessFaults::default();
         alone.start(attack(10, 10), 1_000);
-        alone.publish_lease(OwnerToken(1), 500);
+        alone.publish_lease(
+            OwnerToken(1),
+            LeaseEdges {
+                sent_ns: 500,
+                answered_ns: 500,
+            },
+        );
         assert_eq!(alone.lease_edge_ns(), Some(500));
         assert_eq!(alone.edge_hold_until(Op::Acquire, 0), None);
         assert_eq!(alone.edge_hold_until(Op::Write, 0), Some(510));

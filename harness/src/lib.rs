@@ -39,7 +39,7 @@ pub use caller::{caller_clock, caller_process};
 pub use client::{LockClient, Process, StoreClient};
 pub use clock::{LocalClock, NodeClock, TrueClock};
 pub use event::{Event, EventType, EventView, Op};
-pub use freeze::{Freezable, LeaseBoard, ProcessFaults, WorkerFault};
+pub use freeze::{EdgeAnchor, Freezable, LeaseBoard, LeaseEdges, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
 pub use library::{Lease, LibraryContext, LibraryFactory, LibrarySettings, LockLibrary};
 pub use packed::{PackedHistory, Row, RowRef, Rows, Strings, Sym};

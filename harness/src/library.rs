@@ -1,6 +1,6 @@
 //! The third adapter: the lock client library a user ships, as their code calls it.
 //!
-//! [`LockService`](crate::LockService) and [`FencedStore`](crate::FencedStore) are the
+//! [`LockService`] and [`FencedStore`](crate::FencedStore) are the
 //! systems behind a lock; a [`LockLibrary`] is the code in front of it, in the worker's own
 //! process: how it takes a lease, its auto-renewal (a watchdog), its own "do I still hold
 //! it?" check, and what it tells its caller when the lease is lost. The failures of a TTL lock
@@ -323,11 +323,14 @@ mod tests {
         }
     }
 
+    /// One recorded event as the tests compare it: `(kind, f, time, error)`.
+    type Seen = (EventType, Op, u64, Option<String>);
+
     /// Runs `test` with the context of `w0` (1 s call timeout, no latency) on the simulation
-    /// runtime and returns its output and the history it recorded, as `(kind, f, time, error)`.
+    /// runtime and returns its output and the history it recorded.
     fn recorded<T>(
         test: impl FnOnce(LibraryContext) -> std::pin::Pin<Box<dyn Future<Output = T>>>,
-    ) -> (T, Vec<(EventType, Op, u64, Option<String>)>) {
+    ) -> (T, Vec<Seen>) {
         simulation_runtime().block_on(async {
             let truth = TrueClock::start();
             let recorder = Arc::new(Recorder::new(truth));

@@ -24,6 +24,10 @@ pub enum Stream {
     /// How long a backing-off worker waits before its next acquire attempt (one sub-stream
     /// per worker). Drawn only by workers that back off, so polling runs never touch it.
     Backoff = 6,
+    /// Where lease-edge attacks land their calls relative to the lease's expiry. Kept apart
+    /// from [`Stream::Nemesis`] so that how finely attacks are aimed can change without moving
+    /// any other fault of a schedule.
+    Aim = 7,
     /// A lock client library's own draws (one sub-stream per worker): whatever it randomises
     /// (a jittered renewal period, its own owner tokens) replays as it ran.
     Library = 16,

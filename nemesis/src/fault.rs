@@ -3,7 +3,7 @@
 //! ([`Effect`]) and which events record its start and its end. Adding a fault is a variant
 //! here and its ops in the history's vocabulary; injection and validation are generic.
 
-use fencer_harness::{Event, EventType, Op, WorkerFault};
+use fencer_harness::{EdgeAnchor, Event, EventType, Op, WorkerFault};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
@@ -154,13 +154,15 @@ impl FaultKind {
     }
 
     /// Draws one fault of this family starting at `at_ns`, aimed at `worker` when it aims at
-    /// a worker. Sizes are relative to the TTL, the scale at which leases break.
+    /// a worker. Sizes are relative to the TTL, the scale at which leases break; where a
+    /// lease-edge attack lands is drawn from `aim`, everything else from `rng`.
     pub(crate) fn draw(
         self,
         at_ns: u64,
         worker: String,
         config: &ScheduleConfig,
         rng: &mut ChaCha8Rng,
+        aim: &mut ChaCha8Rng,
     ) -> Fault {
         let ttl = config.ttl_ns;
         match self {
@@ -216,15 +218,18 @@ impl FaultKind {
                 duration_ns: rng.random_range(ttl / 20..=ttl.saturating_mul(3) / 2),
             },
             // A window long enough to contain at least one edge of a lease the worker holds
-            // (or is racing for); offsets within a fortieth of a TTL of the edge, either side.
+            // (or is racing for); offsets within a fortieth of a TTL of the edge, aimed from
+            // their own stream.
             FaultKind::LeaseEdge => {
-                let window = signed(ttl / crate::schedule::EDGE_WINDOW_PER_TTL);
+                let duration_ns = rng.random_range(ttl / 2..=ttl.saturating_mul(2));
+                let aimed = crate::aim::edge_aim(ttl / crate::schedule::EDGE_WINDOW_PER_TTL, aim);
                 Fault::LeaseEdge {
                     at_ns,
                     target: worker,
-                    duration_ns: rng.random_range(ttl / 2..=ttl.saturating_mul(2)),
-                    own_offset_ns: rng.random_range(-window..=window),
-                    rival_offset_ns: rng.random_range(-window..=window),
+                    duration_ns,
+                    own_offset_ns: aimed.own_offset_ns,
+                    rival_offset_ns: aimed.rival_offset_ns,
+                    anchor: aimed.anchor,
                 }
             }
             FaultKind::ServerPause => Fault::ServerPause {
@@ -539,6 +544,10 @@ pub enum Fault {
         own_offset_ns: i64,
         /// Where rivals' acquires land relative to the holder's expiry.
         rival_offset_ns: i64,
+        /// Which moment of the holder's last confirmed grant or renew its expiry is counted
+        /// from (left out of a plan when it is the send).
+        #[serde(default, skip_serializing_if = "EdgeAnchor::is_sent")]
+        anchor: EdgeAnchor,
     },
     /// At `at_ns`, the work `target` is doing under its lease is abandoned by its caller
     /// ([`fencer_harness::WorkerFault::Cancel`]); its process lives on.
@@ -687,10 +696,12 @@ impl Fault {
             Fault::LeaseEdge {
                 own_offset_ns,
                 rival_offset_ns,
+                anchor,
                 ..
             } => Effect::Worker(WorkerFault::LeaseEdge {
                 own_offset_ns: *own_offset_ns,
                 rival_offset_ns: *rival_offset_ns,
+                anchor: *anchor,
             }),
             Fault::Cancel { .. } => Effect::Worker(WorkerFault::Cancel),
             Fault::ClockJump { jump_ns, .. } => Effect::ClockJump(*jump_ns),

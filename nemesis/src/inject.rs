@@ -636,7 +636,13 @@ mod tests {
             let truth = TrueClock::start();
             let recorder = Arc::new(Recorder::new(truth));
             let worker = Arc::new(ProcessFaults::default());
-            worker.publish_lease(fencer_harness::OwnerToken(1), 500 * MS);
+            worker.publish_lease(
+                fencer_harness::OwnerToken(1),
+                fencer_harness::LeaseEdges {
+                    sent_ns: 500 * MS,
+                    answered_ns: 500 * MS,
+                },
+            );
             let targets = Targets {
                 processes: [("w0".to_string(), Arc::clone(&worker))].into(),
                 ..Targets::default()
@@ -665,6 +671,7 @@ mod tests {
                     duration_ns,
                     own_offset_ns: -(7 * MS as i64),
                     rival_offset_ns: 0,
+                    anchor: fencer_harness::EdgeAnchor::Sent,
                 },
             ];
             validate(&faults, &targets).unwrap();

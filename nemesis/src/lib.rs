@@ -5,6 +5,7 @@
 //! A schedule is plain data (it is part of `plan.json`), so a user can pin a scenario by hand
 //! and a shrinker can drop faults one by one without reshuffling anything else.
 
+pub mod aim;
 pub mod cluster;
 pub mod fault;
 pub mod inject;

@@ -62,7 +62,8 @@ enum Topology {
 pub const MAX_DRIFT_PPM: i64 = 50_000;
 
 /// Lease-edge offsets are drawn within a TTL divided by this, either side of the edge: a
-/// quarter second for a 10 s lease, close enough that a call and the lease's expiry race.
+/// quarter second for a 10 s lease, close enough that a call and the lease's expiry race
+/// (down to [`AIM_MIN_NS`](crate::aim::AIM_MIN_NS), log-uniformly).
 pub const EDGE_WINDOW_PER_TTL: u64 = 40;
 
 /// Largest lock-server clock step, in TTLs: a VM restored from a snapshot or an operator
@@ -74,8 +75,10 @@ pub const MAX_BIG_JUMP_TTLS: u64 = 5;
 /// shorter than the horizon cannot draw for ever.
 pub const MAX_FAULTS: usize = 1_000_000;
 
-/// Draws a schedule, sorted by start time, of at most [`MAX_FAULTS`] faults.
-pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
+/// Draws a schedule, sorted by start time, of at most [`MAX_FAULTS`] faults: every fault from
+/// `rng` (the run's nemesis stream) but where lease-edge attacks land, which comes from `aim`
+/// (its aim stream), so schedules without such attacks draw as they always did.
+pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng, aim: &mut ChaCha8Rng) -> Vec<Fault> {
     let kinds: Vec<FaultKind> = config
         .kinds
         .iter()
@@ -101,7 +104,7 @@ pub fn schedule(config: &ScheduleConfig, rng: &mut ChaCha8Rng) -> Vec<Fault> {
         }
         let worker = format!("w{}", rng.random_range(0..config.workers));
         let kind = kinds[rng.random_range(0..kinds.len())];
-        let fault = kind.draw(at_ns, worker, config, rng);
+        let fault = kind.draw(at_ns, worker, config, rng, aim);
         faults.push(fault);
     }
     faults
@@ -216,6 +219,15 @@ mod tests {
     use super::*;
     use fencer_harness::{Stream, stream_rng};
 
+    /// The schedule of `config` at `seed`, from the seed's nemesis and aim streams.
+    fn drawn(config: &ScheduleConfig, seed: u64) -> Vec<Fault> {
+        schedule(
+            config,
+            &mut stream_rng(seed, Stream::Nemesis, 0),
+            &mut stream_rng(seed, Stream::Aim, 0),
+        )
+    }
+
     fn config(kinds: &[FaultKind]) -> ScheduleConfig {
         ScheduleConfig {
             kinds: kinds.iter().copied().collect(),
@@ -229,13 +241,31 @@ mod tests {
     }
 
     #[test]
-    fn schedule_is_a_function_of_the_seed() {
-        let draw = |seed| {
+    fn only_lease_edge_attacks_draw_from_the_aim_stream() {
+        let with_aim = |kinds: &[FaultKind], aim_seed: u64| {
             schedule(
-                &config(&FaultKind::DEFAULT),
-                &mut stream_rng(seed, Stream::Nemesis, 0),
+                &config(kinds),
+                &mut stream_rng(3, Stream::Nemesis, 0),
+                &mut stream_rng(aim_seed, Stream::Aim, 0),
             )
         };
+        let without_edge: Vec<FaultKind> = FaultKind::DEFAULT
+            .into_iter()
+            .filter(|kind| *kind != FaultKind::LeaseEdge)
+            .collect();
+        assert_eq!(with_aim(&without_edge, 1), with_aim(&without_edge, 2));
+        let (one, two) = (
+            with_aim(&FaultKind::DEFAULT, 1),
+            with_aim(&FaultKind::DEFAULT, 2),
+        );
+        assert_ne!(one, two, "the aim moves the attacks");
+        let when = |faults: &[Fault]| faults.iter().map(Fault::at_ns).collect::<Vec<_>>();
+        assert_eq!(when(&one), when(&two), "and nothing else");
+    }
+
+    #[test]
+    fn schedule_is_a_function_of_the_seed() {
+        let draw = |seed| drawn(&config(&FaultKind::DEFAULT), seed);
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
     }
@@ -243,7 +273,7 @@ mod tests {
     #[test]
     fn only_enabled_kinds_within_horizon_and_sizes_relative_to_ttl() {
         let config = config(&[FaultKind::Pause]);
-        let faults = schedule(&config, &mut stream_rng(1, Stream::Nemesis, 0));
+        let faults = drawn(&config, 1);
         assert!(
             faults.len() > 100,
             "about 200 faults over 1000 s, got {}",
@@ -271,10 +301,7 @@ mod tests {
 
     #[test]
     fn all_kinds_appear_when_enabled() {
-        let faults = schedule(
-            &config(&FaultKind::DEFAULT),
-            &mut stream_rng(2, Stream::Nemesis, 0),
-        );
+        let faults = drawn(&config(&FaultKind::DEFAULT), 2);
         let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
         assert_eq!(kinds.len(), FaultKind::DEFAULT.len());
         assert!(
@@ -288,7 +315,7 @@ mod tests {
     #[test]
     fn big_lock_clock_jumps_both_ways_appear_in_skew_schedules() {
         let config = config(&[FaultKind::Skew]);
-        let faults = schedule(&config, &mut stream_rng(5, Stream::Nemesis, 0));
+        let faults = drawn(&config, 5);
         let big = |forward: bool| {
             faults.iter().any(|fault| {
                 matches!(fault, Fault::ClockJump { target, jump_ns, .. }
@@ -316,7 +343,7 @@ mod tests {
     #[test]
     fn delay_write_and_restart_are_drawn_relative_to_ttl() {
         let config = config(&[FaultKind::DelayWrite, FaultKind::Restart]);
-        let faults = schedule(&config, &mut stream_rng(6, Stream::Nemesis, 0));
+        let faults = drawn(&config, 6);
         let ttl = config.ttl_ns;
         let (mut delays, mut restarts) = (0, 0);
         for fault in &faults {
@@ -349,7 +376,7 @@ mod tests {
             FaultKind::LeaseEdge,
         ];
         let config = config(&kinds);
-        let faults = schedule(&config, &mut stream_rng(8, Stream::Nemesis, 0));
+        let faults = drawn(&config, 8);
         let ttl = config.ttl_ns;
         let window = (ttl / EDGE_WINDOW_PER_TTL) as i64;
         let mut seen = BTreeSet::new();
@@ -392,9 +419,9 @@ mod tests {
     #[test]
     fn server_faults_aim_at_started_servers_only() {
         let mut config = config(&FaultKind::SERVER);
-        assert!(schedule(&config, &mut stream_rng(7, Stream::Nemesis, 0)).is_empty());
+        assert!(drawn(&config, 7).is_empty());
         config.servers = vec!["store".to_string()];
-        let faults = schedule(&config, &mut stream_rng(7, Stream::Nemesis, 0));
+        let faults = drawn(&config, 7);
         let kinds: BTreeSet<FaultKind> = faults.iter().map(Fault::kind).collect();
         assert_eq!(
             kinds.len(),
@@ -421,7 +448,7 @@ mod tests {
         let mut config = config(&kinds);
         config.servers = vec!["store".into()];
         config.clusters = vec![cluster(false, false)];
-        let faults = schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0));
+        let faults = drawn(&config, 9);
         assert!(faults.iter().all(|f| f.kind() != FaultKind::NetPartition));
         assert!(
             faults
@@ -446,14 +473,10 @@ mod tests {
                 |f| matches!(f, Fault::ClockJump { target, .. } if target.starts_with("lock.n"))
             )
         );
-        assert_eq!(
-            faults,
-            schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0)),
-            "a function of the seed"
-        );
+        assert_eq!(faults, drawn(&config, 9), "a function of the seed");
 
         config.clusters = vec![cluster(true, true)];
-        let faults = schedule(&config, &mut stream_rng(9, Stream::Nemesis, 0));
+        let faults = drawn(&config, 9);
         assert!(faults.iter().any(|f| f.target() == "lock.leader"));
         let groups: Vec<&Vec<Vec<String>>> = faults
             .iter()
@@ -484,7 +507,7 @@ mod tests {
             mean_gap_ns: u64::MAX,
             ..config(&FaultKind::DEFAULT)
         };
-        let faults = schedule(&config, &mut stream_rng(3, Stream::Nemesis, 0));
+        let faults = drawn(&config, 3);
         assert!(!faults.is_empty() && faults.len() <= 2, "{faults:?}");
         assert!(
             faults
@@ -500,12 +523,12 @@ mod tests {
             mean_gap_ns: 2,
             ..config(&[FaultKind::Pause])
         };
-        let faults = schedule(&config, &mut stream_rng(4, Stream::Nemesis, 0));
+        let faults = drawn(&config, 4);
         assert_eq!(faults.len(), MAX_FAULTS);
     }
 
     #[test]
     fn no_kinds_means_no_faults() {
-        assert!(schedule(&config(&[]), &mut stream_rng(2, Stream::Nemesis, 0)).is_empty());
+        assert!(drawn(&config(&[]), 2).is_empty());
     }
 }

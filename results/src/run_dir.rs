@@ -29,6 +29,10 @@ pub struct RunRecord {
     /// reason (as in the plan): what the run did not test. Absent when nothing was left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<fencer_run::LeftOut>,
+    /// The race windows the history reached, by kind and width (absent from runs saved before
+    /// coverage was counted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<fencer_checkers::coverage::Coverage>,
 }
 
 /// Why a run directory could not be written or read.

@@ -127,6 +127,10 @@ fn write_files(run: &FinishedRun<'_>, staged: &StagedRunDir) -> Result<(), RunDi
         validity: run.verdict.validity.name().to_string(),
         written_at: utc_stamp(wall_clock_s()),
         left_out: run.plan.left_out.clone(),
+        coverage: Some(fencer_checkers::coverage::coverage(
+            run.history,
+            run.plan.settings.ttl_ns,
+        )),
     };
     let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     record_json.push(b'\n');

@@ -153,6 +153,7 @@ impl Plan {
         let faults = fencer_nemesis::schedule(
             &schedule,
             &mut stream_rng(settings.seed, Stream::Nemesis, 0),
+            &mut stream_rng(settings.seed, Stream::Aim, 0),
         );
         Plan {
             format: PLAN_FORMAT,

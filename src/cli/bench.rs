@@ -11,8 +11,9 @@ use super::output::outln;
 use super::{Failure, Outcome};
 
 /// Simulates `seeds` seeds of `base` one after another on this thread and prints events per
-/// second, time compression, how wall time splits between simulating, checking and
-/// serialising, and what a recorded event costs in memory.
+/// second, time compression, how wall time splits between simulating, checking (the verdict
+/// and the race windows reached, as every gate run and saved run has them) and serialising,
+/// and what a recorded event costs in memory.
 ///
 /// The memory figure is the recorder's retained heap per event: the bytes the history holds
 /// when the run hands it over (rows and distinct strings, by allocated capacity, spare
@@ -35,13 +36,14 @@ pub fn bench(base: &Settings, seeds: u64) -> Outcome {
             simulate_packed(&plan).map_err(|error| Failure::Internal(error.to_string()))?;
         let simulated = Instant::now();
         let verdict = fencer_run::checking::judge(&plan.settings, &history, false);
+        let coverage = fencer_checkers::coverage::coverage(&history, plan.settings.ttl_ns);
         let checked = Instant::now();
         let bytes = history.to_jsonl();
         let serialised = Instant::now();
         let reports =
             fencer_results::report::report_files(&history, &serde_json::json!({}), &verdict);
         report_s += serialised.elapsed().as_secs_f64();
-        std::hint::black_box((verdict, bytes, reports));
+        std::hint::black_box((verdict, coverage, bytes, reports));
         simulate_s += (simulated - started).as_secs_f64();
         check_s += (checked - simulated).as_secs_f64();
         serialise_s += (serialised - checked).as_secs_f64();

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use crate::Plan;
 use clap::Args;
+use fencer_checkers::coverage::CoverageTally;
 use fencer_gate::jobs::job_count;
 use fencer_gate::seeds::{SeedRange, Shard, ShardSeeds};
 use fencer_gate::summary::{GateEnd, GateSummary};
@@ -235,6 +236,18 @@ impl Observer for Watch {
 }
 
 /// The summary table printed at the end of a gate (and of a merge).
+/// The race windows a gate's runs reached, one line per kind and width, those never reached
+/// said so; nothing for a summary that counted none (written before coverage was).
+pub fn print_coverage(tally: &CoverageTally) {
+    if tally.runs == 0 {
+        return;
+    }
+    outln!("  coverage (race windows reached):");
+    for line in tally.lines() {
+        outln!("    {}", escape(&line));
+    }
+}
+
 pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
     let shards: Vec<String> = summary.shards.iter().map(ToString::to_string).collect();
     outln!(
@@ -291,6 +304,7 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
             ),
         );
     }
+    print_coverage(&summary.coverage);
     const SHOWN_UNKNOWNS: usize = 3;
     for unknown in summary.unknowns.iter().take(SHOWN_UNKNOWNS) {
         row(

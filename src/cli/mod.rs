@@ -7,6 +7,7 @@
 mod bench;
 mod bench_real;
 mod check;
+mod coverage;
 mod demo;
 mod explain;
 mod gate;
@@ -160,6 +161,9 @@ enum Command {
     Shrink(shrink::ShrinkArgs),
     /// Combine the summaries of gate shards (their --out directories) into one.
     Merge(merge::MergeArgs),
+    /// Which race windows saved runs and gates reached (a rival's grant just after an expiry,
+    /// a release in flight across one, …), by width, added up over every directory given.
+    Coverage(coverage::CoverageArgs),
     /// Measure real adapters' operations per second, directly and through fencer.
     BenchReal {
         /// Lock server URL (redis://…, postgres://…, etcd://…, zk://…).
@@ -332,7 +336,8 @@ struct SettingsArgs {
     store: Option<String>,
     /// Lock service: sim, or a mutant (sim-unsafe-release, sim-unchecked-renew,
     /// sim-resurrecting-renew, sim-clock-tokens, sim-volatile-counter, sim-late-renew,
-    /// sim-busy-while-free, sim-sticky-lock, sim-revive-expired, sim-clock-throttled-renew); or
+    /// sim-busy-while-free, sim-sticky-lock, sim-revive-expired, sim-clock-throttled-renew,
+    /// sim-two-step-release, sim-two-step-renew, sim-expired-renew-ok); or
     /// a server URL (redis://host:port, postgres://user@host:port/db; `?variant=unsafe-release`
     /// for the Redis mutant); or private:redis / private:postgres / private:etcd /
     /// private:zookeeper for a server fencer starts itself; or exec:COMMAND for a lock service
@@ -684,6 +689,7 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
         Command::Gate(args) => gate::gate(&args, &mut context),
         Command::Shrink(args) => shrink::shrink_command(&args, &context),
         Command::Merge(args) => merge::merge_command(&args),
+        Command::Coverage(args) => coverage::coverage_command(&args),
         Command::Replay(args) => replay::replay(&args, &mut context),
         Command::Demo { archive } => demo::demo(&archive),
         Command::Check {

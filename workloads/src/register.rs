@@ -363,6 +363,7 @@ mod tests {
                     WorkerFault::LeaseEdge {
                         own_offset_ns: -100 * MS as i64,
                         rival_offset_ns: 0,
+                        anchor: fencer_harness::EdgeAnchor::Sent,
                     },
                     u64::MAX,
                 )

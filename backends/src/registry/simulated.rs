@@ -41,11 +41,17 @@ pub enum LockBackend {
     /// Mutant: renew answers ok without applying when the caller's clock says the last renew
     /// was too recent.
     SimClockThrottledRenew,
+    /// Mutant: release compares the owner and deletes in two round trips 1–10 ms apart.
+    SimTwoStepRelease,
+    /// Mutant: renew compares the owner and extends in two round trips 1–10 ms apart.
+    SimTwoStepRenew,
+    /// Mutant: renew answers ok for an expired lease without extending it.
+    SimExpiredRenewOk,
 }
 
 impl LockBackend {
     /// Every backend, reference first.
-    pub const ALL: [LockBackend; 11] = [
+    pub const ALL: [LockBackend; 14] = [
         LockBackend::Sim,
         LockBackend::SimUnsafeRelease,
         LockBackend::SimUncheckedRenew,
@@ -57,6 +63,9 @@ impl LockBackend {
         LockBackend::SimStickyLock,
         LockBackend::SimReviveExpired,
         LockBackend::SimClockThrottledRenew,
+        LockBackend::SimTwoStepRelease,
+        LockBackend::SimTwoStepRenew,
+        LockBackend::SimExpiredRenewOk,
     ];
 
     /// The rules the simulated service follows.
@@ -75,6 +84,9 @@ impl LockBackend {
             LockBackend::SimStickyLock => LeaseRules::StickyLock,
             LockBackend::SimReviveExpired => LeaseRules::ReviveExpired,
             LockBackend::SimClockThrottledRenew => LeaseRules::ClockThrottledRenew,
+            LockBackend::SimTwoStepRelease => LeaseRules::TwoStepRelease,
+            LockBackend::SimTwoStepRenew => LeaseRules::TwoStepRenew,
+            LockBackend::SimExpiredRenewOk => LeaseRules::ExpiredRenewOk,
         }
     }
 

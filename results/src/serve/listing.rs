@@ -222,6 +222,7 @@ mod tests {
             validity: validity.into(),
             written_at: written_at.into(),
             left_out: Vec::new(),
+            coverage: None,
         }
     }
 
