@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 const CORPUS: &str = "tests/golden/corpus.txt";
 
 /// Backend and worker choices: the reference, then every mutant of the zoo.
-const VARIANTS: [(&str, &[&str]); 21] = [
+const VARIANTS: [(&str, &[&str]); 25] = [
     ("reference", &[]),
     ("sim-unsafe-release", &["--lock", "sim-unsafe-release"]),
     ("sim-unchecked-renew", &["--lock", "sim-unchecked-renew"]),
@@ -56,6 +56,10 @@ const VARIANTS: [(&str, &[&str]); 21] = [
     ),
     ("zombie-renewal", &["--worker", "zombie-renewal"]),
     ("blind-retry", &["--worker", "blind-retry"]),
+    ("cached-check", &["--client", "cached-check"]),
+    ("silent-watchdog", &["--client", "silent-watchdog"]),
+    ("sparse-renewal", &["--client", "sparse-renewal"]),
+    ("eternal-watchdog", &["--client", "eternal-watchdog"]),
 ];
 
 const WORKLOADS: [&str; 3] = ["fenced-register", "lock-counter", "mutex"];

@@ -77,7 +77,12 @@ impl Worker {
             value,
         });
         sleep_ns(cycle.think_ns).await;
-        if self.told_lost(config, lease) || !self.still_held(config, lease).await {
+        // Told before the check, answered not held, or told while the check was in flight:
+        // each stops the write.
+        if self.told_lost(config, lease)
+            || !self.still_held(config, lease).await
+            || self.told_lost(config, lease)
+        {
             return;
         }
         sleep_ns(cycle.prepare_ns).await;
