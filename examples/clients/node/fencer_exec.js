@@ -15,6 +15,7 @@
 const readline = require("node:readline");
 
 const MISSING_EXIT = 3;
+const SLOW_MS = 500;
 
 function requireInstalled(name, pkg) {
   try {
@@ -67,12 +68,20 @@ function serve(name, makeAdapter) {
       send({ id, error: "not-applied", message: `unknown op ${request.op}` });
       return;
     }
+    const started = Date.now();
     let reply;
     try {
       reply = await adapter[request.op](request);
     } catch (error) {
       const kind = error instanceof NotApplied ? "not-applied" : "unknown";
       reply = { error: kind, message: `${error && error.name}: ${error && error.message}` };
+    }
+    // A request that took longer than SLOW_MS is logged with its answer: fencer may have
+    // recorded it `info` (unanswered) meanwhile.
+    const took = Date.now() - started;
+    if (took > SLOW_MS) {
+      const owner = (request.owner || "").slice(0, 8);
+      log(name, `slow ${request.op} of ${owner}: ${reply.result || reply.error} after ${took} ms`);
     }
     send({ id, ...reply });
   });

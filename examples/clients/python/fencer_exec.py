@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VENV = os.path.join(os.path.dirname(HERE), ".venv")
@@ -72,9 +73,14 @@ class NotApplied(Exception):
     """The call surely did not reach the server."""
 
 
+SLOW_S = 0.5
+
+
 def serve(make_adapter, unknown_errors=()):
     """Serves fencer's requests until stdin closes. Exceptions of the types in
-    `unknown_errors` (the library's connection and timeout errors) are answered `unknown`."""
+    `unknown_errors` (the library's connection and timeout errors) are answered `unknown`.
+    A request that took longer than SLOW_S is logged on stderr with its answer: fencer may
+    have recorded it `info` (unanswered) meanwhile."""
     adapter = None
     for line in sys.stdin:
         request = json.loads(line)
@@ -90,6 +96,7 @@ def serve(make_adapter, unknown_errors=()):
         if adapter is None or handler is None:
             send({"id": rid, "error": "not-applied", "message": f"unknown op {op}"})
             continue
+        started = time.monotonic()
         try:
             reply = handler(request)
         except NotApplied as error:
@@ -98,5 +105,10 @@ def serve(make_adapter, unknown_errors=()):
             reply = {"error": "unknown", "message": str(error)}
         except unknown_errors as error:
             reply = {"error": "unknown", "message": f"{type(error).__name__}: {error}"}
+        took = time.monotonic() - started
+        if took > SLOW_S:
+            owner = request.get("owner", "")[:8]
+            answer = reply.get("result") or reply.get("error")
+            print(f"slow {op} of {owner}: {answer} after {took * 1000:.0f} ms", file=sys.stderr, flush=True)
         reply["id"] = rid
         send(reply)
