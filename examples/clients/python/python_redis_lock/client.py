@@ -72,6 +72,11 @@ class Adapter:
         lock = self.leases.get(request["owner"])
         if lock is None:
             return {"result": "not-held"}
+        # For the log only (the answer does not use it): the library's renewal thread is
+        # private, and it ends without a word when `extend` raises.
+        thread = lock._lock_renewal_thread
+        if thread is not None and not thread.is_alive():
+            fencer_exec.log(NAME, f"check of {request['owner'][:8]}: the library's renewal thread has ended")
         return {"result": "held" if lock.get_owner_id() == lock.id else "not-held"}
 
     def release(self, request):
