@@ -17,6 +17,9 @@ libraries=("$@")
   node/redlock node/sesamecare_redlock node/redis_semaphore
 )
 faults="pause,skew,partition,delay-replies,drop-replies,cut"
+# Python adapters import their library before answering hello; on a loaded machine that can
+# take longer than fencer's default 10 s.
+export FENCER_EXEC_HELLO_TIMEOUT_MS="${FENCER_EXEC_HELLO_TIMEOUT_MS:-60000}"
 
 for library in "${libraries[@]}"; do
   case "$library" in
