@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints a markdown table row per gate under examples/clients/results/ (written by
-matrix.sh): library, workload and store, TTL, seeds run, verdicts, classes, the first failing
-seed and its replay command."""
+matrix.sh): library, workload and store, TTL, seeds run, verdicts, classes, warnings, the first
+failing seed and its replay command."""
 
 import glob
 import json
@@ -17,8 +17,8 @@ VERSIONS = {
 }
 
 here = os.path.dirname(os.path.abspath(__file__))
-print("| library | workload / store | ttl | seeds run | verdicts | classes | first failing seed | replay |")
-print("|---|---|---|---|---|---|---|---|")
+print("| library | workload / store | ttl | seeds run | verdicts | classes | warnings | first failing seed | replay |")
+print("|---|---|---|---|---|---|---|---|---|")
 for path in sorted(glob.glob(os.path.join(here, "results", "*", "gate.json"))):
     gate = json.load(open(path))
     name = os.path.basename(os.path.dirname(path))
@@ -26,11 +26,12 @@ for path in sorted(glob.glob(os.path.join(here, "results", "*", "gate.json"))):
     s = gate["settings"]
     verdicts = ", ".join(f"{n} {v}" for v, n in sorted(gate["validity"].items()))
     classes = ", ".join(f"`{c}` {n}" for c, n in sorted(gate["anomalies"].items())) or "none"
+    warnings = ", ".join(f"`{c}` {n}" for c, n in sorted(gate.get("warnings", {}).items())) or "none"
     failures = sorted(gate.get("failures", []), key=lambda f: f.get("seed", 1 << 62))
     first = str(failures[0]["seed"]) if failures else "none"
     replay = f"`{failures[0]['replay'][-1]}`" if failures else ""
     seeds = f"{gate['seeds_run']} of {gate['seeds']['start']}..{gate['seeds']['end']}"
     print(
         f"| {VERSIONS.get(key, key)} | {s['workload']} / {s['store']} | {s['ttl_ns'] // 1_000_000} ms "
-        f"| {seeds} | {verdicts} | {classes} | {first} | {replay} |"
+        f"| {seeds} | {verdicts} | {classes} | {warnings} | {first} | {replay} |"
     )
