@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned libraries, then runs a short fencer gate for one Python and one Node
 # adapter against Redis under client faults, and fails (exit 1) unless each gate's exit code is
-# the expected one. Takes a few minutes on two cores.
+# the expected one. It took under a minute on two cores (examples/clients/README.md).
 # Usage (from the repository root): examples/clients/ci.sh
 #   FENCER=path/to/fencer (default: fencer on PATH)
 #   LOCK=redis://host:port (default: redis://127.0.0.1:6379 when a Redis answers there, else
