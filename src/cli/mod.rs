@@ -382,17 +382,46 @@ impl WaitArg {
     }
 }
 
-impl std::str::FromStr for WaitArg {
-    type Err = String;
+/// A `--wait` or `--nemesis` value fencer cannot read: clap prints the sentence as it is,
+/// after the flag's name.
+#[derive(Debug)]
+enum FlagValueError {
+    /// `--wait` named no wait mode.
+    WaitMode(String),
+    /// `none` came with other families in a `--nemesis` list.
+    NoneInList(String),
+    /// A `--nemesis` item named no fault family.
+    Fault(fencer_nemesis::UnknownFault),
+}
 
-    // A value parser's error: clap prints the sentence as it is, after the flag's name.
-    fn from_str(text: &str) -> Result<WaitArg, String> {
+impl std::fmt::Display for FlagValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FlagValueError::WaitMode(text) => write!(
+                f,
+                "unknown wait mode `{text}`: expected auto, poll or backoff"
+            ),
+            FlagValueError::NoneInList(text) => write!(
+                f,
+                "`none` stands alone (--nemesis none), found it in the list `{text}`"
+            ),
+            FlagValueError::Fault(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for FlagValueError {}
+
+impl std::str::FromStr for WaitArg {
+    type Err = FlagValueError;
+
+    fn from_str(text: &str) -> Result<WaitArg, FlagValueError> {
         if text == "auto" {
             return Ok(WaitArg::Auto);
         }
         text.parse()
             .map(WaitArg::Mode)
-            .map_err(|_| format!("unknown wait mode `{text}`: expected auto, poll or backoff"))
+            .map_err(|_| FlagValueError::WaitMode(text.to_string()))
     }
 }
 
@@ -409,8 +438,7 @@ struct NemesisList {
     named: Vec<FaultKind>,
 }
 
-// A value parser's error: clap prints the sentence as it is, after the flag's name.
-fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
+fn parse_nemesis(text: &str) -> Result<NemesisList, FlagValueError> {
     if text.trim() == "none" {
         return Ok(NemesisList::default());
     }
@@ -419,15 +447,10 @@ fn parse_nemesis(text: &str) -> Result<NemesisList, String> {
         match item {
             "default" => list.default = true,
             "all" => list.all = true,
-            "none" => {
-                return Err(format!(
-                    "`none` stands alone (--nemesis none), found it in the list `{text}`"
-                ));
-            }
-            name => list.named.push(
-                name.parse::<FaultKind>()
-                    .map_err(|error| error.to_string())?,
-            ),
+            "none" => return Err(FlagValueError::NoneInList(text.to_string())),
+            name => list
+                .named
+                .push(name.parse::<FaultKind>().map_err(FlagValueError::Fault)?),
         }
     }
     Ok(list)
