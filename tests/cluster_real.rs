@@ -328,8 +328,8 @@ fn a_failing_redlock_plan_shrinks_to_the_jumps_on_a_majority() {
         &plan,
         |candidate: &Plan| reproduces(candidate) || reproduces(candidate),
         ShrinkLimits {
-            max_candidates: 32,
-            budget: std::time::Duration::from_secs(60),
+            max_candidates: 64,
+            budget: std::time::Duration::from_secs(120),
         },
     );
     let targets: Vec<&str> = shrunk.plan.faults.iter().map(Fault::target).collect();
