@@ -141,9 +141,10 @@ fn read_back(cases: &[Case]) -> usize {
 fn every_backend_and_worker_s_history_reads_back_and_checks_the_same() {
     let cases = every_backend_and_worker();
     let invalid = read_back(&cases);
-    // The mutants did produce anomalies, so verdicts with evidence were compared too.
+    // The mutants did produce anomalies, so verdicts with evidence were compared too (the
+    // client mutants whose class is a warning leave their runs valid: a fifth, not a quarter).
     assert!(
-        invalid >= cases.len() / 4,
+        invalid >= cases.len() / 5,
         "{invalid} of {} runs invalid",
         cases.len()
     );

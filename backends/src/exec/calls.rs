@@ -199,13 +199,15 @@ impl Calls {
                     shown: shown_line(text),
                     why: why.to_string(),
                 };
-                let Some(sink) = self.notices.get() else {
-                    return Err(unexpected("only a client child sends notices"));
-                };
+                // A notice names a lease an `acquired` reply named first; one that arrives
+                // before any (even before the child is bound to its worker) names none.
                 let Some(owner) = self.state().owners.get(&notice.owner).copied() else {
                     return Err(unexpected(
                         "no `acquired` reply of this child named that owner",
                     ));
+                };
+                let Some(sink) = self.notices.get() else {
+                    return Err(unexpected("only a client child sends notices"));
                 };
                 sink(notice.notice, owner, notice.message.as_deref());
                 return Ok(());
