@@ -221,6 +221,18 @@ impl SimLeaseService {
         }))
     }
 
+    /// Records that `owner`'s release on `lock` removed `lease` at `now_ns`: done.
+    fn record_release(&self, lock: &str, now_ns: i64, owner: OwnerToken, lease: &Lease) -> Owned {
+        let released = LockChange::Released {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &released, None);
+        Owned::Done
+    }
+
     /// [`LeaseRules::TwoStepRelease`]: the owner compared, then after the step gap the
     /// current lease deleted, whoever holds it by then.
     async fn release_in_two_steps(
@@ -240,14 +252,7 @@ impl SimLeaseService {
         let Some(lease) = self.with_lock(lock, |state| state.leases.pop()) else {
             return Ok(Owned::NotOwner);
         };
-        let released = LockChange::Released {
-            owner,
-            holder: lease.owner,
-            holder_token: lease.token,
-        };
-        self.recorder
-            .record_lock_change(lock, now_ns, &released, None);
-        Ok(Owned::Done)
+        Ok(self.record_release(lock, now_ns, owner, &lease))
     }
 
     /// [`LeaseRules::TwoStepRenew`]: the owner and expiry compared, then after the step gap
@@ -475,14 +480,7 @@ impl LockService for SimLeaseService {
         let Some(lease) = released else {
             return Ok(Owned::NotOwner);
         };
-        let released = LockChange::Released {
-            owner,
-            holder: lease.owner,
-            holder_token: lease.token,
-        };
-        self.recorder
-            .record_lock_change(lock, now_ns, &released, None);
-        Ok(Owned::Done)
+        Ok(self.record_release(lock, now_ns, owner, &lease))
     }
 
     /// Leases expire on the server's own [`LocalClock`]; nothing here reads `tokio::time`.

@@ -30,7 +30,6 @@ struct Hit {
 
 /// Runs the checker on renewals and abandonments.
 pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
-    let mut abandoned: FastMap<Sym, usize> = FastMap::default();
     if ctx
         .rows_where(|kind, f| kind == EventType::Notice && f == Op::Abandoned)
         .next()
@@ -38,6 +37,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     {
         return Outcome::ran(CLASS, "client calls and notices", 0, Vec::new(), None);
     }
+    let mut abandoned: FastMap<Sym, usize> = FastMap::default();
     let mut in_flight: SymTable<'_, Option<(usize, usize)>> = ctx.per_process(None);
     let mut reported: FastSet<Sym> = FastSet::default();
     let mut hits = Hits::new();
@@ -105,16 +105,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
-    use fencer_harness::PackedHistory;
-
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
-
-    fn judge(b: &Builder) -> Outcome {
-        let packed = PackedHistory::pack(&b.build());
-        check(&Context::new(&packed))
-    }
 
     #[test]
     fn a_renewal_confirmed_after_the_abandonment_is_caught_once_per_lease() {
@@ -125,7 +118,7 @@ mod tests {
         let renew = b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
         b.at(6.0);
         b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         assert_eq!(
@@ -146,7 +139,7 @@ mod tests {
         // Renewals of a lease nobody abandoned are fine.
         b.acquire("w2", "L", "o2", 2, false);
         b.lock_call("w2:renew", Op::Renew, "L", "o2", EventType::Ok);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

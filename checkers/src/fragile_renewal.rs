@@ -169,16 +169,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
-    use fencer_harness::PackedHistory;
-
     use super::*;
     use crate::testkit::{Builder, s};
     use crate::verdict::Validity;
-
-    fn judge(b: &Builder) -> Outcome {
-        let packed = PackedHistory::pack(&b.build());
-        check(&Context::new(&packed))
-    }
 
     #[test]
     fn a_renewal_half_a_ttl_after_the_grant_is_fragile() {
@@ -188,7 +181,7 @@ mod tests {
         let renew = b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
         b.at(11.0);
         b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Ok);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1, "reported once per lease");
         assert_eq!(outcome.anomalies[0].events, vec![granted, renew]);
@@ -218,7 +211,7 @@ mod tests {
         b.at(25.0);
         b.lock_call("w1:check", Op::Renew, "L", "o1", EventType::Ok);
         b.lock_call("w1", Op::Release, "L", "o1", EventType::Ok);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

@@ -103,7 +103,7 @@ fn explain(ctx: &Context<'_>, refusal: usize) -> Anomaly {
         events: ctx.indexes(cited),
         explanation: format!(
             "the lock service refused {}'s renewal of lock {lock} for owner {owner} ({}) {}, \
-             while {worker} still held that lease as far as it knew; its lock client never \
+             sent before {worker} released or gave up that lease; its lock client never \
              told {worker} the lease was lost, in the rest of the history. A library that \
              swallows a refused renewal leaves its worker working under a lease that is gone.",
             refused.process,
@@ -115,16 +115,9 @@ fn explain(ctx: &Context<'_>, refusal: usize) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
-    use fencer_harness::PackedHistory;
-
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
-
-    fn judge(b: &Builder) -> Outcome {
-        let packed = PackedHistory::pack(&b.build());
-        check(&Context::new(&packed))
-    }
 
     #[test]
     fn a_refused_renewal_nobody_told_the_worker_of_is_caught() {
@@ -133,7 +126,7 @@ mod tests {
         b.at(12.0);
         let renew = b.lock_call("w1:renew", Op::Renew, "L", "o1", EventType::Fail);
         b.lock_call("w1", Op::Release, "L", "o1", EventType::Fail);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         assert_eq!(outcome.anomalies[0].events, vec![renew, renew + 1]);
@@ -156,7 +149,7 @@ mod tests {
         b.lock_call("w1", Op::Release, "L", "o2", EventType::Ok);
         // A zombie's refusal is zombie-renewal's business.
         b.lock_call("w1:renew", Op::Renew, "L", "o2", EventType::Fail);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

@@ -117,8 +117,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
         events: ctx.indexes([hit.grant, hit.rival_grant, hit.check, hit.held]),
         explanation: format!(
             "{worker} was granted lock {lock} as owner {owner} {}; {} asked for the lock as \
-             owner {rival_owner} after that and was granted it {}, so {worker}'s lease had \
-             ended; yet when {worker} then asked its lock client whether it still held the \
+             owner {rival_owner} after that and was granted it {}; a lock service grants one lease \
+             at a time, so {worker}'s lease had ended by then (inferred from that grant, not \
+             seen in a lock log); yet when {worker} then asked its lock client whether it still held the \
              lock, the client answered that it did {}. An ownership check must ask the lock \
              service (or be sure of its own clock): one answered from a flag or a cache clears \
              writes for a lease that is gone.",
@@ -133,16 +134,8 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
-    use fencer_harness::PackedHistory;
-
-    use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
-
-    fn judge(b: &Builder) -> Outcome {
-        let packed = PackedHistory::pack(&b.build());
-        check(&Context::new(&packed))
-    }
 
     #[test]
     fn a_check_answered_held_after_a_rival_was_granted_the_lock_is_caught() {
@@ -152,7 +145,7 @@ mod tests {
         b.at(12.0);
         let rival = b.acquire("w2", "L", "o2", 2, false);
         let check = b.check("w1", "L", "o1", true);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(super::check);
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         assert_eq!(
@@ -179,7 +172,7 @@ mod tests {
         b.acquire("w1", "L", "o4", 4, false);
         b.ok_acquire("w3", 3);
         b.check("w1", "L", "o4", true);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(super::check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

@@ -62,6 +62,17 @@ struct Lease {
     renewing: u32,
 }
 
+impl Lease {
+    /// The lease may live until `ends_by_ns`, as the event at `position` shows: a renewal
+    /// only ever pushes the bound later.
+    fn live_until(&mut self, ends_by_ns: u64, position: usize) {
+        if ends_by_ns > self.ends_by_ns {
+            self.ends_by_ns = ends_by_ns;
+            self.ended_by = position;
+        }
+    }
+}
+
 /// A stretch of busy answers past the point the lock was surely free.
 #[derive(Clone, Copy)]
 pub(crate) struct Stuck {
@@ -212,11 +223,7 @@ impl<'c> StuckScan<'c> {
             return;
         }
         let ttl_ns = self.stretch.stretched(lease.ttl_ns, self.slowest_drift_ppm);
-        let ends_by_ns = row.time_ns.saturating_add(ttl_ns);
-        if ends_by_ns > lease.ends_by_ns {
-            lease.ends_by_ns = ends_by_ns;
-            lease.ended_by = position;
-        }
+        lease.live_until(row.time_ns.saturating_add(ttl_ns), position);
     }
 
     /// The lock call sent at `invoke` completed at `position` (`row`).
@@ -320,11 +327,7 @@ impl<'c> StuckScan<'c> {
                 if lease.released || kind == EventType::Fail {
                     return;
                 }
-                let ends_by_ns = now_ns.saturating_add(ttl_ns());
-                if ends_by_ns > lease.ends_by_ns {
-                    lease.ends_by_ns = ends_by_ns;
-                    lease.ended_by = position;
-                }
+                lease.live_until(now_ns.saturating_add(ttl_ns()), position);
             }
             (Op::Release, EventType::Ok) => {
                 if let Some(lease) = state.lease_of(owner) {

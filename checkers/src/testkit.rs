@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use fencer_harness::{Event, EventType, History, Op};
+use fencer_harness::{Event, EventType, History, Op, PackedHistory};
+
+use crate::context::Context;
+use crate::findings::Outcome;
 
 const STEP_NS: u64 = 1_000_000;
 
@@ -324,6 +327,12 @@ impl Builder {
             e.current_token = Some(current);
             e.error = Some("rejected".into());
         })
+    }
+
+    /// What the checker `check` makes of the history built so far.
+    pub fn judged_by(&self, check: fn(&Context<'_>) -> Outcome) -> Outcome {
+        let packed = PackedHistory::pack(&self.build());
+        check(&Context::new(&packed))
     }
 
     pub fn build(&self) -> History {

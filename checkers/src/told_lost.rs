@@ -129,16 +129,9 @@ fn explain(ctx: &Context<'_>, hit: &Hit) -> Anomaly {
 
 #[cfg(test)]
 mod tests {
-    use fencer_harness::PackedHistory;
-
     use super::*;
     use crate::testkit::Builder;
     use crate::verdict::Validity;
-
-    fn judge(b: &Builder) -> Outcome {
-        let packed = PackedHistory::pack(&b.build());
-        check(&Context::new(&packed))
-    }
 
     #[test]
     fn a_write_cleared_by_a_check_after_a_lost_notice_is_caught() {
@@ -148,7 +141,7 @@ mod tests {
         b.check("w1", "L", "o1", false);
         let write = b.invoke_write("w1", "k", 1, "w1-0");
         b.ok("w1");
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Invalid);
         assert_eq!(outcome.report.anomalies, 1);
         assert_eq!(outcome.anomalies[0].events, vec![notice, notice + 2, write]);
@@ -174,7 +167,7 @@ mod tests {
         b.notice("w2", Op::Lost, "L", "o2", None);
         b.check("w1", "L", "o2", true);
         b.write("w1", "k", 2, "w1-2", false);
-        let outcome = judge(&b);
+        let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
     }

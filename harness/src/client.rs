@@ -221,11 +221,7 @@ impl Process {
         owner: OwnerToken,
         check: impl std::future::Future<Output = Result<bool, CallError>>,
     ) -> Result<bool, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ..CallText::default()
-        };
+        let call = CallText::lease(lock, owner);
         self.call_library(Op::Check, call, check, |held, row, strings| {
             if *held {
                 EventType::Ok
@@ -248,12 +244,7 @@ impl Process {
         ttl: Duration,
         acquire: impl std::future::Future<Output = Result<Option<Option<FencingToken>>, CallError>>,
     ) -> Result<Option<Option<FencingToken>>, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ttl_ns: Some(ttl.as_nanos() as u64),
-            ..CallText::default()
-        };
+        let call = CallText::lease_for(lock, owner, ttl);
         self.call_library(
             Op::Acquire,
             call,
@@ -282,11 +273,7 @@ impl Process {
         owner: OwnerToken,
         release: impl std::future::Future<Output = Result<Owned, CallError>>,
     ) -> Result<Owned, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ..CallText::default()
-        };
+        let call = CallText::lease(lock, owner);
         self.call_library(Op::Release, call, release, annotate_owned)
             .await
     }
@@ -299,11 +286,7 @@ impl Process {
         let now_ns = self.clock().truth().now_ns();
         self.recorder
             .record_row_on(self.clock(), now_ns, |strings, _| {
-                let call = CallText {
-                    lock: Some(lock),
-                    owner: Some(owner),
-                    ..CallText::default()
-                };
+                let call = CallText::lease(lock, owner);
                 let mut row = call.invoke_row(f, &self.caller, strings);
                 row.kind = EventType::Notice;
                 row.error = message.map(|message| strings.intern(message));
@@ -326,7 +309,24 @@ struct CallText<'a> {
     ttl_ns: Option<u64>,
 }
 
-impl CallText<'_> {
+impl<'a> CallText<'a> {
+    /// A call about the lease of `owner` on `lock`.
+    fn lease(lock: &'a str, owner: OwnerToken) -> CallText<'a> {
+        CallText {
+            lock: Some(lock),
+            owner: Some(owner),
+            ..CallText::default()
+        }
+    }
+
+    /// A call about the lease of `owner` on `lock` for `ttl`.
+    fn lease_for(lock: &'a str, owner: OwnerToken, ttl: Duration) -> CallText<'a> {
+        CallText {
+            ttl_ns: Some(u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX)),
+            ..CallText::lease(lock, owner)
+        }
+    }
+
     /// The invoke's row of a call of `f` as `process`, its strings interned into `strings` in
     /// the order [`Row::pack`] interns an event's (so a table's strings are numbered alike
     /// either way).
@@ -443,12 +443,7 @@ impl LockClient {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Acquired, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ttl_ns: Some(ttl.as_nanos() as u64),
-            ..CallText::default()
-        };
+        let call = CallText::lease_for(lock, owner, ttl);
         let service = Arc::clone(&self.service);
         let lock = CompactString::new(lock);
         let request = Box::pin(async move { service.acquire(lock.as_str(), owner, ttl).await });
@@ -477,12 +472,7 @@ impl LockClient {
         owner: OwnerToken,
         ttl: Duration,
     ) -> Result<Owned, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ttl_ns: Some(ttl.as_nanos() as u64),
-            ..CallText::default()
-        };
+        let call = CallText::lease_for(lock, owner, ttl);
         let service = Arc::clone(&self.service);
         let lock = CompactString::new(lock);
         let request = Box::pin(async move { service.renew(lock.as_str(), owner, ttl).await });
@@ -509,11 +499,7 @@ impl LockClient {
 
     /// Recorded [`LockService::release`].
     pub async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {
-        let call = CallText {
-            lock: Some(lock),
-            owner: Some(owner),
-            ..CallText::default()
-        };
+        let call = CallText::lease(lock, owner);
         let service = Arc::clone(&self.service);
         let lock = CompactString::new(lock);
         let request = Box::pin(async move { service.release(lock.as_str(), owner).await });

@@ -83,24 +83,13 @@ impl ServerFaults for WorkerClient {
                     self.worker
                 ))),
             },
-            ServerAction::Partition(duration) => {
-                self.proxy.partition_for(duration);
-                Ok(())
-            }
-            ServerAction::DelayReplies(delay) => {
-                self.proxy.delay_replies(delay);
-                Ok(())
-            }
-            ServerAction::DropReplies => {
-                self.proxy.black_hole_replies();
-                Ok(())
-            }
-            ServerAction::HealReplies => {
-                self.proxy.heal_replies();
-                Ok(())
-            }
-            ServerAction::Cut => {
-                self.proxy.cut_connections();
+            ServerAction::Partition(_)
+            | ServerAction::DelayReplies(_)
+            | ServerAction::DropReplies
+            | ServerAction::HealReplies
+            | ServerAction::Cut => {
+                let taken = self.proxy.take(&action);
+                debug_assert!(taken, "a fault of the network");
                 Ok(())
             }
             ServerAction::Kill | ServerAction::Start => Err(FaultFailed(format!(

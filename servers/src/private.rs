@@ -337,24 +337,13 @@ impl PrivateServer {
                 Ok(())
             }
             ServerAction::JumpClock(jump_ns) => self.jump_clock(jump_ns).await,
-            ServerAction::Partition(duration) => {
-                self.proxy.partition_for(duration);
-                Ok(())
-            }
-            ServerAction::DelayReplies(delay) => {
-                self.proxy.delay_replies(delay);
-                Ok(())
-            }
-            ServerAction::DropReplies => {
-                self.proxy.black_hole_replies();
-                Ok(())
-            }
-            ServerAction::HealReplies => {
-                self.proxy.heal_replies();
-                Ok(())
-            }
-            ServerAction::Cut => {
-                self.proxy.cut_connections();
+            ServerAction::Partition(_)
+            | ServerAction::DelayReplies(_)
+            | ServerAction::DropReplies
+            | ServerAction::HealReplies
+            | ServerAction::Cut => {
+                let taken = self.proxy.take(&action);
+                debug_assert!(taken, "a fault of the network");
                 Ok(())
             }
         }

@@ -127,6 +127,27 @@ impl FaultProxy {
             .partitioned_until_ns
             .fetch_max(until_ns, Ordering::Relaxed);
     }
+
+    /// Carries out `action` if it is a fault of the network (partition, delayed, dropped or
+    /// healed replies, cut connections) and says whether it was: every server behind a proxy
+    /// takes these the same way, whatever else it takes.
+    #[must_use]
+    pub fn take(&self, action: &fencer_nemesis::ServerAction) -> bool {
+        use fencer_nemesis::ServerAction;
+        match *action {
+            ServerAction::Partition(duration) => self.partition_for(duration),
+            ServerAction::DelayReplies(delay) => self.delay_replies(delay),
+            ServerAction::DropReplies => self.black_hole_replies(),
+            ServerAction::HealReplies => self.heal_replies(),
+            ServerAction::Cut => self.cut_connections(),
+            ServerAction::Pause
+            | ServerAction::Resume
+            | ServerAction::Kill
+            | ServerAction::Start
+            | ServerAction::JumpClock(_) => return false,
+        }
+        true
+    }
 }
 
 impl Drop for FaultProxy {

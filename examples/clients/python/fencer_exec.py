@@ -65,6 +65,91 @@ def send_notice(kind, owner, message=None):
     send(notice)
 
 
+class Lost(Exception):
+    """Raised by an extend step: the library says the lease is gone (sent with `lost`)."""
+
+
+class Retry(Exception):
+    """Raised by an extend step: this extend failed in a way worth trying again next period."""
+
+
+class RenewalThread:
+    """The renewal loop a user of a library without auto-renewal writes: `extend()` every third
+    of the TTL, in a thread of its own. An extend that returns sends `renewed`; one that raises
+    `Lost` sends `lost` and ends the loop; one that raises `Retry` is logged and tried again at
+    the next period, and `lost` is sent once no extend has succeeded for a whole TTL."""
+
+    def __init__(self, adapter, owner, ttl, extend):
+        self.adapter = adapter
+        self.owner = owner
+        self.ttl = ttl
+        self.extend = extend
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.stopped.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join()
+
+    def run(self):
+        confirmed = time.monotonic()
+        while not self.stopped.wait(self.ttl / 3):
+            try:
+                self.extend()
+            except Lost as why:
+                send_notice("lost", self.owner, str(why))
+                return
+            except Retry as why:
+                log(self.adapter, f"extend of {self.owner[:8]} failed: {why}")
+                if time.monotonic() - confirmed >= self.ttl:
+                    send_notice("lost", self.owner, f"no extend succeeded for a TTL: {why}")
+                    return
+                continue
+            confirmed = time.monotonic()
+            if not self.stopped.is_set():
+                send_notice("renewed", self.owner)
+
+
+class ExtendedLeases:
+    """The requests an adapter over a `RenewalThread` answers alike, whatever its library: the
+    leases by fencer's owner token, each with its lock and its renewal thread. A subclass says
+    how its library answers "do I still hold it?" (`holds`) and which of its exceptions mean
+    the release found the lock no longer its own (`NOT_OWNER`)."""
+
+    NOT_OWNER = ()
+
+    def __init__(self):
+        self.leases = {}  # owner -> (lock, RenewalThread)
+
+    def holds(self, lock):
+        raise NotImplementedError
+
+    def check(self, request):
+        lock, _ = self.leases.get(request["owner"], (None, None))
+        if lock is None:
+            return {"result": "not-held"}
+        return {"result": "held" if self.holds(lock) else "not-held"}
+
+    def release(self, request):
+        lock, renewal = self.leases.pop(request["owner"], (None, None))
+        if lock is None:
+            return {"result": "not-owner"}
+        renewal.stop()
+        try:
+            lock.release()
+        except self.NOT_OWNER:
+            return {"result": "not-owner"}
+        return {"result": "done"}
+
+    def cancel(self, request):
+        _, renewal = self.leases.pop(request["owner"], (None, None))
+        if renewal is not None:
+            renewal.stop()
+        return {"result": "done"}
+
+
 class Unknown(Exception):
     """The call may have reached the server: fencer records it `info`."""
 

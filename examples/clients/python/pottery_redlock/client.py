@@ -33,7 +33,6 @@ timeout of one TTL. Redis locks hand out no fencing token.
 
 import os
 import sys
-import threading
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import fencer_exec  # noqa: E402
@@ -47,35 +46,27 @@ from pottery import Redlock, ReleaseUnlockedLock  # noqa: E402
 NUM_EXTENSIONS = 1_000_000
 
 
-class Renewal:
-    def __init__(self, lock, owner, ttl):
-        self.lock = lock
-        self.owner = owner
-        self.ttl = ttl
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+def extend_step(lock):
+    """One extend of the loop a pottery user writes: whatever `extend` raises means the lease
+    is gone (`ExtendUnlockedLock`, which pottery also raises when Redis could not be reached,
+    or `TooManyExtensions`)."""
 
-    def stop(self):
-        self.stopped.set()
-        self.thread.join()
+    def extend():
+        try:
+            lock.extend()
+        except Exception as error:  # what pottery raises when it could not extend
+            raise fencer_exec.Lost(f"{type(error).__name__}: {error}") from error
 
-    def run(self):
-        while not self.stopped.wait(self.ttl / 3):
-            try:
-                self.lock.extend()
-            except Exception as error:  # what pottery raises when it could not extend
-                fencer_exec.send_notice("lost", self.owner, f"{type(error).__name__}: {error}")
-                return
-            if not self.stopped.is_set():
-                fencer_exec.send_notice("renewed", self.owner)
+    return extend
 
 
-class Adapter:
+class Adapter(fencer_exec.ExtendedLeases):
+    NOT_OWNER = (ReleaseUnlockedLock,)
+
     def __init__(self, hello):
+        super().__init__()
         self.url = hello["server"]
         self.client = None
-        self.leases = {}  # owner -> (Redlock, Renewal)
 
     def acquire(self, request):
         ttl = request["ttl_ms"] / 1000
@@ -92,31 +83,12 @@ class Adapter:
         if not lock.acquire(blocking=False):
             return {"result": "busy"}
         owner = request["owner"]
-        self.leases[owner] = (lock, Renewal(lock, owner, ttl))
+        renewal = fencer_exec.RenewalThread(NAME, owner, ttl, extend_step(lock))
+        self.leases[owner] = (lock, renewal)
         return {"result": "acquired", "owner": owner}
 
-    def check(self, request):
-        lock, _ = self.leases.get(request["owner"], (None, None))
-        if lock is None:
-            return {"result": "not-held"}
-        return {"result": "held" if lock.locked() > 0 else "not-held"}
-
-    def release(self, request):
-        lock, renewal = self.leases.pop(request["owner"], (None, None))
-        if lock is None:
-            return {"result": "not-owner"}
-        renewal.stop()
-        try:
-            lock.release()
-        except ReleaseUnlockedLock:
-            return {"result": "not-owner"}
-        return {"result": "done"}
-
-    def cancel(self, request):
-        _, renewal = self.leases.pop(request["owner"], (None, None))
-        if renewal is not None:
-            renewal.stop()
-        return {"result": "done"}
+    def holds(self, lock):
+        return lock.locked() > 0
 
 
 if __name__ == "__main__":

@@ -27,8 +27,6 @@ socket timeout of one TTL, set at the first acquire. Redis locks hand out no fen
 
 import os
 import sys
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import fencer_exec  # noqa: E402
@@ -40,44 +38,28 @@ import redis  # noqa: E402
 from redis.exceptions import LockNotOwnedError  # noqa: E402
 
 
-class Renewal:
-    def __init__(self, lock, owner, ttl):
-        self.lock = lock
-        self.owner = owner
-        self.ttl = ttl
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-        self.thread.start()
+def extend_step(lock, ttl):
+    """One extend of the loop a redis-py user writes: `LockNotOwnedError` means the lease is
+    gone; a connection or timeout error is worth another try."""
 
-    def stop(self):
-        self.stopped.set()
-        if self.thread is not threading.current_thread():
-            self.thread.join()
+    def extend():
+        try:
+            lock.extend(ttl, replace_ttl=True)
+        except LockNotOwnedError as error:
+            raise fencer_exec.Lost(f"LockNotOwnedError: {error}") from error
+        except redis.RedisError as error:
+            raise fencer_exec.Retry(f"{type(error).__name__}: {error}") from error
 
-    def run(self):
-        confirmed = time.monotonic()
-        while not self.stopped.wait(self.ttl / 3):
-            try:
-                self.lock.extend(self.ttl, replace_ttl=True)
-            except LockNotOwnedError as error:
-                fencer_exec.send_notice("lost", self.owner, f"LockNotOwnedError: {error}")
-                return
-            except redis.RedisError as error:
-                fencer_exec.log(NAME, f"extend of {self.owner[:8]} failed: {type(error).__name__}: {error}")
-                if time.monotonic() - confirmed >= self.ttl:
-                    fencer_exec.send_notice("lost", self.owner, f"no extend succeeded for a TTL: {error}")
-                    return
-                continue
-            confirmed = time.monotonic()
-            if not self.stopped.is_set():
-                fencer_exec.send_notice("renewed", self.owner)
+    return extend
 
 
-class Adapter:
+class Adapter(fencer_exec.ExtendedLeases):
+    NOT_OWNER = (LockNotOwnedError,)
+
     def __init__(self, hello):
+        super().__init__()
         self.url = hello["server"]
         self.client = None
-        self.leases = {}  # owner -> (Lock, Renewal)
 
     def acquire(self, request):
         ttl = request["ttl_ms"] / 1000
@@ -89,31 +71,12 @@ class Adapter:
         if not lock.acquire(blocking=False, token=request["owner"]):
             return {"result": "busy"}
         owner = request["owner"]
-        self.leases[owner] = (lock, Renewal(lock, owner, ttl))
+        renewal = fencer_exec.RenewalThread(NAME, owner, ttl, extend_step(lock, ttl))
+        self.leases[owner] = (lock, renewal)
         return {"result": "acquired", "owner": owner}
 
-    def check(self, request):
-        lock, _ = self.leases.get(request["owner"], (None, None))
-        if lock is None:
-            return {"result": "not-held"}
-        return {"result": "held" if lock.owned() else "not-held"}
-
-    def release(self, request):
-        lock, renewal = self.leases.pop(request["owner"], (None, None))
-        if lock is None:
-            return {"result": "not-owner"}
-        renewal.stop()
-        try:
-            lock.release()
-        except LockNotOwnedError:
-            return {"result": "not-owner"}
-        return {"result": "done"}
-
-    def cancel(self, request):
-        _, renewal = self.leases.pop(request["owner"], (None, None))
-        if renewal is not None:
-            renewal.stop()
-        return {"result": "done"}
+    def holds(self, lock):
+        return lock.owned()
 
 
 if __name__ == "__main__":
