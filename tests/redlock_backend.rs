@@ -358,14 +358,18 @@ fn redlock_fence_counter_orders_the_two_holders_and_survives_its_restart() {
 
     let lock = client(&cluster, &runtime);
     let counter = cluster.fence_counter().expect("fence=counter starts one");
+    // A frozen counter, not a killed one: a killed server's port is free for any server another
+    // test starts meanwhile, which would answer the `INCR` in its place.
     runtime
-        .block_on(counter.apply(ServerAction::Kill))
-        .expect("kill");
+        .block_on(counter.apply(ServerAction::Pause))
+        .expect("pause");
+    let unanswered = runtime.block_on(lock.acquire(LOCK, OwnerToken(0xc), TTL));
+    runtime
+        .block_on(counter.apply(ServerAction::Resume))
+        .expect("resume");
     assert!(
-        runtime
-            .block_on(lock.acquire(LOCK, OwnerToken(0xc), TTL))
-            .is_err(),
-        "no token, no grant: the counter is down"
+        unanswered.is_err(),
+        "no token, no grant: the counter does not answer: {unanswered:?}"
     );
     for master in cluster.masters() {
         assert!(
@@ -373,6 +377,9 @@ fn redlock_fence_counter_orders_the_two_holders_and_survives_its_restart() {
             "the acquire that found no token undid its keys"
         );
     }
+    runtime
+        .block_on(counter.apply(ServerAction::Kill))
+        .expect("kill");
     runtime
         .block_on(counter.apply(ServerAction::Start))
         .expect("restart");
