@@ -3,7 +3,7 @@
 //! non-determinism ([`divergence`]), shrinking a failing plan to a minimal one ([`shrink`]),
 //! the machine-readable summary shards are merged from ([`summary`]), JUnit ([`junit`]), the
 //! committed regressions folder ([`regressions`]), the hunt for the mutant zoo
-//! ([`mutants`]); [`session`] runs one whole gate with them, and [`Harness`] drives the same
+//! ([`mutants`]) and how small its counterexamples shrink ([`zoo_shrink`]); [`session`] runs one whole gate with them, and [`Harness`] drives the same
 //! gate from a user's `cargo test`.
 
 pub mod divergence;
@@ -18,6 +18,7 @@ pub mod seeds;
 pub mod session;
 pub mod shrink;
 pub mod summary;
+pub mod zoo_shrink;
 
 pub use harness::{Harness, Report, SeedRun, SeedRunError, TimeMode};
 pub use session::{GateConfig, GateError, Observer, check_places, run_gate};

@@ -10,7 +10,7 @@ use fencer_run::plan::Plan;
 use fencer_run::{Backends, Launch, RunError};
 
 use crate::regressions::write_atomically;
-use crate::shrink::{PlanSize, ShrinkLimits, fails_with, participants, shrink_toward};
+use crate::shrink::{Evidence, PlanSize, ShrinkLimits, fails_with, shrink_toward};
 use crate::summary::ShrinkRecord;
 
 /// Why a plan could not be shrunk.
@@ -77,11 +77,15 @@ pub fn minimize(
             class,
         });
     };
-    let cast = participants(&original.history, &story.events);
+    let evidence = Evidence::cited(
+        &original.history,
+        &story.events,
+        original.cycle_starts_ns.clone(),
+    );
     let mut still_fails = fails_with(class, against.backends, against.strict);
     let shrunk = shrink_toward(
         plan,
-        &cast,
+        &evidence,
         |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
         limits,
     );

@@ -1,14 +1,19 @@
 //! Shrinking a failing plan to a small one that still fails the same way.
 //!
-//! First the story's cast: when the anomaly names its participants (the workers whose events
-//! it cites), the plan in which only those workers act is tried before anything else, since
-//! most of a run's workers have nothing to do with one stale write. The others keep their
-//! place with an empty script rather than being removed: a worker's number names its random
-//! streams (owner tokens, waits), so renumbering the cast would change what it does. Then delta debugging over the plan as
-//! data: drop faults, then worker cycles, then whole workers (renumbering fault targets so the
-//! plan stays runnable), then make durations, clock steps and drifts smaller. A candidate is
-//! kept only if it passes [`Plan::check`] and the caller's predicate ("does it still fail with
-//! class C?") holds, so the result always reproduces.
+//! First the story itself: when the anomaly names its evidence (the events it cites, so the
+//! workers they belong to and the stretch of time they span), the plan in which only those
+//! workers act, each with only its cycles that overlap that stretch, and only the faults that
+//! reach them then, is tried before anything else: most of a run's workers and cycles have
+//! nothing to do with one stale write. The kept cycles start as early as the run allows, each
+//! worker's first kept cycle waiting as long as it began after the earliest, and the faults
+//! move with them, so the cast meets as it met in the run. Failing that, the plan in which only
+//! the cast acts, with all their cycles. Silenced workers keep their place with an empty
+//! script rather than being removed: a worker's number names its random streams (owner tokens,
+//! waits), so renumbering the cast would change what it does. Then delta debugging over the
+//! plan as data: drop faults, then worker cycles, then whole workers (renumbering fault
+//! targets so the plan stays runnable), then make durations, clock steps and drifts smaller. A
+//! candidate is kept only if it passes [`Plan::check`] and the caller's predicate ("does it
+//! still fail with class C?") holds, so the result always reproduces.
 //!
 //! Candidates are tried in a fixed order, so with the same predicate and the same candidate
 //! limit the result is the same on every machine; the time budget is a safety net whose
@@ -18,7 +23,8 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fencer_checkers::AnomalyClass;
-use fencer_nemesis::Fault;
+use fencer_harness::EventType;
+use fencer_nemesis::{Fault, FaultKind};
 use serde::{Deserialize, Serialize};
 
 use fencer_run::plan::Plan;
@@ -107,15 +113,88 @@ pub fn fails_with(
 
 /// Shrinks `plan` while `reproduces` holds. `plan` itself is assumed to reproduce.
 pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: ShrinkLimits) -> Shrunk {
-    shrink_toward(plan, &[], reproduces, limits)
+    shrink_toward(plan, &Evidence::default(), reproduces, limits)
 }
 
-/// As [`shrink`], trying first the plan in which only the workers numbered in `participants`
-/// act (the anomaly's cast, see [`participants`]); when that plan does not reproduce,
-/// shrinking goes on from `plan` as [`shrink`] does.
+/// What an anomaly cites, as a shrink aims at it: the workers it is about and the stretch of
+/// true time its cited events span, with when each worker began each cycle in the run that
+/// showed it ([`Launched::cycle_starts_ns`](fencer_run::Launched::cycle_starts_ns)).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Evidence {
+    /// The workers, by number, ascending (see [`participants`]).
+    pub workers: Vec<usize>,
+    /// When the first and the last cited event happened, in nanoseconds from when the workers
+    /// began, as a plan's fault times count; `None` when nothing is cited.
+    pub span_ns: Option<(u64, u64)>,
+    /// When each worker began each of its cycles, counted the same way.
+    pub cycle_starts_ns: Vec<Vec<u64>>,
+    /// When each worker sent each acquire that was granted, counted the same way.
+    pub grants_ns: Vec<Vec<u64>>,
+}
+
+impl Evidence {
+    /// The evidence of an anomaly citing the events at positions `cited` of `history`, from a
+    /// run whose workers began their cycles at `cycle_starts_ns` (true time, as the history's).
+    /// A real-time run's clock starts before its servers do and its plan's times count from
+    /// its workers' start, so both are counted from the first cycle's start here (zero in a
+    /// simulation).
+    pub fn cited(
+        history: &fencer_harness::PackedHistory,
+        cited: &[u64],
+        mut cycle_starts_ns: Vec<Vec<u64>>,
+    ) -> Evidence {
+        let began_ns = cycle_starts_ns
+            .iter()
+            .filter_map(|starts| starts.first().copied())
+            .min()
+            .unwrap_or(0);
+        for start in cycle_starts_ns.iter_mut().flatten() {
+            *start -= began_ns;
+        }
+        let times = cited
+            .iter()
+            .filter_map(|&index| usize::try_from(index).ok())
+            .filter(|&position| position < history.len())
+            .map(|position| history.view(position).time_ns.saturating_sub(began_ns));
+        let span_ns = times.fold(None, |span: Option<(u64, u64)>, time| match span {
+            None => Some((time, time)),
+            Some((first, last)) => Some((first.min(time), last.max(time))),
+        });
+        let mut grants_ns = vec![Vec::new(); cycle_starts_ns.len()];
+        let mut sent_ns = vec![None; cycle_starts_ns.len()];
+        for position in 0..history.len() {
+            let event = history.view(position);
+            if event.f != fencer_harness::Op::Acquire {
+                continue;
+            }
+            let Some(worker) = worker_number(event.process).filter(|&w| w < grants_ns.len()) else {
+                continue;
+            };
+            match event.kind {
+                EventType::Invoke => sent_ns[worker] = Some(event.time_ns),
+                EventType::Ok => grants_ns[worker].extend(
+                    sent_ns[worker]
+                        .take()
+                        .map(|time_ns| time_ns.saturating_sub(began_ns)),
+                ),
+                _ => {}
+            }
+        }
+        Evidence {
+            workers: participants(history, cited),
+            span_ns,
+            cycle_starts_ns,
+            grants_ns,
+        }
+    }
+}
+
+/// As [`shrink`], trying first the plan cut to `evidence` ([`around_evidence`]), then the plan
+/// in which only its workers act ([`only_workers_act`]); when neither reproduces, shrinking goes
+/// on from `plan` as [`shrink`] does.
 pub fn shrink_toward(
     plan: &Plan,
-    participants: &[usize],
+    evidence: &Evidence,
     reproduces: impl FnMut(&Plan) -> bool,
     limits: ShrinkLimits,
 ) -> Shrunk {
@@ -128,9 +207,12 @@ pub fn shrink_toward(
         accepted: 0,
         stopped_by: None,
     };
-    if !participants.is_empty() {
-        let cast = only_workers_act(&shrinker.best, participants);
-        shrinker.try_candidate(cast);
+    if !evidence.workers.is_empty() {
+        let story = around_evidence(&shrinker.best, evidence);
+        if !shrinker.try_candidate(story) {
+            let cast = only_workers_act(&shrinker.best, &evidence.workers);
+            shrinker.try_candidate(cast);
+        }
     }
     // Each pass can unlock another (fewer workers make some faults removable), so repeat
     // until a whole round changes nothing; three rounds bound the cost.
@@ -174,26 +256,54 @@ pub fn shrink_toward(
 }
 
 /// The workers an anomaly is about: those whose events (or whose tasks' events: `w1:renew` is
-/// `w1`'s) it cites, and those the faults it cites were aimed at, by number, ascending.
+/// `w1`'s) it cites, those the faults it cites were aimed at, those whose writes it cites,
+/// and those whose leases its cited
+/// events name (the owner or holder of a lock log entry: the worker that asked for that owner
+/// token), by number, ascending.
 pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> Vec<usize> {
-    let mut workers: Vec<usize> = cited
+    let number = worker_number;
+    let cited: Vec<usize> = cited
         .iter()
         .filter_map(|&index| usize::try_from(index).ok())
         .filter(|&position| position < history.len())
-        .flat_map(|position| {
+        .collect();
+    let owners: Vec<&str> = cited
+        .iter()
+        .flat_map(|&position| {
             let event = history.view(position);
-            [Some(event.process), event.target]
+            [event.owner, event.holder]
         })
         .flatten()
-        .filter_map(|name| {
-            fencer_harness::roles::worker_of(name)
-                .strip_prefix('w')
-                .and_then(|n| n.parse::<usize>().ok())
-        })
         .collect();
+    // A write's id names the worker and cycle that sent it (`w2-7`), even in the store's log.
+    let mut workers: Vec<usize> = cited
+        .iter()
+        .flat_map(|&position| {
+            let event = history.view(position);
+            let writer = event.write_id.and_then(|id| id.split('-').next());
+            [Some(event.process), event.target, writer]
+        })
+        .flatten()
+        .filter_map(number)
+        .collect();
+    if !owners.is_empty() {
+        workers.extend((0..history.len()).filter_map(|position| {
+            let event = history.view(position);
+            let asked = event.f == fencer_harness::Op::Acquire
+                && event.owner.is_some_and(|owner| owners.contains(&owner));
+            asked.then(|| number(event.process)).flatten()
+        }));
+    }
     workers.sort_unstable();
     workers.dedup();
     workers
+}
+
+/// The number of the worker a process is or belongs to (`w1:renew` is worker 1's).
+fn worker_number(process: &str) -> Option<usize> {
+    fencer_harness::roles::worker_of(process)
+        .strip_prefix('w')
+        .and_then(|n| n.parse::<usize>().ok())
 }
 
 /// `plan` in which only the workers numbered in `keep` act: every other worker's script
@@ -215,6 +325,88 @@ pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
         .faults
         .retain(|fault| !names.iter().any(|name| name == fault.target()));
     Some(candidate)
+}
+
+/// `plan` cut to `evidence`: only its workers act, each with only the cycles it was in while
+/// the cited events happened (from the one under way at the first to the one under way at the
+/// last), and only the faults that were still to end when the earliest kept cycle began and
+/// started no later than the last cited event, aimed at the cast or at a server. Everything
+/// moves earlier by when that earliest cycle began; each worker's first kept cycle waits as
+/// long as it began after it, and a fault already under way then starts at once. `None` when
+/// the evidence names no worker with a known cycle, or cuts nothing.
+pub fn around_evidence(plan: &Plan, evidence: &Evidence) -> Option<Plan> {
+    let (first_ns, last_ns) = evidence.span_ns?;
+    // For each worker of the cast with cycles that ran: its first and last kept cycle.
+    let kept: Vec<(usize, usize, usize)> = evidence
+        .workers
+        .iter()
+        .filter_map(|&worker| {
+            let starts = evidence.cycle_starts_ns.get(worker)?;
+            let cycles = plan.workers.get(worker)?.cycles.len().min(starts.len());
+            let under_way_at = |time_ns: u64| {
+                starts[..cycles]
+                    .iter()
+                    .rposition(|&start| start <= time_ns)
+                    .unwrap_or(0)
+            };
+            (cycles > 0).then(|| (worker, under_way_at(first_ns), under_way_at(last_ns)))
+        })
+        .collect();
+    // When each kept worker asks for the lock in its first kept cycle: when it sent the acquire
+    // that was granted there (rivals it waited for are gone), else when it first asked.
+    let asks_ns: Vec<u64> = kept
+        .iter()
+        .map(|&(worker, first, _)| {
+            let starts = &evidence.cycle_starts_ns[worker];
+            let begun_ns = starts[first];
+            let ended_ns = starts.get(first + 1).copied().unwrap_or(u64::MAX);
+            evidence
+                .grants_ns
+                .get(worker)
+                .and_then(|grants| {
+                    grants
+                        .iter()
+                        .copied()
+                        .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
+                })
+                .unwrap_or_else(|| {
+                    begun_ns.saturating_add(plan.workers[worker].cycles[first].delay_ns)
+                })
+        })
+        .collect();
+    let origin_ns = asks_ns.iter().copied().min()?;
+    let mut candidate = plan.clone();
+    for (index, script) in candidate.workers.iter_mut().enumerate() {
+        match kept.iter().position(|&(worker, ..)| worker == index) {
+            Some(at) => {
+                let (_, first, last) = kept[at];
+                script.cycles.truncate(last + 1);
+                script.cycles.drain(..first);
+                script.cycles[0].delay_ns = asks_ns[at] - origin_ns;
+            }
+            None => script.cycles.clear(),
+        }
+    }
+    let silenced: Vec<String> = (0..plan.workers.len())
+        .filter(|index| !kept.iter().any(|&(worker, ..)| worker == *index))
+        .map(|index| format!("w{index}"))
+        .collect();
+    candidate.faults = plan
+        .faults
+        .iter()
+        .filter(|fault| !silenced.iter().any(|name| name == fault.target()))
+        .filter(|fault| fault.at_ns() <= last_ns)
+        .filter(|fault| {
+            // A clock step or drift lasts: the clock the kept cycles read still carries it.
+            let lasting = fault.duration_ns() == 0 && matches!(fault.kind(), FaultKind::Skew);
+            lasting || fault.at_ns().saturating_add(fault.duration_ns()) >= origin_ns
+        })
+        .map(|fault| {
+            let at_ns = fault.at_ns().saturating_sub(origin_ns);
+            fault.clone().starting_at(at_ns)
+        })
+        .collect();
+    (candidate != *plan).then_some(candidate)
 }
 
 /// `plan` without worker `index`: its script and the faults aimed at it removed, later workers
@@ -482,6 +674,75 @@ mod tests {
         // Silencing nobody, or everybody, is no candidate.
         assert!(only_workers_act(&plan, &[0, 1, 2, 3, 4]).is_none());
         assert!(only_workers_act(&plan, &[9]).is_none());
+    }
+
+    #[test]
+    fn the_story_keeps_the_casts_cycles_around_the_evidence_and_moves_the_faults_with_them() {
+        const S: u64 = 1_000_000_000;
+        let mut plan = plan();
+        plan.workers[1].cycles[2].delay_ns = S;
+        let pause = |at_s: u64, target: &str, duration_s: u64| Fault::Pause {
+            at_ns: at_s * S,
+            target: target.into(),
+            duration_ns: duration_s * S,
+        };
+        plan.faults = vec![
+            Fault::ClockJump {
+                at_ns: 5 * S,
+                target: "w0".into(),
+                jump_ns: -3 * S as i64,
+            },
+            pause(10, "w1", 5),
+            pause(40, "w1", 5),
+            pause(50, "w2", 5),
+            Fault::DelayWrite {
+                at_ns: 60 * S,
+                target: "w1".into(),
+                duration_ns: S,
+            },
+            pause(75, "w0", 5),
+        ];
+        let seconds = |list: &[u64]| list.iter().map(|s| s * S).collect::<Vec<_>>();
+        let evidence = Evidence {
+            workers: vec![0, 1],
+            span_ns: Some((50 * S, 70 * S)),
+            cycle_starts_ns: vec![
+                seconds(&[0, 20, 40, 60, 80, 100]),
+                seconds(&[0, 30, 45, 65, 90, 110]),
+                seconds(&[0, 10, 20, 30, 40, 50]),
+            ],
+            // w0 was granted the lock it asked for at 42 s; w1 nothing in its third cycle.
+            grants_ns: vec![seconds(&[1, 42]), seconds(&[2]), Vec::new()],
+        };
+        let story = around_evidence(&plan, &evidence).unwrap();
+        story.check().unwrap();
+        // Each keeps the cycles under way at 50 s and at 70 s: its third and fourth.
+        assert_eq!(story.workers[0].cycles[1..], plan.workers[0].cycles[3..4]);
+        assert_eq!(story.workers[1].cycles[1..], plan.workers[1].cycles[3..4]);
+        assert!(story.workers[2..].iter().all(|w| w.cycles.is_empty()));
+        // Everything counts from w0's granted ask at 42 s; w1 first asks at 45 s + 1 s.
+        assert_eq!(story.workers[0].cycles[0].delay_ns, 0);
+        assert_eq!(story.workers[1].cycles[0].delay_ns, 4 * S);
+        assert_eq!(
+            story.faults,
+            vec![
+                // A clock step lasts, so it is kept, at once.
+                Fault::ClockJump {
+                    at_ns: 0,
+                    target: "w0".into(),
+                    jump_ns: -3 * S as i64,
+                },
+                // Under way at 42 s: it starts at once. Over by then, on a silenced worker,
+                // or after the last cited event: dropped.
+                pause(0, "w1", 5),
+                Fault::DelayWrite {
+                    at_ns: 18 * S,
+                    target: "w1".into(),
+                    duration_ns: S,
+                },
+            ]
+        );
+        assert!(around_evidence(&plan, &Evidence::default()).is_none());
     }
 
     #[test]

@@ -67,6 +67,12 @@ impl Process {
         }
     }
 
+    /// Notes, beside the history, that this process's worker (number `worker`) begins its
+    /// next cycle now: what lets a failing plan be cut to the cycles around its evidence.
+    pub fn record_cycle_start(&self, worker: usize) {
+        self.recorder.record_cycle_start(worker);
+    }
+
     /// The process name.
     pub fn name(&self) -> &str {
         &self.caller.process

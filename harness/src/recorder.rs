@@ -36,6 +36,10 @@ pub struct Recorder {
     limit: usize,
     full: AtomicBool,
     filled: Notify,
+    /// When each worker began each of its cycles (true nanoseconds, by worker, in cycle
+    /// order). Not part of the history: no checker judges it; a shrinker cuts a plan around
+    /// an anomaly's evidence with it.
+    cycle_starts: Mutex<Vec<Vec<u64>>>,
 }
 
 /// What a recorder holds: the history so far, and which string table its syms point into.
@@ -127,6 +131,7 @@ impl Recorder {
             limit,
             full: AtomicBool::new(false),
             filled: Notify::new(),
+            cycle_starts: Mutex::new(Vec::new()),
         }
     }
 
@@ -310,6 +315,22 @@ impl Recorder {
             Recording::new(PackedHistory::default(), table),
         );
         taken.history
+    }
+
+    /// Notes that worker number `worker` begins its next cycle now (its first is cycle 0).
+    pub fn record_cycle_start(&self, worker: usize) {
+        let now_ns = self.truth.now_ns();
+        let mut starts = self.cycle_starts.lock().unwrap_or_else(|p| p.into_inner());
+        if starts.len() <= worker {
+            starts.resize_with(worker + 1, Vec::new);
+        }
+        starts[worker].push(now_ns);
+    }
+
+    /// When each worker began each of its cycles, in true nanoseconds (by worker number, then
+    /// cycle number), leaving none behind; a worker that began none has an empty list.
+    pub fn take_cycle_starts(&self) -> Vec<Vec<u64>> {
+        std::mem::take(&mut *self.cycle_starts.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// Everything recorded so far as events, leaving the recorder empty: the unpacked view,

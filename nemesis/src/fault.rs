@@ -641,6 +641,13 @@ impl Fault {
         self
     }
 
+    /// The same fault starting at `at_ns` instead: a shrunk plan that keeps only the cycles
+    /// around an anomaly moves the faults with them.
+    pub fn starting_at(mut self, at_ns: u64) -> Fault {
+        *every_fault!(&mut self, at_ns) = at_ns;
+        self
+    }
+
     /// The process or clock the fault targets.
     pub fn target(&self) -> &str {
         every_fault!(self, target)

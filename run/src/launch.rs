@@ -62,6 +62,10 @@ pub struct Launched {
     /// What was recorded, in the checking form the recorder keeps (unpack an event, or all
     /// of them, only to explain or show it).
     pub history: PackedHistory,
+    /// When each worker began each of its cycles, in true nanoseconds since the start of the
+    /// run (by worker number, then cycle number): kept beside the history, for cutting the
+    /// plan around an anomaly's evidence.
+    pub cycle_starts_ns: Vec<Vec<u64>>,
     /// The tier it ran in.
     pub time: Time,
 }
@@ -249,6 +253,7 @@ impl<'a> Launch<'a> {
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history: recorder.take_packed(),
+            cycle_starts_ns: recorder.take_cycle_starts(),
             time: Time::Simulated,
         })
     }
@@ -294,6 +299,7 @@ impl<'a> Launch<'a> {
         Ok(Launched {
             plan: Arc::unwrap_or_clone(plan),
             history,
+            cycle_starts_ns: recorder.take_cycle_starts(),
             time: Time::Real,
         })
     }

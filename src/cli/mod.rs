@@ -205,6 +205,10 @@ enum Command {
         /// How the mutants' workers wait for a busy lock: poll or backoff (as `run --wait`).
         #[arg(long, default_value = "poll", value_parser = |s: &str| s.parse::<WaitMode>())]
         wait: WaitMode,
+        /// Shrink each mutant's first catch from seed 0 toward its expected class and print
+        /// the sizes before and after (workers acting, cycles, faults, events), with medians.
+        #[arg(long, conflicts_with = "seeds")]
+        shrink: bool,
     },
     /// Tell a run's verdict as a numbered story: the evidence on both clocks, the defence that
     /// failed, the remedy.
@@ -731,7 +735,18 @@ fn dispatch(command: Command, mut context: Context) -> Outcome {
             },
             verbose,
         ),
-        Command::Mutants { cap, seeds, wait } => mutants::mutants(cap, seeds, wait),
+        Command::Mutants {
+            cap,
+            seeds,
+            wait,
+            shrink: false,
+        } => mutants::mutants(cap, seeds, wait),
+        Command::Mutants {
+            cap,
+            wait,
+            shrink: true,
+            ..
+        } => mutants::shrunk(cap, wait),
         Command::BenchReal {
             lock,
             store,

@@ -3,6 +3,8 @@
 
 use fencer_gate::mutants::{Detection, ZOO, detect_each, hunt};
 use fencer_gate::seeds::SeedRange;
+use fencer_gate::shrink::{PlanSize, ShrinkLimits};
+use fencer_gate::zoo_shrink::shrink_first_catch;
 use fencer_workloads::WaitMode;
 
 use super::output::outln;
@@ -144,4 +146,86 @@ fn row(detection: &Detection) -> String {
         max,
         detection.runs_per_s()
     )
+}
+
+/// Shrinks each mutant's first catch from seed 0 (hunting up to `cap` seeds) and prints its
+/// size before and after, the candidates and seconds the shrink took, and the zoo's medians;
+/// exit 1 if a mutant was not caught.
+pub fn shrunk(cap: u64, wait: WaitMode) -> Outcome {
+    if cap == 0 {
+        return Err(Failure::BadInput("--cap must be at least 1".into()));
+    }
+    outln!(
+        "{:<22} {:<24} {:>4}  {:>26}  {:>26} {:>6} {:>6}",
+        "mutant",
+        "class",
+        "seed",
+        "before (w/cyc/flt/events)",
+        "after (w/cyc/flt/events)",
+        "cands",
+        "s"
+    );
+    let mut afters = Vec::new();
+    let mut escaped = Vec::new();
+    for mutant in &ZOO {
+        let shrink = match shrink_first_catch(mutant, wait, cap, ShrinkLimits::default()) {
+            Ok(shrink) => shrink,
+            Err(fencer_gate::zoo_shrink::ZooShrinkError::Run(error)) => {
+                return Err(internal(error));
+            }
+            Err(error) => {
+                outln!("{:<22} {error}", mutant.name);
+                escaped.push(mutant.name);
+                continue;
+            }
+        };
+        let stopped = shrink
+            .stopped_by
+            .map_or_else(String::new, |why| format!("  (stopped by the {why})"));
+        outln!(
+            "{:<22} {:<24} {:>4}  {:>26}  {:>26} {:>6} {:>6.2}{stopped}",
+            mutant.name,
+            mutant.expected_class,
+            shrink.seed,
+            size(shrink.before),
+            size(shrink.after),
+            shrink.candidates,
+            shrink.shrink_s
+        );
+        afters.push((shrink.after, shrink.shrink_s));
+    }
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => values[n / 2],
+            _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+        }
+    };
+    let of = |pick: fn(&(PlanSize, usize)) -> usize| {
+        median(afters.iter().map(|(after, _)| pick(after) as f64).collect())
+    };
+    outln!(
+        "median after shrinking over {} mutants: {:.1} workers, {:.1} cycles, {:.1} faults, {:.0} \
+         events; {:.2} s per shrink (max {:.2} s)",
+        afters.len(),
+        of(|(size, _)| size.workers),
+        of(|(size, _)| size.cycles),
+        of(|(size, _)| size.faults),
+        of(|(_, events)| *events),
+        median(afters.iter().map(|(_, s)| *s).collect()),
+        afters.iter().map(|(_, s)| *s).fold(0.0, f64::max)
+    );
+    if escaped.is_empty() {
+        Ok(0)
+    } else {
+        outln!("not shrunk: {}", escaped.join(", "));
+        Ok(1)
+    }
+}
+
+/// `workers/cycles/faults/events`.
+fn size((plan, events): (PlanSize, usize)) -> String {
+    format!("{}/{}/{}/{events}", plan.workers, plan.cycles, plan.faults)
 }

@@ -254,6 +254,7 @@ impl Worker {
         let mut late = LateWork::default();
         let mut cancels = self.lock.process().faults().cancellations();
         for (cycle_number, cycle) in plan.cycles.iter().enumerate() {
+            self.lock.process().record_cycle_start(self.index);
             sleep_ns(cycle.delay_ns).await;
             let Some(lease) = self.acquire(config, &mut owners, &mut waits).await else {
                 continue;
