@@ -67,6 +67,12 @@ impl Window {
         Window::LostRenewThenWrite,
     ];
 
+    /// Whether counting it needs the lock service's log (a lease's end, or a grant): every
+    /// kind but a lost renew reply followed by a write, which the workers' own calls show.
+    pub fn needs_lock_log(self) -> bool {
+        self != Window::LostRenewThenWrite
+    }
+
     /// What the window is, in words, for summaries.
     pub fn describe(self) -> &'static str {
         match self {
@@ -144,10 +150,15 @@ pub struct WindowCount {
 pub struct Coverage {
     /// Every kind and width, in [`Window::ALL`] then [`Width::ALL`] order.
     pub windows: Vec<WindowCount>,
+    /// The history holds no entry of the lock service's log (a lock service fencer cannot
+    /// see into, or a client library talking to its own server): the kinds that
+    /// [need it](Window::needs_lock_log) were not measured, and their zeros mean nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_lock_log: bool,
 }
 
 impl Coverage {
-    fn tally(counts: &BTreeMap<Window, [u64; 4]>) -> Coverage {
+    fn tally(counts: &BTreeMap<Window, [u64; 4]>, without_lock_log: bool) -> Coverage {
         let windows = Window::ALL
             .iter()
             .flat_map(|&window| {
@@ -162,7 +173,10 @@ impl Coverage {
                     })
             })
             .collect();
-        Coverage { windows }
+        Coverage {
+            windows,
+            without_lock_log,
+        }
     }
 
     /// How many windows of `window` at most `width` wide the history reached.
@@ -180,7 +194,7 @@ pub fn coverage(history: &PackedHistory, ttl_ns: u64) -> Coverage {
     for row in history.rows().iter() {
         pass.row(&row);
     }
-    Coverage::tally(&pass.counts)
+    Coverage::tally(&pass.counts, !pass.lock_logged)
 }
 
 /// A lease as the lock log last left it.
@@ -243,6 +257,8 @@ struct Pass<'h> {
     /// When the servers last logged a renew or release by each owner, or a write by its id
     /// (indexed by the owner's or the write id's sym, a slot per call).
     applied: Vec<[Option<u64>; 3]>,
+    /// Whether any lock log entry was seen.
+    lock_logged: bool,
 }
 
 impl<'h> Pass<'h> {
@@ -259,6 +275,7 @@ impl<'h> Pass<'h> {
             lost_renews: BTreeMap::new(),
             workers: vec![None; history.strings.len()],
             applied: vec![[None; 3]; history.strings.len()],
+            lock_logged: false,
         }
     }
 
@@ -285,6 +302,7 @@ impl<'h> Pass<'h> {
     fn row(&mut self, row: &RowRef<'_>) {
         match row.kind {
             EventType::Log if matches!(row.f, Op::Acquire | Op::Renew | Op::Release) => {
+                self.lock_logged = true;
                 if let (Some(owner), Some(call)) = (row.owner, applied_slot(row.f)) {
                     self.applied[owner.slot()][call] = Some(row.time_ns);
                 }
@@ -498,12 +516,21 @@ pub struct CoverageTally {
     /// Runs that reached each kind and width at least once, in [`Window::ALL`] then
     /// [`Width::ALL`] order (a count of runs, not of windows).
     pub reached: Vec<WindowCount>,
+    /// Runs whose history held no lock service log: not counted for the kinds that
+    /// [need it](Window::needs_lock_log).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub runs_without_lock_log: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl CoverageTally {
     /// Adds one run's coverage.
     pub fn add(&mut self, coverage: &Coverage) {
         self.runs += 1;
+        self.runs_without_lock_log += u64::from(coverage.without_lock_log);
         self.fill();
         for (tally, run) in self.reached.iter_mut().zip(&coverage.windows) {
             tally.count += u64::from(run.count > 0);
@@ -513,6 +540,7 @@ impl CoverageTally {
     /// Adds another tally (a shard's).
     pub fn merge(&mut self, other: &CoverageTally) {
         self.runs += other.runs;
+        self.runs_without_lock_log += other.runs_without_lock_log;
         self.fill();
         for (tally, theirs) in self.reached.iter_mut().zip(&other.reached) {
             tally.count += theirs.count;
@@ -522,31 +550,51 @@ impl CoverageTally {
     /// Every kind and width present, with no run counted yet where missing.
     fn fill(&mut self) {
         if self.reached.is_empty() {
-            self.reached = Coverage::tally(&BTreeMap::new()).windows;
+            self.reached = Coverage::tally(&BTreeMap::new(), false).windows;
         }
     }
 
     /// One line per kind and width: "release in flight across expiry, ≤ 1 ms: reached in 37
-    /// of 1,000 seeds", or "…: never reached".
+    /// of 1,000 seeds", or "…: never reached". A kind that needs the lock service's log is
+    /// counted over the seeds whose history held one, and said so when some did not; when
+    /// none did, one line says those kinds were not measured.
     pub fn lines(&self) -> Vec<String> {
         let mut tally = self.clone();
         tally.fill();
-        tally
-            .reached
-            .iter()
-            .map(|entry| {
-                let what = format!("{}, {}", entry.window.describe(), entry.width.label());
-                if entry.count == 0 {
+        let logged = self.runs.saturating_sub(self.runs_without_lock_log);
+        let mut lines = Vec::new();
+        if logged == 0 {
+            lines.push(format!(
+                "windows at a lease's end or a grant: not measured (no seed's history holds the \
+                 lock service's log, so no lease end or grant is known; {} seeds)",
+                thousands(self.runs)
+            ));
+        }
+        for entry in &tally.reached {
+            let needs_log = entry.window.needs_lock_log();
+            if needs_log && logged == 0 {
+                continue;
+            }
+            let (of, with_log) = match (needs_log, self.runs_without_lock_log) {
+                (true, 1..) => (logged, " with a lock service log"),
+                _ => (self.runs, ""),
+            };
+            let what = format!("{}, {}", entry.window.describe(), entry.width.label());
+            lines.push(if entry.count == 0 {
+                if with_log.is_empty() {
                     format!("{what}: never reached")
                 } else {
-                    format!(
-                        "{what}: reached in {} of {} seeds",
-                        thousands(entry.count),
-                        thousands(self.runs)
-                    )
+                    format!("{what}: never reached in {} seeds{with_log}", thousands(of))
                 }
-            })
-            .collect()
+            } else {
+                format!(
+                    "{what}: reached in {} of {} seeds{with_log}",
+                    thousands(entry.count),
+                    thousands(of)
+                )
+            });
+        }
+        lines
     }
 }
 
@@ -653,5 +701,61 @@ mod tests {
             merged.reached.iter().map(|entry| entry.count).max(),
             Some(2)
         );
+    }
+
+    /// A worker's renew whose reply was lost, then its write, and a release in flight: what a
+    /// client library talking to its own server leaves, with no lock service log.
+    fn without_lock_log() -> PackedHistory {
+        let mut history = Builder::new();
+        history
+            .at(1.0)
+            .invoke_lock_call("w0:renew", Op::Renew, "L", "aa");
+        history.at(2.0).info("w0:renew");
+        // The builder moves each event a step past the one before.
+        history.invoke_write("w0", "k", 0, "w0-0");
+        history.at(2.01).ok("w0");
+        history
+            .at(TTL_S - 0.001)
+            .invoke_lock_call("w0", Op::Release, "L", "aa");
+        history.at(TTL_S + 0.004).ok("w0");
+        PackedHistory::pack(&history.build())
+    }
+
+    #[test]
+    fn without_a_lock_log_the_windows_at_a_lease_s_end_are_not_measured_and_not_called_unreached() {
+        let reached = coverage(&without_lock_log(), TTL);
+        assert!(reached.without_lock_log);
+        // The write went 1 s after the lost renew was sent: within a TTL.
+        assert_eq!(reached.count(Window::LostRenewThenWrite, Width::Ttl), 1);
+        assert_eq!(reached.count(Window::LostRenewThenWrite, Width::Ms100), 0);
+        assert!(!coverage(&release_at(TTL_S - 0.001), TTL).without_lock_log);
+
+        let mut none_logged = CoverageTally::default();
+        none_logged.add(&reached);
+        let lines = none_logged.lines();
+        assert!(lines[0].starts_with("windows at a lease's end or a grant: not measured"));
+        assert!(
+            lines.iter().all(|line| !line.contains("across expiry")),
+            "{lines:#?}"
+        );
+        assert!(
+            lines.iter().any(|line| line.starts_with("lost renew reply")
+                && line.ends_with("reached in 1 of 1 seeds")),
+            "{lines:#?}"
+        );
+
+        let mut some_logged = none_logged.clone();
+        some_logged.add(&coverage(&release_at(TTL_S - 0.006), TTL));
+        let lines = some_logged.lines();
+        assert!(
+            lines.contains(
+                &"release in flight across expiry, ≤ 1 ms: never reached in 1 seeds with a lock \
+              service log"
+                    .to_string()
+            )
+        );
+        let json = serde_json::to_string(&some_logged).unwrap();
+        let back: CoverageTally = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, some_logged);
     }
 }

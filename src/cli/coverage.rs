@@ -20,7 +20,8 @@ pub struct CoverageArgs {
 }
 
 /// Adds up the coverage of every directory and prints it, one line per window kind and width;
-/// windows no run reached are printed as never reached.
+/// windows no run reached are printed as never reached, and those no run could measure (no
+/// lock service log) as not measured.
 pub fn coverage_command(args: &CoverageArgs) -> Outcome {
     let mut tally = CoverageTally::default();
     for dir in &args.dirs {

@@ -237,7 +237,8 @@ impl Observer for Watch {
 
 /// The summary table printed at the end of a gate (and of a merge).
 /// The race windows a gate's runs reached, one line per kind and width, those never reached
-/// said so; nothing for a summary that counted none (written before coverage was).
+/// said so, those no run could measure said so; nothing for a summary that counted none
+/// (written before coverage was).
 pub fn print_coverage(tally: &CoverageTally) {
     if tally.runs == 0 {
         return;
