@@ -233,6 +233,27 @@ impl SimLeaseService {
         Owned::Done
     }
 
+    /// Logs that `owner`'s renew extended `lease` by `ttl`, as every renewing path does.
+    fn record_renewal(
+        &self,
+        lock: &str,
+        now_ns: i64,
+        owner: OwnerToken,
+        lease: &Lease,
+        ttl: Duration,
+    ) -> Owned {
+        let renewed = LockChange::Renewed {
+            owner,
+            holder: lease.owner,
+            holder_token: lease.token,
+            ttl,
+            expires_ns: lease.expires_ns,
+        };
+        self.recorder
+            .record_lock_change(lock, now_ns, &renewed, None);
+        Owned::Done
+    }
+
     /// [`LeaseRules::TwoStepRelease`]: the owner compared, then after the step gap the
     /// current lease deleted, whoever holds it by then.
     async fn release_in_two_steps(
@@ -287,16 +308,7 @@ impl SimLeaseService {
             // Nothing changed, so nothing is logged.
             return Ok(Owned::Done);
         };
-        let renewed = LockChange::Renewed {
-            owner,
-            holder: lease.owner,
-            holder_token: lease.token,
-            ttl,
-            expires_ns: lease.expires_ns,
-        };
-        self.recorder
-            .record_lock_change(lock, now_ns, &renewed, None);
-        Ok(Owned::Done)
+        Ok(self.record_renewal(lock, now_ns, owner, &lease, ttl))
     }
 }
 
@@ -442,16 +454,7 @@ impl LockService for SimLeaseService {
             // Nothing changed, so nothing is logged.
             Renewed::Skipped => return Ok(Owned::Done),
         };
-        let renewed = LockChange::Renewed {
-            owner,
-            holder: lease.owner,
-            holder_token: lease.token,
-            ttl,
-            expires_ns: lease.expires_ns,
-        };
-        self.recorder
-            .record_lock_change(lock, now_ns, &renewed, None);
-        Ok(Owned::Done)
+        Ok(self.record_renewal(lock, now_ns, owner, &lease, ttl))
     }
 
     async fn release(&self, lock: &str, owner: OwnerToken) -> Result<Owned, CallError> {

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, RunError};
+use fencer_run::{Backends, Launch, Launched, RunError};
 
 use crate::regressions::write_atomically;
-use crate::shrink::{Evidence, PlanSize, ShrinkLimits, fails_with, shrink_toward};
+use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
 use crate::summary::ShrinkRecord;
 
 /// Why a plan could not be shrunk.
@@ -52,6 +52,60 @@ pub struct Against<'a> {
     pub strict: bool,
 }
 
+/// A failing plan shrunk: the smallest plan found and the run that confirmed it.
+#[derive(Debug)]
+pub struct ShrunkFailure {
+    /// What the shrink produced.
+    pub shrunk: Shrunk,
+    /// The shrunk plan run once more, still showing the class.
+    pub confirmed: Launched,
+}
+
+/// Shrinks `plan`, which fails with `class`, toward the story of the first anomaly of that
+/// class ([`Evidence::cited`]), then runs the result once more to confirm it still fails.
+/// Stops early when `interrupted` is raised. `plan_path` names the plan in errors.
+pub fn shrink_failing(
+    plan: &Plan,
+    plan_path: &Path,
+    class: AnomalyClass,
+    limits: ShrinkLimits,
+    against: Against<'_>,
+    interrupted: &AtomicBool,
+) -> Result<ShrunkFailure, MinimizeError> {
+    let original = Launch::new(against.backends).run(plan)?;
+    let verdict =
+        fencer_run::checking::judge(&original.plan.settings, &original.history, against.strict);
+    // The first story of the class: the plan cut to its evidence is tried first.
+    let story = verdict
+        .anomalies
+        .iter()
+        .find(|anomaly| anomaly.class == class);
+    let Some(story) = story.filter(|_| verdict.anomaly_counts.contains_key(class.name())) else {
+        return Err(MinimizeError::DoesNotFail {
+            plan: plan_path.display().to_string(),
+            class,
+        });
+    };
+    let evidence = Evidence::cited(&original.history, &story.events, original.cycle_starts_ns);
+    let mut still_fails = fails_with(class, against.backends, against.strict);
+    let shrunk = shrink_toward(
+        plan,
+        &evidence,
+        |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
+        limits,
+    );
+    let confirmed = Launch::new(against.backends).run(&shrunk.plan)?;
+    // The predicate accepted this plan; a verdict without the class now would mean the run is
+    // not deterministic.
+    if !fencer_run::checking::judge(&confirmed.plan.settings, &confirmed.history, against.strict)
+        .anomaly_counts
+        .contains_key(class.name())
+    {
+        return Err(MinimizeError::NotReproducible(class));
+    }
+    Ok(ShrunkFailure { shrunk, confirmed })
+}
+
 /// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json` and
 /// `shrink.json` into `dir`. Stops early when `interrupted` is raised.
 pub fn minimize(
@@ -63,41 +117,14 @@ pub fn minimize(
     against: Against<'_>,
     interrupted: &AtomicBool,
 ) -> Result<ShrinkRecord, MinimizeError> {
-    let original = Launch::new(against.backends).run(plan)?;
-    let verdict =
-        fencer_run::checking::judge(&original.plan.settings, &original.history, against.strict);
-    // The cast of the first story of the class: the plan with only them is tried first.
-    let story = verdict
-        .anomalies
-        .iter()
-        .find(|anomaly| anomaly.class == class);
-    let Some(story) = story.filter(|_| verdict.anomaly_counts.contains_key(class.name())) else {
-        return Err(MinimizeError::DoesNotFail {
-            plan: dir.join("plan.json").display().to_string(),
-            class,
-        });
-    };
-    let evidence = Evidence::cited(
-        &original.history,
-        &story.events,
-        original.cycle_starts_ns.clone(),
-    );
-    let mut still_fails = fails_with(class, against.backends, against.strict);
-    let shrunk = shrink_toward(
+    let ShrunkFailure { shrunk, confirmed } = shrink_failing(
         plan,
-        &evidence,
-        |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
+        &dir.join("plan.json"),
+        class,
         limits,
-    );
-    let launched = Launch::new(against.backends).run(&shrunk.plan)?;
-    // The predicate accepted this plan; a verdict without the class now would mean the run is
-    // not deterministic.
-    if !fencer_run::checking::judge(&launched.plan.settings, &launched.history, against.strict)
-        .anomaly_counts
-        .contains_key(class.name())
-    {
-        return Err(MinimizeError::NotReproducible(class));
-    }
+        against,
+        interrupted,
+    )?;
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| MinimizeError::Io { path, source }
@@ -110,7 +137,7 @@ pub fn minimize(
         before: PlanSize::of(plan),
         after: PlanSize::of(&shrunk.plan),
         events_before,
-        events_after: launched.history.len(),
+        events_after: confirmed.history.len(),
         candidates: shrunk.candidates,
         stopped_by: shrunk.stopped_by.map(str::to_string),
     };

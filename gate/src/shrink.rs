@@ -23,7 +23,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fencer_checkers::AnomalyClass;
-use fencer_harness::EventType;
+use fencer_harness::{EventType, roles};
 use fencer_nemesis::{Fault, FaultKind};
 use serde::{Deserialize, Serialize};
 
@@ -167,7 +167,8 @@ impl Evidence {
             if event.f != fencer_harness::Op::Acquire {
                 continue;
             }
-            let Some(worker) = worker_number(event.process).filter(|&w| w < grants_ns.len()) else {
+            let Some(worker) = roles::worker_number(event.process).filter(|&w| w < grants_ns.len())
+            else {
                 continue;
             };
             match event.kind {
@@ -261,7 +262,7 @@ pub fn shrink_toward(
 /// events name (the owner or holder of a lock log entry: the worker that asked for that owner
 /// token), by number, ascending.
 pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> Vec<usize> {
-    let number = worker_number;
+    let number = roles::worker_number;
     let cited: Vec<usize> = cited
         .iter()
         .filter_map(|&index| usize::try_from(index).ok())
@@ -280,7 +281,7 @@ pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> V
         .iter()
         .flat_map(|&position| {
             let event = history.view(position);
-            let writer = event.write_id.and_then(|id| id.split('-').next());
+            let writer = event.write_id.and_then(roles::writer_of);
             [Some(event.process), event.target, writer]
         })
         .flatten()
@@ -297,13 +298,6 @@ pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> V
     workers.sort_unstable();
     workers.dedup();
     workers
-}
-
-/// The number of the worker a process is or belongs to (`w1:renew` is worker 1's).
-fn worker_number(process: &str) -> Option<usize> {
-    fencer_harness::roles::worker_of(process)
-        .strip_prefix('w')
-        .and_then(|n| n.parse::<usize>().ok())
 }
 
 /// `plan` in which only the workers numbered in `keep` act: every other worker's script
@@ -423,11 +417,7 @@ pub fn without_worker(plan: &Plan, index: usize) -> Option<Plan> {
         .faults
         .iter()
         .filter_map(|fault| {
-            let Some(number) = fault
-                .target()
-                .strip_prefix('w')
-                .and_then(|n| n.parse::<usize>().ok())
-            else {
+            let Some(number) = roles::worker_number(fault.target()) else {
                 return Some(fault.clone());
             };
             match number.cmp(&index) {

@@ -2,15 +2,18 @@
 //! toward the class it must be caught with, measured in what a reader of the timeline sees
 //! (workers acting, cycles, faults, events) — what `fencer mutants --shrink` tabulates.
 
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::Instant;
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, RunError};
+use fencer_run::{Backends, RunError, simulate_packed};
 use fencer_workloads::WaitMode;
 
+use crate::minimize::{Against, MinimizeError, ShrunkFailure, shrink_failing};
 use crate::mutants::{Mutant, hunt};
-use crate::shrink::{Evidence, PlanSize, ShrinkLimits, fails_with, shrink_toward};
+use crate::shrink::{PlanSize, ShrinkLimits};
 
 /// One mutant's counterexample before and after shrinking.
 #[derive(Clone, Debug)]
@@ -29,8 +32,8 @@ pub struct ZooShrink {
     pub candidates: usize,
     /// Why shrinking stopped early, if it did.
     pub stopped_by: Option<&'static str>,
-    /// Wall time of the shrink alone, in seconds (the hunt and the runs that measure the
-    /// result are not counted).
+    /// Wall time of the shrink in seconds, with the run that finds the anomaly's story and the
+    /// run that confirms the result (the hunt is not counted).
     pub shrink_s: f64,
 }
 
@@ -40,19 +43,23 @@ pub enum ZooShrinkError {
     /// No seed below the cap caught the mutant.
     #[error("{0}: not caught within {1} seeds")]
     NotCaught(&'static str, u64),
-    /// The first catch did not report the mutant's expected class.
-    #[error("{mutant}: seed {seed} did not show {class}")]
-    WrongClass {
+    /// The mutant names a class fencer does not have.
+    #[error("{0}: unknown anomaly class {1}")]
+    UnknownClass(&'static str, &'static str),
+    /// A run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// The first catch did not shrink (it did not show the class, or the result did not
+    /// reproduce).
+    #[error("{mutant} at seed {seed}: {error}")]
+    Shrink {
         /// The mutant.
         mutant: &'static str,
         /// The seed.
         seed: u64,
-        /// The class it should have shown.
-        class: &'static str,
+        /// What went wrong.
+        error: MinimizeError,
     },
-    /// A run failed.
-    #[error(transparent)]
-    Run(#[from] RunError),
 }
 
 /// Hunts `mutant` from seed 0 (up to `cap` seeds), then shrinks its first catch toward the
@@ -67,48 +74,40 @@ pub fn shrink_first_catch(
         .caught
         .ok_or(ZooShrinkError::NotCaught(mutant.name, cap))?
         .seed;
-    let class: AnomalyClass =
-        mutant
-            .expected_class
-            .parse()
-            .map_err(|_| ZooShrinkError::WrongClass {
-                mutant: mutant.name,
-                seed,
-                class: mutant.expected_class,
-            })?;
+    let class: AnomalyClass = mutant
+        .expected_class
+        .parse()
+        .map_err(|_| ZooShrinkError::UnknownClass(mutant.name, mutant.expected_class))?;
     let backends = Backends::new();
     let plan = Plan::generate(&mutant.waiting(wait, seed));
-    let original = Launch::new(&backends).run(&plan)?;
-    let verdict =
-        fencer_run::checking::judge(&original.plan.settings, &original.history, mutant.strict);
-    let story = verdict
-        .anomalies
-        .iter()
-        .find(|anomaly| anomaly.class == class)
-        .ok_or(ZooShrinkError::WrongClass {
+    let events_before = simulate_packed(&plan)?.len();
+    let against = Against {
+        backends: &backends,
+        strict: mutant.strict,
+    };
+    let started = Instant::now();
+    let ShrunkFailure { shrunk, confirmed } = shrink_failing(
+        &plan,
+        Path::new(&format!("{} seed {seed}", mutant.name)),
+        class,
+        limits,
+        against,
+        &AtomicBool::new(false),
+    )
+    .map_err(|error| match error {
+        MinimizeError::Run(error) => ZooShrinkError::Run(error),
+        error => ZooShrinkError::Shrink {
             mutant: mutant.name,
             seed,
-            class: mutant.expected_class,
-        })?;
-    let evidence = Evidence::cited(
-        &original.history,
-        &story.events,
-        original.cycle_starts_ns.clone(),
-    );
-    let started = Instant::now();
-    let shrunk = shrink_toward(
-        &plan,
-        &evidence,
-        fails_with(class, &backends, mutant.strict),
-        limits,
-    );
+            error,
+        },
+    })?;
     let shrink_s = started.elapsed().as_secs_f64();
-    let events_after = Launch::new(&backends).run(&shrunk.plan)?.history.len();
     Ok(ZooShrink {
         mutant,
         seed,
-        before: (PlanSize::of(&plan), original.history.len()),
-        after: (PlanSize::of(&shrunk.plan), events_after),
+        before: (PlanSize::of(&plan), events_before),
+        after: (PlanSize::of(&shrunk.plan), confirmed.history.len()),
         plan: shrunk.plan,
         candidates: shrunk.candidates,
         stopped_by: shrunk.stopped_by,

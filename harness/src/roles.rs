@@ -79,9 +79,42 @@ pub fn worker_of(process: &str) -> &str {
         .map_or(process, |(worker, _)| worker)
 }
 
+/// The number of the worker a process is or belongs to (`w1:renew` is worker 1's); `None`
+/// for a server, the nemesis or any other name.
+pub fn worker_number(process: &str) -> Option<usize> {
+    worker_of(process).strip_prefix('w')?.parse().ok()
+}
+
+/// The id of the write `worker` sends in its cycle `cycle` (`w2-7`): unique in a run, and it
+/// names its sender even where only the id is logged (a store's log).
+pub fn cycle_write_id(worker: &str, cycle: usize) -> String {
+    format!("{worker}-{cycle}")
+}
+
+/// The worker that sent write `write_id`, when the id has [`cycle_write_id`]'s form.
+pub fn writer_of(write_id: &str) -> Option<&str> {
+    let (worker, cycle) = write_id.rsplit_once('-')?;
+    let numbered = !cycle.is_empty() && cycle.bytes().all(|b| b.is_ascii_digit());
+    (numbered && worker_number(worker).is_some()).then_some(worker)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_id_names_its_worker_and_a_process_its_number() {
+        assert_eq!(cycle_write_id("w2", 7), "w2-7");
+        assert_eq!(writer_of(&cycle_write_id("w12", 0)), Some("w12"));
+        assert_eq!(writer_of("w2-"), None);
+        assert_eq!(writer_of("w2-x"), None);
+        assert_eq!(writer_of("store-3"), None);
+        assert_eq!(writer_of("w2"), None);
+        assert_eq!(worker_number("w3:renew-1"), Some(3));
+        assert_eq!(worker_number("w0"), Some(0));
+        assert_eq!(worker_number("lock"), None);
+        assert_eq!(worker_number("nemesis"), None);
+    }
 
     #[test]
     fn renewal_tasks_are_named_by_slot_and_recognised() {

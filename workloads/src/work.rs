@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use fencer_harness::{CallError, FencingToken, Lease, Written};
+use fencer_harness::{CallError, FencingToken, Lease, Written, roles};
 
 use fencer_harness::Workload;
 
@@ -47,7 +47,7 @@ impl Worker {
         let write_id = match config.workload {
             Workload::Mutex => String::new(),
             Workload::FencedRegister | Workload::LockCounter => {
-                format!("w{}-{cycle_number}", self.index)
+                roles::cycle_write_id(self.lock.process().name(), cycle_number)
             }
         };
         let intent = match config.workload {
