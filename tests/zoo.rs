@@ -687,25 +687,20 @@ fn ignoring_renew_failures_multiplies_stale_writes_over_the_reference_worker() {
     );
 }
 
-/// Every mutant's first catch shrinks to a plan that still fails with the mutant's class when
+/// Every mutant's first catch (under the plain defaults over seeds 0..20 where it shows there,
+/// else in its zoo scenario) shrinks to a plan that still fails with the mutant's class when
 /// replayed from its JSON, and the zoo's shrunk plans are small: at most 3 workers acting and
-/// 300 events each, except the mutants named below, with medians of at most 2 workers, 6
-/// cycles and 2 faults. About half a minute in release.
+/// 300 events each, except the mutant named below, with medians of at most 2 workers, 6
+/// cycles and 2 faults. A few seconds in release.
 #[test]
 #[ignore = "long: run with cargo test --release -- --ignored"]
 fn every_mutants_first_catch_shrinks_to_a_small_plan_that_fails_again_on_replay() {
     use fencer_gate::shrink::ShrinkLimits;
     use fencer_gate::zoo_shrink::shrink_first_catch;
-    // Their evidence does not yet cut to a plan that still fails: the shrink falls back to
-    // delta debugging from the whole plan, which leaves more.
-    const NOT_YET_SMALL: [&str; 6] = [
-        "late-renew",
-        "sticky-lock",
-        "two-step-release",
-        "two-step-renew",
-        "expired-renew-ok",
-        "eternal-watchdog",
-    ];
+    // Its cut-down story fails again with 1 worker, 2 cycles and 1 fault, but the lease its
+    // watchdog keeps alive for nobody holds the lock to the end, so the worker's next cycle
+    // polls a busy lock until it gives up: some 2500 events the plan cannot shorten.
+    const NOT_YET_SMALL: [&str; 1] = ["eternal-watchdog"];
     let mut sizes = Vec::new();
     for mutant in &ZOO {
         let shrink =

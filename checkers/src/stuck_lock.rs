@@ -432,14 +432,15 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
         severity: crate::verdict::Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
-            "On lock {lock} {ended}{hidden}. Yet {} from {} sent {} on were all answered busy, \
-             the last {}, {until}, with no grant in between: the lock stayed busy for more than \
+            "On lock {lock} {ended}{hidden}. Yet {} were all answered busy, the first sent by {} \
+             {}, the last answered to {} {}, {until}, with no grant in between: the lock stayed busy for more than \
              {} (its TTL plus a margin) after it was free. Judged from client replies: a lock service must grant a \
              lock nobody holds; one that keeps answering busy stops every worker (a liveness \
              failure, a warning unless strict).",
             count(stuck.answers, "acquire", "acquires"),
             first.process,
             when(ctx, &first, "its"),
+            last.process,
             when(ctx, &last, "its"),
             secs(patience_ns(
                 stuck.last.map_or(stuck.ttl_ns, |holder| holder.ttl_ns)
@@ -670,7 +671,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("2 acquires from w2 sent at 20.000s"),
+            text.contains("2 acquires were all answered busy, the first sent by w2 at 20.000s"),
             "{text}"
         );
         assert!(text.contains("until w3 was granted it at"), "{text}");

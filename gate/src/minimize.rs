@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError};
+use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 use crate::regressions::write_atomically;
 use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
@@ -86,7 +86,8 @@ pub fn shrink_failing(
             class,
         });
     };
-    let evidence = Evidence::cited(&original.history, &story.events, original.cycle_starts_ns);
+    let mut evidence = Evidence::cited(&original.history, &story.events, original.cycle_starts_ns);
+    evidence.latencies_drawn = original.time == Time::Simulated;
     let mut still_fails = fails_with(class, against.backends, against.strict);
     let shrunk = shrink_toward(
         plan,

@@ -6,8 +6,11 @@
 //! reach them then, is tried before anything else: most of a run's workers and cycles have
 //! nothing to do with one stale write. The kept cycles start as early as the run allows, each
 //! worker's first kept cycle waiting as long as it began after the earliest, and the faults
-//! move with them, so the cast meets as it met in the run. Failing that, the plan in which only
-//! the cast acts, with all their cycles. Silenced workers keep their place with an empty
+//! move with them, so the cast meets as it met in the run. A story is cut four ways
+//! ([`StoryCut::ALL`]: each worker's cycles from the story's start or from its own part, each
+//! starting when granted or when it first asked) and each is tried with the plan's seed and
+//! [`STORY_RESEEDS`] others, since a race of milliseconds can hinge on message latencies the
+//! cut draws anew. Failing all, the plan in which only the cast acts, with all their cycles. Silenced workers keep their place with an empty
 //! script rather than being removed: a worker's number names its random streams (owner tokens,
 //! waits), so renumbering the cast would change what it does. Then delta debugging over the
 //! plan as data: drop faults, then worker cycles, then whole workers (renumbering fault
@@ -123,6 +126,10 @@ pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: Shrink
 pub struct Evidence {
     /// The workers, by number, ascending (see [`participants`]).
     pub workers: Vec<usize>,
+    /// For each of [`Evidence::workers`], in the same order, when the earliest cited event that
+    /// names it happened ([`cited_workers`]), counted as [`Evidence::span_ns`] is; a worker
+    /// without an entry counts from the first cited event.
+    pub first_cited_ns: Vec<u64>,
     /// When the first and the last cited event happened, in nanoseconds from when the workers
     /// began, as a plan's fault times count; `None` when nothing is cited.
     pub span_ns: Option<(u64, u64)>,
@@ -130,6 +137,9 @@ pub struct Evidence {
     pub cycle_starts_ns: Vec<Vec<u64>>,
     /// When each worker sent each acquire that was granted, counted the same way.
     pub grants_ns: Vec<Vec<u64>>,
+    /// Whether the run drew its message latencies from its seed (a simulation): only then can
+    /// a story cut be tried again with other draws ([`STORY_RESEEDS`]).
+    pub latencies_drawn: bool,
 }
 
 impl Evidence {
@@ -181,11 +191,17 @@ impl Evidence {
                 _ => {}
             }
         }
+        let (workers, first_cited_ns) = cited_workers(history, cited)
+            .into_iter()
+            .map(|(worker, time_ns)| (worker, time_ns.saturating_sub(began_ns)))
+            .unzip();
         Evidence {
-            workers: participants(history, cited),
+            workers,
+            first_cited_ns,
             span_ns,
             cycle_starts_ns,
             grants_ns,
+            latencies_drawn: false,
         }
     }
 }
@@ -209,8 +225,22 @@ pub fn shrink_toward(
         stopped_by: None,
     };
     if !evidence.workers.is_empty() {
-        let story = around_evidence(&shrinker.best, evidence);
-        if !shrinker.try_candidate(story) {
+        // The story, then the same story with the network's latencies drawn again: a race of
+        // a few milliseconds can hinge on them, and the simulated network draws each message's
+        // latency in turn, so with the rest of the run gone every latency is another.
+        let reseeds = if evidence.latencies_drawn {
+            STORY_RESEEDS
+        } else {
+            0
+        };
+        let told = (0..=reseeds).any(|reseed| {
+            StoryCut::ALL.into_iter().any(|cut| {
+                let story =
+                    around_evidence(plan, evidence, cut).map(|story| reseeded(story, reseed));
+                shrinker.try_candidate(story)
+            })
+        });
+        if !told {
             let cast = only_workers_act(&shrinker.best, &evidence.workers);
             shrinker.try_candidate(cast);
         }
@@ -258,50 +288,69 @@ pub fn shrink_toward(
 
 /// The workers an anomaly is about: those whose events (or whose tasks' events: `w1:renew` is
 /// `w1`'s) it cites, those the faults it cites were aimed at, those whose writes it cites,
-/// and those whose leases its cited
-/// events name (the owner or holder of a lock log entry: the worker that asked for that owner
-/// token), by number, ascending.
+/// and those whose leases its cited events name (the owner or holder of a lock log entry: the
+/// worker that asked for that owner token), by number, ascending.
 pub fn participants(history: &fencer_harness::PackedHistory, cited: &[u64]) -> Vec<usize> {
+    cited_workers(history, cited)
+        .into_iter()
+        .map(|(worker, _)| worker)
+        .collect()
+}
+
+/// [`participants`], each with the true time of the earliest cited event that names it: where
+/// that worker's part in the story begins, which can be long after the first cited event (a
+/// rival granted the lock only after the holder's lease ran out).
+pub fn cited_workers(history: &fencer_harness::PackedHistory, cited: &[u64]) -> Vec<(usize, u64)> {
     let number = roles::worker_number;
     let cited: Vec<usize> = cited
         .iter()
         .filter_map(|&index| usize::try_from(index).ok())
         .filter(|&position| position < history.len())
         .collect();
-    let owners: Vec<&str> = cited
+    // Which worker asked for each owner token the cited events name.
+    let owners: Vec<(&str, u64)> = cited
         .iter()
         .flat_map(|&position| {
             let event = history.view(position);
             [event.owner, event.holder]
+                .into_iter()
+                .flatten()
+                .map(move |owner| (owner, event.time_ns))
         })
-        .flatten()
         .collect();
     // A write's id names the worker and cycle that sent it (`w2-7`), even in the store's log.
-    let mut workers: Vec<usize> = cited
+    let mut workers: Vec<(usize, u64)> = cited
         .iter()
         .flat_map(|&position| {
             let event = history.view(position);
             let writer = event.write_id.and_then(roles::writer_of);
             [Some(event.process), event.target, writer]
+                .into_iter()
+                .flatten()
+                .filter_map(number)
+                .map(move |worker| (worker, event.time_ns))
         })
-        .flatten()
-        .filter_map(number)
         .collect();
     if !owners.is_empty() {
-        workers.extend((0..history.len()).filter_map(|position| {
+        workers.extend((0..history.len()).flat_map(|position| {
             let event = history.view(position);
-            let asked = event.f == fencer_harness::Op::Acquire
-                && event.owner.is_some_and(|owner| owners.contains(&owner));
-            asked.then(|| number(event.process)).flatten()
+            let asker = (event.f == fencer_harness::Op::Acquire)
+                .then(|| number(event.process))
+                .flatten();
+            owners
+                .iter()
+                .filter(move |(owner, _)| asker.is_some() && event.owner == Some(*owner))
+                .filter_map(move |&(_, time_ns)| Some((asker?, time_ns)))
         }));
     }
     workers.sort_unstable();
-    workers.dedup();
+    workers.dedup_by_key(|(worker, _)| *worker);
     workers
 }
 
 /// `plan` in which only the workers numbered in `keep` act: every other worker's script
-/// emptied and the faults aimed at it dropped, numbers unchanged; `None` when that silences
+/// emptied and the faults aimed at it dropped (but lease-edge attacks, which reach the cast),
+/// numbers unchanged; `None` when that silences
 /// nobody or everybody.
 pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
     let silenced: Vec<usize> = (0..plan.workers.len())
@@ -317,58 +366,160 @@ pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
     }
     candidate
         .faults
-        .retain(|fault| !names.iter().any(|name| name == fault.target()));
+        .retain(|fault| reaches_others(fault) || !names.iter().any(|name| name == fault.target()));
     Some(candidate)
 }
 
+/// How many other seeds a story cut is tried with when it does not fail with the plan's own.
+pub const STORY_RESEEDS: u64 = 8;
+
+/// `plan` with its seed moved on by `by`: the same workers, cycles and faults, with the draws
+/// a run makes as it goes (message latencies, owner tokens, backoff waits) drawn again.
+fn reseeded(mut plan: Plan, by: u64) -> Plan {
+    plan.settings.seed = plan.settings.seed.wrapping_add(by);
+    plan
+}
+
+/// How a story is cut from a plan ([`around_evidence`]): which cycles each worker keeps and
+/// when the first of them starts. Which way tells a story again depends on what it hinges on,
+/// so the shrinker tries each ([`StoryCut::ALL`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoryCut {
+    /// Where each worker's kept cycles begin.
+    pub from: CutFrom,
+    /// When each worker's first kept cycle starts.
+    pub start_at: StartAt,
+}
+
+impl StoryCut {
+    /// Every cut, in the order the shrinker tries them.
+    pub const ALL: [StoryCut; 4] = [
+        StoryCut {
+            from: CutFrom::StoryStart,
+            start_at: StartAt::Grant,
+        },
+        StoryCut {
+            from: CutFrom::OwnPart,
+            start_at: StartAt::Grant,
+        },
+        StoryCut {
+            from: CutFrom::StoryStart,
+            start_at: StartAt::FirstAskInStory,
+        },
+        StoryCut {
+            from: CutFrom::OwnPart,
+            start_at: StartAt::FirstAskInStory,
+        },
+    ];
+}
+
+/// Where a story cut begins each kept worker's cycles.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CutFrom {
+    /// At the cycle each was in when the first cited event happened: earlier cycles of a
+    /// worker whose own part comes later can set the scene (a lease it held before).
+    StoryStart,
+    /// At the cycle each was in at the first cited event that names it: a worker whose part
+    /// comes late (a rival granted the lock once the holder's lease ran out) does not replay
+    /// what it did before, which can change who holds the lock when.
+    OwnPart,
+}
+
+/// When a story cut starts each kept worker's first cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// At the acquire of that cycle that was granted: the rivals it waited for are gone, so
+    /// it asks when it got the lock. Right when the wait was for workers the cut silences.
+    Grant,
+    /// At the cycle's first ask, as the plan has it, for a worker that first asked after the
+    /// earliest grant of the story (its wait was for the cast: a rival polling while a fault
+    /// held its acquires until the holder's lease edge); at its grant for the others.
+    FirstAskInStory,
+}
+
 /// `plan` cut to `evidence`: only its workers act, each with only the cycles it was in while
-/// the cited events happened (from the one under way at the first to the one under way at the
-/// last), and only the faults that were still to end when the earliest kept cycle began and
+/// the cited events happened (from the one under way at the first cited event that names it
+/// to the one under way at the last cited event), and only the faults that were still to end when the earliest kept cycle began and
 /// started no later than the last cited event, aimed at the cast or at a server. Everything
 /// moves earlier by when that earliest cycle began; each worker's first kept cycle waits as
 /// long as it began after it, and a fault already under way then starts at once. `None` when
 /// the evidence names no worker with a known cycle, or cuts nothing.
-pub fn around_evidence(plan: &Plan, evidence: &Evidence) -> Option<Plan> {
+pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Option<Plan> {
     let (first_ns, last_ns) = evidence.span_ns?;
     // For each worker of the cast with cycles that ran: its first and last kept cycle.
-    let kept: Vec<(usize, usize, usize)> = evidence
+    let (kept, cited_from_ns): (Vec<(usize, usize, usize)>, Vec<u64>) = evidence
         .workers
         .iter()
-        .filter_map(|&worker| {
+        .enumerate()
+        .filter_map(|(at, &worker)| {
             let starts = evidence.cycle_starts_ns.get(worker)?;
             let cycles = plan.workers.get(worker)?.cycles.len().min(starts.len());
-            let under_way_at = |time_ns: u64| {
+            let begun_by = |time_ns: u64| {
                 starts[..cycles]
                     .iter()
                     .rposition(|&start| start <= time_ns)
                     .unwrap_or(0)
             };
-            (cycles > 0).then(|| (worker, under_way_at(first_ns), under_way_at(last_ns)))
+            // A cycle begins the instant the one before ends, so an event at that instant (a
+            // cancellation, a refused release) belongs to the one before: a worker's own part
+            // begins in the last cycle begun strictly before its first cited event.
+            let begun_before = |time_ns: u64| {
+                starts[..cycles]
+                    .iter()
+                    .rposition(|&start| start < time_ns)
+                    .unwrap_or(0)
+            };
+            let (first, cited_ns) = match cut.from {
+                CutFrom::StoryStart => (begun_by(first_ns), u64::MAX),
+                CutFrom::OwnPart => {
+                    let cited_ns = evidence.first_cited_ns.get(at).copied().unwrap_or(first_ns);
+                    (begun_before(cited_ns), cited_ns)
+                }
+            };
+            (cycles > 0).then(|| ((worker, first, begun_by(last_ns)), cited_ns))
         })
-        .collect();
-    // When each kept worker asks for the lock in its first kept cycle: when it sent the acquire
-    // that was granted there (rivals it waited for are gone), else when it first asked.
-    let asks_ns: Vec<u64> = kept
+        .unzip();
+    // When each kept worker sent the acquire granted in its first kept cycle (when it got the
+    // lock: the rivals it waited for are gone), else when it first asked there, or, cut from
+    // its own part, when its first cited event happened if that was earlier (busy answers the
+    // story cites); and when it first asked there.
+    let (granted_asks_ns, first_asks_ns): (Vec<u64>, Vec<u64>) = kept
         .iter()
-        .map(|&(worker, first, _)| {
+        .zip(&cited_from_ns)
+        .map(|(&(worker, first, _), &cited_ns)| {
             let starts = &evidence.cycle_starts_ns[worker];
             let begun_ns = starts[first];
             let ended_ns = starts.get(first + 1).copied().unwrap_or(u64::MAX);
-            evidence
-                .grants_ns
-                .get(worker)
-                .and_then(|grants| {
-                    grants
-                        .iter()
-                        .copied()
-                        .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
-                })
-                .unwrap_or_else(|| {
-                    begun_ns.saturating_add(plan.workers[worker].cycles[first].delay_ns)
-                })
+            let first_ask_ns = begun_ns.saturating_add(plan.workers[worker].cycles[first].delay_ns);
+            let granted_ask_ns = evidence.grants_ns.get(worker).and_then(|grants| {
+                grants
+                    .iter()
+                    .copied()
+                    .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
+            });
+            (
+                granted_ask_ns.unwrap_or(first_ask_ns).min(cited_ns),
+                first_ask_ns,
+            )
         })
-        .collect();
-    let origin_ns = asks_ns.iter().copied().min()?;
+        .unzip();
+    let origin_ns = granted_asks_ns.iter().copied().min()?;
+    let asks_ns: Vec<u64> = match cut.start_at {
+        StartAt::Grant => granted_asks_ns,
+        // A worker that began asking once the story was under way waited for the cast: its
+        // wait is kept. One that began before waited for others: it starts when granted.
+        StartAt::FirstAskInStory => granted_asks_ns
+            .iter()
+            .zip(&first_asks_ns)
+            .map(|(&granted_ns, &first_ns)| {
+                if first_ns >= origin_ns {
+                    first_ns
+                } else {
+                    granted_ns
+                }
+            })
+            .collect(),
+    };
     let mut candidate = plan.clone();
     for (index, script) in candidate.workers.iter_mut().enumerate() {
         match kept.iter().position(|&(worker, ..)| worker == index) {
@@ -385,15 +536,28 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence) -> Option<Plan> {
         .filter(|index| !kept.iter().any(|&(worker, ..)| worker == *index))
         .map(|index| format!("w{index}"))
         .collect();
+    // When each kept worker's first kept cycle began: an instant fault aimed at it since then
+    // (a cancellation while it waited for the lock) acts on the work the story is about.
+    let cycle_begun_ns = |target: &str| {
+        let worker = roles::worker_number(target)?;
+        let &(_, first, _) = kept.iter().find(|&&(kept, ..)| kept == worker)?;
+        Some(evidence.cycle_starts_ns[worker][first])
+    };
     candidate.faults = plan
         .faults
         .iter()
-        .filter(|fault| !silenced.iter().any(|name| name == fault.target()))
+        .filter(|fault| {
+            reaches_others(fault) || !silenced.iter().any(|name| name == fault.target())
+        })
         .filter(|fault| fault.at_ns() <= last_ns)
         .filter(|fault| {
             // A clock step or drift lasts: the clock the kept cycles read still carries it.
             let lasting = fault.duration_ns() == 0 && matches!(fault.kind(), FaultKind::Skew);
-            lasting || fault.at_ns().saturating_add(fault.duration_ns()) >= origin_ns
+            let in_kept_cycle = fault.duration_ns() == 0
+                && cycle_begun_ns(fault.target()).is_some_and(|begun_ns| fault.at_ns() >= begun_ns);
+            lasting
+                || in_kept_cycle
+                || fault.at_ns().saturating_add(fault.duration_ns()) >= origin_ns
         })
         .map(|fault| {
             let at_ns = fault.at_ns().saturating_sub(origin_ns);
@@ -401,6 +565,14 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence) -> Option<Plan> {
         })
         .collect();
     (candidate != *plan).then_some(candidate)
+}
+
+/// Whether `fault`, aimed at a worker, also acts on the others: a lease-edge attack on a
+/// worker that holds no lease holds every holder's calls at its lease's edge
+/// ([`fencer_harness::ProcessFaults::edge_hold_until`]), so silencing its target does not
+/// silence it.
+fn reaches_others(fault: &Fault) -> bool {
+    fault.kind() == FaultKind::LeaseEdge
 }
 
 /// `plan` without worker `index`: its script and the faults aimed at it removed, later workers
@@ -651,10 +823,13 @@ mod tests {
             let acts = !worker.cycles.is_empty();
             assert_eq!(acts, index == 1 || index == 3, "w{index}");
         }
-        assert!(
-            cast.faults
-                .iter()
-                .all(|f| !["w0", "w2", "w4"].contains(&f.target()))
+        // Only a lease-edge attack on a silenced worker stays: it still holds the cast's calls.
+        let silenced = |f: &&Fault| ["w0", "w2", "w4"].contains(&f.target());
+        let edge = |f: &&Fault| f.kind() == FaultKind::LeaseEdge;
+        assert!(cast.faults.iter().filter(silenced).all(|f| edge(&f)));
+        assert_eq!(
+            cast.faults.iter().filter(silenced).count(),
+            plan.faults.iter().filter(silenced).filter(edge).count()
         );
         let kept = |target: &str| plan.faults.iter().filter(|f| f.target() == target).count();
         let now = |target: &str| cast.faults.iter().filter(|f| f.target() == target).count();
@@ -695,6 +870,7 @@ mod tests {
         let seconds = |list: &[u64]| list.iter().map(|s| s * S).collect::<Vec<_>>();
         let evidence = Evidence {
             workers: vec![0, 1],
+            first_cited_ns: Vec::new(),
             span_ns: Some((50 * S, 70 * S)),
             cycle_starts_ns: vec![
                 seconds(&[0, 20, 40, 60, 80, 100]),
@@ -703,8 +879,9 @@ mod tests {
             ],
             // w0 was granted the lock it asked for at 42 s; w1 nothing in its third cycle.
             grants_ns: vec![seconds(&[1, 42]), seconds(&[2]), Vec::new()],
+            latencies_drawn: true,
         };
-        let story = around_evidence(&plan, &evidence).unwrap();
+        let story = around_evidence(&plan, &evidence, StoryCut::ALL[0]).unwrap();
         story.check().unwrap();
         // Each keeps the cycles under way at 50 s and at 70 s: its third and fourth.
         assert_eq!(story.workers[0].cycles[1..], plan.workers[0].cycles[3..4]);
@@ -732,7 +909,118 @@ mod tests {
                 },
             ]
         );
-        assert!(around_evidence(&plan, &Evidence::default()).is_none());
+        assert!(around_evidence(&plan, &Evidence::default(), StoryCut::ALL[0]).is_none());
+    }
+
+    #[test]
+    fn each_cut_keeps_what_still_reaches_the_cast_and_starts_it_where_its_part_began() {
+        const S: u64 = 1_000_000_000;
+        let mut plan = plan();
+        plan.workers[1].cycles[3].delay_ns = 2 * S;
+        let edge = Fault::LeaseEdge {
+            at_ns: 44 * S,
+            target: "w2".into(),
+            duration_ns: 30 * S,
+            own_offset_ns: -1_000_000,
+            rival_offset_ns: 2_000_000,
+            anchor: fencer_harness::EdgeAnchor::Sent,
+        };
+        plan.faults = vec![
+            // Aimed at w1 while it waited in the cycle its own part begins in, before the
+            // story's first grant: the cancellation still lands on that cycle's work.
+            Fault::Cancel {
+                at_ns: 40 * S,
+                target: "w1".into(),
+            },
+            // Over before the first grant: nothing of it is left.
+            Fault::Pause {
+                at_ns: 30 * S,
+                target: "w1".into(),
+                duration_ns: S,
+            },
+            // On a worker the cut silences, yet it holds every holder's calls at the edge.
+            edge.clone(),
+        ];
+        let seconds = |list: &[u64]| list.iter().map(|s| s * S).collect::<Vec<_>>();
+        let evidence = Evidence {
+            workers: vec![0, 1],
+            // w1's part begins at 66 s, in its cycle begun at 65 s (at the instant a cycle
+            // begins, the one before is still the one under way).
+            first_cited_ns: vec![50 * S, 66 * S],
+            span_ns: Some((50 * S, 70 * S)),
+            cycle_starts_ns: vec![
+                seconds(&[0, 20, 40, 60, 80, 100]),
+                seconds(&[0, 30, 38, 65, 90, 110]),
+                seconds(&[0, 10, 20, 30, 40, 50]),
+            ],
+            grants_ns: vec![seconds(&[1, 42]), seconds(&[2, 70]), Vec::new()],
+            latencies_drawn: true,
+        };
+        let cut = |from, start_at| {
+            let story = around_evidence(&plan, &evidence, StoryCut { from, start_at }).unwrap();
+            story.check().unwrap();
+            story
+        };
+        // From the story's start, w1 keeps the cycle it was in at 50 s (its third) and asks
+        // when its acquire there was granted... none was, so when it first asked: 38 s + its
+        // delay; everything counts from that ask, 4 s before w0's grant.
+        let from_start = cut(CutFrom::StoryStart, StartAt::Grant);
+        assert_eq!(
+            from_start.workers[1].cycles[1..],
+            plan.workers[1].cycles[3..4]
+        );
+        let w1_first_ask_ns = 38 * S + plan.workers[1].cycles[2].delay_ns;
+        assert_eq!(from_start.workers[1].cycles[0].delay_ns, 0);
+        assert_eq!(
+            from_start.workers[0].cycles[0].delay_ns,
+            42 * S - w1_first_ask_ns
+        );
+        // From its own part, w1 keeps only its fourth cycle, asking when it was granted there
+        // (70 s, after its first cited event at 66 s, so that one, less its place in time).
+        let own_part = cut(CutFrom::OwnPart, StartAt::Grant);
+        assert_eq!(own_part.workers[1].cycles.len(), 1);
+        assert_eq!(
+            own_part.workers[1].cycles[0].think_ns,
+            plan.workers[1].cycles[3].think_ns
+        );
+        assert_eq!(own_part.workers[0].cycles[0].delay_ns, 0);
+        assert_eq!(own_part.workers[1].cycles[0].delay_ns, 24 * S);
+        // Starting at its first ask there (65 s + 2 s), since it asked after the story began.
+        let first_ask = cut(CutFrom::OwnPart, StartAt::FirstAskInStory);
+        assert_eq!(first_ask.workers[1].cycles[0].delay_ns, 25 * S);
+        // The lease-edge attack on silenced w2 is kept in every cut, moved with the cast; the
+        // cancellation only where w1's kept cycles began before it; the pause in none.
+        for story in [&from_start, &own_part, &first_ask] {
+            assert!(story.workers[2].cycles.is_empty());
+            assert!(story.faults.iter().all(|f| f.kind() != FaultKind::Pause));
+            assert!(
+                story
+                    .faults
+                    .iter()
+                    .any(|f| f.kind() == FaultKind::LeaseEdge)
+            );
+        }
+        assert_eq!(
+            from_start.faults,
+            vec![
+                Fault::Cancel {
+                    at_ns: 40 * S - w1_first_ask_ns,
+                    target: "w1".into(),
+                },
+                edge.clone().starting_at(44 * S - w1_first_ask_ns),
+            ]
+        );
+        assert_eq!(own_part.faults, vec![edge.starting_at(2 * S)]);
+    }
+
+    #[test]
+    fn a_reseeded_plan_differs_only_in_its_seed() {
+        let plan = plan();
+        let again = reseeded(plan.clone(), 3);
+        assert_eq!(again.settings.seed, plan.settings.seed + 3);
+        assert_eq!(again.workers, plan.workers);
+        assert_eq!(again.faults, plan.faults);
+        assert_eq!(reseeded(plan.clone(), 0), plan);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! How small the zoo's counterexamples shrink: for a mutant, its first catching seed shrunk
 //! toward the class it must be caught with, measured in what a reader of the timeline sees
 //! (workers acting, cycles, faults, events) — what `fencer mutants --shrink` tabulates.
+//!
+//! A mutant is hunted first where a user meets it: the default settings with only its lock,
+//! store or client swapped in, over [`DEFAULT_SEEDS`] (what `fencer gate` runs); a mutant that
+//! hides there is hunted in the scenario `fencer mutants` exposes it with.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -8,19 +12,57 @@ use std::time::Instant;
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
+use fencer_run::settings::Settings;
 use fencer_run::{Backends, RunError, simulate_packed};
 use fencer_workloads::WaitMode;
 
 use crate::minimize::{Against, MinimizeError, ShrunkFailure, shrink_failing};
-use crate::mutants::{Mutant, hunt};
+use crate::mutants::{Mutant, hunt, verdict_of};
 use crate::shrink::{PlanSize, ShrinkLimits};
+
+/// The seeds a gate runs by default (`fencer gate` without `--seeds`), where a mutant is hunted
+/// under the plain defaults.
+pub const DEFAULT_SEEDS: std::ops::Range<u64> = 0..20;
+
+/// Where a mutant's counterexample was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    /// The default settings with the mutant's lock, store or client swapped in.
+    Defaults,
+    /// The workload, faults and fault rate `fencer mutants` exposes the mutant with.
+    Zoo,
+}
+
+impl Scenario {
+    /// The word the table prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Defaults => "defaults",
+            Scenario::Zoo => "scenario",
+        }
+    }
+}
+
+/// The default settings at `seed` with `mutant`'s lock, store and client swapped in.
+pub fn plain_defaults(mutant: &Mutant, seed: u64) -> Settings {
+    let zoo = mutant.settings(seed);
+    Settings {
+        seed,
+        lock: zoo.lock,
+        store: zoo.store,
+        client: zoo.client,
+        ..Settings::default()
+    }
+}
 
 /// One mutant's counterexample before and after shrinking.
 #[derive(Clone, Debug)]
 pub struct ZooShrink {
     /// The mutant.
     pub mutant: &'static Mutant,
-    /// The first seed from 0 that caught it.
+    /// Where it was caught.
+    pub scenario: Scenario,
+    /// The first seed from 0 that caught it there.
     pub seed: u64,
     /// The caught plan's size, and the events its run recorded.
     pub before: (PlanSize, usize),
@@ -62,24 +104,41 @@ pub enum ZooShrinkError {
     },
 }
 
-/// Hunts `mutant` from seed 0 (up to `cap` seeds), then shrinks its first catch toward the
-/// mutant's expected class under `limits`, judged as the mutant is (strictly or not).
+/// Hunts `mutant` under the plain defaults over [`DEFAULT_SEEDS`] for a verdict with its
+/// expected class, else in its zoo scenario from seed 0 (up to `cap` seeds, its workers waiting
+/// as `wait` says), then shrinks the first catch toward that class under `limits`, judged as
+/// the mutant is (strictly or not).
 pub fn shrink_first_catch(
     mutant: &'static Mutant,
     wait: WaitMode,
     cap: u64,
     limits: ShrinkLimits,
 ) -> Result<ZooShrink, ZooShrinkError> {
-    let seed = hunt(mutant, wait, cap)?
-        .caught
-        .ok_or(ZooShrinkError::NotCaught(mutant.name, cap))?
-        .seed;
     let class: AnomalyClass = mutant
         .expected_class
         .parse()
         .map_err(|_| ZooShrinkError::UnknownClass(mutant.name, mutant.expected_class))?;
+    let mut under_defaults = None;
+    for seed in DEFAULT_SEEDS {
+        let verdict = verdict_of(&plain_defaults(mutant, seed), mutant.strict)?;
+        if verdict.anomaly_counts.contains_key(class.name()) {
+            under_defaults = Some(seed);
+            break;
+        }
+    }
+    let (scenario, settings) = match under_defaults {
+        Some(seed) => (Scenario::Defaults, plain_defaults(mutant, seed)),
+        None => {
+            let seed = hunt(mutant, wait, cap)?
+                .caught
+                .ok_or(ZooShrinkError::NotCaught(mutant.name, cap))?
+                .seed;
+            (Scenario::Zoo, mutant.waiting(wait, seed))
+        }
+    };
+    let seed = settings.seed;
     let backends = Backends::new();
-    let plan = Plan::generate(&mutant.waiting(wait, seed));
+    let plan = Plan::generate(&settings);
     let events_before = simulate_packed(&plan)?.len();
     let against = Against {
         backends: &backends,
@@ -105,6 +164,7 @@ pub fn shrink_first_catch(
     let shrink_s = started.elapsed().as_secs_f64();
     Ok(ZooShrink {
         mutant,
+        scenario,
         seed,
         before: (PlanSize::of(&plan), events_before),
         after: (PlanSize::of(&shrunk.plan), confirmed.history.len()),

@@ -156,9 +156,10 @@ pub fn shrunk(cap: u64, wait: WaitMode) -> Outcome {
         return Err(Failure::BadInput("--cap must be at least 1".into()));
     }
     outln!(
-        "{:<22} {:<24} {:>4}  {:>26}  {:>26} {:>6} {:>6}",
+        "{:<22} {:<24} {:<8} {:>4}  {:>26}  {:>26} {:>6} {:>6}",
         "mutant",
         "class",
+        "where",
         "seed",
         "before (w/cyc/flt/events)",
         "after (w/cyc/flt/events)",
@@ -183,9 +184,10 @@ pub fn shrunk(cap: u64, wait: WaitMode) -> Outcome {
             .stopped_by
             .map_or_else(String::new, |why| format!("  (stopped by the {why})"));
         outln!(
-            "{:<22} {:<24} {:>4}  {:>26}  {:>26} {:>6} {:>6.2}{stopped}",
+            "{:<22} {:<24} {:<8} {:>4}  {:>26}  {:>26} {:>6} {:>6.2}{stopped}",
             mutant.name,
             mutant.expected_class,
+            shrink.scenario.name(),
             shrink.seed,
             size(shrink.before),
             size(shrink.after),
