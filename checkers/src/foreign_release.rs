@@ -367,8 +367,10 @@ fn explain_acked(ctx: &Context<'_>, hit: &AckedHit) -> Anomaly {
         explanation: format!(
             "{}. Before that {} was sent, {} had already been told it acquired lock {} with the \
              newer token {} at {}.{repeats} Judged from client replies (the history has no lock \
-             log): the lock service let a superseded owner {} the lock, acting on {}'s lease or \
-             reviving a replaced one. {RULE}",
+             log): a superseded owner was told its {} succeeded. The replies cannot tell which \
+             happened: the lock service acted on {}'s lease, revived a replaced one, or did \
+             nothing while the caller was told ok (a client that reports success for a lease \
+             it no longer holds). {RULE}",
             story.render(),
             call.f.name(),
             newer.process,
@@ -505,6 +507,15 @@ mod tests {
         );
         assert!(
             text.contains("sent a renew of lock L from w0:renew at"),
+            "{text}"
+        );
+        // Replies alone do not say what the service did: the text names each possibility.
+        assert!(
+            text.contains(
+                "a superseded owner was told its renew succeeded. The replies cannot tell which \
+                 happened: the lock service acted on w1's lease, revived a replaced one, or did \
+                 nothing while the caller was told ok"
+            ),
             "{text}"
         );
     }

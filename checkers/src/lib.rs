@@ -92,7 +92,7 @@ mod zombie_renewal;
 
 use std::collections::BTreeMap;
 
-use fencer_harness::{History, PackedHistory};
+use fencer_harness::{EventType, History, Op, PackedHistory};
 
 use crate::context::Context;
 use crate::findings::Outcome;
@@ -147,6 +147,11 @@ fn check_classes(
         anomalies: Vec::new(),
         checkers: Vec::new(),
         unknown_because: None,
+        // An empty history is unknown for that reason already.
+        no_lease_granted: !history.rows().is_empty()
+            && !history
+                .views()
+                .any(|event| event.f == Op::Acquire && event.kind == EventType::Ok),
     };
     if history.rows().is_empty() {
         verdict.validity = Validity::Unknown;
@@ -370,6 +375,34 @@ mod tests {
             !serde_json::to_string(&verdict)
                 .unwrap()
                 .contains("unknown_because")
+        );
+    }
+
+    #[test]
+    fn a_valid_history_in_which_no_acquire_was_granted_says_it_tested_nothing_under_a_lease() {
+        let mut b = Builder::new();
+        b.busy("w1", "L", "o1");
+        b.at(1.0);
+        b.busy("w2", "L", "o2");
+        let verdict = check(&b.build());
+        assert_eq!(verdict.validity, Validity::Valid);
+        assert!(verdict.no_lease_granted);
+        let summary = verdict.summary_line();
+        assert!(
+            summary.contains("but no acquire was granted, so no work ran under a lease"),
+            "{summary}"
+        );
+        let json = serde_json::to_value(&verdict).unwrap();
+        assert_eq!(json["no_lease_granted"], true);
+        // One grant is a lease to judge: no remark, and nothing added to the JSON.
+        b.acquire("w1", "L", "o3", 1, false);
+        let verdict = check(&b.build());
+        assert!(!verdict.no_lease_granted);
+        assert!(!verdict.summary_line().contains("no acquire was granted"));
+        assert!(
+            !serde_json::to_string(&verdict)
+                .unwrap()
+                .contains("no_lease_granted")
         );
     }
 

@@ -357,6 +357,11 @@ pub struct Verdict {
     /// nor a broken one, and the verdict is unknown (omitted from JSON when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_because: Option<String>,
+    /// True when the history holds no granted acquire: no work ran under a lease, so a valid
+    /// verdict says nothing about what a lock protects (a lock service that was never reached,
+    /// a client that never got the lock); omitted from JSON when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_lease_granted: bool,
 }
 
 impl Verdict {
@@ -395,6 +400,11 @@ impl Verdict {
                     .collect();
                 format!("invalid: {}{skipped_note}", counts.join(", "))
             }
+            Validity::Valid if self.no_lease_granted => format!(
+                "valid: 0 anomalies in {} events, but no acquire was granted, so no work ran \
+                 under a lease and nothing a lock protects was tested{skipped_note}",
+                self.events
+            ),
             Validity::Valid => {
                 format!("valid: 0 anomalies in {} events{skipped_note}", self.events)
             }
@@ -523,6 +533,7 @@ mod tests {
                 },
             ],
             unknown_because: None,
+            no_lease_granted: false,
         }
     }
 
@@ -557,6 +568,7 @@ mod tests {
             anomalies: Vec::new(),
             checkers: Vec::new(),
             unknown_because: None,
+            no_lease_granted: false,
         };
         assert_eq!(verdict.summary_line(), "valid: 0 anomalies in 1234 events");
         verdict.validity = Validity::Unknown;

@@ -165,6 +165,10 @@ pub struct GateSummary {
     /// from summaries written before coverage was counted, and then zero runs).
     #[serde(default)]
     pub coverage: CoverageTally,
+    /// Runs whose history holds no granted acquire: a valid verdict there tested nothing a
+    /// lock protects, so the gate says how many there were (omitted from JSON when none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub runs_without_grant: u64,
 }
 
 impl GateSummary {
@@ -193,8 +197,14 @@ impl GateSummary {
             wall_s: 0.0,
             shrink_s: 0.0,
             coverage: CoverageTally::default(),
+            runs_without_grant: 0,
         }
     }
+}
+
+/// Whether `count` is zero: a count left out of JSON when nothing was counted.
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 /// Seeds of one chunk `[first_seed, first_seed + CHUNK_SEEDS)` that ran.
@@ -323,6 +333,7 @@ impl GateSummary {
     ) {
         self.count_run(seed, verdict.validity.into(), events);
         self.note_unknown(seed, label, verdict);
+        self.runs_without_grant += u64::from(verdict.no_lease_granted);
         for (class, count) in &verdict.anomaly_counts {
             *self.anomalies.entry(class.clone()).or_default() += *count as u64;
         }
@@ -441,6 +452,7 @@ pub fn merge(parts: &[(String, GateSummary)]) -> Result<GateSummary, MergeError>
             merged.ended = part.ended;
         }
         merged.regressions_run += part.regressions_run;
+        merged.runs_without_grant += part.runs_without_grant;
         merged.seeds_run += part.seeds_run;
         merged.events += part.events;
         for (tally, count) in &part.validity {
@@ -503,6 +515,22 @@ mod tests {
             summary.count_run(Some(seed), validity, 10);
         }
         summary
+    }
+
+    #[test]
+    fn runs_that_granted_no_lease_are_counted_and_merged() {
+        let one = summary("1/2".parse().unwrap(), &[(0, Tally::Valid)]);
+        let mut two = summary("2/2".parse().unwrap(), &[(1, Tally::Valid)]);
+        // The unknown verdict's history (a write, no acquire) granted no lease.
+        let verdict = unknown_verdict();
+        assert!(verdict.no_lease_granted);
+        two.count_checked(Some(3), "seed 3", &verdict, 4);
+        assert_eq!(two.runs_without_grant, 1);
+        let json = |summary: &GateSummary| serde_json::to_string(summary).unwrap();
+        assert!(json(&two).contains("\"runs_without_grant\":1"));
+        assert!(!json(&one).contains("runs_without_grant"));
+        let merged = merge(&[("a".into(), one), ("b".into(), two)]).unwrap();
+        assert_eq!(merged.runs_without_grant, 1);
     }
 
     #[test]

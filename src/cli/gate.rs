@@ -281,6 +281,16 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
         .map(|(tally, count)| format!("{count} {}", tally.name()))
         .collect();
     row("verdicts", verdicts.join(", "));
+    if summary.runs_without_grant > 0 {
+        row(
+            "no lease",
+            format!(
+                "{} of the runs granted no acquire: no work in them ran under a lease, so \
+                 their verdicts test nothing a lock protects",
+                summary.runs_without_grant
+            ),
+        );
+    }
     let by_class = |counts: &BTreeMap<String, u64>| {
         counts
             .iter()
