@@ -522,7 +522,9 @@ pub struct CoverageTally {
     pub runs_without_lock_log: u64,
 }
 
-fn is_zero(n: &u64) -> bool {
+/// Whether a count is zero: the `skip_serializing_if` test of a count that summaries leave
+/// out of their JSON when nothing was counted (here and in a gate's summary).
+pub fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 

@@ -389,7 +389,9 @@ mod tests {
         assert!(verdict.no_lease_granted);
         let summary = verdict.summary_line();
         assert!(
-            summary.contains("but no acquire was granted, so no work ran under a lease"),
+            summary.contains(
+                "but no acquire was answered as granted: no worker was told it held a lease"
+            ),
             "{summary}"
         );
         let json = serde_json::to_value(&verdict).unwrap();
@@ -398,7 +400,7 @@ mod tests {
         b.acquire("w1", "L", "o3", 1, false);
         let verdict = check(&b.build());
         assert!(!verdict.no_lease_granted);
-        assert!(!verdict.summary_line().contains("no acquire was granted"));
+        assert!(!verdict.summary_line().contains("no acquire was answered"));
         assert!(
             !serde_json::to_string(&verdict)
                 .unwrap()

@@ -654,6 +654,22 @@ mod tests {
     }
 
     #[test]
+    fn the_first_and_the_last_refused_acquire_are_named_by_their_own_workers() {
+        let mut b = Builder::new();
+        for (n, process) in ["w2", "w2", "w2", "w4"].into_iter().enumerate() {
+            b.at(10.0 * n as f64);
+            b.busy(process, "L", &format!("o{n}"));
+        }
+        b.acquire("w3", "L", "o9", 1, false);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(text.contains("the first sent by w2 at 20.000s"), "{text}");
+        assert!(text.contains("the last answered to w4 at 30."), "{text}");
+        assert!(!text.contains("from w2"), "{text}");
+    }
+
+    #[test]
     fn a_lock_nobody_was_ever_granted_can_be_stuck_and_a_grant_ends_the_stretch() {
         let mut b = Builder::new();
         for n in 0..4 {

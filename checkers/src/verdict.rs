@@ -357,9 +357,10 @@ pub struct Verdict {
     /// nor a broken one, and the verdict is unknown (omitted from JSON when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unknown_because: Option<String>,
-    /// True when the history holds no granted acquire: no work ran under a lease, so a valid
-    /// verdict says nothing about what a lock protects (a lock service that was never reached,
-    /// a client that never got the lock); omitted from JSON when false.
+    /// True when no acquire in the history was answered as granted: no worker was told it held
+    /// a lease, so a valid verdict says nothing about what a lock protects (a lock service that
+    /// was never reached, a client that never got the lock; a grant whose reply was lost does
+    /// not count, as its worker never learnt of it); omitted from JSON when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_lease_granted: bool,
 }
@@ -401,8 +402,9 @@ impl Verdict {
                 format!("invalid: {}{skipped_note}", counts.join(", "))
             }
             Validity::Valid if self.no_lease_granted => format!(
-                "valid: 0 anomalies in {} events, but no acquire was granted, so no work ran \
-                 under a lease and nothing a lock protects was tested{skipped_note}",
+                "valid: 0 anomalies in {} events, but no acquire was answered as granted: no \
+                 worker was told it held a lease, so nothing a lock protects was \
+                 tested{skipped_note}",
                 self.events
             ),
             Validity::Valid => {

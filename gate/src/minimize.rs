@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError, Time};
+use fencer_run::{Backends, Launch, Launched, RunError};
 
 use crate::regressions::write_atomically;
 use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
@@ -57,6 +57,8 @@ pub struct Against<'a> {
 pub struct ShrunkFailure {
     /// What the shrink produced.
     pub shrunk: Shrunk,
+    /// Events the original plan's run recorded (the run the story was read from).
+    pub original_events: usize,
     /// The shrunk plan run once more, still showing the class.
     pub confirmed: Launched,
 }
@@ -86,8 +88,7 @@ pub fn shrink_failing(
             class,
         });
     };
-    let mut evidence = Evidence::cited(&original.history, &story.events, original.cycle_starts_ns);
-    evidence.latencies_drawn = original.time == Time::Simulated;
+    let evidence = Evidence::cited(&original, &story.events);
     let mut still_fails = fails_with(class, against.backends, against.strict);
     let shrunk = shrink_toward(
         plan,
@@ -104,7 +105,11 @@ pub fn shrink_failing(
     {
         return Err(MinimizeError::NotReproducible(class));
     }
-    Ok(ShrunkFailure { shrunk, confirmed })
+    Ok(ShrunkFailure {
+        shrunk,
+        original_events: original.history.len(),
+        confirmed,
+    })
 }
 
 /// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json` and
@@ -118,7 +123,9 @@ pub fn minimize(
     against: Against<'_>,
     interrupted: &AtomicBool,
 ) -> Result<ShrinkRecord, MinimizeError> {
-    let ShrunkFailure { shrunk, confirmed } = shrink_failing(
+    let ShrunkFailure {
+        shrunk, confirmed, ..
+    } = shrink_failing(
         plan,
         &dir.join("plan.json"),
         class,

@@ -456,6 +456,18 @@ impl Mutant {
         }
     }
 
+    /// The default settings at `seed` with only this mutant's lock, store and client swapped
+    /// in: where a user who runs a gate on the broken component meets it.
+    pub fn in_plain_defaults(&self, seed: u64) -> Settings {
+        Settings {
+            seed,
+            lock: self.lock.into(),
+            store: self.store.into(),
+            client: self.client.into(),
+            ..Settings::default()
+        }
+    }
+
     /// [`Mutant::settings`] with the workers waiting for the lock as `wait` says.
     pub fn waiting(&self, wait: WaitMode, seed: u64) -> Settings {
         Settings {

@@ -6,17 +6,18 @@
 //! reach them then, is tried before anything else: most of a run's workers and cycles have
 //! nothing to do with one stale write. The kept cycles start as early as the run allows, each
 //! worker's first kept cycle waiting as long as it began after the earliest, and the faults
-//! move with them, so the cast meets as it met in the run. A story is cut four ways
+//! move with them, so the cast meets as it met in the run. A story is cut up to four ways
 //! ([`StoryCut::ALL`]: each worker's cycles from the story's start or from its own part, each
-//! starting when granted or when it first asked) and each is tried with the plan's seed and
-//! [`STORY_RESEEDS`] others, since a race of milliseconds can hinge on message latencies the
-//! cut draws anew. Failing all, the plan in which only the cast acts, with all their cycles. Silenced workers keep their place with an empty
-//! script rather than being removed: a worker's number names its random streams (owner tokens,
-//! waits), so renumbering the cast would change what it does. Then delta debugging over the
-//! plan as data: drop faults, then worker cycles, then whole workers (renumbering fault
-//! targets so the plan stays runnable), then make durations, clock steps and drifts smaller. A
-//! candidate is kept only if it passes [`Plan::check`] and the caller's predicate ("does it
-//! still fail with class C?") holds, so the result always reproduces.
+//! starting when granted or when it first asked), and in a simulation each cut is also tried
+//! with [`STORY_RESEEDS`] other seeds, since a race of milliseconds can hinge on message
+//! latencies the cut draws anew. Failing all, the plan in which only the cast acts, with all
+//! their cycles. Silenced workers keep their place with an empty script rather than being
+//! removed: a worker's number names its random streams (owner tokens, waits), so renumbering
+//! the cast would change what it does. Then delta debugging over the plan as data: drop
+//! faults, then worker cycles, then whole workers (renumbering fault targets so the plan stays
+//! runnable), then make durations, clock steps and drifts smaller. A candidate is kept only if
+//! it passes [`Plan::check`] and the caller's predicate ("does it still fail with class C?")
+//! holds, so the result always reproduces.
 //!
 //! Candidates are tried in a fixed order, so with the same predicate and the same candidate
 //! limit the result is the same on every machine; the time budget is a safety net whose
@@ -31,7 +32,7 @@ use fencer_nemesis::{Fault, FaultKind};
 use serde::{Deserialize, Serialize};
 
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch};
+use fencer_run::{Backends, Launch, Launched, Time};
 
 /// Bounds on one shrink.
 #[derive(Clone, Copy, Debug)]
@@ -121,7 +122,7 @@ pub fn shrink(plan: &Plan, reproduces: impl FnMut(&Plan) -> bool, limits: Shrink
 
 /// What an anomaly cites, as a shrink aims at it: the workers it is about and the stretch of
 /// true time its cited events span, with when each worker began each cycle in the run that
-/// showed it ([`Launched::cycle_starts_ns`](fencer_run::Launched::cycle_starts_ns)).
+/// showed it ([`Launched::cycle_starts_ns`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Evidence {
     /// The workers, by number, ascending (see [`participants`]).
@@ -143,16 +144,14 @@ pub struct Evidence {
 }
 
 impl Evidence {
-    /// The evidence of an anomaly citing the events at positions `cited` of `history`, from a
-    /// run whose workers began their cycles at `cycle_starts_ns` (true time, as the history's).
-    /// A real-time run's clock starts before its servers do and its plan's times count from
-    /// its workers' start, so both are counted from the first cycle's start here (zero in a
-    /// simulation).
-    pub fn cited(
-        history: &fencer_harness::PackedHistory,
-        cited: &[u64],
-        mut cycle_starts_ns: Vec<Vec<u64>>,
-    ) -> Evidence {
+    /// The evidence of an anomaly citing the events at positions `cited` of `run`'s history,
+    /// with when its workers began their cycles ([`Launched::cycle_starts_ns`], true time, as
+    /// the history's). A real-time run's clock starts before its servers do and its plan's
+    /// times count from its workers' start, so both are counted from the first cycle's start
+    /// here (zero in a simulation).
+    pub fn cited(run: &Launched, cited: &[u64]) -> Evidence {
+        let history = &run.history;
+        let mut cycle_starts_ns = run.cycle_starts_ns.clone();
         let began_ns = cycle_starts_ns
             .iter()
             .filter_map(|starts| starts.first().copied())
@@ -201,7 +200,7 @@ impl Evidence {
             span_ns,
             cycle_starts_ns,
             grants_ns,
-            latencies_drawn: false,
+            latencies_drawn: run.time == Time::Simulated,
         }
     }
 }
@@ -233,12 +232,20 @@ pub fn shrink_toward(
         } else {
             0
         };
+        let mut stories: Vec<Plan> = Vec::new();
+        for story in StoryCut::ALL
+            .into_iter()
+            .filter_map(|cut| around_evidence(plan, evidence, cut))
+        {
+            // Two cuts often agree (a worker whose part begins with the story's): run it once.
+            if !stories.contains(&story) {
+                stories.push(story);
+            }
+        }
         let told = (0..=reseeds).any(|reseed| {
-            StoryCut::ALL.into_iter().any(|cut| {
-                let story =
-                    around_evidence(plan, evidence, cut).map(|story| reseeded(story, reseed));
-                shrinker.try_candidate(story)
-            })
+            stories
+                .iter()
+                .any(|story| shrinker.try_candidate(Some(reseeded(story.clone(), reseed))))
         });
         if !told {
             let cast = only_workers_act(&shrinker.best, &evidence.workers);
@@ -332,16 +339,18 @@ pub fn cited_workers(history: &fencer_harness::PackedHistory, cited: &[u64]) -> 
         })
         .collect();
     if !owners.is_empty() {
-        workers.extend((0..history.len()).flat_map(|position| {
-            let event = history.view(position);
+        for event in history.views() {
             let asker = (event.f == fencer_harness::Op::Acquire)
                 .then(|| number(event.process))
                 .flatten();
-            owners
-                .iter()
-                .filter(move |(owner, _)| asker.is_some() && event.owner == Some(*owner))
-                .filter_map(move |&(_, time_ns)| Some((asker?, time_ns)))
-        }));
+            let Some(asker) = asker else { continue };
+            workers.extend(
+                owners
+                    .iter()
+                    .filter(|(owner, _)| event.owner == Some(*owner))
+                    .map(|&(_, time_ns)| (asker, time_ns)),
+            );
+        }
     }
     workers.sort_unstable();
     workers.dedup_by_key(|(worker, _)| *worker);
@@ -349,9 +358,9 @@ pub fn cited_workers(history: &fencer_harness::PackedHistory, cited: &[u64]) -> 
 }
 
 /// `plan` in which only the workers numbered in `keep` act: every other worker's script
-/// emptied and the faults aimed at it dropped (but lease-edge attacks, which reach the cast),
-/// numbers unchanged; `None` when that silences
-/// nobody or everybody.
+/// emptied and the faults that no longer reach the cast dropped (those aimed at a silenced
+/// worker, but lease-edge attacks: an attack on a worker that holds no lease holds every
+/// holder's calls at its lease's edge), numbers unchanged; `None` when that silences nobody or everybody.
 pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
     let silenced: Vec<usize> = (0..plan.workers.len())
         .filter(|w| !keep.contains(w) && !plan.workers[*w].cycles.is_empty())
@@ -360,13 +369,12 @@ pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
         return None;
     }
     let mut candidate = plan.clone();
-    let names: Vec<String> = silenced.iter().map(|w| format!("w{w}")).collect();
     for &worker in &silenced {
         candidate.workers[worker].cycles.clear();
     }
     candidate
         .faults
-        .retain(|fault| reaches_others(fault) || !names.iter().any(|name| name == fault.target()));
+        .retain(|fault| reaches_cast(fault, |worker| !silenced.contains(&worker)));
     Some(candidate)
 }
 
@@ -437,23 +445,42 @@ pub enum StartAt {
     FirstAskInStory,
 }
 
-/// `plan` cut to `evidence`: only its workers act, each with only the cycles it was in while
-/// the cited events happened (from the one under way at the first cited event that names it
-/// to the one under way at the last cited event), and only the faults that were still to end when the earliest kept cycle began and
-/// started no later than the last cited event, aimed at the cast or at a server. Everything
-/// moves earlier by when that earliest cycle began; each worker's first kept cycle waits as
-/// long as it began after it, and a fault already under way then starts at once. `None` when
-/// the evidence names no worker with a known cycle, or cuts nothing.
+/// One worker of a story cut: which of its cycles it keeps and when it asked for the lock in
+/// the first of them, on the plan's clock.
+struct KeptWorker {
+    worker: usize,
+    /// Its first and last kept cycle.
+    first: usize,
+    last: usize,
+    /// When its first kept cycle began.
+    begun_ns: u64,
+    /// When it first asked for the lock there.
+    first_ask_ns: u64,
+    /// When it asked for the lock it got there (see [`around_evidence`]).
+    granted_ask_ns: u64,
+}
+
+/// `plan` cut to `evidence` as `cut` says: only its workers act, each with only the cycles it
+/// was in while the cited events happened (from the one under way at the first cited event, or
+/// at the first that names it, to the one under way at the last), and only the faults that
+/// still reach the cast (as [`only_workers_act`] keeps them), started no later than the last cited event, and
+/// were still to end when the earliest kept worker asked for the lock (or last: a clock step
+/// or drift, an instant fault on a kept worker in its first kept cycle). Everything moves
+/// earlier by that ask; each worker's first kept cycle waits as long as it asked after it, and
+/// a fault already under way then starts at once. `None` when the evidence names no worker
+/// with a known cycle, or cuts nothing.
 pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Option<Plan> {
     let (first_ns, last_ns) = evidence.span_ns?;
-    // For each worker of the cast with cycles that ran: its first and last kept cycle.
-    let (kept, cited_from_ns): (Vec<(usize, usize, usize)>, Vec<u64>) = evidence
+    let kept: Vec<KeptWorker> = evidence
         .workers
         .iter()
         .enumerate()
         .filter_map(|(at, &worker)| {
             let starts = evidence.cycle_starts_ns.get(worker)?;
             let cycles = plan.workers.get(worker)?.cycles.len().min(starts.len());
+            if cycles == 0 {
+                return None;
+            }
             let begun_by = |time_ns: u64| {
                 starts[..cycles]
                     .iter()
@@ -470,94 +497,75 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Optio
                     .unwrap_or(0)
             };
             let (first, cited_ns) = match cut.from {
-                CutFrom::StoryStart => (begun_by(first_ns), u64::MAX),
+                CutFrom::StoryStart => (begun_by(first_ns), None),
                 CutFrom::OwnPart => {
                     let cited_ns = evidence.first_cited_ns.get(at).copied().unwrap_or(first_ns);
-                    (begun_before(cited_ns), cited_ns)
+                    (begun_before(cited_ns), Some(cited_ns))
                 }
             };
-            (cycles > 0).then(|| ((worker, first, begun_by(last_ns)), cited_ns))
-        })
-        .unzip();
-    // When each kept worker sent the acquire granted in its first kept cycle (when it got the
-    // lock: the rivals it waited for are gone), else when it first asked there, or, cut from
-    // its own part, when its first cited event happened if that was earlier (busy answers the
-    // story cites); and when it first asked there.
-    let (granted_asks_ns, first_asks_ns): (Vec<u64>, Vec<u64>) = kept
-        .iter()
-        .zip(&cited_from_ns)
-        .map(|(&(worker, first, _), &cited_ns)| {
-            let starts = &evidence.cycle_starts_ns[worker];
             let begun_ns = starts[first];
             let ended_ns = starts.get(first + 1).copied().unwrap_or(u64::MAX);
             let first_ask_ns = begun_ns.saturating_add(plan.workers[worker].cycles[first].delay_ns);
-            let granted_ask_ns = evidence.grants_ns.get(worker).and_then(|grants| {
-                grants
-                    .iter()
-                    .copied()
-                    .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
-            });
-            (
-                granted_ask_ns.unwrap_or(first_ask_ns).min(cited_ns),
+            // When it sent the acquire granted in its first kept cycle (when it got the lock:
+            // the rivals it waited for are gone), else when it first asked there; or, cut from
+            // its own part, when its first cited event happened if that was earlier (busy
+            // answers the story cites).
+            let granted_ask_ns = evidence
+                .grants_ns
+                .get(worker)
+                .and_then(|grants| {
+                    grants
+                        .iter()
+                        .copied()
+                        .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
+                })
+                .unwrap_or(first_ask_ns);
+            Some(KeptWorker {
+                worker,
+                first,
+                last: begun_by(last_ns),
+                begun_ns,
                 first_ask_ns,
-            )
+                granted_ask_ns: cited_ns.map_or(granted_ask_ns, |cited| granted_ask_ns.min(cited)),
+            })
         })
-        .unzip();
-    let origin_ns = granted_asks_ns.iter().copied().min()?;
-    let asks_ns: Vec<u64> = match cut.start_at {
-        StartAt::Grant => granted_asks_ns,
+        .collect();
+    let origin_ns = kept.iter().map(|kept| kept.granted_ask_ns).min()?;
+    let ask_ns = |kept: &KeptWorker| match cut.start_at {
+        StartAt::Grant => kept.granted_ask_ns,
         // A worker that began asking once the story was under way waited for the cast: its
         // wait is kept. One that began before waited for others: it starts when granted.
-        StartAt::FirstAskInStory => granted_asks_ns
-            .iter()
-            .zip(&first_asks_ns)
-            .map(|(&granted_ns, &first_ns)| {
-                if first_ns >= origin_ns {
-                    first_ns
-                } else {
-                    granted_ns
-                }
-            })
-            .collect(),
+        StartAt::FirstAskInStory if kept.first_ask_ns >= origin_ns => kept.first_ask_ns,
+        StartAt::FirstAskInStory => kept.granted_ask_ns,
     };
+    let kept_as = |worker: usize| kept.iter().find(|kept| kept.worker == worker);
     let mut candidate = plan.clone();
     for (index, script) in candidate.workers.iter_mut().enumerate() {
-        match kept.iter().position(|&(worker, ..)| worker == index) {
-            Some(at) => {
-                let (_, first, last) = kept[at];
-                script.cycles.truncate(last + 1);
-                script.cycles.drain(..first);
-                script.cycles[0].delay_ns = asks_ns[at] - origin_ns;
+        match kept_as(index) {
+            Some(kept) => {
+                script.cycles.truncate(kept.last + 1);
+                script.cycles.drain(..kept.first);
+                script.cycles[0].delay_ns = ask_ns(kept) - origin_ns;
             }
             None => script.cycles.clear(),
         }
     }
-    let silenced: Vec<String> = (0..plan.workers.len())
-        .filter(|index| !kept.iter().any(|&(worker, ..)| worker == *index))
-        .map(|index| format!("w{index}"))
-        .collect();
-    // When each kept worker's first kept cycle began: an instant fault aimed at it since then
-    // (a cancellation while it waited for the lock) acts on the work the story is about.
-    let cycle_begun_ns = |target: &str| {
-        let worker = roles::worker_number(target)?;
-        let &(_, first, _) = kept.iter().find(|&&(kept, ..)| kept == worker)?;
-        Some(evidence.cycle_starts_ns[worker][first])
-    };
+    // An instant fault aimed at a kept worker since its first kept cycle began (a
+    // cancellation while it waited for the lock) acts on the work the story is about.
+    let cycle_begun_ns = |target: &str| Some(kept_as(roles::worker_number(target)?)?.begun_ns);
     candidate.faults = plan
         .faults
         .iter()
-        .filter(|fault| {
-            reaches_others(fault) || !silenced.iter().any(|name| name == fault.target())
-        })
+        .filter(|fault| reaches_cast(fault, |worker| kept_as(worker).is_some()))
         .filter(|fault| fault.at_ns() <= last_ns)
         .filter(|fault| {
-            // A clock step or drift lasts: the clock the kept cycles read still carries it.
-            let lasting = fault.duration_ns() == 0 && matches!(fault.kind(), FaultKind::Skew);
-            let in_kept_cycle = fault.duration_ns() == 0
-                && cycle_begun_ns(fault.target()).is_some_and(|begun_ns| fault.at_ns() >= begun_ns);
-            lasting
-                || in_kept_cycle
-                || fault.at_ns().saturating_add(fault.duration_ns()) >= origin_ns
+            // An instant fault still acts if it is a clock step or drift (the clock the kept
+            // cycles read carries it) or hit a kept worker in its first kept cycle.
+            let instant_that_lasts = fault.duration_ns() == 0
+                && (fault.kind() == FaultKind::Skew
+                    || cycle_begun_ns(fault.target())
+                        .is_some_and(|begun_ns| fault.at_ns() >= begun_ns));
+            instant_that_lasts || fault.at_ns().saturating_add(fault.duration_ns()) >= origin_ns
         })
         .map(|fault| {
             let at_ns = fault.at_ns().saturating_sub(origin_ns);
@@ -567,12 +575,13 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Optio
     (candidate != *plan).then_some(candidate)
 }
 
-/// Whether `fault`, aimed at a worker, also acts on the others: a lease-edge attack on a
-/// worker that holds no lease holds every holder's calls at its lease's edge
-/// ([`fencer_harness::ProcessFaults::edge_hold_until`]), so silencing its target does not
-/// silence it.
-fn reaches_others(fault: &Fault) -> bool {
-    fault.kind() == FaultKind::LeaseEdge
+/// Whether `fault` still acts on a plan in which only the workers `acts` says yes to act: one
+/// aimed at a server or at one of them, or a lease-edge attack on any worker (an attack on a
+/// worker that holds no lease holds every holder's calls at its lease's edge,
+/// [`fencer_harness::ProcessFaults::edge_hold_until`], so silencing its target does not
+/// silence it).
+fn reaches_cast(fault: &Fault, acts: impl Fn(usize) -> bool) -> bool {
+    fault.kind() == FaultKind::LeaseEdge || roles::worker_number(fault.target()).is_none_or(acts)
 }
 
 /// `plan` without worker `index`: its script and the faults aimed at it removed, later workers
@@ -815,7 +824,19 @@ mod tests {
 
     #[test]
     fn only_the_cast_acts_with_numbers_kept_and_faults_on_the_others_dropped() {
-        let plan = plan();
+        let mut plan = plan();
+        // A lease-edge attack on a worker about to be silenced, so its keeping is tested.
+        plan.faults.insert(
+            0,
+            Fault::LeaseEdge {
+                at_ns: 1_000_000_000,
+                target: "w2".into(),
+                duration_ns: 1_000_000_000,
+                own_offset_ns: 0,
+                rival_offset_ns: 0,
+                anchor: fencer_harness::EdgeAnchor::Sent,
+            },
+        );
         let cast = only_workers_act(&plan, &[1, 3]).unwrap();
         cast.check().unwrap();
         assert_eq!(cast.workers.len(), plan.workers.len(), "numbers kept");
@@ -827,6 +848,7 @@ mod tests {
         let silenced = |f: &&Fault| ["w0", "w2", "w4"].contains(&f.target());
         let edge = |f: &&Fault| f.kind() == FaultKind::LeaseEdge;
         assert!(cast.faults.iter().filter(silenced).all(|f| edge(&f)));
+        assert!(cast.faults.iter().filter(silenced).count() >= 1);
         assert_eq!(
             cast.faults.iter().filter(silenced).count(),
             plan.faults.iter().filter(silenced).filter(edge).count()

@@ -165,9 +165,10 @@ pub struct GateSummary {
     /// from summaries written before coverage was counted, and then zero runs).
     #[serde(default)]
     pub coverage: CoverageTally,
-    /// Runs whose history holds no granted acquire: a valid verdict there tested nothing a
-    /// lock protects, so the gate says how many there were (omitted from JSON when none).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    /// Runs in which no acquire was answered as granted ([`Verdict::no_lease_granted`]): a
+    /// valid verdict there tested nothing a lock protects, so the gate says how many there
+    /// were (omitted from JSON when none).
+    #[serde(default, skip_serializing_if = "fencer_checkers::coverage::is_zero")]
     pub runs_without_grant: u64,
 }
 
@@ -200,11 +201,6 @@ impl GateSummary {
             runs_without_grant: 0,
         }
     }
-}
-
-/// Whether `count` is zero: a count left out of JSON when nothing was counted.
-fn is_zero(count: &u64) -> bool {
-    *count == 0
 }
 
 /// Seeds of one chunk `[first_seed, first_seed + CHUNK_SEEDS)` that ran.

@@ -3,8 +3,9 @@
 //! (workers acting, cycles, faults, events) — what `fencer mutants --shrink` tabulates.
 //!
 //! A mutant is hunted first where a user meets it: the default settings with only its lock,
-//! store or client swapped in, over [`DEFAULT_SEEDS`] (what `fencer gate` runs); a mutant that
-//! hides there is hunted in the scenario `fencer mutants` exposes it with.
+//! store or client swapped in ([`Mutant::in_plain_defaults`]), over [`PLAIN_DEFAULT_SEEDS`]
+//! (a short gate, `fencer gate --seeds 0..20`); a mutant that hides there is hunted in the
+//! scenario `fencer mutants` exposes it with.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -12,17 +13,16 @@ use std::time::Instant;
 
 use fencer_checkers::AnomalyClass;
 use fencer_run::plan::Plan;
-use fencer_run::settings::Settings;
-use fencer_run::{Backends, RunError, simulate_packed};
+use fencer_run::{Backends, RunError};
 use fencer_workloads::WaitMode;
 
 use crate::minimize::{Against, MinimizeError, ShrunkFailure, shrink_failing};
 use crate::mutants::{Mutant, hunt, verdict_of};
 use crate::shrink::{PlanSize, ShrinkLimits};
 
-/// The seeds a gate runs by default (`fencer gate` without `--seeds`), where a mutant is hunted
-/// under the plain defaults.
-pub const DEFAULT_SEEDS: std::ops::Range<u64> = 0..20;
+/// The seeds a mutant is hunted over under the plain defaults: those of a short gate,
+/// `fencer gate --seeds 0..20`.
+pub const PLAIN_DEFAULT_SEEDS: std::ops::Range<u64> = 0..20;
 
 /// Where a mutant's counterexample was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,18 +40,6 @@ impl Scenario {
             Scenario::Defaults => "defaults",
             Scenario::Zoo => "scenario",
         }
-    }
-}
-
-/// The default settings at `seed` with `mutant`'s lock, store and client swapped in.
-pub fn plain_defaults(mutant: &Mutant, seed: u64) -> Settings {
-    let zoo = mutant.settings(seed);
-    Settings {
-        seed,
-        lock: zoo.lock,
-        store: zoo.store,
-        client: zoo.client,
-        ..Settings::default()
     }
 }
 
@@ -104,7 +92,7 @@ pub enum ZooShrinkError {
     },
 }
 
-/// Hunts `mutant` under the plain defaults over [`DEFAULT_SEEDS`] for a verdict with its
+/// Hunts `mutant` under the plain defaults over [`PLAIN_DEFAULT_SEEDS`] for a verdict with its
 /// expected class, else in its zoo scenario from seed 0 (up to `cap` seeds, its workers waiting
 /// as `wait` says), then shrinks the first catch toward that class under `limits`, judged as
 /// the mutant is (strictly or not).
@@ -119,15 +107,15 @@ pub fn shrink_first_catch(
         .parse()
         .map_err(|_| ZooShrinkError::UnknownClass(mutant.name, mutant.expected_class))?;
     let mut under_defaults = None;
-    for seed in DEFAULT_SEEDS {
-        let verdict = verdict_of(&plain_defaults(mutant, seed), mutant.strict)?;
+    for seed in PLAIN_DEFAULT_SEEDS {
+        let verdict = verdict_of(&mutant.in_plain_defaults(seed), mutant.strict)?;
         if verdict.anomaly_counts.contains_key(class.name()) {
             under_defaults = Some(seed);
             break;
         }
     }
     let (scenario, settings) = match under_defaults {
-        Some(seed) => (Scenario::Defaults, plain_defaults(mutant, seed)),
+        Some(seed) => (Scenario::Defaults, mutant.in_plain_defaults(seed)),
         None => {
             let seed = hunt(mutant, wait, cap)?
                 .caught
@@ -139,13 +127,16 @@ pub fn shrink_first_catch(
     let seed = settings.seed;
     let backends = Backends::new();
     let plan = Plan::generate(&settings);
-    let events_before = simulate_packed(&plan)?.len();
     let against = Against {
         backends: &backends,
         strict: mutant.strict,
     };
     let started = Instant::now();
-    let ShrunkFailure { shrunk, confirmed } = shrink_failing(
+    let ShrunkFailure {
+        shrunk,
+        original_events,
+        confirmed,
+    } = shrink_failing(
         &plan,
         Path::new(&format!("{} seed {seed}", mutant.name)),
         class,
@@ -166,7 +157,7 @@ pub fn shrink_first_catch(
         mutant,
         scenario,
         seed,
-        before: (PlanSize::of(&plan), events_before),
+        before: (PlanSize::of(&plan), original_events),
         after: (PlanSize::of(&shrunk.plan), confirmed.history.len()),
         plan: shrunk.plan,
         candidates: shrunk.candidates,

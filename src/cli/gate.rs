@@ -285,8 +285,8 @@ pub fn print_summary(summary: &GateSummary, path: Option<&Path>) {
         row(
             "no lease",
             format!(
-                "{} of the runs granted no acquire: no work in them ran under a lease, so \
-                 their verdicts test nothing a lock protects",
+                "in {} of the runs no acquire was answered as granted: no worker in them was \
+                 told it held a lease, so their verdicts test nothing a lock protects",
                 summary.runs_without_grant
             ),
         );
