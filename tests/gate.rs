@@ -228,6 +228,23 @@ fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     let again = std::fs::read(dir.path().join(run_dir).join("plan.min.json")).unwrap();
     let from_gate = std::fs::read(dir.path().join("min/plan.json")).unwrap();
     assert_eq!(again, from_gate, "shrinking is deterministic");
+    // It tells the minimal plan in words and saves the run that confirmed it, timeline and
+    // all: the same history as running the minimal plan.
+    let told = text(&on_demand);
+    assert!(told.contains("the minimal plan: "), "{told}");
+    assert!(told.contains("the run ends by "), "{told}");
+    let confirmed = dir.path().join(run_dir).join("min");
+    assert!(
+        told.contains(&format!("timeline: {run_dir}/min/timeline.html")),
+        "{told}"
+    );
+    assert!(confirmed.join("timeline.html").is_file());
+    assert_eq!(
+        std::fs::read(confirmed.join("history.jsonl")).unwrap(),
+        std::fs::read(dir.path().join("min/history.jsonl")).unwrap()
+    );
+    let explained = fencer(&["explain", &format!("{run_dir}/min")], dir.path());
+    assert!(text(&explained).contains(&class), "{}", text(&explained));
 
     // The minimal plan was saved as a regression; the next gate of the same system replays it
     // first and fails on it, a gate of another system does not.

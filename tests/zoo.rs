@@ -301,6 +301,7 @@ fn scripted(settings: Settings, a: CyclePlan, b: CyclePlan, faults: Vec<Fault>) 
         ],
         faults,
         left_out: Vec::new(),
+        stop_at_ns: None,
     };
     simulate(&plan).unwrap()
 }
@@ -690,17 +691,13 @@ fn ignoring_renew_failures_multiplies_stale_writes_over_the_reference_worker() {
 /// Every mutant's first catch (under the plain defaults over seeds 0..20 where it shows there,
 /// else in its zoo scenario) shrinks to a plan that still fails with the mutant's class when
 /// replayed from its JSON, and the zoo's shrunk plans are small: at most 3 workers acting and
-/// 300 events each, except the mutant named below, with medians of at most 2 workers, 6
-/// cycles and 2 faults. A few seconds in release.
+/// 300 events each, with medians of at most 2 workers, 6 cycles and 2 faults. A few seconds
+/// in release.
 #[test]
 #[ignore = "long: run with cargo test --release -- --ignored"]
 fn every_mutants_first_catch_shrinks_to_a_small_plan_that_fails_again_on_replay() {
     use fencer_gate::shrink::ShrinkLimits;
     use fencer_gate::zoo_shrink::shrink_first_catch;
-    // Its cut-down story fails again with 1 worker, 2 cycles and 1 fault, but the lease its
-    // watchdog keeps alive for nobody holds the lock to the end, so the worker's next cycle
-    // polls a busy lock until it gives up: some 2500 events the plan cannot shorten.
-    const NOT_YET_SMALL: [&str; 1] = ["eternal-watchdog"];
     let mut sizes = Vec::new();
     for mutant in &ZOO {
         let shrink =
@@ -722,13 +719,11 @@ fn every_mutants_first_catch_shrinks_to_a_small_plan_that_fails_again_on_replay(
             mutant.name, shrink.seed, after.workers, after.cycles, after.faults
         );
         assert!(after.fits_in(shrink.before.0), "{}", mutant.name);
-        if !NOT_YET_SMALL.contains(&mutant.name) {
-            assert!(
-                after.workers <= 3 && events <= 300,
-                "{}: {after:?}, {events} events",
-                mutant.name
-            );
-        }
+        assert!(
+            after.workers <= 3 && events <= 300,
+            "{}: {after:?}, {events} events",
+            mutant.name
+        );
         sizes.push(after);
     }
     let median = |pick: fn(&fencer_gate::shrink::PlanSize) -> usize| {

@@ -4,7 +4,7 @@
 //! Times are printed from integer nanoseconds rounded to milliseconds, so explanations are
 //! identical on every platform.
 
-pub(crate) use fencer_harness::words::{secs, secs_signed, short_owner};
+pub(crate) use fencer_harness::words::{count, secs, secs_signed, short_owner};
 use fencer_harness::{Event, EventType, Op};
 
 use crate::context::Context;
@@ -102,15 +102,6 @@ fn store_bounds(ctx: &Context<'_>, applied: &Event) -> String {
         ));
     }
     bounds
-}
-
-/// `1 write`, `2 writes`: a count with its noun in the right number.
-pub(crate) fn count(n: usize, one: &str, many: &str) -> String {
-    if n == 1 {
-        format!("1 {one}")
-    } else {
-        format!("{n} {many}")
-    }
 }
 
 /// A process name when the history tells who held `owner`, else the owner token itself.

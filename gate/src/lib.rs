@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod junit;
 pub mod minimize;
 pub mod mutants;
+pub mod plan_words;
 pub mod regressions;
 pub mod runner;
 pub mod seeds;

@@ -1,14 +1,18 @@
 //! Shrinking a failing run's plan in place: the minimal plan that still shows the anomaly
 //! class is written beside the original as `plan.min.json`, with the before/after sizes in
-//! `shrink.json` — what `fencer shrink DIR` and every gate failure leave behind.
+//! `shrink.json`, and the run that confirmed it is saved as a run directory of its own,
+//! `min/` (its history, verdict and timeline) — what `fencer shrink DIR` and every gate failure
+//! leave behind.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use fencer_checkers::AnomalyClass;
+use fencer_checkers::{AnomalyClass, Verdict};
+use fencer_results::{FinishedRun, save_run};
 use fencer_run::plan::Plan;
 use fencer_run::{Backends, Launch, Launched, RunError};
 
+use crate::plan_words::plan_in_words;
 use crate::regressions::write_atomically;
 use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
 use crate::summary::ShrinkRecord;
@@ -33,6 +37,9 @@ pub enum MinimizeError {
     /// The shrunk plan could not run.
     #[error(transparent)]
     Run(#[from] RunError),
+    /// The confirming run could not be saved (the error says where it is kept instead).
+    #[error(transparent)]
+    Save(#[from] fencer_results::SaveError),
     /// The files could not be written.
     #[error("{path}: {source}")]
     Io {
@@ -61,7 +68,13 @@ pub struct ShrunkFailure {
     pub original_events: usize,
     /// The shrunk plan run once more, still showing the class.
     pub confirmed: Launched,
+    /// What the checkers said of the confirming run.
+    pub verdict: Verdict,
 }
+
+/// The run directory, inside the failing run's, where the confirming run of its minimal plan
+/// is saved.
+pub const MIN_RUN_DIR: &str = "min";
 
 /// Shrinks `plan`, which fails with `class`, toward the story of the first anomaly of that
 /// class ([`Evidence::cited`]), then runs the result once more to confirm it still fails.
@@ -99,21 +112,22 @@ pub fn shrink_failing(
     let confirmed = Launch::new(against.backends).run(&shrunk.plan)?;
     // The predicate accepted this plan; a verdict without the class now would mean the run is
     // not deterministic.
-    if !fencer_run::checking::judge(&confirmed.plan.settings, &confirmed.history, against.strict)
-        .anomaly_counts
-        .contains_key(class.name())
-    {
+    let verdict =
+        fencer_run::checking::judge(&confirmed.plan.settings, &confirmed.history, against.strict);
+    if !verdict.anomaly_counts.contains_key(class.name()) {
         return Err(MinimizeError::NotReproducible(class));
     }
     Ok(ShrunkFailure {
         shrunk,
         original_events: original.history.len(),
         confirmed,
+        verdict,
     })
 }
 
-/// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json` and
-/// `shrink.json` into `dir`. Stops early when `interrupted` is raised.
+/// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json`,
+/// `shrink.json` and the confirming run's directory ([`MIN_RUN_DIR`], replacing an earlier
+/// shrink's) into `dir`. Stops early when `interrupted` is raised.
 pub fn minimize(
     dir: &Path,
     plan: &Plan,
@@ -124,7 +138,10 @@ pub fn minimize(
     interrupted: &AtomicBool,
 ) -> Result<ShrinkRecord, MinimizeError> {
     let ShrunkFailure {
-        shrunk, confirmed, ..
+        shrunk,
+        confirmed,
+        verdict,
+        ..
     } = shrink_failing(
         plan,
         &dir.join("plan.json"),
@@ -139,8 +156,21 @@ pub fn minimize(
     };
     let min_path = dir.join("plan.min.json");
     write_atomically(&min_path, &shrunk.plan.to_json()).map_err(io(&min_path))?;
+    let run_dir = dir.join(MIN_RUN_DIR);
+    if run_dir.join("run.json").is_file() {
+        std::fs::remove_dir_all(&run_dir).map_err(io(&run_dir))?;
+    }
+    let finished = FinishedRun {
+        command: "shrink",
+        plan: &confirmed.plan,
+        history: &confirmed.history,
+        verdict: &verdict,
+    };
+    save_run(&finished, &run_dir, None)?;
     let record = ShrinkRecord {
         plan: min_path.display().to_string(),
+        run: Some(run_dir.display().to_string()),
+        after_in_words: plan_in_words(&shrunk.plan),
         class: class.name().to_string(),
         before: PlanSize::of(plan),
         after: PlanSize::of(&shrunk.plan),

@@ -481,25 +481,45 @@ fn failure_events(dir: &Path) -> usize {
         .map_or(0, |record| record.events)
 }
 
-/// What a shrink achieved, two lines; `program` runs the minimal plan.
+/// What a shrink achieved: the sizes before and after, the minimal plan in words, how to run
+/// it, and where its timeline is; `program` runs the minimal plan.
 pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> String {
+    use fencer_harness::words::count;
     let size = |size: &crate::shrink::PlanSize, events: usize| {
         format!(
-            "{} faults, {} cycles, {} workers acting, {} events",
-            size.faults, size.cycles, size.workers, events
+            "{} acting, {}, {}, {}",
+            count(size.workers, "worker", "workers"),
+            count(size.cycles, "cycle", "cycles"),
+            count(size.faults, "fault", "faults"),
+            count(events, "event", "events")
         )
     };
-    format!(
-        "shrunk ({}, {} candidates{}): {} -> {}\nminimal plan: {} (run it: {program} run --plan {})",
+    let mut lines = vec![format!(
+        "shrunk ({}, {}{}): {} -> {}",
         record.class,
-        record.candidates,
+        count(record.candidates, "candidate", "candidates"),
         record
             .stopped_by
             .as_ref()
             .map_or(String::new(), |why| format!(", stopped by the {why}")),
         size(&record.before, record.events_before),
         size(&record.after, record.events_after),
-        record.plan,
-        record.plan
-    )
+    )];
+    if !record.after_in_words.is_empty() {
+        lines.push(format!("the minimal plan: {}", record.after_in_words));
+    }
+    lines.push(format!(
+        "minimal plan: {} (run it: {program} run --plan {})",
+        record.plan, record.plan
+    ));
+    if let Some(run) = &record.run {
+        lines.push(format!(
+            "timeline: {}",
+            Path::new(run)
+                .join(fencer_results::report::TIMELINE_FILE)
+                .display()
+        ));
+        lines.push(format!("explain: {program} explain {run}"));
+    }
+    lines.join("\n")
 }

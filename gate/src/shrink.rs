@@ -572,7 +572,22 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Optio
             fault.clone().starting_at(at_ns)
         })
         .collect();
+    let story_end_ns = last_ns
+        .saturating_sub(origin_ns)
+        .saturating_add(after_story_ns(&plan.settings));
+    candidate.stop_at_ns = Some(plan.stop_at_ns.map_or(story_end_ns, |stop_ns| {
+        stop_ns.saturating_sub(origin_ns).min(story_end_ns)
+    }));
     (candidate != *plan).then_some(candidate)
+}
+
+/// How long a story cut runs on after its last cited event: a TTL and a call timeout. In the
+/// cut the cited calls may be answered later than in the run (other latencies, other rivals),
+/// a lease the story names has lapsed by then, and a library has had a renewal period to tell
+/// its worker what became of it, so the stop neither cuts the story short nor makes a silence
+/// that the rest of the run would have broken.
+fn after_story_ns(settings: &fencer_run::settings::Settings) -> u64 {
+    settings.ttl_ns.saturating_add(settings.call_timeout_ns)
 }
 
 /// Whether `fault` still acts on a plan in which only the workers `acts` says yes to act: one
@@ -931,6 +946,14 @@ mod tests {
                 },
             ]
         );
+        // The last cited event, at 70 s, is 28 s in; the run stops a TTL and a call timeout
+        // later, or where the plan itself stopped it if that is sooner.
+        let settings = &plan.settings;
+        let after_ns = settings.ttl_ns + settings.call_timeout_ns;
+        assert_eq!(story.stop_at_ns, Some(28 * S + after_ns));
+        plan.stop_at_ns = Some(72 * S);
+        let stopped = around_evidence(&plan, &evidence, StoryCut::ALL[0]).unwrap();
+        assert_eq!(stopped.stop_at_ns, Some(30 * S));
         assert!(around_evidence(&plan, &Evidence::default(), StoryCut::ALL[0]).is_none());
     }
 

@@ -265,6 +265,13 @@ pub struct UnknownRecord {
 pub struct ShrinkRecord {
     /// The minimal plan's path.
     pub plan: String,
+    /// The run directory of the run that confirmed the minimal plan (its timeline), when it
+    /// was saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// The minimal plan in a reader's words ([`crate::plan_words::plan_in_words`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub after_in_words: String,
     /// The anomaly class it still shows.
     pub class: String,
     /// Size of the original plan.

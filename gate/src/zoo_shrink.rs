@@ -136,6 +136,7 @@ pub fn shrink_first_catch(
         shrunk,
         original_events,
         confirmed,
+        ..
     } = shrink_failing(
         &plan,
         Path::new(&format!("{} seed {seed}", mutant.name)),

@@ -228,6 +228,57 @@ impl Op {
         Op::Abandoned,
     ];
 
+    /// Whether a nemesis event with this op records a fault's start (every fault starts with
+    /// one; a lasting fault's end has an op of its own). Every op is listed, so a new one
+    /// cannot be left out of fault counts and timelines unnoticed.
+    pub fn starts_fault(self) -> bool {
+        match self {
+            Op::Pause
+            | Op::ClockJump
+            | Op::ClockDrift
+            | Op::DropRenew
+            | Op::DelayWrite
+            | Op::Restart
+            | Op::DropAcquireReply
+            | Op::DropWriteReply
+            | Op::ServerPause
+            | Op::Partition
+            | Op::DelayReplies
+            | Op::DropReplies
+            | Op::Cut
+            | Op::DelayAcquire
+            | Op::DelayRenew
+            | Op::DelayRelease
+            | Op::LeaseEdge
+            | Op::NetPartition
+            | Op::Cancel => true,
+            Op::Acquire
+            | Op::Renew
+            | Op::Release
+            | Op::Write
+            | Op::Read
+            | Op::Resume
+            | Op::HealRenew
+            | Op::HealWrite
+            | Op::Recover
+            | Op::HealAcquireReply
+            | Op::HealWriteReply
+            | Op::ServerResume
+            | Op::HealPartition
+            | Op::HealDelayReplies
+            | Op::HealDropReplies
+            | Op::HealDelayAcquire
+            | Op::HealDelayRenew
+            | Op::HealDelayRelease
+            | Op::HealLeaseEdge
+            | Op::HealNetPartition
+            | Op::Check
+            | Op::Lost
+            | Op::Renewed
+            | Op::Abandoned => false,
+        }
+    }
+
     /// The kebab-case name, as in the JSONL form.
     pub fn name(self) -> &'static str {
         match self {

@@ -23,6 +23,15 @@ pub fn secs_signed(ns: i64) -> String {
     }
 }
 
+/// `1 write`, `2 writes`: a count with its noun in the right number.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
 /// The first 8 characters of an owner token, enough to tell holders apart in prose.
 pub fn short_owner(owner: &str) -> String {
     match owner.char_indices().nth(8) {

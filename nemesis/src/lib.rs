@@ -11,6 +11,7 @@ pub mod fault;
 pub mod inject;
 pub mod schedule;
 pub mod server;
+pub mod words;
 
 pub use cluster::ClusterFaults;
 pub use fault::{Aims, Effect, Fault, FaultKind, LEADER, UnknownFault, target_member, target_role};

@@ -137,6 +137,18 @@ pub(crate) fn check_plan(plan: &Plan) -> Result<(), InvalidPlan> {
             ));
         }
     }
+    if let Some(stop_at_ns) = plan.stop_at_ns
+        && stop_at_ns > MAX_RUN_SIMULATED_NS
+    {
+        return Err(InvalidPlan::at(
+            vec![Step::Key("stop_at_ns")],
+            format!(
+                "expected stop_at_ns within the {} of simulated time one run may take, found \
+                 {stop_at_ns}",
+                format_duration(MAX_RUN_SIMULATED_NS)
+            ),
+        ));
+    }
     for (index, fault) in plan.faults.iter().enumerate() {
         check_fault(fault).map_err(|(field, message)| {
             InvalidPlan::at(
@@ -287,6 +299,68 @@ mod tests {
             Ok(()),
             "the ceilings themselves are allowed"
         );
+        plan.stop_at_ns = Some(MAX_RUN_SIMULATED_NS + 1);
+        let stop = check_plan(&plan).unwrap_err();
+        assert_eq!(stop.path(), [Step::Key("stop_at_ns")]);
+        plan.stop_at_ns = Some(MAX_RUN_SIMULATED_NS);
+        assert_eq!(check_plan(&plan), Ok(()));
+    }
+
+    #[test]
+    fn a_plan_that_stops_its_run_early_ends_it_there_and_records_the_calls_it_cut_as_info() {
+        use fencer_harness::EventType;
+        let backends = Backends::new();
+        let mut plan = small_plan();
+        let whole = Launch::new(&backends).run(&plan).unwrap().history.unpack();
+        // Stop the run 1 ns after a worker's call left, half way through the run.
+        let cut = whole
+            .events
+            .iter()
+            .filter(|event| event.kind == EventType::Invoke && event.process == "w1")
+            .nth(2)
+            .unwrap();
+        let stop_at_ns = cut.time_ns + 1;
+        plan.stop_at_ns = Some(stop_at_ns);
+        let stopped = Launch::new(&backends).run(&plan).unwrap().history.unpack();
+        let again = Launch::new(&backends).run(&plan).unwrap().history.unpack();
+        assert_eq!(stopped.sha256_hex(), again.sha256_hex());
+        assert!(stopped.events.len() < whole.events.len());
+        assert!(
+            stopped
+                .events
+                .iter()
+                .filter(|event| event.kind == EventType::Invoke)
+                .all(|event| event.time_ns <= stop_at_ns)
+        );
+        // The history is the whole run's up to the stop, and the call in flight then ends
+        // `info` at the stop.
+        let until_stop = |history: &fencer_harness::History| -> Vec<String> {
+            history
+                .events
+                .iter()
+                .filter(|event| event.time_ns < stop_at_ns && event.process.starts_with('w'))
+                .map(|event| format!("{event:?}"))
+                .collect()
+        };
+        assert_eq!(until_stop(&stopped), until_stop(&whole));
+        let completion = stopped
+            .events
+            .iter()
+            .find(|event| event.process == cut.process && event.time_ns >= stop_at_ns)
+            .unwrap();
+        assert_eq!(
+            (completion.kind, completion.f, completion.time_ns),
+            (EventType::Info, cut.f, stop_at_ns)
+        );
+        // A plan's stop past what a run may take leaves the ceiling in charge.
+        let ceiling = Launch {
+            limits: RunLimits {
+                simulated_ns: stop_at_ns - 1,
+                ..RunLimits::default()
+            },
+            ..Launch::new(&backends)
+        };
+        assert!(ceiling.run(&plan).unwrap_err().is_bad_input());
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn plan(store: StoreBackend) -> Plan {
             duration_ns: 12 * SECOND_NS,
         }],
         left_out: Vec::new(),
+        stop_at_ns: None,
     }
 }
 

@@ -233,10 +233,11 @@ impl<'a> Launch<'a> {
         ));
         // Simulated time needs no budget: a call that never answers times out by itself, and
         // time only moves when every task waits. It has its ceilings, though: a run that
-        // would take longer, or record more, than a run may is stopped.
-        let deadline = truth.instant_at(self.limits.simulated_ns);
-        let unfinished = join_workers(workers, deadline, &recorder).await?;
-        let out_of_time = !unfinished.is_empty();
+        // would take longer, or record more, than a run may is stopped. A plan may stop it
+        // sooner, which is no error.
+        let (stop_ns, stopped_by_plan) = stop_ns(&plan, self.limits.simulated_ns);
+        let unfinished = join_workers(workers, truth.instant_at(stop_ns), &recorder).await?;
+        let out_of_time = !stopped_by_plan && !unfinished.is_empty();
         cancel(unfinished).await;
         // The nemesis may already be done with its schedule; then nobody listens.
         let _ = stop_nemesis.send(());
@@ -339,6 +340,16 @@ fn add_targets<T: ?Sized>(targets: &mut fencer_nemesis::Targets, role: &str, bui
         targets
             .clusters
             .insert(role.to_string(), Arc::clone(cluster));
+    }
+}
+
+/// When a run is stopped, in nanoseconds from the workers' start: at the plan's stop, or at
+/// `limit_ns`, whichever comes first; and whether it is the plan's (workers still running
+/// then are no error).
+pub(crate) fn stop_ns(plan: &Plan, limit_ns: u64) -> (u64, bool) {
+    match plan.stop_at_ns {
+        Some(stop_at_ns) if stop_at_ns <= limit_ns => (stop_at_ns, true),
+        _ => (limit_ns, false),
     }
 }
 

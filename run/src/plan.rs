@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use std::io::Read;
 use std::path::Path;
 
+use fencer_harness::words::{count, secs};
 use fencer_harness::{Stream, stream_rng};
 use fencer_nemesis::{Fault, ScheduleConfig};
 use fencer_workloads::{ClientVariant, RegisterConfig, WorkerPlan, plan_workers};
@@ -67,6 +68,14 @@ pub struct Plan {
     /// `faults` only. Absent when nothing was left out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_out: Vec<LeftOut>,
+    /// When the run is stopped if it is still going, in nanoseconds from the workers' start
+    /// (as fault times count): every worker is cancelled where it is, its calls in flight are
+    /// recorded as `info` and its library's tasks end, as at any run's deadline. A shrunk plan
+    /// stops just after its story, so a worker left waiting for a lock that is never freed
+    /// does not fill the history with its retries. Absent: the run goes on until every worker
+    /// is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_at_ns: Option<u64>,
 }
 
 /// Why a plan file cannot be used.
@@ -161,7 +170,37 @@ impl Plan {
             workers,
             faults,
             left_out: Vec::new(),
+            stop_at_ns: None,
         }
+    }
+
+    /// One line describing the plan, for summaries: its settings, with the workers and cycles
+    /// its scripts hold when they are not what the settings draw (a shrunk or hand-written
+    /// plan), and where the plan stops the run.
+    pub fn describe(&self) -> String {
+        let drawn = self.workers.len() == self.settings.workers
+            && self
+                .workers
+                .iter()
+                .all(|script| script.cycles.len() == self.settings.ops_per_worker);
+        let mut line = if drawn {
+            self.settings.describe()
+        } else {
+            let acting = self
+                .workers
+                .iter()
+                .filter(|script| !script.cycles.is_empty());
+            let cycles = self.workers.iter().map(|script| script.cycles.len()).sum();
+            self.settings.describe_with_shape(&format!(
+                "{} acting, {} in all (the plan's scripts)",
+                count(acting.count(), "worker", "workers"),
+                count(cycles, "cycle", "cycles")
+            ))
+        };
+        if let Some(stop_at_ns) = self.stop_at_ns {
+            line.push_str(&format!(", the plan ends the run by {}", secs(stop_at_ns)));
+        }
+        line
     }
 
     /// Reads a plan from JSON, naming `origin` and the line in every error, and checks it is

@@ -8,6 +8,7 @@ pub use crate::backends::BackendName;
 pub use crate::clients::ClientName;
 use fencer_harness::LatencyModel;
 use fencer_harness::Workload;
+use fencer_harness::words::count;
 use fencer_nemesis::schedule::MAX_FAULTS;
 use fencer_nemesis::{ClusterShape, FaultKind};
 use fencer_servers::ClusterKind;
@@ -188,13 +189,21 @@ impl Settings {
 
     /// One line describing the settings, for summaries.
     pub fn describe(&self) -> String {
+        self.describe_with_shape(&format!(
+            "{} x {}",
+            count(self.workers, "worker", "workers"),
+            count(self.ops_per_worker, "cycle", "cycles")
+        ))
+    }
+
+    /// As [`Settings::describe`], with `shape` where the workers and cycles go: a plan's
+    /// scripts may hold other than what the settings draw ([`crate::plan::Plan::describe`]).
+    pub(crate) fn describe_with_shape(&self, shape: &str) -> String {
         format!(
-            "{} seed {}: {} workers x {} cycles, ttl {}, renew every {}, nemesis {}, lock {}, \
-             store {}, client {}, on renew failure {}, wait {}",
+            "{} seed {}: {shape}, ttl {}, renew every {}, nemesis {}, lock {}, store {}, \
+             client {}, on renew failure {}, wait {}",
             self.workload,
             self.seed,
-            self.workers,
-            self.ops_per_worker,
             format_duration(self.ttl_ns),
             format_duration(self.renew_every_ns),
             self.nemesis_list(),

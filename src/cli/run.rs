@@ -80,7 +80,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         } else {
             ""
         },
-        escape(&plan.settings.describe())
+        escape(&plan.describe())
     );
     if time == Time::Real {
         install_interrupt_handler();

@@ -87,7 +87,9 @@ pub fn shrink_command(args: &ShrinkArgs, context: &Context) -> Outcome {
     )
     .map_err(|error| match error {
         MinimizeError::DoesNotFail { .. } | MinimizeError::Run(_) => Failure::bad_input(error),
-        MinimizeError::NotReproducible(_) | MinimizeError::Io { .. } => Failure::internal(error),
+        MinimizeError::NotReproducible(_) | MinimizeError::Io { .. } | MinimizeError::Save(_) => {
+            Failure::internal(error)
+        }
     })?;
     outln!("{}", describe_shrink(&record, &context.program));
     Ok(1)

@@ -155,20 +155,7 @@ impl Shape {
             (EventType::Log, Op::Write) => &mut self.writes_applied,
             (EventType::Fail, Op::Write) => &mut self.writes_rejected,
             (EventType::Info, Op::Write) => &mut self.writes_unknown,
-            (
-                EventType::Nemesis,
-                Op::Pause
-                | Op::ClockJump
-                | Op::ClockDrift
-                | Op::DropRenew
-                | Op::DelayWrite
-                | Op::Restart
-                | Op::DelayAcquire
-                | Op::DelayRenew
-                | Op::DelayRelease
-                | Op::LeaseEdge
-                | Op::NetPartition,
-            ) => &mut self.faults,
+            (EventType::Nemesis, f) if f.starts_fault() => &mut self.faults,
             _ => return,
         };
         *counter += 1;

@@ -421,26 +421,7 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
             continue;
         }
         let target = event.target.unwrap_or("lock");
-        let starts = matches!(
-            event.f,
-            Op::Pause
-                | Op::DropRenew
-                | Op::DelayWrite
-                | Op::Restart
-                | Op::ClockJump
-                | Op::ClockDrift
-                | Op::DelayAcquire
-                | Op::DelayRenew
-                | Op::DelayRelease
-                | Op::LeaseEdge
-                | Op::ServerPause
-                | Op::Partition
-                | Op::DelayReplies
-                | Op::DropReplies
-                | Op::Cut
-                | Op::NetPartition
-                | Op::Cancel
-        );
+        let starts = event.f.starts_fault();
         if starts {
             let end_ns = match event.duration_ns {
                 Some(duration_ns) => event.time_ns.saturating_add(duration_ns),
@@ -469,6 +450,8 @@ fn faults(history: &PackedHistory) -> Vec<FaultSpan> {
         let opened_by = match event.f {
             Op::Resume => Op::Pause,
             Op::HealRenew => Op::DropRenew,
+            Op::HealAcquireReply => Op::DropAcquireReply,
+            Op::HealWriteReply => Op::DropWriteReply,
             Op::HealWrite => Op::DelayWrite,
             Op::Recover => Op::Restart,
             Op::ServerResume => Op::ServerPause,
@@ -600,6 +583,35 @@ mod tests {
         assert_eq!(
             (model.faults[0].start_ns, model.faults[0].end_ns),
             (3_000_000_000, 5_000_000_000)
+        );
+    }
+
+    #[test]
+    fn every_fault_family_draws_a_span_lost_acquire_and_write_replies_included() {
+        let nemesis = |time_ms, f| {
+            let mut fault = event(time_ms, "nemesis", EventType::Nemesis, f);
+            fault.target = Some("w0".into());
+            fault
+        };
+        let history = packed(vec![
+            nemesis(1_000, Op::DropAcquireReply),
+            nemesis(2_000, Op::HealAcquireReply),
+            nemesis(3_000, Op::DropWriteReply),
+            nemesis(4_000, Op::HealWriteReply),
+            nemesis(5_000, Op::Cancel),
+        ]);
+        let spans: Vec<(Op, u64, u64)> = Model::new(&history)
+            .faults
+            .iter()
+            .map(|span| (span.f, span.start_ns, span.end_ns))
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (Op::DropAcquireReply, 1_000_000_000, 2_000_000_000),
+                (Op::DropWriteReply, 3_000_000_000, 4_000_000_000),
+                (Op::Cancel, 5_000_000_000, 5_000_000_000),
+            ]
         );
     }
 }
