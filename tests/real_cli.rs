@@ -173,3 +173,95 @@ fn faults_a_plain_url_cannot_take_are_printed_and_recorded_as_left_out() {
             .unwrap();
     assert_eq!(plan["left_out"], record["left_out"]);
 }
+
+/// A real-time failure shrinks to its story as a simulated one does: a watchdog that renews a
+/// cancelled lease for nobody, against Redis, leaves the worker's next cycle polling a lock
+/// that is never freed until it gives up (seconds of busy answers); the shrunk plan keeps the
+/// one worker, its two cycles and the cancellation, ends its run soon after the renewal that
+/// shows the anomaly, and its saved confirming run still shows it.
+#[test]
+fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
+    let redis =
+        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
+    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
+    if !support::reachable("real_cli_shrink", "Redis", "redis-server", probe.ping()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "run",
+        "--lock",
+        redis.as_str(),
+        "--workload",
+        "mutex",
+        "--client",
+        "eternal-watchdog",
+        "--nemesis",
+        "none",
+        "--workers",
+        "1",
+        "--ops",
+        "2",
+        "--out",
+        "drawn",
+    ];
+    args.extend(REAL_TIMING);
+    let drawn = fencer(&args, dir.path());
+    assert_eq!(drawn.status.code(), Some(0), "{}", text(&drawn));
+    // w0 holds its first lease for 600 ms and its work is cancelled 150 ms in.
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("drawn/plan.json")).unwrap())
+            .unwrap();
+    let first = &mut plan["workers"][0]["cycles"][0];
+    for field in ["delay_ns", "think_ns", "prepare_ns"] {
+        first[field] = 0.into();
+    }
+    first["hold_ns"] = 600_000_000u64.into();
+    plan["faults"] =
+        serde_json::json!([{"fault": "cancel", "at_ns": 150_000_000u64, "target": "w0"}]);
+    std::fs::write(
+        dir.path().join("cancelled.json"),
+        serde_json::to_vec_pretty(&plan).unwrap(),
+    )
+    .unwrap();
+    let run = fencer(
+        &[
+            "run",
+            "--plan",
+            "cancelled.json",
+            "--strict",
+            "--out",
+            "failed",
+        ],
+        dir.path(),
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let shrink = fencer(
+        &["shrink", "failed", "--class", "abandoned-lease", "--strict"],
+        dir.path(),
+    );
+    let told = text(&shrink);
+    assert_eq!(shrink.status.code(), Some(1), "{told}");
+    assert!(told.contains("w0's work cancelled at "), "{told}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("failed/shrink.json")).unwrap())
+            .unwrap();
+    let events = |field: &str| record[field].as_u64().unwrap();
+    assert_eq!(record["after"]["workers"], 1, "{record}");
+    assert_eq!(record["after"]["faults"], 1, "{record}");
+    assert!(
+        events("events_after") * 5 < events("events_before"),
+        "the stop cut the busy polling short: {record}"
+    );
+    let shrunk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("failed/plan.min.json")).unwrap())
+            .unwrap();
+    assert!(shrunk["stop_at_ns"].as_u64().is_some(), "{shrunk}");
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("failed/min/verdict.json")).unwrap())
+            .unwrap();
+    assert!(
+        verdict["anomaly_counts"]["abandoned-lease"].as_u64() > Some(0),
+        "{verdict}"
+    );
+}
