@@ -209,6 +209,66 @@ fn a_child_that_dies_mid_run_leaves_info_and_a_saved_run() {
 }
 
 #[test]
+fn a_lease_granted_after_its_worker_stopped_waiting_is_given_back() {
+    if !ready("exec_client_gives_back") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Grants its first acquire 1.5 s late (past what its worker waits), then answers at once:
+    // every acquire granted, every check held, every release and cancel done. (It waits on
+    // an Event: under libfaketime CPython's `time.sleep` fails.)
+    let client = child(
+        dir.path(),
+        "import threading\n\
+         first = next(lines)\n\
+         threading.Event().wait(1.5)\n\
+         send({\"id\": first[\"id\"], \"result\": \"acquired\", \"owner\": first[\"owner\"]})\n\
+         for request in lines:\n\
+         \x20   if request[\"op\"] == \"acquire\":\n\
+         \x20       send({\"id\": request[\"id\"], \"result\": \"acquired\", \"owner\": request[\"owner\"]})\n\
+         \x20   elif request[\"op\"] == \"check\":\n\
+         \x20       send({\"id\": request[\"id\"], \"result\": \"held\"})\n\
+         \x20   else:\n\
+         \x20       send({\"id\": request[\"id\"], \"result\": \"done\"})",
+    );
+    let output = run(dir.path(), &client, 1, "2", "none", "1s");
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    let events: Vec<serde_json::Value> = history(dir.path())
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let field =
+        |event: &serde_json::Value, name: &str| event[name].as_str().unwrap_or("").to_string();
+    for worker in ["w0", "w1", "w2"] {
+        let first = events
+            .iter()
+            .find(|e| field(e, "process") == worker && field(e, "f") == "acquire")
+            .unwrap();
+        let owner = field(first, "owner");
+        let completion = events
+            .iter()
+            .find(|e| {
+                field(e, "process") == worker
+                    && field(e, "owner") == owner
+                    && field(e, "type") != "invoke"
+            })
+            .unwrap();
+        assert_eq!(field(completion, "type"), "info", "{completion}");
+        let given_back: Vec<String> = events
+            .iter()
+            .filter(|e| {
+                field(e, "process") == format!("{worker}:give-back")
+                    && field(e, "f") == "release"
+                    && field(e, "owner") == owner
+            })
+            .map(|e| field(e, "type"))
+            .collect();
+        assert_eq!(given_back, ["invoke", "ok"], "{worker}");
+    }
+}
+
+#[test]
 fn a_notice_for_a_lease_the_child_never_had_names_its_line() {
     if !ready("exec_client_bad_notice") {
         return;

@@ -2,7 +2,8 @@
 //! detection passes compare syms, not strings.
 //!
 //! A worker is `wN`; its lock client library's tasks are named after it: renewal tasks
-//! `wN:renew`, `wN:renew-1`, …, the ownership check `wN:check`, abandoned work `wN:late`.
+//! `wN:renew`, `wN:renew-1`, …, the ownership check `wN:check`, abandoned work `wN:late`, the
+//! release of a lease granted after its worker stopped waiting `wN:give-back`.
 
 use fencer_harness::{Sym, roles};
 

@@ -47,6 +47,11 @@ pub fn is_check_task(process: &str) -> bool {
         .is_some_and(|(worker, task)| !worker.is_empty() && task == "check")
 }
 
+/// The task name under which a worker's lock client library gives back a lease granted after
+/// the worker stopped waiting for it (its acquire recorded `info`): `w0:give-back` releases
+/// it, since the worker's own process may have another call open by then.
+pub const GIVE_BACK_TASK: &str = "give-back";
+
 /// The process name of work a worker abandoned (its caller cancelled it) that goes on to send
 /// its write late, in `slot`: `w0:late`, then `w0:late-1`, … while several are alive at once,
 /// as renewal tasks are named.

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use fencer_harness::{
-    CallError, Lease, LibraryContext, LockClient, LockLibrary, Owned, OwnerToken,
+    CallError, Lease, LibraryContext, LockClient, LockLibrary, Owned, OwnerToken, roles,
 };
+use tokio::sync::oneshot;
 
 use super::child::ExecChild;
 use super::command::ExecCommand;
@@ -156,6 +157,20 @@ impl ExecLibrary {
         &self.client.child
     }
 
+    /// Asks the child to release the lease it holds as `name`.
+    async fn release_named(&self, name: String) -> Result<Owned, CallError> {
+        let request = Request::Release {
+            lock: &self.cx.settings().lock,
+            owner: name,
+        };
+        let answered = self.child().call(&request).await?;
+        match answered.outcome {
+            Outcome::Done => Ok(Owned::Done),
+            Outcome::NotOwner => Ok(Owned::NotOwner),
+            other => Err(self.broke("release", &other, answered.line, "done or not-owner")),
+        }
+    }
+
     /// The protocol error of a reply that cannot answer `op`: the child is killed.
     fn broke(&self, op: &str, outcome: &Outcome, line: u64, expected: &str) -> CallError {
         self.child()
@@ -165,23 +180,52 @@ impl ExecLibrary {
 
 #[async_trait]
 impl LockLibrary for ExecLibrary {
+    /// Asks the child to acquire, from a task of the worker's library: when the worker stops
+    /// waiting (its acquire recorded `info`) and the child's library is granted the lock after
+    /// all, the task gives the lease back, a release recorded as `wN:give-back`, as a caller
+    /// that gave up on an acquire must, or the child would hold the lock for nobody (a
+    /// library that keeps a session or a watchdog alive holds it to the end of the run).
     async fn acquire(
         &self,
         _lock: &LockClient,
         owner: OwnerToken,
     ) -> Result<Option<Lease>, CallError> {
         let settings = self.cx.settings();
-        let request = Request::Acquire {
-            lock: &settings.lock,
-            owner: owner.to_string(),
-            ttl_ms: ttl_ms(settings.ttl),
+        let (answer, answered) = oneshot::channel();
+        let library = ExecLibrary {
+            client: Arc::clone(&self.client),
+            cx: self.cx.clone(),
         };
+        let give_back = self.cx.task_client(roles::GIVE_BACK_TASK);
+        self.cx.spawn(async move {
+            let lock = &library.cx.settings().lock;
+            let request = Request::Acquire {
+                lock,
+                owner: owner.to_string(),
+                ttl_ms: ttl_ms(library.cx.settings().ttl),
+            };
+            let reply = library.child().call(&request).await;
+            let Err(Ok(late)) = answer.send(reply) else {
+                return;
+            };
+            if let Outcome::Acquired { owner: name, .. } = late.outcome {
+                let _ = give_back
+                    .process()
+                    .library_release(lock, owner, library.release_named(name))
+                    .await;
+            }
+        });
         let named = Mutex::new(None);
         let granted = self
             .cx
             .process()
             .library_acquire(&settings.lock, owner, settings.ttl, async {
-                let answered = self.child().call(&request).await?;
+                let answered = answered.await.unwrap_or_else(|_| {
+                    Err(CallError::Unknown(format!(
+                        "{}: the acquire's task ended unanswered",
+                        self.client.label()
+                    )))
+                })?;
                 match answered.outcome {
                     Outcome::Acquired {
                         owner: name,
@@ -218,21 +262,14 @@ impl LockLibrary for ExecLibrary {
     }
 
     async fn release(&self, _lock: &LockClient, lease: Lease) -> Result<Owned, CallError> {
-        let lock = &self.cx.settings().lock;
-        let request = Request::Release {
-            lock,
-            owner: ExecLibrary::named(&lease)?.to_string(),
-        };
+        let name = ExecLibrary::named(&lease)?.to_string();
         self.cx
             .process()
-            .library_release(lock, lease.owner, async {
-                let answered = self.child().call(&request).await?;
-                match answered.outcome {
-                    Outcome::Done => Ok(Owned::Done),
-                    Outcome::NotOwner => Ok(Owned::NotOwner),
-                    other => Err(self.broke("release", &other, answered.line, "done or not-owner")),
-                }
-            })
+            .library_release(
+                &self.cx.settings().lock,
+                lease.owner,
+                self.release_named(name),
+            )
             .await
     }
 
