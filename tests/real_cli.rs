@@ -16,14 +16,19 @@ fn quick() -> Vec<&'static str> {
     [&REAL_TIMING[..], &rest].concat()
 }
 
-#[test]
-fn real_run_redacts_the_password_everywhere() {
+/// The shared Redis's URL, or `None` (after the skip line) when it does not answer.
+fn redis(test: &str) -> Option<String> {
     let redis =
         std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let redis_probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
-    if !support::reachable("real_cli", "Redis", "redis-server", redis_probe.ping()) {
+    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
+    support::reachable(test, "Redis", "redis-server", probe.ping()).then_some(redis)
+}
+
+#[test]
+fn real_run_redacts_the_password_everywhere() {
+    let Some(redis) = redis("real_cli") else {
         return;
-    }
+    };
     // Trust authentication accepts any password, so the URL can carry one that must never show.
     let postgres = format!("postgres://postgres:{SECRET}@127.0.0.1:5432/test");
     let probe = fencer_backends::registry::store_from_url(&postgres).unwrap();
@@ -66,12 +71,9 @@ fn real_run_redacts_the_password_everywhere() {
 
 #[test]
 fn a_redis_lock_protects_a_sqlite_file() {
-    let redis =
-        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
-    if !support::reachable("real_cli_sqlite", "Redis", "redis-server", probe.ping()) {
+    let Some(redis) = redis("real_cli_sqlite") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("register.db");
     let store = format!("sqlite://{}", file.display());
@@ -129,12 +131,9 @@ fn bad_urls_are_one_line_errors_with_exit_254() {
 
 #[test]
 fn faults_a_plain_url_cannot_take_are_printed_and_recorded_as_left_out() {
-    let redis =
-        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
-    if !support::reachable("real_cli_left_out", "Redis", "redis-server", probe.ping()) {
+    let Some(redis) = redis("real_cli_left_out") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = format!("sqlite://{}", dir.path().join("register.db").display());
     let mut args = vec!["run", "--lock", redis.as_str(), "--store", store.as_str()];
@@ -181,12 +180,9 @@ fn faults_a_plain_url_cannot_take_are_printed_and_recorded_as_left_out() {
 /// shows the anomaly, and its saved confirming run still shows it.
 #[test]
 fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
-    let redis =
-        std::env::var("FENCER_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
-    let probe = fencer_backends::registry::lock_from_url(&redis).unwrap();
-    if !support::reachable("real_cli_shrink", "Redis", "redis-server", probe.ping()) {
+    let Some(redis) = redis("real_cli_shrink") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let mut args = vec![
         "run",

@@ -177,6 +177,15 @@ pub enum Op {
     Abandoned,
 }
 
+/// The edge of a fault a nemesis event records ([`Op::fault_edge`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultEdge {
+    /// The fault begins (a pause, a clock step, a window of lost replies opening).
+    Start,
+    /// A lasting fault ends (a resume, a heal, a recovery).
+    End,
+}
+
 impl Op {
     /// Every operation, in declaration order: what tests of every table keyed by an op's name
     /// iterate over (the fast history reader's above all, which would otherwise send a new
@@ -228,10 +237,10 @@ impl Op {
         Op::Abandoned,
     ];
 
-    /// Whether a nemesis event with this op records a fault's start (every fault starts with
-    /// one; a lasting fault's end has an op of its own). Every op is listed, so a new one
-    /// cannot be left out of fault counts and timelines unnoticed.
-    pub fn starts_fault(self) -> bool {
+    /// Which edge of a fault a nemesis event with this op records: every fault starts with
+    /// one, and a lasting fault ends with one of its own; `None` for ops that are no fault's.
+    /// Every op is listed, so a new one cannot be left out of fault counts and timelines.
+    pub fn fault_edge(self) -> Option<FaultEdge> {
         match self {
             Op::Pause
             | Op::ClockJump
@@ -251,13 +260,8 @@ impl Op {
             | Op::DelayRelease
             | Op::LeaseEdge
             | Op::NetPartition
-            | Op::Cancel => true,
-            Op::Acquire
-            | Op::Renew
-            | Op::Release
-            | Op::Write
-            | Op::Read
-            | Op::Resume
+            | Op::Cancel => Some(FaultEdge::Start),
+            Op::Resume
             | Op::HealRenew
             | Op::HealWrite
             | Op::Recover
@@ -271,12 +275,22 @@ impl Op {
             | Op::HealDelayRenew
             | Op::HealDelayRelease
             | Op::HealLeaseEdge
-            | Op::HealNetPartition
+            | Op::HealNetPartition => Some(FaultEdge::End),
+            Op::Acquire
+            | Op::Renew
+            | Op::Release
+            | Op::Write
+            | Op::Read
             | Op::Check
             | Op::Lost
             | Op::Renewed
-            | Op::Abandoned => false,
+            | Op::Abandoned => None,
         }
+    }
+
+    /// Whether a nemesis event with this op records a fault's start ([`Op::fault_edge`]).
+    pub fn starts_fault(self) -> bool {
+        self.fault_edge() == Some(FaultEdge::Start)
     }
 
     /// The kebab-case name, as in the JSONL form.

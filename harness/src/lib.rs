@@ -38,7 +38,7 @@ pub use adapter::{
 pub use caller::{caller_clock, caller_process};
 pub use client::{LockClient, Process, StoreClient};
 pub use clock::{LocalClock, NodeClock, TrueClock};
-pub use event::{Event, EventType, EventView, Op};
+pub use event::{Event, EventType, EventView, FaultEdge, Op};
 pub use freeze::{EdgeAnchor, Freezable, LeaseBoard, LeaseEdges, ProcessFaults, WorkerFault};
 pub use history::{History, HistoryError};
 pub use library::{Lease, LibraryContext, LibraryFactory, LibrarySettings, LockLibrary};

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use fencer_harness::{EventType, Op, PackedHistory, roles};
+use fencer_harness::{EventType, FaultEdge, Op, PackedHistory, roles};
 
 use super::escape;
 use super::model::{LeaseEnd, Model, partition_sides};
@@ -369,22 +369,7 @@ impl<'m, 'e> Drawing<'m, 'e> {
         if let Some((y, h)) = self.lane("nemesis") {
             for (index, event) in self.model.events().enumerate() {
                 if event.kind == EventType::Nemesis
-                    && matches!(
-                        event.f,
-                        Op::Resume
-                            | Op::HealRenew
-                            | Op::HealWrite
-                            | Op::Recover
-                            | Op::ServerResume
-                            | Op::HealPartition
-                            | Op::HealDelayReplies
-                            | Op::HealDropReplies
-                            | Op::HealDelayAcquire
-                            | Op::HealDelayRenew
-                            | Op::HealDelayRelease
-                            | Op::HealLeaseEdge
-                            | Op::HealNetPartition
-                    )
+                    && event.f.fault_edge() == Some(FaultEdge::End)
                     && self.drawn(event.time_ns, event.time_ns)
                 {
                     let title = format!(
