@@ -260,4 +260,43 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         verdict["anomaly_counts"]["abandoned-lease"].as_u64() > Some(0),
         "{verdict}"
     );
+    // A gate of the same system replays the shrunk plan as a saved regression; a real-time
+    // failure is not replayed from its history, so the gate offers to run its plan again and
+    // does not call that a reproduction.
+    std::fs::create_dir(dir.path().join("fencer-regressions")).unwrap();
+    std::fs::copy(
+        dir.path().join("failed/plan.min.json"),
+        dir.path().join("fencer-regressions/abandoned.json"),
+    )
+    .unwrap();
+    let mut args = vec![
+        "gate",
+        "--lock",
+        redis.as_str(),
+        "--workload",
+        "mutex",
+        "--client",
+        "eternal-watchdog",
+        "--nemesis",
+        "none",
+        "--workers",
+        "1",
+        "--ops",
+        "1",
+        "--seeds",
+        "0..1",
+        "--strict",
+        "--no-shrink",
+        "--out",
+        "g",
+    ];
+    args.extend(REAL_TIMING);
+    let gate = fencer(&args, dir.path());
+    let said = text(&gate);
+    assert_eq!(gate.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("run again (real time: it may not fail again): fencer run --plan g/"),
+        "{said}"
+    );
+    assert!(!said.contains("reproduce: fencer replay"), "{said}");
 }

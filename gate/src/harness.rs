@@ -573,7 +573,7 @@ impl Harness {
                                 history: Some(history),
                                 verdict,
                                 ..
-                            } => Ok((plan, history, verdict)),
+                            } => Ok((plan, history, *verdict)),
                             Outcome::Checked { history: None, .. } => {
                                 Err(SeedRunError::HistoryNotKept)
                             }

@@ -19,7 +19,7 @@ use fencer_harness::PackedHistory;
 use crate::divergence::{Divergence, first_divergence};
 use crate::jobs::{ThreadFor, job_count, named_thread, spawn_jobs};
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError};
+use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
@@ -57,8 +57,8 @@ pub struct PlanResult {
 pub enum Outcome {
     /// The run completed and was checked.
     Checked {
-        /// What the checkers said.
-        verdict: Verdict,
+        /// What the checkers said (boxed: it is most of the variant's size).
+        verdict: Box<Verdict>,
         /// The race windows the history reached.
         coverage: Coverage,
         /// Number of events in the history.
@@ -66,6 +66,9 @@ pub enum Outcome {
         /// The history, kept when the verdict is invalid (to save the run directory) or when
         /// asked for every run.
         history: Option<PackedHistory>,
+        /// How time passed: a simulated run replays from its plan byte for byte, a real-time
+        /// one only runs its plan again.
+        time: Time,
     },
     /// Two runs of the same plan recorded different histories.
     Nondeterministic(Divergence),
@@ -211,23 +214,35 @@ pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
             return (launched.plan, Outcome::Nondeterministic(divergence));
         }
     }
-    let Launched { plan, history, .. } = launched;
-    let outcome = checked(&plan, history, config.strict, config.keep_histories);
+    let Launched {
+        plan,
+        history,
+        time,
+        ..
+    } = launched;
+    let outcome = checked(&plan, history, time, config.strict, config.keep_histories);
     (plan, outcome)
 }
 
-/// Judges `history` of `plan` (warnings fail under `strict`), keeping the history when the
-/// verdict is invalid or `keep` asks for it.
-pub fn checked(plan: &Plan, history: PackedHistory, strict: bool, keep: bool) -> Outcome {
+/// Judges `history` of `plan`, recorded in `time` (warnings fail under `strict`), keeping the
+/// history when the verdict is invalid or `keep` asks for it.
+pub fn checked(
+    plan: &Plan,
+    history: PackedHistory,
+    time: Time,
+    strict: bool,
+    keep: bool,
+) -> Outcome {
     let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
     let coverage = coverage(&history, plan.settings.ttl_ns);
     let events = history.len();
     let history = (keep || verdict.validity == Validity::Invalid).then_some(history);
     Outcome::Checked {
-        verdict,
+        verdict: Box::new(verdict),
         coverage,
         events,
         history,
+        time,
     }
 }
 

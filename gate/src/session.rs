@@ -16,8 +16,8 @@ use fencer_results::staging;
 use fencer_results::{check_dir_writable, check_run_place};
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
-use fencer_run::settings::Settings;
-use fencer_run::{Backends, RunError};
+use fencer_run::settings::{Settings, shell_word};
+use fencer_run::{Backends, RunError, Time};
 
 use crate::junit::junit_xml;
 use crate::minimize::{Against, minimize};
@@ -308,13 +308,16 @@ impl Gate<'_> {
     ) -> bool {
         let PlanResult { plan, outcome, .. } = result;
         add_left_out(&mut self.summary.left_out, &plan.left_out);
+        let mut real_time = false;
         let (kind, explanation, counts, class, divergence, run_dir) = match outcome {
             Outcome::Checked {
                 verdict,
                 coverage,
                 events,
                 history,
+                time,
             } => {
+                real_time = time == Time::Real;
                 self.summary.count_checked(seed, label, &verdict, events);
                 self.summary.coverage.add(&coverage);
                 let Some(history) = history else {
@@ -330,7 +333,20 @@ impl Gate<'_> {
                 let run_dir = match save_run(&finished, &dir, None) {
                     Ok(()) => {
                         let program = &self.config.program;
-                        replay.insert(0, format!("{program} replay {}", dir.display()));
+                        replay.insert(
+                            0,
+                            match time {
+                                Time::Simulated => format!("{program} replay {}", dir.display()),
+                                // A real-time run is not replayed from its history: its plan runs
+                                // again, against the backends it ran on.
+                                Time::Real => format!(
+                                    "{program} run --plan {} --lock {} --store {}",
+                                    shell_word(&dir.join("plan.json").display().to_string()),
+                                    shell_word(plan.settings.lock.as_str()),
+                                    shell_word(plan.settings.store.as_str())
+                                ),
+                            },
+                        );
                         Some(dir.display().to_string())
                     }
                     Err(error) => {
@@ -379,8 +395,15 @@ impl Gate<'_> {
                 None => format!("{}: {}", kind.name(), escape(&explanation)),
             }
         )];
+        // Real time decides what a fault hits, so running a real-time failure again is a
+        // chance to see it again, not a reproduction.
+        let again = if real_time {
+            "run again (real time: it may not fail again)"
+        } else {
+            "reproduce"
+        };
         for command in &replay {
-            lines.push(format!("  reproduce: {command}"));
+            lines.push(format!("  {again}: {command}"));
         }
         self.observer.say(&lines.join("\n"));
         if let Some(class) = class {
