@@ -735,3 +735,71 @@ fn every_mutants_first_catch_shrinks_to_a_small_plan_that_fails_again_on_replay(
     assert!(median(|size| size.cycles) <= 6, "{sizes:?}");
     assert!(median(|size| size.faults) <= 2, "{sizes:?}");
 }
+
+/// The counter's families the zoo's mutants are not hunted for: an unfenced counter whose
+/// workers keep writing when a renewal fails loses increments (`lost-update`), writes after
+/// being told the lease is lost (`write-after-lost-notice`) and lets a same-generation write
+/// through (`superseded-write-accepted`, a warning). Each family's first catch over seeds
+/// 0..20 shrinks, and the shrunk plan still shows it when replayed from its JSON.
+#[test]
+fn the_counter_families_first_catches_shrink_to_plans_that_fail_again_on_replay() {
+    use fencer_gate::minimize::{Against, shrink_failing};
+    use fencer_gate::shrink::{PlanSize, ShrinkLimits};
+    let counter = |seed| Settings {
+        seed,
+        workload: Workload::LockCounter,
+        store: StoreBackend::SqliteUnfenced.into(),
+        on_renew_failure: fencer_workloads::RenewFailurePolicy::Continue,
+        ops_per_worker: 20,
+        ..Settings::default()
+    };
+    let backends = fencer::Backends::new();
+    for class in [
+        "lost-update",
+        "write-after-lost-notice",
+        "superseded-write-accepted",
+    ] {
+        let seed = (0..20)
+            .find(|&seed| {
+                verdict_of(&counter(seed), true)
+                    .unwrap()
+                    .anomaly_counts
+                    .contains_key(class)
+            })
+            .unwrap_or_else(|| panic!("no seed of 0..20 shows {class}"));
+        let plan = Plan::generate(&counter(seed));
+        let shrunk = shrink_failing(
+            &plan,
+            std::path::Path::new(class),
+            class.parse().unwrap(),
+            ShrinkLimits::default(),
+            Against {
+                backends: &backends,
+                strict: true,
+            },
+            &std::sync::atomic::AtomicBool::new(false),
+        )
+        .unwrap();
+        let after = PlanSize::of(&shrunk.shrunk.plan);
+        assert!(after.fits_in(PlanSize::of(&plan)), "{class}: {after:?}");
+        assert!(
+            after.cycles < PlanSize::of(&plan).cycles,
+            "{class}: {after:?}"
+        );
+        let replayed = Plan::from_json(&shrunk.shrunk.plan.to_json(), "shrunk plan").unwrap();
+        let history = fencer_run::simulate_packed(&replayed).unwrap();
+        let verdict = fencer_run::checking::judge(&replayed.settings, &history, true);
+        assert!(
+            verdict.anomaly_counts.contains_key(class),
+            "{class} (seed {seed}): the shrunk plan no longer shows it: {}",
+            verdict.summary_line()
+        );
+        eprintln!(
+            "{class}: seed {seed}, {} workers, {} cycles, {} faults, {} events",
+            after.workers,
+            after.cycles,
+            after.faults,
+            history.len()
+        );
+    }
+}
