@@ -232,6 +232,26 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         dir.path(),
     );
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    // The run saved its cycle starts beside its history: a shrink reads the story from them
+    // rather than running the plan again, which may not fail again in real time.
+    let failed = dir.path().join("failed");
+    let plan = fencer_run::plan::Plan::from_json(
+        &std::fs::read(failed.join("plan.json")).unwrap(),
+        "plan.json",
+    )
+    .unwrap();
+    let backends = fencer::Backends::new();
+    let story = fencer_gate::minimize::saved_real_time_run(&failed, &plan, &backends).unwrap();
+    assert_eq!(story.cycle_starts_ns.len(), 1);
+    assert_eq!(story.cycle_starts_ns[0].len(), 2);
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(failed.join("run.json")).unwrap()).unwrap();
+    assert_eq!(
+        record["history_sha256"].as_str(),
+        Some(story.history.sha256_hex().as_str())
+    );
+    let simulated = fencer_run::plan::Plan::generate(&fencer::Settings::default());
+    assert!(fencer_gate::minimize::saved_real_time_run(&failed, &simulated, &backends).is_none());
     let shrink = fencer(
         &["shrink", "failed", "--class", "abandoned-lease", "--strict"],
         dir.path(),

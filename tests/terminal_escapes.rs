@@ -45,6 +45,7 @@ fn hostile_run(root: &Path) -> PathBuf {
         plan: &plan,
         history: &PackedHistory::pack(&history),
         verdict: &verdict,
+        cycle_starts_ns: &[],
     };
     save_run(&run, &dir, None).unwrap();
     dir

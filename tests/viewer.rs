@@ -42,6 +42,7 @@ fn save(plan: &Plan, root: &Path, name: &str) -> (PathBuf, fencer::Verdict) {
         plan,
         history: &PackedHistory::pack(&history),
         verdict: &verdict,
+        cycle_starts_ns: &[],
     };
     save_run(&run, &dir, Some(root)).unwrap();
     (dir, verdict)

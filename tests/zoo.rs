@@ -778,6 +778,7 @@ fn the_counter_families_first_catches_shrink_to_plans_that_fail_again_on_replay(
                 strict: true,
             },
             &std::sync::atomic::AtomicBool::new(false),
+            None,
         )
         .unwrap();
         let after = PlanSize::of(&shrunk.shrunk.plan);

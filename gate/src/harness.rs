@@ -699,6 +699,7 @@ impl Harness {
             plan,
             history,
             verdict,
+            cycle_starts_ns: &[],
         };
         save_run(&finished, &dir, None).ok().map(|()| dir)
     }

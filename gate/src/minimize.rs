@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use fencer_checkers::{AnomalyClass, Verdict};
-use fencer_results::{FinishedRun, save_run};
+use fencer_harness::PackedHistory;
+use fencer_results::{FinishedRun, RunRecord, parse_run_json, save_run};
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError};
+use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 use crate::plan_words::plan_in_words;
 use crate::regressions::write_atomically;
@@ -78,7 +79,9 @@ pub const MIN_RUN_DIR: &str = "min";
 
 /// Shrinks `plan`, which fails with `class`, toward the story of the first anomaly of that
 /// class ([`Evidence::cited`]), then runs the result once more to confirm it still fails.
-/// Stops early when `interrupted` is raised. `plan_path` names the plan in errors.
+/// The story is read from `saved`, the failing run as it was recorded, when given; else from
+/// running `plan` again. Stops early when `interrupted` is raised. `plan_path` names the plan
+/// in errors.
 pub fn shrink_failing(
     plan: &Plan,
     plan_path: &Path,
@@ -86,8 +89,12 @@ pub fn shrink_failing(
     limits: ShrinkLimits,
     against: Against<'_>,
     interrupted: &AtomicBool,
+    saved: Option<Launched>,
 ) -> Result<ShrunkFailure, MinimizeError> {
-    let original = Launch::new(against.backends).run(plan)?;
+    let original = match saved {
+        Some(saved) => saved,
+        None => Launch::new(against.backends).run(plan)?,
+    };
     let verdict =
         fencer_run::checking::judge(&original.plan.settings, &original.history, against.strict);
     // The first story of the class: the plan cut to its evidence is tried first.
@@ -125,6 +132,26 @@ pub fn shrink_failing(
     })
 }
 
+/// The failing run saved in `dir`, when `plan` runs in real time and the directory holds its
+/// history and its cycle starts: a real-time failure may not fail again when its plan runs
+/// again, so its story is read from what was recorded.
+pub fn saved_real_time_run(dir: &Path, plan: &Plan, backends: &Backends) -> Option<Launched> {
+    if Launch::new(backends).time(plan).ok()? != Time::Real {
+        return None;
+    }
+    let record: RunRecord = parse_run_json(dir, "run.json").ok()?;
+    if record.cycle_starts_ns.is_empty() {
+        return None;
+    }
+    let history = PackedHistory::read_jsonl_file(&dir.join("history.jsonl")).ok()?;
+    Some(Launched {
+        plan: plan.clone(),
+        history,
+        cycle_starts_ns: record.cycle_starts_ns,
+        time: Time::Real,
+    })
+}
+
 /// Shrinks `plan` (which failed with `class`, in `dir`) and writes `plan.min.json`,
 /// `shrink.json` and the confirming run's directory ([`MIN_RUN_DIR`], replacing an earlier
 /// shrink's) into `dir`. Stops early when `interrupted` is raised.
@@ -149,6 +176,7 @@ pub fn minimize(
         limits,
         against,
         interrupted,
+        saved_real_time_run(dir, plan, against.backends),
     )?;
     let io = |path: &Path| {
         let path = path.display().to_string();
@@ -165,6 +193,7 @@ pub fn minimize(
         plan: &confirmed.plan,
         history: &confirmed.history,
         verdict: &verdict,
+        cycle_starts_ns: &confirmed.cycle_starts_ns,
     };
     save_run(&finished, &run_dir, None)?;
     let record = ShrinkRecord {

@@ -69,6 +69,8 @@ pub enum Outcome {
         /// How time passed: a simulated run replays from its plan byte for byte, a real-time
         /// one only runs its plan again.
         time: Time,
+        /// When each worker began each cycle, kept with the history.
+        cycle_starts_ns: Vec<Vec<u64>>,
     },
     /// Two runs of the same plan recorded different histories.
     Nondeterministic(Divergence),
@@ -218,31 +220,50 @@ pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
         plan,
         history,
         time,
-        ..
+        cycle_starts_ns,
     } = launched;
-    let outcome = checked(&plan, history, time, config.strict, config.keep_histories);
+    let outcome = checked(
+        &plan,
+        Recorded {
+            history,
+            time,
+            cycle_starts_ns,
+        },
+        config.strict,
+        config.keep_histories,
+    );
     (plan, outcome)
 }
 
-/// Judges `history` of `plan`, recorded in `time` (warnings fail under `strict`), keeping the
-/// history when the verdict is invalid or `keep` asks for it.
-pub fn checked(
-    plan: &Plan,
-    history: PackedHistory,
-    time: Time,
-    strict: bool,
-    keep: bool,
-) -> Outcome {
+/// What a run recorded, as [`checked`] judges it.
+pub struct Recorded {
+    /// The history.
+    pub history: PackedHistory,
+    /// The tier it was recorded in.
+    pub time: Time,
+    /// When each worker began each cycle.
+    pub cycle_starts_ns: Vec<Vec<u64>>,
+}
+
+/// Judges what a run of `plan` recorded (warnings fail under `strict`), keeping the history
+/// and the cycle starts when the verdict is invalid or `keep` asks for them.
+pub fn checked(plan: &Plan, recorded: Recorded, strict: bool, keep: bool) -> Outcome {
+    let Recorded {
+        history,
+        time,
+        cycle_starts_ns,
+    } = recorded;
     let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
     let coverage = coverage(&history, plan.settings.ttl_ns);
     let events = history.len();
-    let history = (keep || verdict.validity == Validity::Invalid).then_some(history);
+    let kept = keep || verdict.validity == Validity::Invalid;
     Outcome::Checked {
         verdict: Box::new(verdict),
         coverage,
         events,
-        history,
+        history: kept.then_some(history),
         time,
+        cycle_starts_ns: if kept { cycle_starts_ns } else { Vec::new() },
     }
 }
 

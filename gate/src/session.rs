@@ -316,6 +316,7 @@ impl Gate<'_> {
                 events,
                 history,
                 time,
+                cycle_starts_ns,
             } => {
                 real_time = time == Time::Real;
                 self.summary.count_checked(seed, label, &verdict, events);
@@ -329,6 +330,7 @@ impl Gate<'_> {
                     plan: &plan,
                     history: &history,
                     verdict: &verdict,
+                    cycle_starts_ns: &cycle_starts_ns,
                 };
                 let run_dir = match save_run(&finished, &dir, None) {
                     Ok(()) => {

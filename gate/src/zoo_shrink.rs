@@ -144,6 +144,7 @@ pub fn shrink_first_catch(
         limits,
         against,
         &AtomicBool::new(false),
+        None,
     )
     .map_err(|error| match error {
         MinimizeError::Run(error) => ZooShrinkError::Run(error),

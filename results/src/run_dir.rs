@@ -33,6 +33,12 @@ pub struct RunRecord {
     /// coverage was counted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<fencer_checkers::coverage::Coverage>,
+    /// When each worker began each of its cycles, in true nanoseconds as the history counts
+    /// them (by worker number, then cycle): with the history, an anomaly's story, which a
+    /// shrink of a real-time failure reads from here rather than running its plan again (it
+    /// may not fail again). Absent when not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cycle_starts_ns: Vec<Vec<u64>>,
 }
 
 /// Why a run directory could not be written or read.

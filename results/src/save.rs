@@ -21,6 +21,9 @@ pub struct FinishedRun<'a> {
     pub history: &'a PackedHistory,
     /// What the checkers said.
     pub verdict: &'a Verdict,
+    /// When each worker began each cycle ([`fencer_run::Launched::cycle_starts_ns`]), or
+    /// nothing when not known.
+    pub cycle_starts_ns: &'a [Vec<u64>],
 }
 
 /// Wall-clock seconds since the UNIX epoch, for naming run directories only (never in the
@@ -131,6 +134,7 @@ fn write_files(run: &FinishedRun<'_>, staged: &StagedRunDir) -> Result<(), RunDi
             run.history,
             run.plan.settings.ttl_ns,
         )),
+        cycle_starts_ns: run.cycle_starts_ns.to_vec(),
     };
     let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     record_json.push(b'\n');
@@ -163,6 +167,7 @@ mod tests {
             plan,
             history: &history,
             verdict: &verdict,
+            cycle_starts_ns: &[],
         };
         save_run(&run, &dir, None).unwrap();
         serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
@@ -187,6 +192,7 @@ mod tests {
             plan: &plan,
             history: &history,
             verdict: &verdict,
+            cycle_starts_ns: &[],
         };
         let error = save_run(&run, &dir, None).unwrap_err();
         let kept = error.kept.clone().expect("the run is kept");

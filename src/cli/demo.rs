@@ -31,6 +31,7 @@ pub fn demo(archive: &Path) -> Outcome {
             plan: &plan,
             history: &PackedHistory::pack(&history),
             verdict: &verdict,
+            cycle_starts_ns: &[],
         };
         save_run(&finished, &dir, Some(archive)).map_err(Failure::from)?;
         runs.push((history, verdict, dir));

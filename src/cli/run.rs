@@ -86,15 +86,19 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         install_interrupt_handler();
     }
     let started = std::time::Instant::now();
-    let Launched { plan, history, .. } =
-        launch
-            .run(&plan)
-            .map_err(|error| match (error, &args.plan) {
-                (RunError::Plan(error), Some(path)) => {
-                    Failure::BadInput(format!("{}: {error}", path.display()))
-                }
-                (error, _) => Failure::from(error),
-            })?;
+    let Launched {
+        plan,
+        history,
+        cycle_starts_ns,
+        ..
+    } = launch
+        .run(&plan)
+        .map_err(|error| match (error, &args.plan) {
+            (RunError::Plan(error), Some(path)) => {
+                Failure::BadInput(format!("{}: {error}", path.display()))
+            }
+            (error, _) => Failure::from(error),
+        })?;
     for left in &plan.left_out {
         // Faults of a family the user named are worth a line; those drawn only because a
         // group (`default`, `all`) holds their family are in run.json, `explain` and --verbose.
@@ -133,6 +137,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
         plan: &plan,
         history: &history,
         verdict: &verdict,
+        cycle_starts_ns: &cycle_starts_ns,
     };
     // `latest` only tracks runs inside the archive.
     save_run(

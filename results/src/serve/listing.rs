@@ -223,6 +223,7 @@ mod tests {
             written_at: written_at.into(),
             left_out: Vec::new(),
             coverage: None,
+            cycle_starts_ns: Vec::new(),
         }
     }
 
