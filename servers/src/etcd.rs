@@ -1,6 +1,8 @@
 //! A private etcd (`etcd`, Debian package `etcd-server`): one member on a free client port and
 //! a free peer port, its data dir inside the guard's directory.
 
+use std::net::SocketAddr;
+
 use super::{Launch, ServerGuard, free_port};
 use crate::ServerError;
 
@@ -40,6 +42,10 @@ impl ServerGuard {
             .args(["--initial-cluster", &format!("fencer={peer_url}")])
             .args(["--heartbeat-interval", "10", "--election-timeout", "100"])
             .log_to(dir.path().join("server.log"));
-        ServerGuard::start("etcd", launch, client_port, dir, None)
+        let guard = ServerGuard::start("etcd", launch, client_port, dir, None)?;
+        // Listening is not serving: the member answers only once it has elected itself
+        // leader, which on a loaded machine can come well after its port opens.
+        crate::etcd3::wait_until_serving(&[SocketAddr::from(([127, 0, 0, 1], client_port))])?;
+        Ok(guard)
     }
 }

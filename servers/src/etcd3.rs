@@ -169,6 +169,12 @@ fn start_member(
     )
 }
 
+/// Waits until the etcd members at `addresses` serve ([`wait_until_ready`]): a single member
+/// too, which listens before it has elected itself leader.
+pub(crate) fn wait_until_serving(addresses: &[SocketAddr]) -> Result<(), ServerError> {
+    wait_until_ready(addresses).map(drop)
+}
+
 /// Waits until every member follows one and the same leader and answers a linearizable read
 /// (which goes through the leader), and returns each member's status.
 fn wait_until_ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, ServerError> {
@@ -183,7 +189,8 @@ fn wait_until_ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, Serve
     }
     let last = last.map_or_else(|| "never asked".to_string(), |why| why.to_string());
     Err(ServerError::Failed(format!(
-        "the etcd cluster was not ready within {READY_TIMEOUT:?}: {last}"
+        "etcd ({} members) was not ready within {READY_TIMEOUT:?}: {last}",
+        addresses.len()
     )))
 }
 
