@@ -184,8 +184,8 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
-        "run",
+    // One worker whose watchdog renews its lease until it is released, against Redis.
+    let system = [
         "--lock",
         redis.as_str(),
         "--workload",
@@ -196,11 +196,10 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         "none",
         "--workers",
         "1",
-        "--ops",
-        "2",
-        "--out",
-        "drawn",
     ];
+    let mut args = vec!["run"];
+    args.extend(system);
+    args.extend(["--ops", "2", "--out", "drawn"]);
     args.extend(REAL_TIMING);
     let drawn = fencer(&args, dir.path());
     assert_eq!(drawn.status.code(), Some(0), "{}", text(&drawn));
@@ -289,18 +288,9 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         dir.path().join("fencer-regressions/abandoned.json"),
     )
     .unwrap();
-    let mut args = vec![
-        "gate",
-        "--lock",
-        redis.as_str(),
-        "--workload",
-        "mutex",
-        "--client",
-        "eternal-watchdog",
-        "--nemesis",
-        "none",
-        "--workers",
-        "1",
+    let mut args = vec!["gate"];
+    args.extend(system);
+    args.extend([
         "--ops",
         "1",
         "--seeds",
@@ -309,7 +299,7 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         "--no-shrink",
         "--out",
         "g",
-    ];
+    ]);
     args.extend(REAL_TIMING);
     let gate = fencer(&args, dir.path());
     let said = text(&gate);
