@@ -214,15 +214,16 @@ fn a_lease_granted_after_its_worker_stopped_waiting_is_given_back() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    // Grants its first acquire 1.5 s late (past what its worker waits), then answers at once:
-    // every acquire granted, every check held, every release and cancel done. (It waits on
-    // an Event: under libfaketime CPython's `time.sleep` fails.)
+    // Grants its first two acquires 2.5 s late (each past what its worker waits, 800 ms),
+    // then answers at once: every acquire granted, every check held, every release and
+    // cancel done. (It waits on an Event: under libfaketime CPython's `time.sleep` fails.)
     let client = child(
         dir.path(),
         "import threading\n\
          first = next(lines)\n\
-         threading.Event().wait(1.5)\n\
-         send({\"id\": first[\"id\"], \"result\": \"acquired\", \"owner\": first[\"owner\"]})\n\
+         threading.Event().wait(2.5)\n\
+         for late in (first, next(lines)):\n\
+         \x20   send({\"id\": late[\"id\"], \"result\": \"acquired\", \"owner\": late[\"owner\"]})\n\
          for request in lines:\n\
          \x20   if request[\"op\"] == \"acquire\":\n\
          \x20       send({\"id\": request[\"id\"], \"result\": \"acquired\", \"owner\": request[\"owner\"]})\n\
@@ -265,6 +266,18 @@ fn a_lease_granted_after_its_worker_stopped_waiting_is_given_back() {
             .map(|e| field(e, "type"))
             .collect();
         assert_eq!(given_back, ["invoke", "ok"], "{worker}");
+        // Every late grant (the first two at least) is given back, one release after the
+        // other: the give-back task is one process, with one call open at a time.
+        let releases: Vec<String> = events
+            .iter()
+            .filter(|e| field(e, "process") == format!("{worker}:give-back"))
+            .map(|e| field(e, "type"))
+            .collect();
+        assert!(releases.len() >= 4, "{worker}: {releases:?}");
+        assert!(
+            releases.chunks(2).all(|call| call == ["invoke", "ok"]),
+            "{worker}: {releases:?}"
+        );
     }
 }
 

@@ -231,7 +231,7 @@ fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     // It tells the minimal plan in words and saves the run that confirmed it, timeline and
     // all: the same history as running the minimal plan.
     let told = text(&on_demand);
-    assert!(told.contains("the minimal plan: "), "{told}");
+    assert!(told.contains("in the minimal plan: "), "{told}");
     assert!(told.contains("the run ends by "), "{told}");
     let confirmed = dir.path().join(run_dir).join("min");
     assert!(

@@ -570,11 +570,11 @@ impl Harness {
                     &mut |PlanResult { plan, outcome, .. }| {
                         results.push(match outcome {
                             Outcome::Checked {
-                                history: Some(history),
+                                kept: Some(kept),
                                 verdict,
                                 ..
-                            } => Ok((plan, history, *verdict)),
-                            Outcome::Checked { history: None, .. } => {
+                            } => Ok((plan, kept.history, *verdict)),
+                            Outcome::Checked { kept: None, .. } => {
                                 Err(SeedRunError::HistoryNotKept)
                             }
                             Outcome::Nondeterministic(divergence) => {

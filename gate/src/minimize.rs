@@ -13,7 +13,7 @@ use fencer_results::{FinishedRun, RunRecord, parse_run_json, save_run};
 use fencer_run::plan::Plan;
 use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
-use crate::plan_words::plan_in_words;
+use crate::plan_words::faults_in_words;
 use crate::regressions::write_atomically;
 use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
 use crate::summary::ShrinkRecord;
@@ -199,7 +199,7 @@ pub fn minimize(
     let record = ShrinkRecord {
         plan: min_path.display().to_string(),
         run: Some(run_dir.display().to_string()),
-        after_in_words: plan_in_words(&shrunk.plan),
+        after_in_words: faults_in_words(&shrunk.plan),
         class: class.name().to_string(),
         before: PlanSize::of(plan),
         after: PlanSize::of(&shrunk.plan),

@@ -1,27 +1,22 @@
-//! A plan in a reader's words, as a shrink reports its result: who acts, how many cycles, each
-//! fault by what it does, and where the plan stops the run.
+//! A plan's faults and stop in a reader's words, as a shrink reports its result beside the
+//! plan's size ([`crate::shrink::PlanSize::in_words`]): each fault by what it does, to whom,
+//! how long and when, and where the plan ends the run.
 
-use fencer_harness::words::{count, secs};
+use fencer_harness::words::secs;
 use fencer_run::plan::Plan;
-
-use crate::shrink::PlanSize;
 
 /// Faults listed one by one up to this many; more are counted by family.
 const FAULTS_LISTED: usize = 4;
 
-/// `2 workers, 3 cycles, 1 fault: a 12.000s pause of w0 at 1.500s; the run ends by 14.000s`.
-pub fn plan_in_words(plan: &Plan) -> String {
-    let size = PlanSize::of(plan);
-    let mut words = format!(
-        "{}, {}, {}",
-        count(size.workers, "worker", "workers"),
-        count(size.cycles, "cycle", "cycles"),
-        count(size.faults, "fault", "faults")
-    );
-    if !plan.faults.is_empty() && plan.faults.len() <= FAULTS_LISTED {
+/// `a 12.000s pause of w0 at 1.500s; the run ends by 14.000s`, `5 pause, 1 cancel`, or
+/// `no fault` for a plan without any.
+pub fn faults_in_words(plan: &Plan) -> String {
+    let mut words = if plan.faults.is_empty() {
+        "no fault".to_string()
+    } else if plan.faults.len() <= FAULTS_LISTED {
         let faults: Vec<String> = plan.faults.iter().map(|fault| fault.in_words()).collect();
-        words.push_str(&format!(": {}", faults.join(", ")));
-    } else if !plan.faults.is_empty() {
+        faults.join(", ")
+    } else {
         let mut families: Vec<(&str, usize)> = Vec::new();
         for fault in &plan.faults {
             let name = fault.kind().name();
@@ -34,8 +29,8 @@ pub fn plan_in_words(plan: &Plan) -> String {
             .iter()
             .map(|(family, n)| format!("{n} {family}"))
             .collect();
-        words.push_str(&format!(" ({})", families.join(", ")));
-    }
+        families.join(", ")
+    };
     if let Some(stop_at_ns) = plan.stop_at_ns {
         words.push_str(&format!("; the run ends by {}", secs(stop_at_ns)));
     }
@@ -45,6 +40,7 @@ pub fn plan_in_words(plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shrink::PlanSize;
     use fencer_nemesis::Fault;
     use fencer_run::settings::Settings;
 
@@ -67,10 +63,16 @@ mod tests {
         plan.faults = vec![pause(1_500_000_000, "w0")];
         plan.stop_at_ns = Some(14_000_000_000);
         assert_eq!(
-            plan_in_words(&plan),
-            "2 workers, 3 cycles, 1 fault: a 12.000s pause of w0 at 1.500s; the run ends by \
-             14.000s"
+            PlanSize::of(&plan).in_words(),
+            "2 workers acting, 3 cycles, 1 fault"
         );
+        assert_eq!(
+            faults_in_words(&plan),
+            "a 12.000s pause of w0 at 1.500s; the run ends by 14.000s"
+        );
+        plan.faults.clear();
+        plan.stop_at_ns = None;
+        assert_eq!(faults_in_words(&plan), "no fault");
     }
 
     #[test]
@@ -87,8 +89,9 @@ mod tests {
             target: "w1".into(),
         });
         assert_eq!(
-            plan_in_words(&plan),
-            "2 workers, 2 cycles, 6 faults (5 pause, 1 cancel)"
+            PlanSize::of(&plan).in_words(),
+            "2 workers acting, 2 cycles, 6 faults"
         );
+        assert_eq!(faults_in_words(&plan), "5 pause, 1 cancel");
     }
 }

@@ -19,7 +19,7 @@ use fencer_harness::PackedHistory;
 use crate::divergence::{Divergence, first_divergence};
 use crate::jobs::{ThreadFor, job_count, named_thread, spawn_jobs};
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, RunError, Time};
+use fencer_run::{Backends, Launch, Launched, RunError};
 
 /// How to run a batch of plans.
 #[derive(Clone, Debug)]
@@ -63,14 +63,9 @@ pub enum Outcome {
         coverage: Coverage,
         /// Number of events in the history.
         events: usize,
-        /// The history, kept when the verdict is invalid (to save the run directory) or when
-        /// asked for every run.
-        history: Option<PackedHistory>,
-        /// How time passed: a simulated run replays from its plan byte for byte, a real-time
-        /// one only runs its plan again.
-        time: Time,
-        /// When each worker began each cycle, kept with the history.
-        cycle_starts_ns: Vec<Vec<u64>>,
+        /// What the run recorded, kept when the verdict is invalid (to save the run directory)
+        /// or when asked for every run.
+        kept: Option<KeptRun>,
     },
     /// Two runs of the same plan recorded different histories.
     Nondeterministic(Divergence),
@@ -86,6 +81,15 @@ impl Outcome {
             Outcome::Nondeterministic(_) | Outcome::Error(_) => true,
         }
     }
+}
+
+/// What a run recorded that its run directory is saved from.
+#[derive(Debug)]
+pub struct KeptRun {
+    /// The history.
+    pub history: PackedHistory,
+    /// When each worker began each cycle ([`Launched::cycle_starts_ns`]).
+    pub cycle_starts_ns: Vec<Vec<u64>>,
 }
 
 /// How a batch ended.
@@ -216,55 +220,33 @@ pub fn run_one(plan: &Plan, config: &RunnerConfig) -> (Plan, Outcome) {
             return (launched.plan, Outcome::Nondeterministic(divergence));
         }
     }
+    checked(launched, config.strict, config.keep_histories)
+}
+
+/// Judges what `launched` recorded (warnings fail under `strict`), keeping the history and
+/// the cycle starts when the verdict is invalid or `keep` asks for them; returns the plan as
+/// it ran and the outcome.
+fn checked(launched: Launched, strict: bool, keep: bool) -> (Plan, Outcome) {
     let Launched {
         plan,
         history,
-        time,
         cycle_starts_ns,
+        ..
     } = launched;
-    let outcome = checked(
-        &plan,
-        Recorded {
-            history,
-            time,
-            cycle_starts_ns,
-        },
-        config.strict,
-        config.keep_histories,
-    );
-    (plan, outcome)
-}
-
-/// What a run recorded, as [`checked`] judges it.
-pub struct Recorded {
-    /// The history.
-    pub history: PackedHistory,
-    /// The tier it was recorded in.
-    pub time: Time,
-    /// When each worker began each cycle.
-    pub cycle_starts_ns: Vec<Vec<u64>>,
-}
-
-/// Judges what a run of `plan` recorded (warnings fail under `strict`), keeping the history
-/// and the cycle starts when the verdict is invalid or `keep` asks for them.
-pub fn checked(plan: &Plan, recorded: Recorded, strict: bool, keep: bool) -> Outcome {
-    let Recorded {
-        history,
-        time,
-        cycle_starts_ns,
-    } = recorded;
     let verdict = fencer_run::checking::judge(&plan.settings, &history, strict);
     let coverage = coverage(&history, plan.settings.ttl_ns);
     let events = history.len();
-    let kept = keep || verdict.validity == Validity::Invalid;
-    Outcome::Checked {
+    let kept = (keep || verdict.validity == Validity::Invalid).then_some(KeptRun {
+        history,
+        cycle_starts_ns,
+    });
+    let outcome = Outcome::Checked {
         verdict: Box::new(verdict),
         coverage,
         events,
-        history: kept.then_some(history),
-        time,
-        cycle_starts_ns: if kept { cycle_starts_ns } else { Vec::new() },
-    }
+        kept,
+    };
+    (plan, outcome)
 }
 
 #[cfg(test)]

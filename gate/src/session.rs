@@ -16,13 +16,13 @@ use fencer_results::staging;
 use fencer_results::{check_dir_writable, check_run_place};
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
-use fencer_run::settings::{Settings, shell_word};
-use fencer_run::{Backends, RunError, Time};
+use fencer_run::settings::Settings;
+use fencer_run::{Backends, Launch, RunError, Time};
 
 use crate::junit::junit_xml;
 use crate::minimize::{Against, minimize};
 use crate::regressions::{self, Regression, RegressionError, write_atomically};
-use crate::runner::{BatchEnd, Outcome, PlanResult, RunnerConfig, run_batch};
+use crate::runner::{BatchEnd, KeptRun, Outcome, PlanResult, RunnerConfig, run_batch};
 use crate::seeds::{SeedRange, Shard, ShardSeeds};
 use crate::shrink::ShrinkLimits;
 use crate::summary::{FailureKind, FailureRecord, GateEnd, GateSummary, Tally};
@@ -308,20 +308,26 @@ impl Gate<'_> {
     ) -> bool {
         let PlanResult { plan, outcome, .. } = result;
         add_left_out(&mut self.summary.left_out, &plan.left_out);
-        let mut real_time = false;
+        // Real time decides what a fault hits: such a run is not replayed from its history,
+        // and running it again is a chance to see the failure again, not a reproduction.
+        let real_time = matches!(
+            Launch::new(&self.config.backends).time(&plan),
+            Ok(Time::Real)
+        );
         let (kind, explanation, counts, class, divergence, run_dir) = match outcome {
             Outcome::Checked {
                 verdict,
                 coverage,
                 events,
-                history,
-                time,
-                cycle_starts_ns,
+                kept,
             } => {
-                real_time = time == Time::Real;
                 self.summary.count_checked(seed, label, &verdict, events);
                 self.summary.coverage.add(&coverage);
-                let Some(history) = history else {
+                let Some(KeptRun {
+                    history,
+                    cycle_starts_ns,
+                }) = kept
+                else {
                     return false;
                 };
                 let dir = self.config.out.join(dir_name);
@@ -335,20 +341,12 @@ impl Gate<'_> {
                 let run_dir = match save_run(&finished, &dir, None) {
                     Ok(()) => {
                         let program = &self.config.program;
-                        replay.insert(
-                            0,
-                            match time {
-                                Time::Simulated => format!("{program} replay {}", dir.display()),
-                                // A real-time run is not replayed from its history: its plan runs
-                                // again, against the backends it ran on.
-                                Time::Real => format!(
-                                    "{program} run --plan {} --lock {} --store {}",
-                                    shell_word(&dir.join("plan.json").display().to_string()),
-                                    shell_word(plan.settings.lock.as_str()),
-                                    shell_word(plan.settings.store.as_str())
-                                ),
-                            },
-                        );
+                        let again = if real_time {
+                            plan.settings.run_plan_command(&dir.join("plan.json"))
+                        } else {
+                            format!("replay {}", dir.display())
+                        };
+                        replay.insert(0, format!("{program} {again}"));
                         Some(dir.display().to_string())
                     }
                     Err(error) => {
@@ -397,8 +395,6 @@ impl Gate<'_> {
                 None => format!("{}: {}", kind.name(), escape(&explanation)),
             }
         )];
-        // Real time decides what a fault hits, so running a real-time failure again is a
-        // chance to see it again, not a reproduction.
         let again = if real_time {
             "run again (real time: it may not fail again)"
         } else {
@@ -511,13 +507,7 @@ fn failure_events(dir: &Path) -> usize {
 pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> String {
     use fencer_harness::words::count;
     let size = |size: &crate::shrink::PlanSize, events: usize| {
-        format!(
-            "{} acting, {}, {}, {}",
-            count(size.workers, "worker", "workers"),
-            count(size.cycles, "cycle", "cycles"),
-            count(size.faults, "fault", "faults"),
-            count(events, "event", "events")
-        )
+        format!("{}, {}", size.in_words(), count(events, "event", "events"))
     };
     let mut lines = vec![format!(
         "shrunk ({}, {}{}): {} -> {}",
@@ -531,7 +521,7 @@ pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> 
         size(&record.after, record.events_after),
     )];
     if !record.after_in_words.is_empty() {
-        lines.push(format!("the minimal plan: {}", record.after_in_words));
+        lines.push(format!("in the minimal plan: {}", record.after_in_words));
     }
     lines.push(format!(
         "minimal plan: {} (run it: {program} run --plan {})",

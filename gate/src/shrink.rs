@@ -27,6 +27,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use fencer_checkers::AnomalyClass;
+use fencer_harness::words::count;
 use fencer_harness::{EventType, roles};
 use fencer_nemesis::{Fault, FaultKind};
 use serde::{Deserialize, Serialize};
@@ -77,6 +78,16 @@ impl PlanSize {
                 .filter(|worker| !worker.cycles.is_empty())
                 .count(),
         }
+    }
+
+    /// `2 workers acting, 3 cycles, 1 fault`: the size as a reader counts it.
+    pub fn in_words(&self) -> String {
+        format!(
+            "{} acting, {}, {}",
+            count(self.workers, "worker", "workers"),
+            count(self.cycles, "cycle", "cycles"),
+            count(self.faults, "fault", "faults")
+        )
     }
 
     /// Whether no part is larger than `other`'s.

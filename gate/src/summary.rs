@@ -269,7 +269,8 @@ pub struct ShrinkRecord {
     /// was saved.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
-    /// The minimal plan in a reader's words ([`crate::plan_words::plan_in_words`]).
+    /// The minimal plan's faults and stop in a reader's words
+    /// ([`crate::plan_words::faults_in_words`]).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub after_in_words: String,
     /// The anomaly class it still shows.

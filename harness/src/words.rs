@@ -126,8 +126,13 @@ pub fn when_known(event: &Event, timing: LogTiming) -> String {
     format!("{order} (read back after the run: true time unknown)")
 }
 
-/// A server's role in words: `the lock service`, `the store`.
-fn server_name(target: &str) -> String {
+/// What a server fault acts on, in words: `the lock service`, `the store`, `member n2 of the
+/// lock service`; aimed at a worker, its lock client's own process and proxy (`w1's lock
+/// client`), since a worker whose client is a child of its own takes a server's faults.
+pub fn server_name(target: &str) -> String {
+    if crate::roles::worker_number(target).is_some() {
+        return format!("{target}'s lock client");
+    }
     let role = |role: &str| match role {
         "lock" => "the lock service".to_string(),
         "store" => "the store".to_string(),
@@ -137,6 +142,17 @@ fn server_name(target: &str) -> String {
     match target.split_once('.') {
         Some((owner, member)) => format!("member {member} of {}", role(owner)),
         None => role(target),
+    }
+}
+
+/// The replies a reply fault on `target` holds or loses: those a server sends (`replies from
+/// the lock service`), or, aimed at a worker, those its lock client's proxy passes back to it
+/// (`replies to w1's lock client`).
+pub fn replies_of(target: &str) -> String {
+    if crate::roles::worker_number(target).is_some() {
+        format!("replies to {}", server_name(target))
+    } else {
+        format!("replies from {}", server_name(target))
     }
 }
 
@@ -168,6 +184,7 @@ pub fn describe(event: &Event) -> String {
     let target = opt(&event.target);
     // A server fault's target as a reader knows it (`the lock service`, not `lock`).
     let server = server_name(&target);
+    let replies = replies_of(&target);
     let duration = event
         .duration_ns
         .map_or(String::new(), |d| format!(" for {}", secs(d)));
@@ -256,7 +273,10 @@ pub fn describe(event: &Event) -> String {
         ),
         (EventType::Log, f) => format!("the {who} logged {}", f.name()),
         (EventType::Nemesis, Op::Pause) => format!("the nemesis paused {target}{duration}"),
-        (EventType::Nemesis, Op::Resume) => format!("{target} resumed"),
+        // Pauses of one process overlap: it runs again only when the last of them ends.
+        (EventType::Nemesis, Op::Resume) => {
+            format!("a pause of {target} ended (it runs again unless another still holds it)")
+        }
         (EventType::Nemesis, Op::ClockJump) => format!(
             "the nemesis jumped {target}'s clock by {}",
             event.jump_ns.map_or("?".into(), secs_signed)
@@ -313,18 +333,16 @@ pub fn describe(event: &Event) -> String {
             format!("{server} is reachable again")
         }
         (EventType::Nemesis, Op::DelayReplies) => format!(
-            "the nemesis began holding replies from {server} for {}{duration}",
+            "the nemesis began holding {replies} for {}{duration}",
             event.delay_ns.map_or("?".into(), secs)
         ),
         (EventType::Nemesis, Op::HealDelayReplies) => {
-            format!("replies from {server} arrive promptly again")
+            format!("{replies} arrive promptly again")
         }
         (EventType::Nemesis, Op::DropReplies) => {
-            format!("the nemesis began losing replies from {server}{duration}")
+            format!("the nemesis began losing {replies}{duration}")
         }
-        (EventType::Nemesis, Op::HealDropReplies) => {
-            format!("replies from {server} flow again")
-        }
+        (EventType::Nemesis, Op::HealDropReplies) => format!("{replies} flow again"),
         (EventType::Nemesis, Op::Cut) => {
             format!("the nemesis closed every connection to {server}")
         }
@@ -394,6 +412,35 @@ mod tests {
         assert_eq!(secs(12_504_500_000), "12.505s");
         assert_eq!(secs_signed(-1_500_000_000), "-1.500s");
         assert_eq!(secs_signed(-100), "0.000s");
+    }
+
+    #[test]
+    fn a_fault_on_a_worker_s_lock_client_and_the_end_of_a_pause_are_told_as_they_act() {
+        let fault = |f, target: &str| Event {
+            target: Some(target.into()),
+            delay_ns: Some(1_000_000_000),
+            ..Event::new("nemesis", EventType::Nemesis, f)
+        };
+        assert_eq!(
+            describe(&fault(Op::DelayReplies, "w1")),
+            "the nemesis began holding replies to w1's lock client for 1.000s"
+        );
+        assert_eq!(
+            describe(&fault(Op::DelayReplies, "lock")),
+            "the nemesis began holding replies from the lock service for 1.000s"
+        );
+        assert_eq!(
+            describe(&fault(Op::ServerPause, "w2")),
+            "the nemesis froze w2's lock client (SIGSTOP)"
+        );
+        assert_eq!(
+            describe(&fault(Op::HealDropReplies, "lock.n2")),
+            "replies from member n2 of the lock service flow again"
+        );
+        assert_eq!(
+            describe(&fault(Op::Resume, "w1")),
+            "a pause of w1 ended (it runs again unless another still holds it)"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A fault in a reader's words: what it does, to whom, for how long and when, so a shrunk plan
 //! can be told as "a 12.000s pause of w0 at 1.500s" rather than as JSON.
 
-use fencer_harness::words::{secs, secs_signed};
+use fencer_harness::words::{replies_of, secs, secs_signed, server_name};
 
 use crate::fault::Fault;
 
@@ -61,24 +61,29 @@ impl Fault {
                 target,
                 duration_ns,
                 ..
-            } => format!("a restart of {target}, down for {}", secs(*duration_ns)),
+            } => format!(
+                "a restart of {}, down for {}",
+                server_name(target),
+                secs(*duration_ns)
+            ),
             Fault::ServerPause {
                 target,
                 duration_ns,
                 ..
-            } => format!("{target}'s server frozen for {}", secs(*duration_ns)),
+            } => format!("{} frozen for {}", server_name(target), secs(*duration_ns)),
             Fault::Partition {
                 target,
                 duration_ns,
                 ..
-            } => format!("{target} cut off for {}", secs(*duration_ns)),
+            } => format!("{} cut off for {}", server_name(target), secs(*duration_ns)),
             Fault::DelayReplies {
                 target,
                 duration_ns,
                 delay_ns,
                 ..
             } => format!(
-                "replies from {target} held {} each for {}",
+                "{} held {} each for {}",
+                replies_of(target),
                 secs(*delay_ns),
                 secs(*duration_ns)
             ),
@@ -86,15 +91,18 @@ impl Fault {
                 target,
                 duration_ns,
                 ..
-            } => format!("replies from {target} lost for {}", secs(*duration_ns)),
-            Fault::Cut { target, .. } => format!("{target}'s connections closed"),
+            } => format!("{} lost for {}", replies_of(target), secs(*duration_ns)),
+            Fault::Cut { target, .. } => {
+                format!("every connection to {} closed", server_name(target))
+            }
             Fault::NetPartition {
                 target,
                 duration_ns,
                 groups,
                 ..
             } => format!(
-                "{target}'s cluster split into {} for {}",
+                "the links between the members of {} split into {} for {}",
+                server_name(target),
                 groups
                     .iter()
                     .map(|group| format!("[{}]", group.join(" ")))
@@ -109,8 +117,8 @@ impl Fault {
                 rival_offset_ns,
                 ..
             } => format!(
-                "{target}'s lease raced at its edge for {} (its calls at expiry {}, rivals' \
-                 acquires at expiry {})",
+                "the race for the lease {target} holds or wants run at its edge for {} (the \
+                 holder's calls at its expiry {}, the acquires for it at its expiry {})",
                 secs(*duration_ns),
                 signed(*own_offset_ns),
                 signed(*rival_offset_ns)
@@ -187,6 +195,39 @@ mod tests {
         assert_eq!(
             delayed.in_words(),
             "w2's writes sent in the 2.000s from 3.000s held 2.000s each"
+        );
+        let edge = Fault::LeaseEdge {
+            at_ns: 2_000_000_000,
+            target: "w1".into(),
+            duration_ns: 5_000_000_000,
+            own_offset_ns: -1_000_000,
+            rival_offset_ns: 2_000_000,
+            anchor: Default::default(),
+        };
+        assert_eq!(
+            edge.in_words(),
+            "the race for the lease w1 holds or wants run at its edge for 5.000s (the holder's \
+             calls at its expiry -0.001s, the acquires for it at its expiry +0.002s) at 2.000s"
+        );
+        // A server's faults aimed at a worker act on its lock client's process and proxy.
+        let held_replies = Fault::DelayReplies {
+            at_ns: 0,
+            target: "w2".into(),
+            duration_ns: 1_000_000_000,
+            delay_ns: 500_000_000,
+        };
+        assert_eq!(
+            held_replies.in_words(),
+            "replies to w2's lock client held 0.500s each for 1.000s at 0.000s"
+        );
+        let frozen = Fault::ServerPause {
+            at_ns: 0,
+            target: "lock".into(),
+            duration_ns: 1_000_000_000,
+        };
+        assert_eq!(
+            frozen.in_words(),
+            "the lock service frozen for 1.000s at 0.000s"
         );
         let cancel = Fault::Cancel {
             at_ns: 4_000_000,

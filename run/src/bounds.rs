@@ -70,6 +70,16 @@ impl RunLimits {
         Ok(())
     }
 
+    /// When a run of `plan` is stopped, in nanoseconds from the workers' start: at the plan's
+    /// own stop ([`Plan::stop_at_ns`]) or at [`RunLimits::simulated_ns`], whichever comes
+    /// first; and whether it is the plan's (workers still running then are no error).
+    pub(crate) fn stop_ns(&self, plan: &Plan) -> (u64, bool) {
+        match plan.stop_at_ns {
+            Some(stop_at_ns) if stop_at_ns <= self.simulated_ns => (stop_at_ns, true),
+            _ => (self.simulated_ns, false),
+        }
+    }
+
     /// The error of a run that recorded as many events as it may and had more to record.
     fn too_many_events(&self) -> RunError {
         RunError::Limit(format!(

@@ -198,8 +198,7 @@ impl Run<'_> {
         ));
         // A plan's own stop is no error; the budget, when it is more than a run may take, is.
         let budget_ns = u64::try_from(run_budget(self.plan).as_nanos()).unwrap_or(u64::MAX);
-        let (stop_ns, stopped_by_plan) =
-            crate::launch::stop_ns(self.plan, self.limits.simulated_ns);
+        let (stop_ns, stopped_by_plan) = self.limits.stop_ns(self.plan);
         let limited = !stopped_by_plan && budget_ns > stop_ns;
         let deadline = fencer_harness::time::now() + Duration::from_nanos(budget_ns.min(stop_ns));
         let listening = crate::interrupt::Listening::start();

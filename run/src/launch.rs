@@ -235,7 +235,7 @@ impl<'a> Launch<'a> {
         // time only moves when every task waits. It has its ceilings, though: a run that
         // would take longer, or record more, than a run may is stopped. A plan may stop it
         // sooner, which is no error.
-        let (stop_ns, stopped_by_plan) = stop_ns(&plan, self.limits.simulated_ns);
+        let (stop_ns, stopped_by_plan) = self.limits.stop_ns(&plan);
         let unfinished = join_workers(workers, truth.instant_at(stop_ns), &recorder).await?;
         let out_of_time = !stopped_by_plan && !unfinished.is_empty();
         cancel(unfinished).await;
@@ -340,16 +340,6 @@ fn add_targets<T: ?Sized>(targets: &mut fencer_nemesis::Targets, role: &str, bui
         targets
             .clusters
             .insert(role.to_string(), Arc::clone(cluster));
-    }
-}
-
-/// When a run is stopped, in nanoseconds from the workers' start: at the plan's stop, or at
-/// `limit_ns`, whichever comes first; and whether it is the plan's (workers still running
-/// then are no error).
-pub(crate) fn stop_ns(plan: &Plan, limit_ns: u64) -> (u64, bool) {
-    match plan.stop_at_ns {
-        Some(stop_at_ns) if stop_at_ns <= limit_ns => (stop_at_ns, true),
-        _ => (limit_ns, false),
     }
 }
 

@@ -178,11 +178,11 @@ impl Plan {
     /// its scripts hold when they are not what the settings draw (a shrunk or hand-written
     /// plan), and where the plan stops the run.
     pub fn describe(&self) -> String {
-        let drawn = self.workers.len() == self.settings.workers
-            && self
-                .workers
-                .iter()
-                .all(|script| script.cycles.len() == self.settings.ops_per_worker);
+        // One script per worker is what a runnable plan has ([`Plan::check`]).
+        let drawn = self
+            .workers
+            .iter()
+            .all(|script| script.cycles.len() == self.settings.ops_per_worker);
         let mut line = if drawn {
             self.settings.describe()
         } else {
@@ -390,6 +390,29 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_s_summary_counts_its_own_scripts_and_names_its_stop() {
+        let mut plan = Plan::generate(&Settings {
+            workers: 2,
+            ops_per_worker: 3,
+            ..Settings::default()
+        });
+        assert_eq!(plan.describe(), plan.settings.describe());
+        assert!(plan.describe().contains(": 2 workers x 3 cycles, "));
+        plan.workers[1].cycles.clear();
+        plan.workers[0].cycles.truncate(2);
+        plan.stop_at_ns = Some(14_011_000_000);
+        let line = plan.describe();
+        assert!(
+            line.contains(": 1 worker acting, 2 cycles in all (the plan's scripts), "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(", the plan ends the run by 14.011s"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_cluster_plan_aims_at_its_members_by_name() {

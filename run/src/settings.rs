@@ -224,6 +224,18 @@ impl Settings {
         names.join(",")
     }
 
+    /// The `run` command line (after the program's name) that runs the plan saved at
+    /// `plan_path` again against these settings' lock service and store: how a real-time run
+    /// is run again, since it is not replayed from its history.
+    pub fn run_plan_command(&self, plan_path: &std::path::Path) -> String {
+        format!(
+            "run --plan {} --lock {} --store {}",
+            shell_word(&plan_path.display().to_string()),
+            shell_word(self.lock.as_str()),
+            shell_word(self.store.as_str())
+        )
+    }
+
     /// The `run` command line (after the program's name) that reproduces seed `seed` of a
     /// gate over these settings: every setting spelled out, so it does not depend on defaults.
     pub fn run_command(&self, seed: u64, swarm: bool) -> String {

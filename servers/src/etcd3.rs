@@ -189,8 +189,12 @@ fn wait_until_ready(addresses: &[SocketAddr]) -> Result<Vec<MemberStatus>, Serve
     }
     let last = last.map_or_else(|| "never asked".to_string(), |why| why.to_string());
     Err(ServerError::Failed(format!(
-        "etcd ({} members) was not ready within {READY_TIMEOUT:?}: {last}",
-        addresses.len()
+        "{} was not ready within {READY_TIMEOUT:?}: {last}",
+        if addresses.len() == 1 {
+            "the etcd member"
+        } else {
+            "the etcd cluster"
+        }
     )))
 }
 

@@ -16,7 +16,7 @@ use fencer_results::run_dir::{check_dir_writable, check_run_place};
 use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::plan::read_plan_bytes;
-use fencer_run::settings::{Settings, shell_word};
+use fencer_run::settings::Settings;
 use fencer_run::{Launch, Launched, RunError, Time};
 
 use super::output::{errln, outln};
@@ -149,11 +149,9 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     outln!("run directory: {}", dir.display());
     if time == Time::Real {
         outln!(
-            "run the same plan again: {} run --plan {} --lock {} --store {}",
+            "run the same plan again: {} {}",
             context.program,
-            dir.join("plan.json").display(),
-            shell_word(plan.settings.lock.as_str()),
-            shell_word(plan.settings.store.as_str())
+            plan.settings.run_plan_command(&dir.join("plan.json"))
         );
     }
     if verdict.validity != Validity::Valid {

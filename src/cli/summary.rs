@@ -161,3 +161,25 @@ impl Shape {
         *counter += 1;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_fault_family_counts_once_and_its_end_does_not() {
+        let mut shape = Shape::default();
+        for f in [
+            Op::Pause,
+            Op::Resume,
+            Op::DropAcquireReply,
+            Op::HealAcquireReply,
+            Op::Cancel,
+            Op::Cut,
+        ] {
+            shape.add(EventType::Nemesis, f, 0);
+        }
+        shape.add(EventType::Ok, Op::Acquire, 1);
+        assert_eq!((shape.faults, shape.grants, shape.events), (4, 1, 7));
+    }
+}

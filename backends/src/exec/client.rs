@@ -115,6 +115,9 @@ struct ChildLease {
 pub struct ExecLibrary {
     client: Arc<ExecClient>,
     cx: LibraryContext,
+    /// Held while a late grant is given back: the releases are recorded as one process
+    /// (`wN:give-back`), which has one call open at a time.
+    giving_back: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ExecLibrary {
@@ -140,6 +143,7 @@ impl ExecLibrary {
         Ok(ExecLibrary {
             client,
             cx: cx.clone(),
+            giving_back: Arc::default(),
         })
     }
 
@@ -195,6 +199,7 @@ impl LockLibrary for ExecLibrary {
         let library = ExecLibrary {
             client: Arc::clone(&self.client),
             cx: self.cx.clone(),
+            giving_back: Arc::clone(&self.giving_back),
         };
         let give_back = self.cx.task_client(roles::GIVE_BACK_TASK);
         self.cx.spawn(async move {
@@ -209,6 +214,7 @@ impl LockLibrary for ExecLibrary {
                 return;
             };
             if let Outcome::Acquired { owner: name, .. } = late.outcome {
+                let _one_at_a_time = library.giving_back.lock().await;
                 let _ = give_back
                     .process()
                     .library_release(lock, owner, library.release_named(name))
