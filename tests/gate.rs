@@ -148,6 +148,37 @@ fn a_passing_gate_names_the_warnings_its_runs_found() {
     );
 }
 
+/// A failing run that also shows warnings listed before its failure (fencing's documented
+/// limit comes early in the class order) is reported and shrunk as the failure, not as the
+/// warning, which does not fail the run and so cannot be shrunk for.
+#[test]
+fn a_failure_behind_a_warning_is_reported_and_shrunk_as_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = gate(
+        dir.path(),
+        &[
+            "--store",
+            "sqlite-stale-cache",
+            "--seeds",
+            "0..1",
+            "--no-regressions",
+            "--out",
+            "g",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    let printed = text(&output);
+    let summary = json(&dir.path().join("g/gate.json"));
+    assert!(
+        summary["warnings"]["superseded-write-accepted"].as_u64() > Some(0),
+        "{summary}"
+    );
+    assert_eq!(summary["failures"][0]["class"], "stale-read", "{summary}");
+    assert!(printed.contains("FAIL seed 0: stale-read: "), "{printed}");
+    assert!(printed.contains("shrunk (stale-read, "), "{printed}");
+    assert!(!printed.contains("cannot shrink"), "{printed}");
+}
+
 #[test]
 fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     let dir = tempfile::tempdir().unwrap();

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 const CORPUS: &str = "tests/golden/corpus.txt";
 
 /// Backend and worker choices: the reference, then every mutant of the zoo.
-const VARIANTS: [(&str, &[&str]); 25] = [
+const VARIANTS: [(&str, &[&str]); 27] = [
     ("reference", &[]),
     ("sim-unsafe-release", &["--lock", "sim-unsafe-release"]),
     ("sim-unchecked-renew", &["--lock", "sim-unchecked-renew"]),
@@ -50,6 +50,11 @@ const VARIANTS: [(&str, &[&str]); 25] = [
     ),
     ("sqlite-refuses-newer", &["--store", "sqlite-refuses-newer"]),
     ("sqlite-phantom-read", &["--store", "sqlite-phantom-read"]),
+    ("sqlite-stale-cache", &["--store", "sqlite-stale-cache"]),
+    (
+        "sqlite-ignores-rowcount",
+        &["--store", "sqlite-ignores-rowcount"],
+    ),
     (
         "ignore-renew-failure",
         &["--worker", "ignore-renew-failure"],

@@ -18,7 +18,7 @@ use fencer_workloads::ClientVariant;
 const SEEDS: std::ops::Range<u64> = 0..2;
 
 /// Cycles per worker: short runs, still long enough for most mutants to show their bug.
-const OPS: usize = 8;
+const OPS: usize = 12;
 
 /// One run to read back, and whether warnings fail its verdict.
 struct Case {

@@ -44,6 +44,25 @@ pub enum StoreRules {
     /// serves reads from it; a write the store then refuses is not evicted, so reads return a
     /// value the store never accepted.
     PhantomRead,
+    /// A read-through cache in front of the fenced store (memcached beside the database) is
+    /// filled on a read miss and invalidated by no write: for `entry_ttl_ns` after a fill,
+    /// reads return the value the key held then, though newer writes have been acknowledged.
+    StaleCache {
+        /// How long a cache entry serves reads after it was filled, in nanoseconds of the
+        /// run's clock.
+        entry_ttl_ns: u64,
+    },
+    /// Runs the fenced `UPDATE` but answers success without reading its rowcount (an ORM's
+    /// `save()` that returns no count, an `execute` whose result is dropped): a write the fence
+    /// refused is reported applied.
+    IgnoresRowcount,
+}
+
+/// What a [`StoreRules::StaleCache`] entry holds: the value read, and when it was filled.
+#[derive(Debug)]
+struct CacheEntry {
+    value: ReadValue,
+    filled_at: fencer_harness::time::Instant,
 }
 
 /// Why the store could not be opened.
@@ -60,8 +79,9 @@ pub struct SqliteStore {
     connection: Mutex<Connection>,
     rules: StoreRules,
     recorder: Option<Arc<Recorder>>,
-    /// [`StoreRules::PhantomRead`]'s cache: the last write sent to each key.
-    cache: Mutex<BTreeMap<String, ReadValue>>,
+    /// [`StoreRules::PhantomRead`]'s cache (the last write sent to each key) or
+    /// [`StoreRules::StaleCache`]'s (the value each key held at its last read miss).
+    cache: Mutex<BTreeMap<String, CacheEntry>>,
 }
 
 const SCHEMA: &str = "
@@ -134,7 +154,7 @@ impl SqliteStore {
         self.connection.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn cache_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, ReadValue>> {
+    fn cache_lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, CacheEntry>> {
         self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -189,6 +209,43 @@ impl SqliteStore {
             .query_row(params![key], |row| row.get(0))
             .optional()?;
         Ok(fence.unwrap_or(0) as FencingToken)
+    }
+
+    /// The key's value as the database holds it now.
+    fn read_now(&self, key: &str) -> Result<ReadValue, CallError> {
+        let row = self
+            .db()
+            .prepare_cached("SELECT fence, write_id, value FROM register WHERE key = ?1")
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![key], |row| {
+                        Ok(ReadValue {
+                            fencing_token: row.get::<_, i64>(0)? as FencingToken,
+                            write_id: row.get(1)?,
+                            value: row.get(2)?,
+                        })
+                    })
+                    .optional()
+            })
+            .map_err(not_applied)?;
+        Ok(row.unwrap_or_default())
+    }
+
+    /// A read the store's cache answers, if it has one for `key`: [`StoreRules::PhantomRead`]
+    /// answers from every entry, [`StoreRules::StaleCache`] from one filled less than its
+    /// entry TTL ago.
+    fn cached(&self, key: &str) -> Option<ReadValue> {
+        let cache = self.cache_lock();
+        let entry = cache.get(key)?;
+        let fresh = match self.rules {
+            StoreRules::PhantomRead => true,
+            StoreRules::StaleCache { entry_ttl_ns } => {
+                fencer_harness::time::now().duration_since(entry.filled_at)
+                    < Duration::from_nanos(entry_ttl_ns)
+            }
+            _ => false,
+        };
+        fresh.then(|| entry.value.clone())
     }
 
     fn log_applied(&self, key: &str, token: FencingToken, write_id: &str, value: &str, seq: u64) {
@@ -247,14 +304,18 @@ impl FencedStore for SqliteStore {
             StoreRules::PhantomRead => {
                 self.cache_lock().insert(
                     key.to_string(),
-                    ReadValue {
-                        fencing_token,
-                        write_id: Some(write_id.to_string()),
-                        value: Some(value.to_string()),
+                    CacheEntry {
+                        value: ReadValue {
+                            fencing_token,
+                            write_id: Some(write_id.to_string()),
+                            value: Some(value.to_string()),
+                        },
+                        filled_at: fencer_harness::time::now(),
                     },
                 );
                 Compare::Number
             }
+            StoreRules::StaleCache { .. } | StoreRules::IgnoresRowcount => Compare::Number,
         };
         match self
             .write_now(key, fencing_token, write_id, value, compare)
@@ -264,32 +325,26 @@ impl FencedStore for SqliteStore {
                 self.log_applied(key, fencing_token, write_id, value, seq);
                 Ok(Written::Applied)
             }
+            Err(_) if self.rules == StoreRules::IgnoresRowcount => Ok(Written::Applied),
             Err(current_token) => Ok(Written::Rejected { current_token }),
         }
     }
 
     async fn read(&self, key: &str) -> Result<ReadValue, CallError> {
-        if self.rules == StoreRules::PhantomRead
-            && let Some(cached) = self.cache_lock().get(key)
-        {
-            return Ok(cached.clone());
+        if let Some(cached) = self.cached(key) {
+            return Ok(cached);
         }
-        let row = self
-            .db()
-            .prepare_cached("SELECT fence, write_id, value FROM register WHERE key = ?1")
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![key], |row| {
-                        Ok(ReadValue {
-                            fencing_token: row.get::<_, i64>(0)? as FencingToken,
-                            write_id: row.get(1)?,
-                            value: row.get(2)?,
-                        })
-                    })
-                    .optional()
-            })
-            .map_err(not_applied)?;
-        Ok(row.unwrap_or_default())
+        let read = self.read_now(key)?;
+        if let StoreRules::StaleCache { .. } = self.rules {
+            self.cache_lock().insert(
+                key.to_string(),
+                CacheEntry {
+                    value: read.clone(),
+                    filled_at: fencer_harness::time::now(),
+                },
+            );
+        }
+        Ok(read)
     }
 
     async fn applied_log(&self) -> Option<Vec<AppliedWrite>> {
@@ -440,6 +495,56 @@ mod tests {
             let applied = store.applied_log().await.unwrap();
             assert_eq!(applied.len(), 1, "the database refused it");
             assert_eq!(applied[0].write_id, "b");
+        });
+    }
+
+    #[test]
+    fn stale_cache_serves_the_value_of_its_fill_until_the_entry_expires() {
+        run(async {
+            let rules = StoreRules::StaleCache {
+                entry_ttl_ns: 1_000_000_000,
+            };
+            let store = SqliteStore::in_memory(rules, None).unwrap();
+            store.write("k", 1, "a", "A result").await.unwrap();
+            assert_eq!(
+                store.read("k").await.unwrap().write_id.as_deref(),
+                Some("a")
+            );
+            assert_eq!(
+                store.write("k", 2, "b", "B result").await,
+                Ok(Written::Applied)
+            );
+            fencer_harness::time::sleep(Duration::from_millis(999)).await;
+            let cached = store.read("k").await.unwrap();
+            assert_eq!(
+                (cached.fencing_token, cached.write_id.as_deref()),
+                (1, Some("a"))
+            );
+            fencer_harness::time::sleep(Duration::from_millis(1)).await;
+            let fresh = store.read("k").await.unwrap();
+            assert_eq!(
+                (fresh.fencing_token, fresh.write_id.as_deref()),
+                (2, Some("b"))
+            );
+        });
+    }
+
+    #[test]
+    fn ignoring_the_rowcount_answers_applied_for_a_write_the_fence_refused() {
+        run(async {
+            let store = SqliteStore::in_memory(StoreRules::IgnoresRowcount, None).unwrap();
+            store.write("k", 2, "b", "B result").await.unwrap();
+            assert_eq!(
+                store.write("k", 1, "a", "late A result").await,
+                Ok(Written::Applied)
+            );
+            let read = store.read("k").await.unwrap();
+            assert_eq!(
+                (read.fencing_token, read.write_id.as_deref()),
+                (2, Some("b"))
+            );
+            let applied = store.applied_log().await.unwrap();
+            assert_eq!(applied.len(), 1, "the database refused it");
         });
     }
 

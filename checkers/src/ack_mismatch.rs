@@ -19,12 +19,14 @@ use crate::verdict::{Anomaly, AnomalyClass};
 
 const CLASS: AnomalyClass = AnomalyClass::AckMismatch;
 
-/// A write reply that contradicts the store log: the reply, its invoke, and (for a `fail`) the
-/// store log entry that applied it.
+/// A write reply that contradicts the store log: the reply, its invoke, for a `fail` the
+/// store log entry that applied it, and for an `ok` the key's newest applied write before the
+/// reply when its token is higher than the call's (what a fenced store refuses the call for).
 struct Mismatch {
     invoke: usize,
     reply: usize,
     applied: Option<usize>,
+    higher_before: Option<usize>,
 }
 
 /// Runs the checker on the store log and client replies, or reports it skipped.
@@ -35,6 +37,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     // By key and write id: a write id names one write of one key, not one across keys.
     let mut applied: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
     let mut invokes: FastMap<(Option<Sym>, Sym), Positions> = FastMap::default();
+    let mut applied_to_key: FastMap<Option<Sym>, Positions> = FastMap::default();
     let logged_or_sent =
         |kind, f| f == Op::Write && matches!(kind, EventType::Log | EventType::Invoke);
     for (position, ref event) in ctx.rows_where(logged_or_sent) {
@@ -44,6 +47,7 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
         let id = (event.key, write_id);
         if is_store_log(event) {
             Positions::record(&mut applied, id, position);
+            Positions::record(&mut applied_to_key, event.key, position);
         } else if event.is(EventType::Invoke, Op::Write) {
             Positions::record(&mut invokes, id, position);
         }
@@ -82,10 +86,16 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                     _ => applied_here.is_some(),
                 };
                 if contradicts {
+                    let token = ctx.at(invoke).token;
+                    let higher_before = (event.kind == EventType::Ok)
+                        .then(|| applied_to_key.get(&event.key)?.last_before(position))
+                        .flatten()
+                        .filter(|&log| ctx.at(log).token > token);
                     hits.push(Mismatch {
                         invoke,
                         reply: position,
                         applied: applied_here,
+                        higher_before,
                     });
                 }
             }
@@ -131,16 +141,27 @@ fn explain(ctx: &Context<'_>, hit: &Mismatch) -> Anomaly {
     let mut cited = vec![hit.invoke, hit.reply];
     cited.extend(faults);
     cited.extend(hit.applied);
+    cited.extend(hit.higher_before);
     let verdict = match hit.applied {
         None => {
             story.add(
                 hit.reply,
                 format!("was told ok {}", when(ctx, &reply, "its")),
             );
+            let higher = hit.higher_before.map_or(String::new(), |log| {
+                let log = ctx.at(log);
+                format!(
+                    "; before that reply the store had applied write {} with token {}, higher \
+                     than this write's, {}",
+                    log.write_id.as_deref().unwrap_or("(no id)"),
+                    log.token.map_or("(none)".into(), |token| token.to_string()),
+                    at_store_order(ctx, &log)
+                )
+            });
             format!(
                 "but the store never applied it: no store log entry carries write id \
-                 {write_id} for that call. The store acknowledged a write it did not apply (a \
-                 lost acknowledged write); ok must mean applied."
+                 {write_id} for that call{higher}. The store acknowledged a write it did not \
+                 apply (a lost acknowledged write); ok must mean applied."
             )
         }
         Some(applied) => {
@@ -203,6 +224,39 @@ mod tests {
         );
         assert!(text.contains("was paused 2.000s"), "{text}");
         assert!(text.contains("never applied it"), "{text}");
+    }
+
+    #[test]
+    fn an_ok_for_a_refused_stale_write_names_the_higher_token_the_store_held() {
+        let mut b = Builder::new();
+        let invoke = b.invoke_write("w1", "k", 2, "w1-0");
+        let newer = b.write("w0", "k", 3, "w0-0", true);
+        // Applied after the reply: it cannot be why the store refused the call.
+        let ok = b.ok("w1");
+        b.write("w2", "k", 4, "w2-0", true);
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(outcome.anomalies[0].events, vec![invoke, newer, ok]);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.contains(
+                "before that reply the store had applied write w0-0 with token 3, higher than \
+                 this write's, at"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_ok_for_a_write_no_higher_token_preceded_names_none() {
+        let mut b = Builder::new();
+        b.write("w0", "k", 2, "w0-0", true);
+        b.invoke_write("w1", "k", 2, "w1-0");
+        b.ok("w1");
+        let outcome = run(&b);
+        assert_eq!(outcome.report.anomalies, 1);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(!text.contains("higher than"), "{text}");
     }
 
     #[test]

@@ -429,6 +429,15 @@ impl Verdict {
         }
     }
 
+    /// The first anomaly that fails the verdict, in [`Verdict::anomalies`] order: what a failing
+    /// run is reported and shrunk as. A warning listed before it (fencing's documented limit)
+    /// does not fail the run, so it must not name the failure.
+    pub fn first_failure(&self) -> Option<&Anomaly> {
+        self.anomalies
+            .iter()
+            .find(|anomaly| anomaly.severity.is_failure())
+    }
+
     /// The checkers that ran but could not decide, in [`AnomalyClass::ALL`] order, each with
     /// what left it undecided: for a report that names the calls behind an unknown verdict.
     pub fn inconclusive(&self) -> impl Iterator<Item = (AnomalyClass, Option<&Inconclusive>)> {

@@ -716,7 +716,7 @@ impl Harness {
             if verdict.validity != Validity::Invalid || run.regression.is_some() {
                 continue;
             }
-            let class = verdict.anomalies.first().map(|anomaly| anomaly.class);
+            let class = verdict.first_failure().map(|anomaly| anomaly.class);
             if let (Some(limits), Some(class), Some(dir)) = (self.shrink, class, &run.saved)
                 && !shrunk_classes.contains(&class)
             {
@@ -764,11 +764,10 @@ impl Harness {
                             seed,
                             label: run.label(),
                             kind: FailureKind::Invalid,
-                            class: verdict.anomalies.first().map(|anomaly| anomaly.class),
+                            class: verdict.first_failure().map(|anomaly| anomaly.class),
                             anomaly_counts: verdict.anomaly_counts.clone(),
                             explanation: verdict
-                                .anomalies
-                                .first()
+                                .first_failure()
                                 .map_or_else(|| verdict.summary_line(), |a| a.explanation.clone()),
                             run_dir: run.saved.as_ref().map(|dir| dir.display().to_string()),
                             replay: vec![report.replay_line(run)],
@@ -973,7 +972,7 @@ impl Report {
                         run.label(),
                         escape(&verdict.summary_line())
                     );
-                    if let Some(anomaly) = verdict.anomalies.first() {
+                    if let Some(anomaly) = verdict.first_failure() {
                         let _ = write!(
                             message,
                             "\n    {}: {}",

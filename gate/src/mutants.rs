@@ -62,7 +62,7 @@ const RESTART_GAP_NS: u64 = 60_000_000_000;
 const FREQUENT_GAP_NS: u64 = 2_000_000_000;
 
 /// Every mutant, lock service first, then stores, then workers.
-pub const ZOO: [Mutant; 24] = [
+pub const ZOO: [Mutant; 26] = [
     Mutant {
         name: "unsafe-release",
         models: "release deletes the lease without comparing the owner (Redis DEL instead of \
@@ -328,6 +328,40 @@ pub const ZOO: [Mutant; 24] = [
         ops_per_worker: None,
         lock: LockBackend::Sim,
         store: StoreBackend::SqlitePhantomRead,
+        client: ClientVariant::Reference,
+    },
+    Mutant {
+        name: "stale-cache",
+        models: "a read-through cache in front of the fenced store (memcached beside the \
+                 database) is filled on a read miss and invalidated by no write: for a second \
+                 after each fill, reads return the value from before writes already \
+                 acknowledged",
+        expected_class: "stale-read",
+        strict: false,
+        // Every holder reads before it writes: the next holder's read finds the entry its
+        // predecessor's read filled.
+        workload: Workload::FencedRegister,
+        nemesis: &[],
+        mean_fault_gap_ns: DEFAULT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::Sim,
+        store: StoreBackend::SqliteStaleCache,
+        client: ClientVariant::Reference,
+    },
+    Mutant {
+        name: "ignored-rowcount",
+        models: "the store runs the fenced UPDATE but answers success without reading its \
+                 rowcount (an ORM save() that returns no count, an execute whose result is \
+                 dropped): a stale write the fence refused is reported applied",
+        expected_class: "ack-mismatch",
+        strict: false,
+        // The fence refuses a write only when a paused holder writes after its successor.
+        workload: Workload::FencedRegister,
+        nemesis: &[FaultKind::Pause],
+        mean_fault_gap_ns: FREQUENT_GAP_NS,
+        ops_per_worker: None,
+        lock: LockBackend::Sim,
+        store: StoreBackend::SqliteIgnoresRowcount,
         client: ClientVariant::Reference,
     },
     Mutant {

@@ -354,7 +354,7 @@ impl Gate<'_> {
                         error.kept.map(|kept| kept.display().to_string())
                     }
                 };
-                let first = verdict.anomalies.first();
+                let first = verdict.first_failure();
                 (
                     FailureKind::Invalid,
                     first.map_or_else(|| verdict.summary_line(), |a| a.explanation.clone()),

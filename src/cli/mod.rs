@@ -331,7 +331,8 @@ struct SettingsArgs {
     #[arg(long, default_value = "10s", value_parser = parse_duration, allow_hyphen_values = true)]
     fault_gap: u64,
     /// Protected store: sqlite, or a mutant (sqlite-unfenced, sqlite-check-then-write,
-    /// sqlite-refuses-newer, sqlite-phantom-read); or a server URL (redis://host:port,
+    /// sqlite-refuses-newer, sqlite-phantom-read, sqlite-stale-cache,
+    /// sqlite-ignores-rowcount); or a server URL (redis://host:port,
     /// postgres://user@host:port/db; `?variant=unfenced` for the mutant); or private:redis /
     /// private:postgres / private:etcd / private:zookeeper for a server fencer starts itself;
     /// or exec:COMMAND for a store fencer runs as its child (docs/exec-protocol.md); or a

@@ -64,13 +64,18 @@ pub fn shrink_command(args: &ShrinkArgs, context: &Context) -> Outcome {
     let verdict: Verdict = parse_run_json(dir, "verdict.json").map_err(bad)?;
     let class = match args.class {
         Some(class) => class,
-        None => verdict.anomalies.first().map(|a| a.class).ok_or_else(|| {
-            Failure::BadInput(format!(
-                "{}: the run has no anomaly to shrink for (verdict: {})",
-                dir.join("verdict.json").display(),
-                verdict.summary_line()
-            ))
-        })?,
+        // A warning fails only a strict shrink: without --strict it names no failure.
+        None => verdict
+            .first_failure()
+            .or_else(|| args.strict.then(|| verdict.anomalies.first()).flatten())
+            .map(|a| a.class)
+            .ok_or_else(|| {
+                Failure::BadInput(format!(
+                    "{}: the run has no anomaly to shrink for (verdict: {})",
+                    dir.join("verdict.json").display(),
+                    verdict.summary_line()
+                ))
+            })?,
     };
     let against = Against {
         backends: &context.backends,

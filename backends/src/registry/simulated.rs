@@ -117,16 +117,22 @@ pub enum StoreBackend {
     SqliteRefusesNewer,
     /// SQLite behind a write-back cache that serves refused writes to reads.
     SqlitePhantomRead,
+    /// SQLite behind a read-through cache that no write invalidates.
+    SqliteStaleCache,
+    /// SQLite answering success for a fenced write without reading its rowcount.
+    SqliteIgnoresRowcount,
 }
 
 impl StoreBackend {
     /// Every backend, reference first.
-    pub const ALL: [StoreBackend; 5] = [
+    pub const ALL: [StoreBackend; 7] = [
         StoreBackend::Sqlite,
         StoreBackend::SqliteUnfenced,
         StoreBackend::SqliteCheckThenWrite,
         StoreBackend::SqliteRefusesNewer,
         StoreBackend::SqlitePhantomRead,
+        StoreBackend::SqliteStaleCache,
+        StoreBackend::SqliteIgnoresRowcount,
     ];
 
     /// The rules the SQLite store follows.
@@ -140,6 +146,11 @@ impl StoreBackend {
             },
             StoreBackend::SqliteRefusesNewer => StoreRules::RefusesNewer,
             StoreBackend::SqlitePhantomRead => StoreRules::PhantomRead,
+            // A cache entry kept a second, as read-heavy services often configure.
+            StoreBackend::SqliteStaleCache => StoreRules::StaleCache {
+                entry_ttl_ns: 1_000_000_000,
+            },
+            StoreBackend::SqliteIgnoresRowcount => StoreRules::IgnoresRowcount,
         }
     }
 }
