@@ -4,7 +4,8 @@
 //! Under pauses, clock steps and cut connections it stays valid over 20 seeds and records its
 //! `renewed` notices; its `--bug` is caught within 10 seeds under the same faults; a protocol
 //! 1 child named as a client is refused before the run; a child that dies, or tells of a lease
-//! it never had, leaves `info` calls and a saved run, never a hang.
+//! it never had, leaves `info` calls and a saved run, never a hang; a lock cluster fencer starts
+//! reaches each child as every member through proxies of its worker's own.
 
 #![cfg(all(feature = "exec", feature = "redis"))]
 
@@ -355,4 +356,100 @@ fn a_malformed_line_from_a_child_is_named_and_the_run_kept() {
     assert!(shown.contains("this is not json"), "{shown}");
     let history = history(dir.path());
     assert!(history.contains("\"type\":\"info\""), "{history}");
+}
+
+/// A lock cluster fencer starts (Redlock's five masters) is handed to each worker's child as
+/// one URL naming every member, each through a proxy of that worker's own: five addresses that
+/// each answer as a Redis master, none of them a master's own port or the cluster's proxies,
+/// and no port shared between two workers.
+#[test]
+fn a_cluster_lock_gives_each_child_every_member_through_proxies_of_its_own() {
+    if !ready("exec_client_cluster") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let seen = dir.path().display().to_string();
+    // Pings every member named in the hello through its address, writes what it saw, then
+    // grants, holds and releases whatever it is asked.
+    let client = child(
+        dir.path(),
+        &format!(
+            "import socket\n\
+             def ping(address):\n    \
+                 host, port = address.rsplit(':', 1)\n    \
+                 with socket.create_connection((host, int(port)), timeout=5) as s:\n        \
+                     s.sendall(b'PING\\r\\n'); return s.recv(64).decode().strip()\n\
+             server = hello['server']\n\
+             members = server.split('://', 1)[1].split('?', 1)[0].split(',')\n\
+             with open('{seen}/' + hello['worker'] + '.json', 'w') as f:\n    \
+                 json.dump({{'server': server, 'pongs': [ping(m) for m in members]}}, f)\n\
+             for request in lines:\n    \
+                 answer = {{'acquire': 'acquired', 'check': 'held'}}.get(request['op'], 'done')\n    \
+                 send({{'id': request['id'], 'result': answer, 'owner': request.get('owner')}})"
+        ),
+    );
+    let output = fencer(
+        &[
+            "run",
+            "--client",
+            &format!("exec:{client}"),
+            "--lock",
+            "private:redlock",
+            "--workload",
+            "mutex",
+            "--workers",
+            "2",
+            "--ops",
+            "1",
+            "--nemesis",
+            "none",
+            "--archive",
+            "runs",
+        ],
+        dir.path(),
+    );
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    let started = shown
+        .lines()
+        .find(|line| line.starts_with("started the lock cluster redlock"))
+        .unwrap_or_else(|| panic!("{shown}"));
+    // Every loopback port a text names, in order.
+    let ports_in = |text: &str| -> Vec<u16> {
+        text.split("127.0.0.1:")
+            .skip(1)
+            .map(|rest| {
+                let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+                digits.parse().unwrap()
+            })
+            .collect()
+    };
+    let cluster_ports = ports_in(started);
+    assert_eq!(cluster_ports.len(), 10, "5 masters, 5 proxies: {started}");
+    let mut child_ports = Vec::new();
+    for worker in ["w0", "w1"] {
+        let path = dir.path().join(format!("{worker}.json"));
+        let seen: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(&path).unwrap_or_else(|e| panic!("{worker}: {e}: {shown}")),
+        )
+        .unwrap();
+        let server = seen["server"].as_str().unwrap();
+        assert!(server.starts_with("redlock://127.0.0.1:"), "{server}");
+        let members = ports_in(server.split('?').next().unwrap());
+        assert_eq!(members.len(), 5, "{server}");
+        assert_eq!(
+            seen["pongs"],
+            serde_json::json!(vec!["+PONG"; 5]),
+            "{worker}"
+        );
+        child_ports.extend(members);
+    }
+    assert!(
+        child_ports.iter().all(|port| !cluster_ports.contains(port)),
+        "{child_ports:?}"
+    );
+    let mut distinct = child_ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 10, "{child_ports:?}");
 }

@@ -6,6 +6,10 @@
 # Usage (from the repository root): examples/clients/matrix.sh [SEEDS] [LIBRARY...]
 #   FENCER=path/to/fencer (default: fencer on PATH), LOCK=redis://127.0.0.1:6379, JOBS=4
 #   ZK_LOCK=private:zookeeper (kazoo's lock: a ZooKeeper fencer starts for each run, tick 50 ms)
+#   FAULTS=pause,skew,partition,delay-replies,drop-replies,cut (the nemesis; add server faults
+#   such as server-pause,restart when the lock is a server or cluster fencer starts)
+#   SUFFIX=NAME (results go to results/<language>-<library>-<workload>-NAME, beside the
+#   default configuration's)
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 fencer="${FENCER:-fencer}"
@@ -19,7 +23,8 @@ libraries=("$@")
   python/redis_py_lock python/python_redis_lock python/pottery_redlock
   node/redlock node/sesamecare_redlock node/redis_semaphore python/kazoo_lock
 )
-faults="pause,skew,partition,delay-replies,drop-replies,cut"
+faults="${FAULTS:-pause,skew,partition,delay-replies,drop-replies,cut}"
+suffix="${SUFFIX:+-$SUFFIX}"
 # Python adapters import their library before answering hello; on a loaded machine that can
 # take longer than fencer's default 10 s.
 export FENCER_EXEC_HELLO_TIMEOUT_MS="${FENCER_EXEC_HELLO_TIMEOUT_MS:-60000}"
@@ -44,7 +49,7 @@ for library in "${libraries[@]}"; do
   for workload in mutex lock-counter; do
     store=sqlite
     [ "$workload" = lock-counter ] && store=sqlite-unfenced
-    out="$here/results/${library//\//-}-$workload"
+    out="$here/results/${library//\//-}-$workload$suffix"
     rm -rf "$out"
     echo "== $library $workload ($seeds)"
     start=$(date +%s)

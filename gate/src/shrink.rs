@@ -10,7 +10,8 @@
 //! ([`StoryCut::ALL`]: each worker's cycles from the story's start or from its own part, each
 //! starting when granted or when it first asked), and in a simulation each cut is also tried
 //! with [`STORY_RESEEDS`] other seeds, since a race of milliseconds can hinge on message
-//! latencies the cut draws anew. Failing all, the plan in which only the cast acts, with all
+//! latencies the cut draws anew; in real time each cut runs up to [`REAL_TIME_STORY_TRIES`]
+//! times, its timing new on every run. Failing all, the plan in which only the cast acts, with all
 //! their cycles. Silenced workers keep their place with an empty script rather than being
 //! removed: a worker's number names its random streams (owner tokens, waits), so renumbering
 //! the cast would change what it does. Then delta debugging over the plan as data: drop
@@ -149,8 +150,9 @@ pub struct Evidence {
     pub cycle_starts_ns: Vec<Vec<u64>>,
     /// When each worker sent each acquire that was granted, counted the same way.
     pub grants_ns: Vec<Vec<u64>>,
-    /// Whether the run drew its message latencies from its seed (a simulation): only then can
-    /// a story cut be tried again with other draws ([`STORY_RESEEDS`]).
+    /// Whether the run drew its message latencies from its seed (a simulation): then a story cut
+    /// is tried again with other draws ([`STORY_RESEEDS`]); else it is run again as it is
+    /// ([`REAL_TIME_STORY_TRIES`]).
     pub latencies_drawn: bool,
 }
 
@@ -235,13 +237,14 @@ pub fn shrink_toward(
         stopped_by: None,
     };
     if !evidence.workers.is_empty() {
-        // The story, then the same story with the network's latencies drawn again: a race of
-        // a few milliseconds can hinge on them, and the simulated network draws each message's
-        // latency in turn, so with the rest of the run gone every latency is another.
-        let reseeds = if evidence.latencies_drawn {
-            STORY_RESEEDS
+        // The story, then the same story with other timing: a race of a few milliseconds can
+        // hinge on it. The simulated network draws each message's latency in turn, so with the
+        // rest of the run gone every latency is another, and other seeds draw others; a
+        // real-time run's timing is new on every run, so the same cut is simply run again.
+        let (tries, reseed_step) = if evidence.latencies_drawn {
+            (STORY_RESEEDS + 1, 1)
         } else {
-            0
+            (REAL_TIME_STORY_TRIES, 0)
         };
         let mut stories: Vec<Plan> = Vec::new();
         for story in StoryCut::ALL
@@ -253,10 +256,10 @@ pub fn shrink_toward(
                 stories.push(story);
             }
         }
-        let told = (0..=reseeds).any(|reseed| {
-            stories
-                .iter()
-                .any(|story| shrinker.try_candidate(Some(reseeded(story.clone(), reseed))))
+        let told = (0..tries).any(|attempt| {
+            stories.iter().any(|story| {
+                shrinker.try_candidate(Some(reseeded(story.clone(), attempt * reseed_step)))
+            })
         });
         if !told {
             let cast = only_workers_act(&shrinker.best, &evidence.workers);
@@ -391,6 +394,11 @@ pub fn only_workers_act(plan: &Plan, keep: &[usize]) -> Option<Plan> {
 
 /// How many other seeds a story cut is tried with when it does not fail with the plan's own.
 pub const STORY_RESEEDS: u64 = 8;
+
+/// How often a real-time shrink runs each story cut before giving up on the story: its run
+/// meets the race again only if real time lines it up again, and the story is the one
+/// candidate worth real seconds more than once (the time budget still bounds the whole).
+pub const REAL_TIME_STORY_TRIES: u64 = 3;
 
 /// `plan` with its seed moved on by `by`: the same workers, cycles and faults, with the draws
 /// a run makes as it goes (message latencies, owner tokens, backoff waits) drawn again.
@@ -1145,6 +1153,70 @@ mod tests {
         let again = shrink(&original, predicate, limits);
         assert_eq!(again.plan, first.plan);
         assert_eq!(again.candidates, first.candidates);
+    }
+
+    #[test]
+    fn a_real_time_story_runs_again_as_it_is_and_a_simulated_one_with_other_seeds() {
+        const S: u64 = 1_000_000_000;
+        let plan = plan();
+        let seconds = |list: &[u64]| list.iter().map(|s| s * S).collect::<Vec<_>>();
+        let evidence = |latencies_drawn| Evidence {
+            workers: vec![0, 1],
+            first_cited_ns: Vec::new(),
+            span_ns: Some((25 * S, 35 * S)),
+            cycle_starts_ns: vec![seconds(&[0, 10, 20, 30, 40, 50]); plan.workers.len()],
+            grants_ns: vec![seconds(&[1, 11, 21, 31, 41, 51]); plan.workers.len()],
+            latencies_drawn,
+        };
+        let mut stories: Vec<Plan> = Vec::new();
+        for cut in StoryCut::ALL {
+            let story = around_evidence(&plan, &evidence(false), cut).unwrap();
+            if !stories.contains(&story) {
+                stories.push(story);
+            }
+        }
+        let limits = ShrinkLimits {
+            max_candidates: 10_000,
+            budget: Duration::from_secs(60),
+        };
+        // A story that never fails again: every cut is tried, in real time the same plan again,
+        // in a simulation with each of the other seeds once, before the cast-only plan.
+        for (latencies_drawn, tries) in [(false, REAL_TIME_STORY_TRIES), (true, STORY_RESEEDS + 1)]
+        {
+            let mut tried: Vec<Plan> = Vec::new();
+            shrink_toward(
+                &plan,
+                &evidence(latencies_drawn),
+                |candidate| {
+                    tried.push(candidate.clone());
+                    false
+                },
+                limits,
+            );
+            let story_runs = stories.len() * tries as usize;
+            for (run, candidate) in tried[..story_runs].iter().enumerate() {
+                let attempt = (run / stories.len()) as u64;
+                let step = u64::from(latencies_drawn);
+                let expected = reseeded(stories[run % stories.len()].clone(), attempt * step);
+                assert_eq!(
+                    candidate, &expected,
+                    "run {run}, latencies drawn: {latencies_drawn}"
+                );
+            }
+            assert!(!stories.contains(&tried[story_runs]));
+        }
+        // In real time a story that fails only on its third run is still the one kept.
+        let mut runs_of_first = 0;
+        let shrunk = shrink_toward(
+            &plan,
+            &evidence(false),
+            |candidate| {
+                runs_of_first += usize::from(candidate == &stories[0]);
+                candidate == &stories[0] && runs_of_first == 3
+            },
+            limits,
+        );
+        assert_eq!(shrunk.plan, stories[0]);
     }
 
     #[test]

@@ -124,7 +124,8 @@ pub struct Built<T: ?Sized> {
     /// Kept alive until the run's history is complete (a private server and its proxy).
     pub guard: Option<Box<dyn std::any::Any + Send>>,
     /// The server's URL as a client connects to it, when it is a server with one (a URL
-    /// backend's, a private server's proxy): what an exec client child is pointed at.
+    /// backend's, a private server's proxy, a private cluster's members' proxies): what an exec
+    /// client child is pointed at.
     pub url: Option<String>,
 }
 
@@ -411,7 +412,9 @@ impl Backends {
         }
         if let Some((kind, query)) = ClusterKind::parse(text) {
             let (cluster, url) = start_cluster(kind, &query, "lock", cx)?;
-            return Ok(cluster.built(Built::connected(lock_from_url(&url)?)));
+            return Ok(cluster
+                .built(Built::connected(lock_from_url(&url)?))
+                .at(url));
         }
         if text.starts_with(PRIVATE_SCHEME) {
             let (server, url) = start_private(text, "lock", cx)?;

@@ -1,12 +1,13 @@
 //! `--client exec:COMMAND`: one client child per worker (protocol 2's client role), each
-//! talking to the run's lock server through a fault proxy of its own.
+//! talking to the run's lock server through a fault proxy of its own (one per member when the
+//! lock is a cluster: Redlock's masters, an etcd or ZooKeeper ensemble).
 //!
 //! The children start before the run (the client's probe), so a command that cannot start or
 //! a child that does not speak protocol 2 is a one-line error before any worker runs. Each
 //! worker's child and proxy are a nemesis target under the worker's name: a pause of the worker
 //! freezes its child too, a clock step of the worker steps the child's wall clock (libfaketime),
 //! and the proxy faults (partition, delay-replies, drop-replies, cut) aimed at the worker act on
-//! its proxy alone.
+//! its proxies alone, every member's at once: the worker's own network.
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -21,13 +22,13 @@ use fencer_servers::{FaultProxy, ServerClock};
 use crate::backends::RunContext;
 use crate::clients::{BuiltClient, LibraryBuilder};
 
-/// One worker's client: its proxy, its clock when libfaketime is there, and its child once
-/// started.
+/// One worker's client: its proxies (one per server the lock's URL names), its clock when
+/// libfaketime is there, and its child once started.
 struct WorkerClient {
     worker: String,
     command: String,
-    proxy: FaultProxy,
-    /// The lock server's URL with the proxy's address in it: what the child is told.
+    proxies: Vec<FaultProxy>,
+    /// The lock server's URL with the proxies' addresses in it: what the child is told.
     server: String,
     clock: Option<ServerClock>,
     child: OnceLock<Arc<ExecClient>>,
@@ -88,8 +89,10 @@ impl ServerFaults for WorkerClient {
             | ServerAction::DropReplies
             | ServerAction::HealReplies
             | ServerAction::Cut => {
-                let taken = self.proxy.take(&action);
-                debug_assert!(taken, "a fault of the network");
+                for proxy in &self.proxies {
+                    let taken = proxy.take(&action);
+                    debug_assert!(taken, "a fault of the network");
+                }
                 Ok(())
             }
             ServerAction::Kill | ServerAction::Start => Err(FaultFailed(format!(
@@ -114,7 +117,7 @@ impl Probe for StartAll {
 }
 
 /// Builds the exec client `command` for one run of `cx.workers` workers, each with a proxy to
-/// the run's lock server (`cx.lock_url`). A lock with no server URL (fencer's simulated one, an
+/// each server the run's lock URL names (`cx.lock_url`). A lock with no server URL (fencer's simulated one, an
 /// exec lock service) has nothing for a child to connect to, and is refused.
 pub(crate) fn build(command: &str, cx: &RunContext<'_>) -> Result<BuiltClient, BackendError> {
     fencer_backends::ExecCommand::parse(command)
@@ -126,16 +129,25 @@ pub(crate) fn build(command: &str, cx: &RunContext<'_>) -> Result<BuiltClient, B
              or one fencer starts (private:redis)"
         )));
     };
-    let (upstream, with_proxy) = upstream_of(url)?;
+    let upstreams = Upstreams::parse(url)?;
     let dir = tempfile::tempdir()
         .map_err(|error| BackendError::Unreachable(format!("cannot make a directory: {error}")))?;
     let clocks = ServerClock::available().is_ok();
     let mut workers = Vec::with_capacity(cx.workers);
     for index in 0..cx.workers {
         let worker = format!("w{index}");
-        let proxy = FaultProxy::start(upstream).map_err(|error| {
-            BackendError::Unreachable(format!("cannot start the proxy of {worker}: {error}"))
-        })?;
+        let proxies = upstreams
+            .addresses
+            .iter()
+            .map(|&upstream| {
+                FaultProxy::start(upstream).map_err(|error| {
+                    BackendError::Unreachable(format!(
+                        "cannot start the proxy of {worker} to {upstream}: {error}"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let ports: Vec<u16> = proxies.iter().map(FaultProxy::port).collect();
         let clock = if clocks {
             let own = dir.path().join(&worker);
             std::fs::create_dir_all(&own)
@@ -148,10 +160,10 @@ pub(crate) fn build(command: &str, cx: &RunContext<'_>) -> Result<BuiltClient, B
             None
         };
         workers.push(Arc::new(WorkerClient {
-            server: with_proxy(proxy.port()),
+            server: upstreams.through(&ports),
             worker,
             command: command.to_string(),
-            proxy,
+            proxies,
             clock,
             child: OnceLock::new(),
         }));
@@ -188,29 +200,76 @@ pub(crate) fn build(command: &str, cx: &RunContext<'_>) -> Result<BuiltClient, B
     })
 }
 
-/// The address a server URL (`scheme://[user@]host:port[/rest]`) names, and the URL with
-/// another loopback port in its place.
-fn upstream_of(url: &str) -> Result<(SocketAddr, impl Fn(u16) -> String + use<>), BackendError> {
-    let bad = || {
-        BackendError::BadUrl(format!(
-            "the lock server's URL `{}` names no host:port for a client to connect to",
-            fencer_backends::redact_url(url)
-        ))
-    };
-    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    let (user, host_port) = match authority.rsplit_once('@') {
-        Some((user, host_port)) => (format!("{user}@"), host_port),
-        None => (String::new(), authority),
-    };
-    let address = host_port
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addresses| addresses.next())
-        .ok_or_else(bad)?;
-    let (scheme, tail) = (scheme.to_string(), tail.to_string());
-    Ok((address, move |port: u16| {
-        format!("{scheme}://{user}127.0.0.1:{port}{tail}")
-    }))
+/// The servers a lock URL names (`scheme://[user@]host:port[,host:port…][/rest]`: one, or a
+/// cluster's members), and how to name them again through other loopback ports.
+struct Upstreams {
+    addresses: Vec<SocketAddr>,
+    /// The URL before its hosts (`scheme://user@`) and after them (`/rest?query`).
+    before: String,
+    after: String,
+}
+
+impl Upstreams {
+    fn parse(url: &str) -> Result<Upstreams, BackendError> {
+        let bad = || {
+            BackendError::BadUrl(format!(
+                "the lock server's URL `{}` names no host:port for a client to connect to",
+                fencer_backends::redact_url(url)
+            ))
+        };
+        let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, after) = rest.split_at(end);
+        let (user, hosts) = match authority.rsplit_once('@') {
+            Some((user, hosts)) => (format!("{user}@"), hosts),
+            None => (String::new(), authority),
+        };
+        let addresses = hosts
+            .split(',')
+            .map(|host_port| {
+                host_port
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut addresses| addresses.next())
+                    .ok_or_else(bad)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Upstreams {
+            addresses,
+            before: format!("{scheme}://{user}"),
+            after: after.to_string(),
+        })
+    }
+
+    /// The URL with the loopback `ports`, in order, in place of its hosts.
+    fn through(&self, ports: &[u16]) -> String {
+        let hosts: Vec<String> = ports
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        format!("{}{}{}", self.before, hosts.join(","), self.after)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cluster_url_names_each_member_and_gets_each_its_proxy_in_order() {
+        let cluster =
+            Upstreams::parse("redlock://127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003?fence=x")
+                .unwrap();
+        let ports: Vec<u16> = cluster.addresses.iter().map(SocketAddr::port).collect();
+        assert_eq!(ports, [7001, 7002, 7003]);
+        assert_eq!(
+            cluster.through(&[9, 8, 7]),
+            "redlock://127.0.0.1:9,127.0.0.1:8,127.0.0.1:7?fence=x"
+        );
+        let one = Upstreams::parse("redis://me@127.0.0.1:6379/2").unwrap();
+        assert_eq!(one.addresses.len(), 1);
+        assert_eq!(one.through(&[5]), "redis://me@127.0.0.1:5/2");
+        assert!(Upstreams::parse("redis://127.0.0.1:6379,nowhere").is_err());
+        assert!(Upstreams::parse("127.0.0.1:6379").is_err());
+    }
 }

@@ -3,13 +3,13 @@
 //
 // Each request is answered with the library's own API, as its users call it:
 //
-// - acquire: `redlock.using([name], ttl, { automaticExtensionThreshold }, routine)` on a
-//   `Redlock` built over one ioredis client with `retryCount: 0` (one attempt; the README says
-//   "for many tasks it's sufficient to attempt a lock with `retryCount=0`"). The routine's
-//   start is the grant: the adapter answers `acquired` and keeps the routine running until
-//   fencer's release. The library draws the lock's value itself; the adapter names the lease
-//   by fencer's owner token. An acquire refused by Redis (every vote a ResourceLockedError)
-//   is `busy`; any other failure is an error.
+// - acquire: `redlock.using([name], ttl, { automaticExtensionThreshold }, routine)` on a `Redlock`
+//   built over one ioredis client per master with `retryCount: 0` (one attempt; the README says
+//   "for many tasks it's sufficient to attempt a lock with `retryCount=0`"). The routine's start is
+//   the grant: the adapter answers `acquired` and keeps the routine running until fencer's release.
+//   The library draws the lock's value itself; the adapter names the lease by fencer's owner token.
+//   An acquire refused by Redis (every vote a ResourceLockedError) is `busy`; any other failure is
+//   an error.
 // - renewal: the library's own. `using` extends the lock when less than
 //   `automaticExtensionThreshold` of it is left; this adapter sets that threshold to two
 //   thirds of the TTL, so an extension is sent once a third of the lease has passed (the
@@ -27,8 +27,10 @@
 // - cancel: `using` offers no way to stop the extensions except ending the routine, which
 //   releases the lock. The adapter does that, and says so on stderr.
 //
-// The ioredis client connects to the URL in fencer's hello (the worker's proxy) with ioredis's
-// defaults. Redis locks hand out no fencing token.
+// The ioredis clients connect to the URL in fencer's hello (the worker's proxies) with ioredis's
+// defaults: `redis://host:port` is one master, `redlock://host:port,host:port,...` (a Redlock
+// cluster fencer started) one master per address, the library's quorum deciding. Redis locks
+// hand out no fencing token.
 "use strict";
 const path = require("node:path");
 const exec = require(path.join(__dirname, "fencer_exec.js"));
@@ -46,6 +48,15 @@ async function refusedByRedis(error, ResourceLockedError) {
   );
 }
 
+// One `redis://` URL per master the hello's server names: itself for `redis://`, each address
+// of a `redlock://host:port,host:port[?query]` (the query is fencer's, not Redis's).
+function masterUrls(server) {
+  const [scheme, rest] = server.split("://", 2);
+  if (scheme !== "redlock") return [server];
+  const hosts = rest.split("?")[0].split("/")[0];
+  return hosts.split(",").map((host) => `redis://${host}`);
+}
+
 function run(name, pkg) {
   const lib = exec.requireInstalled(name, pkg);
   const Redis = exec.requireInstalled(name, "ioredis");
@@ -53,9 +64,12 @@ function run(name, pkg) {
   const { ResourceLockedError } = lib;
 
   exec.serve(name, (hello) => {
-    const client = new Redis(hello.server);
-    client.on("error", (error) => exec.log(name, `ioredis: ${error.message}`));
-    const redlock = new Redlock([client], { retryCount: 0 });
+    const clients = masterUrls(hello.server).map((url) => {
+      const client = new Redis(url);
+      client.on("error", (error) => exec.log(name, `ioredis ${url}: ${error.message}`));
+      return client;
+    });
+    const redlock = new Redlock(clients, { retryCount: 0 });
     const leases = new Map(); // owner -> { signal, finish, done }
 
     return {

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""pottery's `Redlock` (pottery==3.0.1, on redis==8.2.0) with one Redis master as fencer's
-exec client (protocol 2, client role).
+"""pottery's `Redlock` (pottery==3.0.1, on redis==8.2.0) with one Redis master, or Redlock's
+independent masters, as fencer's exec client (protocol 2, client role).
 
     fencer run --client 'exec:python3 examples/clients/python/pottery_redlock/client.py' \
-      --lock redis://127.0.0.1:6379 ...
+      --lock redis://127.0.0.1:6379 ...          # one master
+    fencer run --client 'exec:python3 examples/clients/python/pottery_redlock/client.py' \
+      --lock private:redlock ...                 # five masters fencer starts
 
 Each request is answered with the library's own API, as its users call it:
 
-- acquire: `Redlock(key=name, masters={redis}, auto_release_time=ttl,
+- acquire: `Redlock(key=name, masters={redis, ...}, auto_release_time=ttl,
   num_extensions=NUM_EXTENSIONS)` then `lock.acquire(blocking=False)`: one attempt. pottery
   draws the lock's value itself (a UUID) and offers no public accessor for it, so the adapter
   names the lease by fencer's owner token.
@@ -27,8 +29,10 @@ Each request is answered with the library's own API, as its users call it:
 
 pottery catches Redis connection errors itself (`raise_on_redis_errors=False`, its default):
 an acquire that cannot reach Redis returns False (`busy`), a check answers 0 (`not-held`). The
-`redis.Redis` client connects to the URL in fencer's hello (the worker's proxy) with a socket
-timeout of one TTL. Redis locks hand out no fencing token.
+`redis.Redis` clients connect to the URL in fencer's hello (the worker's proxies) with a socket
+timeout of one TTL: `redis://host:port` is one master, `redlock://host:port,host:port,...` (a
+Redlock cluster fencer started) one master per address, pottery's quorum rule deciding. Redis
+locks hand out no fencing token.
 """
 
 import os
@@ -60,23 +64,34 @@ def extend_step(lock):
     return extend
 
 
+def master_urls(server):
+    """One `redis://` URL per master the hello's server names: itself for `redis://`, each
+    address of a `redlock://host:port,host:port[?query]` (the query is fencer's, not Redis's)."""
+    scheme, rest = server.split("://", 1)
+    if scheme != "redlock":
+        return [server]
+    hosts = rest.split("?", 1)[0].split("/", 1)[0]
+    return [f"redis://{host}" for host in hosts.split(",")]
+
+
 class Adapter(fencer_exec.ExtendedLeases):
     NOT_OWNER = (ReleaseUnlockedLock,)
 
     def __init__(self, hello):
         super().__init__()
-        self.url = hello["server"]
-        self.client = None
+        self.urls = master_urls(hello["server"])
+        self.masters = None
 
     def acquire(self, request):
         ttl = request["ttl_ms"] / 1000
-        if self.client is None:
-            self.client = redis.Redis.from_url(
-                self.url, socket_timeout=ttl, socket_connect_timeout=ttl
-            )
+        if self.masters is None:
+            self.masters = {
+                redis.Redis.from_url(url, socket_timeout=ttl, socket_connect_timeout=ttl)
+                for url in self.urls
+            }
         lock = Redlock(
             key=request["lock"],
-            masters={self.client},
+            masters=self.masters,
             auto_release_time=ttl,
             num_extensions=NUM_EXTENSIONS,
         )
