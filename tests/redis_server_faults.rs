@@ -2,7 +2,8 @@
 //! on drop even when a test panics): the server frozen with SIGSTOP mid-run, and killed
 //! mid-run. The run must end on time, record what it could not know as `info`, and never prove
 //! an anomaly the correct adapter did not commit. And a jump of the server's clock, emulated
-//! by rewriting every key's expiry (Debian's Redis hangs under libfaketime).
+//! by rewriting every key's expiry (Debian's Redis hangs under libfaketime), on a server up,
+//! down, or frozen (shown when it runs again).
 
 #![cfg(feature = "redis")]
 
@@ -161,6 +162,48 @@ fn a_clock_jump_finds_nothing_to_move_on_a_killed_redis_and_expires_a_restarted_
         assert!(
             matches!(after, Acquired::Granted { .. }),
             "a jump past the lease's end expires it on the restarted server: {after:?}"
+        );
+    });
+}
+
+/// A clock jump that comes while the Redis is frozen cannot reach it: it is taken at once (not
+/// a connect that times out and fails the run) and shown when the server runs again, as a
+/// frozen process first reads its stepped clock when it wakes. A second pause starts clean.
+#[test]
+fn a_clock_jump_on_a_frozen_redis_is_shown_when_it_runs_again() {
+    let Some(server) = support::private_server("redis_jump_frozen", "private:redis") else {
+        return;
+    };
+    let ttl = Duration::from_secs(8);
+    let runtime = fencer_harness::runtime::real_runtime().unwrap();
+    runtime.block_on(async {
+        let lock = fencer_backends::registry::lock_from_url(&server.url())
+            .unwrap()
+            .adapter;
+        let first = lock.acquire("frozen", OwnerToken(1), ttl).await.unwrap();
+        assert!(matches!(first, Acquired::Granted { .. }), "{first:?}");
+        server.apply(ServerAction::Pause).await.unwrap();
+        let started = Instant::now();
+        for _ in 0..2 {
+            server
+                .apply(ServerAction::JumpClock(5_000_000_000))
+                .await
+                .expect("a jump on a frozen server is taken");
+        }
+        assert!(started.elapsed() < Duration::from_secs(1), "nothing waited");
+        server.apply(ServerAction::Resume).await.unwrap();
+        let after = lock.acquire("frozen", OwnerToken(2), ttl).await.unwrap();
+        assert!(
+            matches!(after, Acquired::Granted { .. }),
+            "two 5 s jumps taken while frozen expire an 8 s lease once it runs: {after:?}"
+        );
+        server.apply(ServerAction::Pause).await.unwrap();
+        server.apply(ServerAction::Resume).await.unwrap();
+        let held = lock.acquire("frozen", OwnerToken(3), ttl).await.unwrap();
+        assert_eq!(
+            held,
+            Acquired::Busy,
+            "no jump was left over for the next pause"
         );
     });
 }

@@ -119,6 +119,10 @@ pub struct PrivateServer {
     guard: Arc<Mutex<ServerGuard>>,
     server_address: SocketAddr,
     proxy: FaultProxy,
+    /// While the server is frozen, the clock jumps (ms) it has taken since: a frozen Redis
+    /// cannot be reached to shift its keys' expiries, so the shift waits until it runs again,
+    /// when it would first read the stepped clock. `None` while it runs or is down.
+    jumps_while_frozen_ms: std::sync::Mutex<Option<i64>>,
 }
 
 impl std::fmt::Debug for PrivateServer {
@@ -168,6 +172,7 @@ impl PrivateServer {
             guard: Arc::new(Mutex::new(guard)),
             server_address,
             proxy,
+            jumps_while_frozen_ms: std::sync::Mutex::new(None),
         })
     }
 
@@ -254,6 +259,20 @@ impl PrivateServer {
         .map_err(|error| ServerError::Failed(format!("server task failed: {error}")))?
     }
 
+    fn frozen_jumps(&self) -> std::sync::MutexGuard<'_, Option<i64>> {
+        self.jumps_while_frozen_ms
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    /// Moves every key's expiry of the private Redis by `jump_ms`, as a clock step would.
+    #[cfg(feature = "redis")]
+    async fn shift_redis_expiries(&self, jump_ms: i64) -> Result<(), ServerError> {
+        let direct =
+            fencer_backends::RedisConnection::open(&format!("redis://{}", self.server_address))?;
+        Ok(direct.shift_expiries(jump_ms).await.map(drop)?)
+    }
+
     async fn jump_clock(&self, jump_ns: i64) -> Result<(), ServerError> {
         let jump_ms = jump_ns / 1_000_000;
         match self.backend {
@@ -267,11 +286,11 @@ impl PrivateServer {
                     if !up {
                         return Ok(());
                     }
-                    let direct = fencer_backends::RedisConnection::open(&format!(
-                        "redis://{}",
-                        self.server_address
-                    ))?;
-                    Ok(direct.shift_expiries(jump_ms).await.map(drop)?)
+                    if let Some(pending_ms) = self.frozen_jumps().as_mut() {
+                        *pending_ms += jump_ms;
+                        return Ok(());
+                    }
+                    self.shift_redis_expiries(jump_ms).await
                 }
                 #[cfg(not(feature = "redis"))]
                 {
@@ -315,14 +334,33 @@ impl PrivateServer {
             // (a restart is under way) has nothing to freeze or thaw, and the restart brings
             // it back running.
             ServerAction::Pause => {
-                self.on_guard(|guard| guard.pid().map_or(Ok(()), |_| guard.pause()))
-                    .await
+                let frozen = self
+                    .on_guard(|guard| {
+                        guard
+                            .pid()
+                            .map_or(Ok(false), |_| guard.pause().map(|()| true))
+                    })
+                    .await?;
+                if frozen {
+                    self.frozen_jumps().get_or_insert(0);
+                }
+                Ok(())
             }
             ServerAction::Resume => {
                 self.on_guard(|guard| guard.pid().map_or(Ok(()), |_| guard.resume()))
-                    .await
+                    .await?;
+                let pending_ms = self.frozen_jumps().take();
+                match pending_ms {
+                    #[cfg(feature = "redis")]
+                    Some(jump_ms) if jump_ms != 0 && self.backend == PrivateBackend::Redis => {
+                        self.shift_redis_expiries(jump_ms).await
+                    }
+                    _ => Ok(()),
+                }
             }
             ServerAction::Kill => {
+                // Nothing of a killed Redis survives for a jump to move.
+                self.frozen_jumps().take();
                 self.on_guard(|guard| {
                     guard.kill();
                     Ok(())
