@@ -310,3 +310,110 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
     );
     assert!(!said.contains("reproduce: fencer replay"), "{said}");
 }
+
+/// The processes whose parent is `pid` and whose command is `name`, from `/proc`.
+fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+            // `pid (comm) state ppid …`: the command may hold spaces, so split after its `)`.
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return false;
+            };
+            let parent = stat[close + 1..].split_whitespace().nth(1);
+            &stat[open + 1..close] == name && parent == Some(pid.to_string().as_str())
+        })
+        .collect()
+}
+
+/// Interrupting a real-time gate stops the seeds under way at once and tears down the servers
+/// they started, rather than waiting for runs that can take their whole budget (a stuck lock
+/// polled for minutes); the summary says interrupted and counts none of them as run.
+#[test]
+fn an_interrupted_real_time_gate_stops_its_running_seeds_and_their_servers() {
+    if redis("gate_interrupt").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_fencer"))
+        .args([
+            "gate",
+            "--lock",
+            "private:redis",
+            "--workload",
+            "mutex",
+            "--workers",
+            "2",
+            "--ops",
+            "1000",
+            "--nemesis",
+            "pause",
+            "--seeds",
+            "0..4",
+            "--jobs",
+            "2",
+            "--no-shrink",
+            "--no-regressions",
+            "--out",
+            "g",
+        ])
+        .args(&REAL_TIMING[..])
+        .current_dir(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    struct KillOnDrop(std::process::Child);
+    impl Drop for KillOnDrop {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = KillOnDrop(child);
+    let pid = child.0.id();
+    let started = std::time::Instant::now();
+    let servers = loop {
+        let servers = children_named(pid, "redis-server");
+        if servers.len() == 2 {
+            break servers;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "two seeds did not start their servers: {servers:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let status = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -INT {pid}")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let interrupted = std::time::Instant::now();
+    let code = loop {
+        if let Some(status) = child.0.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            interrupted.elapsed() < std::time::Duration::from_secs(20),
+            "the gate waited for its running seeds"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(code, Some(2));
+    for server in servers {
+        assert!(
+            !std::path::Path::new(&format!("/proc/{server}")).exists(),
+            "redis-server {server} outlived the gate"
+        );
+    }
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("g/gate.json")).unwrap()).unwrap();
+    assert_eq!(summary["ended"], "interrupted", "{summary}");
+    assert_eq!(summary["seeds_run"], 0, "{summary}");
+}

@@ -157,6 +157,11 @@ fn batch_on(
                 return;
             }
             let (plan, outcome) = run_one(&plan_for(index), config);
+            // A real-time run stopped by the interrupt is no result: it neither passed nor
+            // failed, and the batch ends interrupted without it.
+            if matches!(outcome, Outcome::Error(RunError::Interrupted)) {
+                return;
+            }
             if outcome.is_failure() && !config.keep_going {
                 limit.fetch_min(index, Ordering::SeqCst);
             }
@@ -194,6 +199,14 @@ fn batch_on(
         if stopped_at_failure || emit_next >= count {
             BatchEnd::Finished
         } else if interrupted.load(Ordering::SeqCst) {
+            // Results past a run the interrupt stopped are complete: report them, in order.
+            for result in pending.into_values() {
+                let failed = result.outcome.is_failure();
+                on_result(result);
+                if failed && !config.keep_going {
+                    break;
+                }
+            }
             BatchEnd::Interrupted
         } else if out_of_time.load(Ordering::SeqCst) {
             BatchEnd::OutOfTime

@@ -192,14 +192,24 @@ fn now_s() -> u64 {
 
 fn install_interrupt_handler() {
     // Ctrl-C, and the SIGTERM a CI runner or Kubernetes sends to stop a job (or the SIGHUP of a
-    // closed terminal), end the gate with its summary. A second signal stops at once; the run
-    // directories already written are complete (they are written atomically), the summary is
-    // not.
+    // closed terminal), end the gate with its summary. Simulated seeds under way finish (in
+    // moments); real-time ones stop where they are and tear down every server, cluster and
+    // client child they started, as `fencer run` does, since one can wait on a stuck lock
+    // for its whole budget; they are left out of the summary. A second signal stops at once;
+    // the run directories already written are complete (they are written atomically), the
+    // summary is not.
     let _ = ctrlc::set_handler(|| {
         if INTERRUPTED.swap(true, Ordering::SeqCst) {
             std::process::exit(2);
         }
-        errln!("interrupted: finishing the running seeds, then writing the summary");
+        if fencer_run::interrupt::request() {
+            errln!(
+                "interrupted: stopping the running real-time seeds and tearing down their \
+                 servers, then writing the summary"
+            );
+        } else {
+            errln!("interrupted: finishing the running seeds, then writing the summary");
+        }
     });
 }
 

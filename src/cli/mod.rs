@@ -782,9 +782,12 @@ pub fn main() -> ExitCode {
 }
 
 /// Logs go to stderr, filtered by `FENCER_LOG` (e.g. `FENCER_LOG=debug`); quiet by default.
+/// The ZooKeeper client warns of every session it cannot establish, which under fencer's own
+/// faults on a ZooKeeper (cuts, partitions, restarts) is what the run is for, not news: only
+/// its errors show unless `FENCER_LOG` asks for more.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FENCER_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,zookeeper_client=error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
