@@ -15,7 +15,7 @@ use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 use crate::plan_words::faults_in_words;
 use crate::regressions::write_atomically;
-use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, fails_with, shrink_toward};
+use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, shrink_toward};
 use crate::summary::ShrinkRecord;
 
 /// Why a plan could not be shrunk.
@@ -67,7 +67,9 @@ pub struct ShrunkFailure {
     pub shrunk: Shrunk,
     /// Events the original plan's run recorded (the run the story was read from).
     pub original_events: usize,
-    /// The shrunk plan run once more, still showing the class.
+    /// The shrunk plan's run that shows the class: in a simulation, the plan run once more (the
+    /// same seed must give the same failure); in real time, the run the shrink accepted it on,
+    /// as running it again may not fail again and would prove nothing about the plan.
     pub confirmed: Launched,
     /// What the checkers said of the confirming run.
     pub verdict: Verdict,
@@ -109,24 +111,60 @@ pub fn shrink_failing(
         });
     };
     let evidence = Evidence::cited(&original, &story.events);
-    let mut still_fails = fails_with(class, against.backends, against.strict);
+    let real_time = original.time == Time::Real;
+    // In real time, the run each accepted candidate failed with; the last is the shrunk plan's.
+    let mut accepted_run: Option<(Launched, Verdict)> = None;
     let shrunk = shrink_toward(
         plan,
         &evidence,
-        |candidate| !interrupted.load(Ordering::SeqCst) && still_fails(candidate),
+        |candidate| {
+            if interrupted.load(Ordering::SeqCst) {
+                return false;
+            }
+            let Ok(launched) = Launch::new(against.backends).run(candidate) else {
+                return false;
+            };
+            let verdict = fencer_run::checking::judge(
+                &launched.plan.settings,
+                &launched.history,
+                against.strict,
+            );
+            let fails = verdict.anomaly_counts.contains_key(class.name());
+            if fails && real_time {
+                accepted_run = Some((launched, verdict));
+            }
+            fails
+        },
         limits,
     );
-    let confirmed = Launch::new(against.backends).run(&shrunk.plan)?;
-    // The predicate accepted this plan; a verdict without the class now would mean the run is
-    // not deterministic.
-    let verdict =
-        fencer_run::checking::judge(&confirmed.plan.settings, &confirmed.history, against.strict);
-    if !verdict.anomaly_counts.contains_key(class.name()) {
-        return Err(MinimizeError::NotReproducible(class));
-    }
+    let original_events = original.history.len();
+    let (confirmed, verdict) = if real_time {
+        // No candidate accepted: the shrunk plan is the original, and its saved run shows it.
+        accepted_run.unwrap_or_else(|| {
+            let verdict = fencer_run::checking::judge(
+                &original.plan.settings,
+                &original.history,
+                against.strict,
+            );
+            (original, verdict)
+        })
+    } else {
+        let confirmed = Launch::new(against.backends).run(&shrunk.plan)?;
+        // The predicate accepted this plan; a verdict without the class now would mean the
+        // run is not deterministic.
+        let verdict = fencer_run::checking::judge(
+            &confirmed.plan.settings,
+            &confirmed.history,
+            against.strict,
+        );
+        if !verdict.anomaly_counts.contains_key(class.name()) {
+            return Err(MinimizeError::NotReproducible(class));
+        }
+        (confirmed, verdict)
+    };
     Ok(ShrunkFailure {
         shrunk,
-        original_events: original.history.len(),
+        original_events,
         confirmed,
         verdict,
     })
