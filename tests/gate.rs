@@ -3,7 +3,7 @@
 //! SIGTERM.
 
 mod cli_support;
-use cli_support::{MUTANT, fencer_ci as fencer, text};
+use cli_support::{KillOnDrop, MUTANT, fencer_ci as fencer, text};
 
 use std::collections::BTreeSet;
 use std::io::BufRead;
@@ -602,14 +602,6 @@ fn interrupted_by(signal: &str) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // A failing assertion must not leave a 100 000-seed gate running.
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     // Wait for the first failure to be reported, then interrupt.
     let stdout = child.stdout.take().unwrap();
     let mut child = KillOnDrop(child);

@@ -6,7 +6,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{REAL_TIMING, fencer, text};
+use cli_support::{KillOnDrop, REAL_TIMING, fencer, text};
 
 const SECRET: &str = "n0t-for-your-eyes";
 
@@ -367,13 +367,6 @@ fn an_interrupted_real_time_gate_stops_its_running_seeds_and_their_servers() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    struct KillOnDrop(std::process::Child);
-    impl Drop for KillOnDrop {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
     let mut child = KillOnDrop(child);
     let pid = child.0.id();
     let started = std::time::Instant::now();

@@ -57,3 +57,14 @@ pub fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     )
 }
+
+/// A spawned fencer that is killed and reaped when dropped, so a failing assertion never
+/// leaves a long gate running.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
