@@ -58,7 +58,9 @@ pub enum StoreRules {
     IgnoresRowcount,
 }
 
-/// What a [`StoreRules::StaleCache`] entry holds: the value read, and when it was filled.
+/// An entry of the store's cache: the value it answers reads with, and when it was put there
+/// (a [`StoreRules::StaleCache`] entry answers for its TTL from then; a
+/// [`StoreRules::PhantomRead`] one until the next write replaces it).
 #[derive(Debug)]
 struct CacheEntry {
     value: ReadValue,
@@ -288,7 +290,9 @@ impl FencedStore for SqliteStore {
         value: &str,
     ) -> Result<Written, CallError> {
         let compare = match self.rules {
-            StoreRules::Fenced => Compare::Number,
+            StoreRules::Fenced | StoreRules::StaleCache { .. } | StoreRules::IgnoresRowcount => {
+                Compare::Number
+            }
             StoreRules::Unfenced => Compare::Nothing,
             StoreRules::CheckThenWrite { check_gap_ns } => {
                 let current = self.current_fence(key).map_err(not_applied)?;
@@ -315,7 +319,6 @@ impl FencedStore for SqliteStore {
                 );
                 Compare::Number
             }
-            StoreRules::StaleCache { .. } | StoreRules::IgnoresRowcount => Compare::Number,
         };
         match self
             .write_now(key, fencing_token, write_id, value, compare)

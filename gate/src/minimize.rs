@@ -15,7 +15,7 @@ use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 use crate::plan_words::faults_in_words;
 use crate::regressions::write_atomically;
-use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, shrink_toward};
+use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, run_showing, shrink_toward};
 use crate::summary::ShrinkRecord;
 
 /// Why a plan could not be shrunk.
@@ -121,46 +121,26 @@ pub fn shrink_failing(
             if interrupted.load(Ordering::SeqCst) {
                 return false;
             }
-            let Ok(launched) = Launch::new(against.backends).run(candidate) else {
+            let Ok(Some(run)) = run_showing(candidate, class, against.backends, against.strict)
+            else {
                 return false;
             };
-            let verdict = fencer_run::checking::judge(
-                &launched.plan.settings,
-                &launched.history,
-                against.strict,
-            );
-            let fails = verdict.anomaly_counts.contains_key(class.name());
-            if fails && real_time {
-                accepted_run = Some((launched, verdict));
+            if real_time {
+                accepted_run = Some(run);
             }
-            fails
+            true
         },
         limits,
     );
     let original_events = original.history.len();
     let (confirmed, verdict) = if real_time {
-        // No candidate accepted: the shrunk plan is the original, and its saved run shows it.
-        accepted_run.unwrap_or_else(|| {
-            let verdict = fencer_run::checking::judge(
-                &original.plan.settings,
-                &original.history,
-                against.strict,
-            );
-            (original, verdict)
-        })
+        // No candidate accepted: the shrunk plan is the original, and its run shows the class.
+        accepted_run.unwrap_or((original, verdict))
     } else {
-        let confirmed = Launch::new(against.backends).run(&shrunk.plan)?;
-        // The predicate accepted this plan; a verdict without the class now would mean the
-        // run is not deterministic.
-        let verdict = fencer_run::checking::judge(
-            &confirmed.plan.settings,
-            &confirmed.history,
-            against.strict,
-        );
-        if !verdict.anomaly_counts.contains_key(class.name()) {
-            return Err(MinimizeError::NotReproducible(class));
-        }
-        (confirmed, verdict)
+        // The predicate accepted this plan; a run without the class now would mean the run is
+        // not deterministic.
+        run_showing(&shrunk.plan, class, against.backends, against.strict)?
+            .ok_or(MinimizeError::NotReproducible(class))?
     };
     Ok(ShrunkFailure {
         shrunk,

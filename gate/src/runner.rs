@@ -157,11 +157,6 @@ fn batch_on(
                 return;
             }
             let (plan, outcome) = run_one(&plan_for(index), config);
-            // A real-time run stopped by the interrupt is no result: it neither passed nor
-            // failed, and the batch ends interrupted without it.
-            if matches!(outcome, Outcome::Error(RunError::Interrupted)) {
-                return;
-            }
             if outcome.is_failure() && !config.keep_going {
                 limit.fetch_min(index, Ordering::SeqCst);
             }
@@ -184,10 +179,17 @@ fn batch_on(
         let mut pending = BTreeMap::new();
         let mut emit_next = 0usize;
         let mut stopped_at_failure = false;
+        let mut stopped_by_interrupt = false;
         for result in receiver {
             pending.insert(result.index, result);
             while let Some(result) = pending.remove(&emit_next) {
                 emit_next += 1;
+                // A real-time run stopped by the interrupt is no result: it neither passed nor
+                // failed, and the batch ends interrupted without it.
+                if matches!(result.outcome, Outcome::Error(RunError::Interrupted)) {
+                    stopped_by_interrupt = true;
+                    continue;
+                }
                 if stopped_at_failure {
                     continue;
                 }
@@ -196,17 +198,9 @@ fn batch_on(
                 stopped_at_failure = failed && !config.keep_going;
             }
         }
-        if stopped_at_failure || emit_next >= count {
+        if stopped_at_failure || (emit_next >= count && !stopped_by_interrupt) {
             BatchEnd::Finished
-        } else if interrupted.load(Ordering::SeqCst) {
-            // Results past a run the interrupt stopped are complete: report them, in order.
-            for result in pending.into_values() {
-                let failed = result.outcome.is_failure();
-                on_result(result);
-                if failed && !config.keep_going {
-                    break;
-                }
-            }
+        } else if stopped_by_interrupt || interrupted.load(Ordering::SeqCst) {
             BatchEnd::Interrupted
         } else if out_of_time.load(Ordering::SeqCst) {
             BatchEnd::OutOfTime

@@ -27,14 +27,14 @@
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
-use fencer_checkers::AnomalyClass;
+use fencer_checkers::{AnomalyClass, Verdict};
 use fencer_harness::words::count;
 use fencer_harness::{EventType, roles};
 use fencer_nemesis::{Fault, FaultKind};
 use serde::{Deserialize, Serialize};
 
 use fencer_run::plan::Plan;
-use fencer_run::{Backends, Launch, Launched, Time};
+use fencer_run::{Backends, Launch, Launched, RunError, Time};
 
 /// Bounds on one shrink.
 #[derive(Clone, Copy, Debug)]
@@ -118,13 +118,23 @@ pub fn fails_with(
     backends: &Backends,
     strict: bool,
 ) -> impl FnMut(&Plan) -> bool + '_ {
-    move |plan| {
-        Launch::new(backends).run(plan).is_ok_and(|launched| {
-            fencer_run::checking::judge(&launched.plan.settings, &launched.history, strict)
-                .anomaly_counts
-                .contains_key(class.name())
-        })
-    }
+    move |plan| run_showing(plan, class, backends, strict).is_ok_and(|run| run.is_some())
+}
+
+/// Runs `plan` on `backends` and judges it (warnings count under `strict`): the run and its
+/// verdict when it shows `class`, `None` when it does not.
+pub fn run_showing(
+    plan: &Plan,
+    class: AnomalyClass,
+    backends: &Backends,
+    strict: bool,
+) -> Result<Option<(Launched, Verdict)>, RunError> {
+    let launched = Launch::new(backends).run(plan)?;
+    let verdict = fencer_run::checking::judge(&launched.plan.settings, &launched.history, strict);
+    Ok(verdict
+        .anomaly_counts
+        .contains_key(class.name())
+        .then_some((launched, verdict)))
 }
 
 /// Shrinks `plan` while `reproduces` holds. `plan` itself is assumed to reproduce.

@@ -117,8 +117,8 @@ impl Probe for StartAll {
 }
 
 /// Builds the exec client `command` for one run of `cx.workers` workers, each with a proxy to
-/// each server the run's lock URL names (`cx.lock_url`). A lock with no server URL (fencer's simulated one, an
-/// exec lock service) has nothing for a child to connect to, and is refused.
+/// each server the run's lock URL names (`cx.lock_url`). A lock with no server URL (fencer's
+/// simulated one, an exec lock service) has nothing for a child to connect to, and is refused.
 pub(crate) fn build(command: &str, cx: &RunContext<'_>) -> Result<BuiltClient, BackendError> {
     fencer_backends::ExecCommand::parse(command)
         .map_err(|error| BackendError::BadUrl(error.to_string()))?;
