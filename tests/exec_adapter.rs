@@ -10,7 +10,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{REAL_TIMING, fencer, fencer_command, text};
+use cli_support::{REAL_TIMING, fencer, fencer_command, gone, text};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -123,17 +123,6 @@ fn started_pids(printed: &str) -> Vec<u32> {
             after[..after.find(')').unwrap()].parse().unwrap()
         })
         .collect()
-}
-
-/// Whether process `pid` is gone, or dead and waiting to be reaped by whoever adopted it.
-fn gone(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
-    }
 }
 
 /// The lock and store `command` names, built and checked the way `fencer run` does before a

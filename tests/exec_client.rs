@@ -3,7 +3,8 @@
 //! (`examples/exec/watchdog_client.py`) talking to Redis through a proxy of its worker's own.
 //! Under pauses, clock steps and cut connections it stays valid over 20 seeds and records its
 //! `renewed` notices; its `--bug` is caught within 10 seeds under the same faults; a protocol
-//! 1 child named as a client is refused before the run; a child that dies, or tells of a lease
+//! 1 child named as a client is refused before the run, and so is one that cannot start (in one
+//! line saying why, with nothing left running); a child that dies, or tells of a lease
 //! it never had, leaves `info` calls and a saved run, never a hang; a lock cluster fencer starts
 //! reaches each child as every member through proxies of its worker's own.
 
@@ -12,7 +13,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, text};
+use cli_support::{fencer, gone, text};
 
 use std::path::Path;
 use std::process::Output;
@@ -452,4 +453,101 @@ fn a_cluster_lock_gives_each_child_every_member_through_proxies_of_its_own() {
     distinct.sort_unstable();
     distinct.dedup();
     assert_eq!(distinct.len(), 10, "{child_ports:?}");
+}
+
+/// The pid in `… (pid N)` or `… Redis pid N …` after `marker` in `text`.
+fn pid_after(text: &str, marker: &str) -> u32 {
+    let after = &text[text
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker}: {text}"))
+        + marker.len()..];
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("{marker}: {text}"))
+}
+
+#[test]
+fn a_client_child_that_cannot_start_is_one_line_saying_why_and_leaves_nothing_running() {
+    if !ready("exec_client_cannot_start") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A real adapter moved where its libraries were never installed: it says so and exits.
+    let adapters = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/clients/python");
+    let uninstalled = dir.path().join("clients/python");
+    std::fs::create_dir_all(uninstalled.join("redis_py_lock")).unwrap();
+    for file in ["fencer_exec.py", "redis_py_lock/client.py"] {
+        std::fs::copy(format!("{adapters}/{file}"), uninstalled.join(file)).unwrap();
+    }
+    let adapter = format!(
+        "exec:python3 {}",
+        uninstalled.join("redis_py_lock/client.py").display()
+    );
+    for (client, why) in [
+        (
+            adapter.as_str(),
+            "its last line on stderr: redis_py_lock: its library is not installed: ",
+        ),
+        (
+            "exec:python3 -c 'import fencer_no_such_module'",
+            "its last line on stderr: ModuleNotFoundError: No module named 'fencer_no_such_module'",
+        ),
+    ] {
+        let output = fencer(
+            &[
+                "run",
+                "--client",
+                client,
+                "--lock",
+                "private:redis",
+                "--workload",
+                "mutex",
+                "--workers",
+                "3",
+                "--ops",
+                "2",
+                "--ttl",
+                "300ms",
+                "--renew-every",
+                "100ms",
+                "--call-timeout",
+                "100ms",
+                "--seed",
+                "1",
+                "--archive",
+                "runs",
+            ],
+            dir.path(),
+        );
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(254), "{shown}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|line| line.starts_with("error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{shown}");
+        assert!(
+            errors[0].contains("before answering hello; ") && errors[0].contains(why),
+            "{shown}"
+        );
+        if client == adapter {
+            assert!(
+                errors[0].ends_with("; run examples/clients/install.sh"),
+                "{shown}"
+            );
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        for pid in [
+            pid_after(&stdout, "Redis pid "),
+            pid_after(errors[0], "(pid "),
+        ] {
+            assert!(gone(pid), "pid {pid} still runs: {shown}");
+        }
+        assert!(
+            !dir.path().join("runs").exists(),
+            "no run was made: {shown}"
+        );
+    }
 }

@@ -68,3 +68,14 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+/// Whether process `pid` is gone, or dead and waiting to be reaped by whoever adopted it.
+pub fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}

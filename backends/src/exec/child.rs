@@ -89,7 +89,7 @@ impl ExecChild {
         tokio::spawn(async move {
             let _ = read_result.send(read_replies(stdout, reader_calls).await);
         });
-        tokio::spawn(pass_through(stderr, pid));
+        let stderr_passed = tokio::spawn(pass_through(stderr, pid));
         let (kill, kill_requests) = mpsc::unbounded_channel();
         let (reaped_tx, reaped) = watch::channel(false);
         let newsworthy = Arc::new(AtomicBool::new(false));
@@ -115,7 +115,13 @@ impl ExecChild {
                 let _ = kill.send(why.to_string());
                 let mut reaped = reaped;
                 let _ = reaped.wait_for(|reaped| *reaped).await;
-                return Err(why);
+                return Err(match why {
+                    ExecError::EndedBeforeHello { why, .. } => ExecError::EndedBeforeHello {
+                        why,
+                        last_line: last_stderr_line(stderr_passed).await,
+                    },
+                    other => other,
+                });
             }
         };
         Ok(ExecChild {
@@ -225,7 +231,10 @@ async fn greet(
         }
         Ok(Err(error)) => {
             return Err(match calls.ended() {
-                Some(why) => ExecError::EndedBeforeHello { why },
+                Some(why) => ExecError::EndedBeforeHello {
+                    why,
+                    last_line: None,
+                },
                 None => ExecError::HelloRefused {
                     child: label.to_string(),
                     error,
@@ -375,18 +384,32 @@ async fn signal_group(pid: u32, signal: &'static str) -> Result<(), ExecError> {
     }
 }
 
-/// Copies the child's stderr to fencer's, a line at a time, each marked with its pid.
-async fn pass_through(stderr: impl AsyncRead + Unpin, pid: u32) {
+/// Copies the child's stderr to fencer's, a line at a time, each marked with its pid. Returns
+/// the last line that held more than white space, at the end of the stream.
+async fn pass_through(stderr: impl AsyncRead + Unpin, pid: u32) -> Option<String> {
     let mut lines = BufReader::new(stderr);
     let mut line = Vec::new();
+    let mut last = None;
     loop {
         line.clear();
         match lines.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
+            Ok(0) | Err(_) => return last,
             Ok(_) => {
                 let text = String::from_utf8_lossy(&line);
-                eprintln!("exec[{pid}]: {}", text.trim_end_matches(['\n', '\r']));
+                let text = text.trim_end_matches(['\n', '\r']);
+                eprintln!("exec[{pid}]: {text}");
+                if !text.trim().is_empty() {
+                    last = Some(text.trim().to_string());
+                }
             }
         }
     }
+}
+
+/// The last line a child that ended before its hello wrote on stderr: most often why it
+/// could not start (a library not installed, an import that failed), which then belongs in
+/// fencer's one-line error. Its stderr ends with its process group, killed by now; a
+/// grandchild that kept the pipe open is not waited for longer than [`GRACE`].
+async fn last_stderr_line(passed: tokio::task::JoinHandle<Option<String>>) -> Option<String> {
+    tokio::time::timeout(GRACE, passed).await.ok()?.ok()?
 }

@@ -87,11 +87,14 @@ pub enum ExecError {
         /// How long it was given.
         timeout: Duration,
     },
-    /// The child ended before it answered hello.
-    #[error("{why} before answering hello")]
+    /// The child ended before it answered hello. Its last line on stderr is kept: a child
+    /// that cannot start says why there, and the error is the one line a user reads.
+    #[error("{why} before answering hello{}", last_words(.last_line))]
     EndedBeforeHello {
         /// How it ended.
         why: String,
+        /// The last line the child wrote on stderr that held more than white space.
+        last_line: Option<String>,
     },
     /// The child answered hello with an error.
     #[error("{child} answered hello with an error: {error}")]
@@ -186,4 +189,12 @@ pub enum ExecError {
         /// How `kill` exited.
         status: std::process::ExitStatus,
     },
+}
+
+/// `; its last line on stderr: …` when the child wrote one.
+fn last_words(last_line: &Option<String>) -> String {
+    last_line
+        .as_ref()
+        .map(|line| format!("; its last line on stderr: {line}"))
+        .unwrap_or_default()
 }

@@ -113,6 +113,17 @@ fn a_child_that_exits_before_its_hello_says_how() {
         error.starts_with("exec child `sh -c echo starting >&2; exit 3` (pid "),
         "{error}"
     );
+    assert!(
+        error.ends_with("before answering hello; its last line on stderr: starting"),
+        "{error}"
+    );
+    let silent = start("sh -c 'echo >&2; exit 4'", HELLO)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        silent.ends_with("exited (exit status: 4) before answering hello"),
+        "{silent}"
+    );
 }
 
 #[test]
