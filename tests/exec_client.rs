@@ -5,7 +5,8 @@
 //! `renewed` notices; its `--bug` is caught within 10 seeds under the same faults; a protocol
 //! 1 child named as a client is refused before the run, and so is one that cannot start (in one
 //! line saying why, with nothing left running); a child that dies, or tells of a lease
-//! it never had, leaves `info` calls and a saved run, never a hang; a lock cluster fencer starts
+//! it never had, leaves `info` calls and a saved run, never a hang; a refusal of its library's own
+//! renewal that it reports and never tells its worker of is `silent-lease-loss`; a lock cluster fencer starts
 //! reaches each child as every member through proxies of its worker's own.
 
 #![cfg(all(feature = "exec", feature = "redis"))]
@@ -550,4 +551,93 @@ fn a_client_child_that_cannot_start_is_one_line_saying_why_and_leaves_nothing_ru
             "no run was made: {shown}"
         );
     }
+}
+
+/// The classes of every anomaly and warning of the one run under `dir`.
+fn classes_found(dir: &Path) -> Vec<String> {
+    let runs = dir.join("runs/mutex");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let verdict: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("verdict.json")).unwrap()).unwrap();
+    verdict["anomalies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|anomaly| anomaly["class"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_reported_renewal_refusal_the_library_never_tells_its_worker_of_is_a_silent_lease_loss() {
+    if !ready("exec_client_renew_refused") {
+        return;
+    }
+    // Grants every acquire, reports at once that the server refused the library's renewal of
+    // it, then tells its worker `lost` only when `tells` is true.
+    let refusing = |dir: &Path, tells: bool| {
+        let told = if tells {
+            "send({\"notice\": \"lost\", \"owner\": owner, \"message\": \"renewal refused\"})"
+        } else {
+            "pass"
+        };
+        child(
+            dir,
+            &format!(
+                "for request in lines:\n\
+                 \x20   if request[\"op\"] == \"acquire\":\n\
+                 \x20       owner = request[\"owner\"]\n\
+                 \x20       send({{\"id\": request[\"id\"], \"result\": \"acquired\", \"owner\": owner}})\n\
+                 \x20       send({{\"notice\": \"renew-refused\", \"owner\": owner, \"message\": \"NotAcquired\"}})\n\
+                 \x20       {told}\n\
+                 \x20   elif request[\"op\"] == \"check\":\n\
+                 \x20       send({{\"id\": request[\"id\"], \"result\": \"not-held\"}})\n\
+                 \x20   else:\n\
+                 \x20       send({{\"id\": request[\"id\"], \"result\": \"done\"}})"
+            ),
+        )
+    };
+    let silent = tempfile::tempdir().unwrap();
+    let output = run(
+        silent.path(),
+        &refusing(silent.path(), false),
+        1,
+        "2",
+        "none",
+        "1s",
+    );
+    let shown = text(&output);
+    assert!(!shown.contains("internal error"), "{shown}");
+    assert!(
+        history(silent.path()).contains("\"type\":\"notice\",\"f\":\"renew-refused\""),
+        "{shown}"
+    );
+    let found = classes_found(silent.path());
+    assert!(
+        found.iter().any(|class| class == "silent-lease-loss"),
+        "{found:?} {shown}"
+    );
+    let telling = tempfile::tempdir().unwrap();
+    let output = run(
+        telling.path(),
+        &refusing(telling.path(), true),
+        1,
+        "2",
+        "none",
+        "1s",
+    );
+    let shown = text(&output);
+    assert!(
+        history(telling.path()).contains("\"f\":\"lost\""),
+        "{shown}"
+    );
+    let found = classes_found(telling.path());
+    assert!(
+        !found.iter().any(|class| class == "silent-lease-loss"),
+        "{found:?} {shown}"
+    );
 }

@@ -251,6 +251,21 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
     );
     let simulated = fencer_run::plan::Plan::generate(&fencer::Settings::default());
     assert!(fencer_gate::minimize::saved_real_time_run(&failed, &simulated, &backends).is_none());
+    // The class is a warning: a shrink that does not count warnings says so, and runs nothing.
+    let lenient = fencer(
+        &["shrink", "failed", "--class", "abandoned-lease"],
+        dir.path(),
+    );
+    assert_eq!(lenient.status.code(), Some(254), "{}", text(&lenient));
+    assert!(
+        text(&lenient).contains(
+            "the plan does not show abandoned-lease (nothing to shrink); it shows it as a \
+             warning, which --strict counts"
+        ),
+        "{}",
+        text(&lenient)
+    );
+    assert!(!dir.path().join("failed/shrink.json").exists());
     let shrink = fencer(
         &["shrink", "failed", "--class", "abandoned-lease", "--strict"],
         dir.path(),

@@ -5,8 +5,10 @@
 //! a lease that is gone; the worker learns nothing until its write (if the store fences) or
 //! never. Here a refusal is a renew of the worker's lease, sent by one of its library's tasks
 //! (`wN:renew…`, `wN:check`) before the worker released or abandoned that lease, and answered
-//! `fail` (not applied: the service said no). The library must then tell its worker `lost`
-//! for that lease, at any point after. A renew whose reply was lost is not a refusal: the
+//! `fail` (not applied: the service said no), or a `renew-refused` notice of the worker, which
+//! a library fencer does not see call the service (an `exec:` child) sends when the service
+//! refuses one of its own renewals, reported before the worker released or abandoned that lease.
+//! The library must then tell its worker `lost` for that lease, at any point after. A renew whose reply was lost is not a refusal: the
 //! renewal may have been applied. A warning unless strict: the loss itself may have harmed
 //! nothing, the silence is what leaves the worker blind.
 //!
@@ -36,7 +38,8 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
     let mut seen: FastSet<(Sym, Sym)> = FastSet::default();
     let wanted = |kind: EventType, f: Op| {
         matches!(f, Op::Renew | Op::Release)
-            || (kind == EventType::Notice && matches!(f, Op::Lost | Op::Abandoned))
+            || (kind == EventType::Notice
+                && matches!(f, Op::Lost | Op::Abandoned | Op::RenewRefused))
     };
     for (position, row) in ctx.rows_where(wanted) {
         let Some(owner) = row.owner else {
@@ -51,6 +54,12 @@ pub(crate) fn check(ctx: &Context<'_>) -> Outcome {
                 if role.is_worker =>
             {
                 done.insert((row.process, owner));
+            }
+            (EventType::Notice, Op::RenewRefused) if role.is_worker => {
+                let lease = (row.process, owner);
+                if !done.contains(&lease) && seen.insert(lease) {
+                    refused.push((lease, position));
+                }
             }
             (EventType::Invoke, Op::Renew) if role.is_renewal_task || role.is_check_task => {
                 if let Some(worker) = role.worker
@@ -93,22 +102,35 @@ fn explain(ctx: &Context<'_>, refusal: usize) -> Anomaly {
     let owner = short_owner(refused.owner.as_deref().unwrap_or("(none)"));
     let lock = refused.lock.as_deref().unwrap_or("(no lock)");
     let worker = crate::context::worker_of(&refused.process);
+    let reason = refused.error.as_deref().unwrap_or("no reason given");
     let mut cited = vec![refusal];
-    if let Some(invoke) = ctx.lookup().partner(refusal) {
-        cited.insert(0, invoke);
-    }
+    let refusal_was = if refused.f == Op::RenewRefused {
+        format!(
+            "{worker}'s lock client reported that the lock service refused its renewal of lock \
+             {lock} for owner {owner} ({reason}); the report reached fencer {}, before {worker} \
+             released or gave up that lease",
+            when(ctx, &refused, "its")
+        )
+    } else {
+        if let Some(invoke) = ctx.lookup().partner(refusal) {
+            cited.insert(0, invoke);
+        }
+        format!(
+            "the lock service refused {}'s renewal of lock {lock} for owner {owner} ({reason}) \
+             {}, sent before {worker} released or gave up that lease",
+            refused.process,
+            when(ctx, &refused, "its"),
+        )
+    };
     Anomaly {
         class: CLASS,
         severity: Severity::Failure,
         events: ctx.indexes(cited),
         explanation: format!(
-            "the lock service refused {}'s renewal of lock {lock} for owner {owner} ({}) {}, \
-             sent before {worker} released or gave up that lease; its lock client never \
-             told {worker} the lease was lost, in the rest of the history. A library that \
-             swallows a refused renewal leaves its worker working under a lease that is gone.",
-            refused.process,
-            refused.error.as_deref().unwrap_or("no reason given"),
-            when(ctx, &refused, "its"),
+            "{refusal_was}; its lock client sent {worker} no `lost` notice for that lease in the \
+             whole history. A library that swallows a refused renewal leaves its worker working \
+             under a lease that is gone (an ownership check that asks the service may still \
+             answer not held)."
         ),
     }
 }
@@ -152,5 +174,36 @@ mod tests {
         let outcome = b.judged_by(check);
         assert_eq!(outcome.report.validity, Validity::Valid);
         assert_eq!(outcome.report.anomalies, 0);
+    }
+
+    #[test]
+    fn a_reported_refusal_counts_until_the_lease_is_released_and_a_lost_notice_answers_it() {
+        let mut b = Builder::new();
+        b.acquire("w1", "L", "o1", 1, false);
+        let silent = b.notice("w1", Op::RenewRefused, "L", "o1", Some("NotAcquired"));
+        b.lock_call("w1", Op::Release, "L", "o1", EventType::Fail);
+        b.acquire("w1", "L", "o2", 2, false);
+        b.notice("w1", Op::RenewRefused, "L", "o2", Some("NotAcquired"));
+        b.notice("w1", Op::Lost, "L", "o2", Some("renewal refused"));
+        b.lock_call("w1", Op::Release, "L", "o2", EventType::Fail);
+        b.acquire("w1", "L", "o3", 3, false);
+        b.lock_call("w1", Op::Release, "L", "o3", EventType::Ok);
+        // Reported after the worker released: the refusal may have come after it too.
+        b.notice("w1", Op::RenewRefused, "L", "o3", Some("NotAcquired"));
+        let outcome = b.judged_by(check);
+        assert_eq!(outcome.report.anomalies, 1);
+        assert_eq!(outcome.anomalies[0].events, vec![silent]);
+        let text = &outcome.anomalies[0].explanation;
+        assert!(
+            text.starts_with(
+                "w1's lock client reported that the lock service refused its renewal of lock L \
+                 for owner o1 (NotAcquired); the report reached fencer at "
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("its lock client sent w1 no `lost` notice for that lease in the whole"),
+            "{text}"
+        );
     }
 }

@@ -22,12 +22,17 @@ use crate::summary::ShrinkRecord;
 #[derive(Debug, thiserror::Error)]
 pub enum MinimizeError {
     /// The plan does not show the class in the first place.
-    #[error("{plan}: the plan does not show {class} (nothing to shrink)")]
+    #[error(
+        "{plan}: the plan does not show {class} (nothing to shrink){}",
+        if *.only_as_warning { "; it shows it as a warning, which --strict counts" } else { "" }
+    )]
     DoesNotFail {
         /// The plan's file.
         plan: String,
         /// The class asked for.
         class: AnomalyClass,
+        /// Whether the run showed the class as a warning, which only a strict shrink counts.
+        only_as_warning: bool,
     },
     /// The shrunk plan did not show the class when run again: its backends are not
     /// deterministic (or real time decided differently).
@@ -108,6 +113,7 @@ pub fn shrink_failing(
         return Err(MinimizeError::DoesNotFail {
             plan: plan_path.display().to_string(),
             class,
+            only_as_warning: story.is_some(),
         });
     };
     let evidence = Evidence::cited(&original, &story.events);

@@ -175,6 +175,12 @@ pub enum Op {
     /// the work under it was cancelled: from here on nothing of the worker's wants the lease
     /// renewed.
     Abandoned,
+    /// Notice: the lock service refused a renewal the worker's lock client library made on
+    /// its own (the lease was not the owner's any more), as the library's host reports it: for
+    /// a library fencer does not see call the service (an `exec:` child), the evidence that it
+    /// learnt of the loss, whatever it then tells its worker. Recorded when the report
+    /// arrives, after the refusal itself.
+    RenewRefused,
 }
 
 /// The edge of a fault a nemesis event records ([`Op::fault_edge`]).
@@ -191,7 +197,7 @@ impl Op {
     /// iterate over (the fast history reader's above all, which would otherwise send a new
     /// op's every line to the slow path unnoticed). A test checks the list against the enum's
     /// JSON names, so a variant added but not listed fails it.
-    pub const ALL: [Op; 43] = [
+    pub const ALL: [Op; 44] = [
         Op::Acquire,
         Op::Renew,
         Op::Release,
@@ -235,6 +241,7 @@ impl Op {
         Op::Lost,
         Op::Renewed,
         Op::Abandoned,
+        Op::RenewRefused,
     ];
 
     /// Which edge of a fault a nemesis event with this op records: every fault starts with
@@ -284,7 +291,8 @@ impl Op {
             | Op::Check
             | Op::Lost
             | Op::Renewed
-            | Op::Abandoned => None,
+            | Op::Abandoned
+            | Op::RenewRefused => None,
         }
     }
 
@@ -339,6 +347,7 @@ impl Op {
             Op::Lost => "lost",
             Op::Renewed => "renewed",
             Op::Abandoned => "abandoned",
+            Op::RenewRefused => "renew-refused",
         }
     }
 
@@ -354,7 +363,10 @@ impl Op {
     /// True for what a lock client library tells its worker unprompted, and what the worker
     /// tells its library outside any call (`notice` events).
     pub fn is_notice(self) -> bool {
-        matches!(self, Op::Lost | Op::Renewed | Op::Abandoned)
+        matches!(
+            self,
+            Op::Lost | Op::Renewed | Op::Abandoned | Op::RenewRefused
+        )
     }
 }
 

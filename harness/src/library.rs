@@ -269,6 +269,15 @@ impl LibraryContext {
             .notice(Op::Renewed, &self.settings.lock, owner, None);
     }
 
+    /// Records that the lock service refused a renewal the library made on its own for the
+    /// lease of `owner` (`why` in the library's words): a `renew-refused` notice, for a library
+    /// whose renewals fencer does not see otherwise. It tells the worker nothing: whether the
+    /// library then does is what `silent-lease-loss` judges.
+    pub fn notify_renew_refused(&self, owner: OwnerToken, why: &str) {
+        self.worker
+            .notice(Op::RenewRefused, &self.settings.lock, owner, Some(why));
+    }
+
     /// True once the library told the worker the lease of `owner` is lost.
     pub fn told_lost(&self, owner: OwnerToken) -> bool {
         self.lost

@@ -221,6 +221,11 @@ pub fn describe(event: &Event) -> String {
             "{who}'s lock client said it renewed the lease of owner {} on lock {lock}",
             short_owner(event.owner.as_deref().unwrap_or("?"))
         ),
+        (EventType::Notice, Op::RenewRefused) => format!(
+            "{who}'s lock client reported that the lock service refused its renewal of the lease \
+             of owner {} on lock {lock}{error}",
+            short_owner(event.owner.as_deref().unwrap_or("?"))
+        ),
         (EventType::Notice, Op::Abandoned) => format!(
             "{who} gave up the lease of owner {} on lock {lock} without releasing it (its work \
              was cancelled)",

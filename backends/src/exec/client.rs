@@ -1,7 +1,8 @@
 //! The client role (protocol 2): a worker's lock client library run as a child of its own,
 //! talking to the lock service itself. fencer asks it to acquire, check, release and cancel
 //! and records its answers as the worker's calls; the child tells fencer unprompted when its
-//! library learns a lease is lost or renewed, and those notices are recorded as they arrive.
+//! library learns a lease is lost or renewed, or sees the lock service refuse the library's own
+//! renewal, and those notices are recorded as they arrive.
 //!
 //! [`ExecClient`] is one worker's child; [`ExecLibrary`] is the [`LockLibrary`] its worker
 //! calls. The server address the child is told is whatever the caller passes: the real tier
@@ -134,6 +135,10 @@ impl ExecLibrary {
                     message.unwrap_or("the client library says the lease is lost"),
                 ),
                 NoticeKind::Renewed => notices.notify_renewed(owner),
+                NoticeKind::RenewRefused => notices.notify_renew_refused(
+                    owner,
+                    message.unwrap_or("the client library says its renewal was refused"),
+                ),
             }));
         if !bound {
             return Err(ExecError::Rebound {

@@ -290,7 +290,7 @@ pub enum Role {
     /// write, read.
     Store,
     /// acquire, check, release and cancel through the child's own lock client library, with
-    /// `lost` and `renewed` notices (protocol 2).
+    /// `lost`, `renewed` and `renew-refused` notices (protocol 2).
     Client,
 }
 
@@ -527,7 +527,7 @@ pub enum BadReply {
     #[error("a notice carries no `id` (it answers no request)")]
     NoticeWithId,
     /// A notice fencer does not know, or one without its fields.
-    #[error("`notice`: {0} (expected \"lost\" or \"renewed\" with an `owner`)")]
+    #[error("`notice`: {0} (expected \"lost\", \"renewed\" or \"renew-refused\" with an `owner`)")]
     BadNotice(serde_json::Error),
 }
 
@@ -539,6 +539,9 @@ pub enum NoticeKind {
     Lost,
     /// The library's auto-renewal extended the lease.
     Renewed,
+    /// The lock service refused a renewal the library made on its own: what the adapter saw
+    /// of the library's call, sent before the library acts on it (whatever it then tells).
+    RenewRefused,
 }
 
 /// A notice line: `{"notice":"lost","owner":"…","message":"renewal refused"}`, with no `id`
@@ -549,7 +552,7 @@ pub struct Notice {
     pub notice: NoticeKind,
     /// The owner the child named when it acquired the lease.
     pub owner: String,
-    /// The library's own words, recorded with a `lost` notice.
+    /// The library's own words, recorded with a `lost` or `renew-refused` notice.
     #[serde(default)]
     pub message: Option<String>,
 }
@@ -646,6 +649,33 @@ mod tests {
         let line = write.line(1);
         assert_eq!(line.matches('\n').count(), 1, "{line}");
         assert!(line.contains("\"value\":\"a\\nb\""), "{line}");
+    }
+
+    #[test]
+    fn notices_parse_with_their_owner_and_message() {
+        let notice = |line: &str| match parse_line(line) {
+            Ok(Line::Notice(notice)) => notice,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert_eq!(
+            notice(r#"{"notice":"renew-refused","owner":"o1","message":"NotAcquired"}"#),
+            Notice {
+                notice: NoticeKind::RenewRefused,
+                owner: "o1".into(),
+                message: Some("NotAcquired".into()),
+            }
+        );
+        assert_eq!(
+            notice(r#"{"notice":"renewed","owner":"o1"}"#).notice,
+            NoticeKind::Renewed
+        );
+        let unknown = parse_line(r#"{"notice":"renew-failed","owner":"o1"}"#).unwrap_err();
+        assert!(
+            unknown
+                .to_string()
+                .contains("(expected \"lost\", \"renewed\" or \"renew-refused\" with an `owner`)"),
+            "{unknown}"
+        );
     }
 
     #[test]

@@ -66,7 +66,20 @@ def send_notice(kind, owner, message=None):
 
 
 class Lost(Exception):
-    """Raised by an extend step: the library says the lease is gone (sent with `lost`)."""
+    """Raised by an extend step: the library says the lease is gone (sent with `lost`).
+    `refused` when the server refused the extend (the lease was not this owner's): the loop
+    then reports `renew-refused` first, what fencer judges `silent-lease-loss` by."""
+
+    def __init__(self, message, refused=False):
+        super().__init__(message)
+        self.refused = refused
+
+
+def report_refusal(owner, why):
+    """Tells fencer the server refused a renewal the library made on its own (`renew-refused`,
+    docs/exec-protocol.md): send it before the library acts on the refusal, and only for a
+    refusal, not for a renewal whose reply was lost (it may have been applied)."""
+    send_notice("renew-refused", owner, why)
 
 
 class Retry(Exception):
@@ -76,7 +89,7 @@ class Retry(Exception):
 class RenewalThread:
     """The renewal loop a user of a library without auto-renewal writes: `extend()` every third
     of the TTL, in a thread of its own. An extend that returns sends `renewed`; one that raises
-    `Lost` sends `lost` and ends the loop; one that raises `Retry` is logged and tried again at
+    `Lost` sends `lost` (after `renew-refused` when the server refused it) and ends the loop; one that raises `Retry` is logged and tried again at
     the next period, and `lost` is sent once no extend has succeeded for a whole TTL."""
 
     def __init__(self, adapter, owner, ttl, extend):
@@ -99,6 +112,8 @@ class RenewalThread:
             try:
                 self.extend()
             except Lost as why:
+                if why.refused:
+                    report_refusal(self.owner, str(why))
                 send_notice("lost", self.owner, str(why))
                 return
             except Retry as why:

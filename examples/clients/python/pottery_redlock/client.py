@@ -53,7 +53,8 @@ NUM_EXTENSIONS = 1_000_000
 def extend_step(lock):
     """One extend of the loop a pottery user writes: whatever `extend` raises means the lease
     is gone (`ExtendUnlockedLock`, which pottery also raises when Redis could not be reached,
-    or `TooManyExtensions`)."""
+    or `TooManyExtensions`). Since the same exception may mean Redis was not reached, the loop
+    reports no `renew-refused` for it."""
 
     def extend():
         try:

@@ -7,7 +7,8 @@ fencer's exec client (protocol 2, client role).
 
 Each request is answered with the library's own API, as its users call it:
 
-- acquire: `Lock(redis, name, expire=ttl, id=owner, auto_renewal=True)` then
+- acquire: `Lock(redis, name, expire=ttl, id=owner, auto_renewal=True)` (as `ObservedLock`,
+  below) then
   `lock.acquire(blocking=False)`: one attempt, holding the lock (Redis key `lock:<name>`) with
   fencer's owner token as its id. The library takes `expire` in whole seconds (`int(expire)`),
   so this adapter refuses (`not-applied`) a TTL that is not a whole number of seconds: run it
@@ -16,7 +17,12 @@ Each request is answered with the library's own API, as its users call it:
   every two thirds of `expire`. The library offers no way to hear that a renewal failed (no
   callback, no flag): an exception in `extend` ends its renewal thread, which prints the
   traceback on stderr. So this adapter sends no `lost` and no `renewed` notices: its users
-  hear nothing either.
+  hear nothing either. It does report what it sees the library do: `ObservedLock` is the
+  library's `Lock` with `extend` overridden to call the library's own and, when Redis refuses
+  it (`NotAcquired`: the key is gone or holds another id), to send `renew-refused` before the
+  exception reaches the library's thread. fencer then judges whether the library told its
+  caller (`silent-lease-loss`). A `ConnectionError` or `TimeoutError` is no refusal (the
+  extend may have been applied) and is not reported.
 - check: the library has no public "do I still hold it" call. `lock.locked()` answers whether
   the key exists, whoever holds it (its docstring: "This method returns true, even if lock
   have another id"), so this adapter asks what a user would: `lock.get_owner_id() == lock.id`,
@@ -43,6 +49,18 @@ import redis  # noqa: E402
 import redis_lock  # noqa: E402
 
 
+class ObservedLock(redis_lock.Lock):
+    """The library's `Lock`, unchanged but for a report of each renewal Redis refuses. Only
+    the library's renewal thread calls `extend` here."""
+
+    def extend(self, expire=None):
+        try:
+            return super().extend(expire=expire)
+        except redis_lock.NotAcquired as refused:
+            fencer_exec.report_refusal(self.id, f"NotAcquired: {refused}")
+            raise
+
+
 class Adapter:
     def __init__(self, hello):
         self.url = hello["server"]
@@ -60,7 +78,7 @@ class Adapter:
                 self.url, socket_timeout=ttl_ms / 1000, socket_connect_timeout=ttl_ms / 1000
             )
         owner = request["owner"]
-        lock = redis_lock.Lock(
+        lock = ObservedLock(
             self.client, request["lock"], expire=ttl_ms // 1000, id=owner, auto_renewal=True
         )
         if not lock.acquire(blocking=False):

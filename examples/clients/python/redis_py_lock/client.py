@@ -13,7 +13,8 @@ Each request is answered with the library's own API, as its users call it:
 - renewal: redis-py's `Lock` has no auto-renewal. Its users renew with `Lock.extend`, so this
   adapter runs the loop such a user writes: a thread calling
   `lock.extend(ttl, replace_ttl=True)` every third of the TTL. `LockNotOwnedError` (the
-  library saying the lock is no longer ours) sends `lost`; a connection or timeout error is
+  library saying the lock is no longer ours) sends `renew-refused` (what the server said) and
+  `lost` (what the loop tells its caller); a connection or timeout error is
   logged and retried at the next period, and `lost` is sent once no extend has succeeded for a
   whole TTL. Each successful extend sends `renewed`.
 - check: `lock.owned()`, which asks Redis whether the key holds this lock's token.
@@ -46,7 +47,7 @@ def extend_step(lock, ttl):
         try:
             lock.extend(ttl, replace_ttl=True)
         except LockNotOwnedError as error:
-            raise fencer_exec.Lost(f"LockNotOwnedError: {error}") from error
+            raise fencer_exec.Lost(f"LockNotOwnedError: {error}", refused=True) from error
         except redis.RedisError as error:
             raise fencer_exec.Retry(f"{type(error).__name__}: {error}") from error
 
