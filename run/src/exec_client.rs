@@ -103,16 +103,17 @@ impl ServerFaults for WorkerClient {
     }
 }
 
-/// Starts every worker's child (the client's probe, before the run).
+/// Starts every worker's child (the client's probe, before the run), all at once: a child's
+/// start is mostly its interpreter loading its library, and the run waits for the slowest.
 struct StartAll(Vec<Arc<WorkerClient>>);
 
 #[async_trait::async_trait]
 impl Probe for StartAll {
+    /// Every start is waited for, so a child that did start is kept (and stopped with the
+    /// run) rather than abandoned mid-greeting; the first worker's error is the one told.
     async fn ping(&self) -> Result<(), BackendError> {
-        for client in &self.0 {
-            client.start().await?;
-        }
-        Ok(())
+        let started = futures::future::join_all(self.0.iter().map(|client| client.start())).await;
+        started.into_iter().collect()
     }
 }
 
