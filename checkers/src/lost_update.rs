@@ -387,7 +387,7 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
                     at_store_order(ctx, &mine_applied)
                 ),
             );
-            if let Some(&next) = applied.positions.get(slot + 1) {
+            if let Some(next) = first_overwriter(ctx, counter, hit.key, applied, slot) {
                 let next_event = ctx.at(next);
                 cited.push(next);
                 let next_id = next_event.write_id.as_deref().unwrap_or("(no id)");
@@ -442,6 +442,62 @@ fn explain_lost(ctx: &Context<'_>, counter: &Counter, hit: &Lost) -> Anomaly {
             story.render()
         ),
     }
+}
+
+/// Where the store first applied, after the application in `slot` of `applied` (the lost
+/// write's, on `key`), a write that does not descend from the lost write: the write that
+/// overwrote it. Later writes computed from the lost one (its own worker's next increments,
+/// say) carried its increment on and are passed over; a write whose ancestry cannot be told is
+/// not named. `None` when no such write is known.
+fn first_overwriter(
+    ctx: &Context<'_>,
+    counter: &Counter,
+    key: Sym,
+    applied: &Applied,
+    slot: usize,
+) -> Option<usize> {
+    let lost = applied.write_ids[slot]?;
+    let lost_at = applied.positions[slot];
+    // The store position of each write's first application, to stop a walk back once it
+    // passes the lost write's (nothing applied before it can descend from it).
+    let mut first_applied: FastMap<Sym, usize> = FastMap::default();
+    for (index, write_id) in applied.write_ids.iter().enumerate() {
+        if let Some(write_id) = write_id {
+            first_applied
+                .entry(*write_id)
+                .or_insert(applied.positions[index]);
+        }
+    }
+    let descends = |write_id: Sym| -> Option<bool> {
+        let mut seen: FastSet<Sym> = FastSet::default();
+        let mut cursor = Some(write_id);
+        while let Some(write_id) = cursor {
+            if write_id == lost {
+                return Some(true);
+            }
+            if !seen.insert(write_id)
+                || first_applied
+                    .get(&write_id)
+                    .is_some_and(|&position| position < lost_at)
+            {
+                return Some(false);
+            }
+            let Some(&read) = counter.read_of.get(&(key, write_id)) else {
+                return Some(false);
+            };
+            cursor = counter.seen_by(ctx, read).ok()?;
+        }
+        Some(false)
+    };
+    (slot + 1..applied.positions.len()).find_map(|later| match applied.write_ids[later] {
+        Some(write_id) if write_id == lost => None,
+        Some(write_id) => match descends(write_id) {
+            Some(false) => Some(Some(applied.positions[later])),
+            Some(true) => None,
+            None => Some(None),
+        },
+        None => Some(None),
+    })?
 }
 
 /// `duplicate-effect`: one write id applied twice (store log), else acknowledged twice.
@@ -666,6 +722,30 @@ mod tests {
                     "{text}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_overwriter_named_is_the_first_later_write_that_left_the_increment_out() {
+        let mut b = Builder::new();
+        increment(&mut b, "w0", None, 0, "w0-0", 1, true);
+        // w1 reads 1 and stalls; w0 goes on twice, each increment from its own last write;
+        // w1's late write of 2 then wipes out both of w0's.
+        read(&mut b, "w1", Some("w0-0"), 1);
+        increment(&mut b, "w0", Some("w0-0"), 1, "w0-1", 2, true);
+        increment(&mut b, "w0", Some("w0-1"), 2, "w0-2", 3, true);
+        write(&mut b, "w1", 2, "w1-0", 4, true);
+        read(&mut b, "final", Some("w1-0"), 2);
+        let (lost, _) = run(&b);
+        assert_eq!(lost.report.anomalies, 2);
+        for anomaly in &lost.anomalies {
+            let text = &anomaly.explanation;
+            assert!(text.contains("overwritten by write w1-0 = 2 "), "{text}");
+            assert!(
+                text.contains("computed by w1 from its read of 1 "),
+                "{text}"
+            );
+            assert!(!text.contains("overwritten by write w0-"), "{text}");
         }
     }
 
