@@ -14,7 +14,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{fencer, gone, text};
+use cli_support::{REAL_TIMING, fencer, gone, text};
 
 use std::path::Path;
 use std::process::Output;
@@ -495,32 +495,25 @@ fn a_client_child_that_cannot_start_is_one_line_saying_why_and_leaves_nothing_ru
             "its last line on stderr: ModuleNotFoundError: No module named 'fencer_no_such_module'",
         ),
     ] {
-        let output = fencer(
-            &[
-                "run",
-                "--client",
-                client,
-                "--lock",
-                "private:redis",
-                "--workload",
-                "mutex",
-                "--workers",
-                "3",
-                "--ops",
-                "2",
-                "--ttl",
-                "300ms",
-                "--renew-every",
-                "100ms",
-                "--call-timeout",
-                "100ms",
-                "--seed",
-                "1",
-                "--archive",
-                "runs",
-            ],
-            dir.path(),
-        );
+        let mut args = vec![
+            "run",
+            "--client",
+            client,
+            "--lock",
+            "private:redis",
+            "--workload",
+            "mutex",
+            "--workers",
+            "3",
+            "--ops",
+            "2",
+            "--seed",
+            "1",
+            "--archive",
+            "runs",
+        ];
+        args.extend(REAL_TIMING);
+        let output = fencer(&args, dir.path());
         let shown = text(&output);
         assert_eq!(output.status.code(), Some(254), "{shown}");
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -601,43 +594,29 @@ fn a_reported_renewal_refusal_the_library_never_tells_its_worker_of_is_a_silent_
             ),
         )
     };
-    let silent = tempfile::tempdir().unwrap();
-    let output = run(
-        silent.path(),
-        &refusing(silent.path(), false),
-        1,
-        "2",
-        "none",
-        "1s",
-    );
-    let shown = text(&output);
-    assert!(!shown.contains("internal error"), "{shown}");
-    assert!(
-        history(silent.path()).contains("\"type\":\"notice\",\"f\":\"renew-refused\""),
-        "{shown}"
-    );
-    let found = classes_found(silent.path());
-    assert!(
-        found.iter().any(|class| class == "silent-lease-loss"),
-        "{found:?} {shown}"
-    );
-    let telling = tempfile::tempdir().unwrap();
-    let output = run(
-        telling.path(),
-        &refusing(telling.path(), true),
-        1,
-        "2",
-        "none",
-        "1s",
-    );
-    let shown = text(&output);
-    assert!(
-        history(telling.path()).contains("\"f\":\"lost\""),
-        "{shown}"
-    );
-    let found = classes_found(telling.path());
-    assert!(
-        !found.iter().any(|class| class == "silent-lease-loss"),
-        "{found:?} {shown}"
-    );
+    for tells in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = run(
+            dir.path(),
+            &refusing(dir.path(), tells),
+            1,
+            "2",
+            "none",
+            "1s",
+        );
+        let shown = text(&output);
+        assert!(!shown.contains("internal error"), "{shown}");
+        let history = history(dir.path());
+        assert!(
+            history.contains("\"type\":\"notice\",\"f\":\"renew-refused\""),
+            "{shown}"
+        );
+        assert_eq!(history.contains("\"f\":\"lost\""), tells, "{shown}");
+        let found = classes_found(dir.path());
+        assert_eq!(
+            found.iter().any(|class| class == "silent-lease-loss"),
+            !tells,
+            "told lost: {tells}; {found:?} {shown}"
+        );
+    }
 }
