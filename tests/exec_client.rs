@@ -4,7 +4,8 @@
 //! Under pauses, clock steps and cut connections it stays valid over 20 seeds and records its
 //! `renewed` notices; its `--bug` is caught within 10 seeds under the same faults; a protocol
 //! 1 child named as a client is refused before the run, and so is one that cannot start (in one
-//! line saying why, with nothing left running); a child that dies, or tells of a lease
+//! line saying why, with nothing left running) and a lock server that cannot (one line naming
+//! its package, before any child); a child that dies, or tells of a lease
 //! it never had, leaves `info` calls and a saved run, never a hang; a refusal of its library's own
 //! renewal that it reports and never tells its worker of is `silent-lease-loss`; a lock cluster fencer starts
 //! reaches each child as every member through proxies of its worker's own.
@@ -14,7 +15,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{REAL_TIMING, fencer, gone, text};
+use cli_support::{REAL_TIMING, fencer, fencer_command, gone, text};
 
 use std::path::Path;
 use std::process::Output;
@@ -619,4 +620,65 @@ fn a_reported_renewal_refusal_the_library_never_tells_its_worker_of_is_a_silent_
             "told lost: {tells}; {found:?} {shown}"
         );
     }
+}
+
+#[test]
+fn a_lock_server_that_cannot_start_is_one_line_naming_its_package_before_any_child() {
+    if !ready("exec_client_server_cannot_start") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let no_programs = dir.path().join("bin");
+    std::fs::create_dir(&no_programs).unwrap();
+    // The client's interpreter by its full path: only the server's program is missing.
+    let python = std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|path| path.join("python3"))
+                .find(|path| path.is_file())
+        })
+        .expect("python3 is on PATH");
+    let client = format!("exec:{} {EXAMPLE}", python.display());
+    let mut args = vec![
+        "run",
+        "--client",
+        &client,
+        "--lock",
+        "private:redis",
+        "--workload",
+        "mutex",
+        "--workers",
+        "2",
+        "--ops",
+        "1",
+        "--seed",
+        "1",
+        "--archive",
+        "runs",
+    ];
+    args.extend(REAL_TIMING);
+    let output = fencer_command(&args, dir.path())
+        .env("PATH", &no_programs)
+        .output()
+        .unwrap();
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(254), "{shown}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("error:"))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "error: cannot start a private Redis server (cannot start redis-server: No such file \
+          or directory (os error 2)); install the Debian package redis-server"
+        ],
+        "{shown}"
+    );
+    assert!(!stderr.contains("exec["), "no child was started: {shown}");
+    assert!(
+        !dir.path().join("runs").exists(),
+        "no run was made: {shown}"
+    );
 }
