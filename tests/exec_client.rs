@@ -1,14 +1,14 @@
-//! `--client exec:COMMAND`: a lock client library in another language, one child per worker
-//! (exec protocol 2, client role), here the shipped Redis watchdog client
-//! (`examples/exec/watchdog_client.py`) talking to Redis through a proxy of its worker's own.
-//! Under pauses, clock steps and cut connections it stays valid over 20 seeds and records its
-//! `renewed` notices; its `--bug` is caught within 10 seeds under the same faults; a protocol
-//! 1 child named as a client is refused before the run, and so is one that cannot start (in one
-//! line saying why, with nothing left running) and a lock server that cannot (one line naming
-//! its package, before any child); a child that dies, or tells of a lease
-//! it never had, leaves `info` calls and a saved run, never a hang; a refusal of its library's own
-//! renewal that it reports and never tells its worker of is `silent-lease-loss`; a lock cluster fencer starts
-//! reaches each child as every member through proxies of its worker's own.
+//! `--client exec:COMMAND`: a lock client library in another language, one child per worker (exec
+//! protocol 2, client role), here the shipped Redis watchdog client
+//! (`examples/exec/watchdog_client.py`) talking to Redis through a proxy of its worker's own. Under
+//! pauses, clock steps and cut connections it stays valid over 20 seeds and records its `renewed`
+//! notices; its `--bug` is caught within 10 seeds under the same faults; a protocol 1 child named
+//! as a client is refused before the run, and so is one that cannot start (in one line saying why,
+//! with nothing left running) and a lock server that cannot (one line naming its package, before
+//! any child); a child that dies, or tells of a lease it never had, leaves `info` calls and a saved
+//! run, never a hang; a refusal of its library's own renewal that it reports and never tells its
+//! worker of is `silent-lease-loss`; a lock cluster fencer starts reaches each child as every
+//! member through proxies of its worker's own.
 
 #![cfg(all(feature = "exec", feature = "redis"))]
 
