@@ -264,6 +264,10 @@ fn gate_over_a_mutant_fails_and_its_replay_command_and_shrunk_plan_reproduce() {
     let told = text(&on_demand);
     assert!(told.contains("in the minimal plan: "), "{told}");
     assert!(told.contains("the run ends by "), "{told}");
+    // A simulated plan fails every time it runs: it is not run again to count.
+    assert!(!told.contains("run again "), "{told}");
+    let record = json(&dir.path().join(run_dir).join("shrink.json"));
+    assert!(record.get("reran").is_none(), "{record}");
     let confirmed = dir.path().join(run_dir).join("min");
     assert!(
         told.contains(&format!("timeline: {run_dir}/min/timeline.html")),

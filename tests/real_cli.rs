@@ -277,6 +277,18 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         serde_json::from_slice(&std::fs::read(dir.path().join("failed/shrink.json")).unwrap())
             .unwrap();
     let events = |field: &str| record[field].as_u64().unwrap();
+    // In real time the minimal plan is run again, and the count of runs that showed the class
+    // is told: every one completed here, and the one-worker story fails in most.
+    assert_eq!(record["reran"]["runs"], 5, "{record}");
+    let showed = record["reran"]["showed"].as_u64().unwrap();
+    assert!((1..=5).contains(&showed), "{record}");
+    assert!(
+        told.contains(&format!(
+            "run again 5 times (real time: timing decides what its faults hit), the minimal plan \
+             showed abandoned-lease in {showed} of them"
+        )),
+        "{told}"
+    );
     assert_eq!(record["after"]["workers"], 1, "{record}");
     assert_eq!(record["after"]["faults"], 1, "{record}");
     assert!(

@@ -16,7 +16,7 @@ use fencer_run::{Backends, Launch, Launched, RunError, Time};
 use crate::plan_words::faults_in_words;
 use crate::regressions::write_atomically;
 use crate::shrink::{Evidence, PlanSize, ShrinkLimits, Shrunk, run_showing, shrink_toward};
-use crate::summary::ShrinkRecord;
+use crate::summary::{Reran, ShrinkRecord};
 
 /// Why a plan could not be shrunk.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +83,11 @@ pub struct ShrunkFailure {
 /// The run directory, inside the failing run's, where the confirming run of its minimal plan
 /// is saved.
 pub const MIN_RUN_DIR: &str = "min";
+
+/// How many more times a real-time shrink runs the minimal plan it found, to say how often it
+/// shows the class again: timing decides what a real-time plan's faults hit, and a plan that
+/// failed once may fail seldom. A simulated plan fails every time or the run is a defect.
+pub const REAL_TIME_RERUNS: usize = 5;
 
 /// Shrinks `plan`, which fails with `class`, toward the story of the first anomaly of that
 /// class ([`Evidence::cited`]), then runs the result once more to confirm it still fails.
@@ -156,6 +161,27 @@ pub fn shrink_failing(
     })
 }
 
+/// Runs a real-time minimal plan [`REAL_TIME_RERUNS`] more times and counts the runs that
+/// showed `class`; a run that could not run, or an interrupt, ends the count there.
+fn rerun(
+    plan: &Plan,
+    class: AnomalyClass,
+    against: Against<'_>,
+    interrupted: &AtomicBool,
+) -> Reran {
+    let mut reran = Reran { runs: 0, showed: 0 };
+    while reran.runs < REAL_TIME_RERUNS && !interrupted.load(Ordering::SeqCst) {
+        match run_showing(plan, class, against.backends, against.strict) {
+            Ok(showing) => {
+                reran.runs += 1;
+                reran.showed += usize::from(showing.is_some());
+            }
+            Err(_) => break,
+        }
+    }
+    reran
+}
+
 /// The failing run saved in `dir`, when `plan` runs in real time and the directory holds its
 /// history and its cycle starts: a real-time failure may not fail again when its plan runs
 /// again, so its story is read from what was recorded.
@@ -220,6 +246,9 @@ pub fn minimize(
         cycle_starts_ns: &confirmed.cycle_starts_ns,
     };
     save_run(&finished, &run_dir, None)?;
+    // A plan the shrink could not cut is the original, whose runs may be long: not run again.
+    let reran = (confirmed.time == Time::Real && shrunk.plan != *plan)
+        .then(|| rerun(&shrunk.plan, class, against, interrupted));
     let record = ShrinkRecord {
         plan: min_path.display().to_string(),
         run: Some(run_dir.display().to_string()),
@@ -231,6 +260,7 @@ pub fn minimize(
         events_after: confirmed.history.len(),
         candidates: shrunk.candidates,
         stopped_by: shrunk.stopped_by.map(str::to_string),
+        reran,
     };
     let mut json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     json.push(b'\n');

@@ -523,6 +523,15 @@ pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> 
     if !record.after_in_words.is_empty() {
         lines.push(format!("in the minimal plan: {}", record.after_in_words));
     }
+    if let Some(reran) = record.reran {
+        lines.push(format!(
+            "run again {} (real time: timing decides what its faults hit), the minimal plan \
+             showed {} in {} of them",
+            count(reran.runs, "time", "times"),
+            record.class,
+            reran.showed
+        ));
+    }
     lines.push(format!(
         "minimal plan: {} (run it: {program} run --plan {})",
         record.plan, record.plan

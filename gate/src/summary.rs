@@ -287,6 +287,18 @@ pub struct ShrinkRecord {
     pub candidates: usize,
     /// Why shrinking stopped early, if it did.
     pub stopped_by: Option<String>,
+    /// In real time, how often the minimal plan showed the class when run again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reran: Option<Reran>,
+}
+
+/// A real-time minimal plan run again: how many runs, and how many showed the class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reran {
+    /// Runs that completed.
+    pub runs: usize,
+    /// Those that showed the class.
+    pub showed: usize,
 }
 
 impl GateSummary {
