@@ -15,7 +15,7 @@
 mod support;
 
 mod cli_support;
-use cli_support::{REAL_TIMING, fencer, fencer_command, gone, text};
+use cli_support::{REAL_TIMING, fencer, fencer_command, gone, on_path, text};
 
 use std::path::Path;
 use std::process::Output;
@@ -171,23 +171,51 @@ fn a_protocol_1_child_named_as_a_client_is_one_line_before_the_run() {
         "none",
         "1s",
     );
-    let shown = text(&output);
-    assert_eq!(output.status.code(), Some(254), "{shown}");
-    let error = String::from_utf8_lossy(&output.stderr);
-    let line = error
-        .lines()
-        .find(|line| line.starts_with("error:"))
-        .unwrap_or_else(|| panic!("{shown}"));
+    let line = refused_before_the_run(&output, dir.path());
     assert!(
         line.contains(
             "speaks exec protocol 1, but a client child (--client exec:…) must speak protocol 2"
         ),
         "{line}"
     );
-    assert!(
-        !dir.path().join("runs").exists(),
-        "no run was made: {shown}"
-    );
+}
+
+/// A short mutex run of `client` against a Redis fencer starts for it, in `dir`, not started
+/// yet (to set its environment).
+fn private_redis_run(dir: &Path, client: &str) -> std::process::Command {
+    let mut args = vec![
+        "run",
+        "--client",
+        client,
+        "--lock",
+        "private:redis",
+        "--workload",
+        "mutex",
+        "--workers",
+        "2",
+        "--ops",
+        "1",
+        "--seed",
+        "1",
+        "--archive",
+        "runs",
+    ];
+    args.extend(REAL_TIMING);
+    fencer_command(&args, dir)
+}
+
+/// The one error line of a run refused before it began: exit 254, and no run saved in `dir`.
+fn refused_before_the_run(output: &Output, dir: &Path) -> String {
+    let shown = text(output);
+    assert_eq!(output.status.code(), Some(254), "{shown}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let errors: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{shown}");
+    assert!(!dir.join("runs").exists(), "no run was made: {shown}");
+    errors[0].to_string()
 }
 
 #[test]
@@ -496,54 +524,23 @@ fn a_client_child_that_cannot_start_is_one_line_saying_why_and_leaves_nothing_ru
             "its last line on stderr: ModuleNotFoundError: No module named 'fencer_no_such_module'",
         ),
     ] {
-        let mut args = vec![
-            "run",
-            "--client",
-            client,
-            "--lock",
-            "private:redis",
-            "--workload",
-            "mutex",
-            "--workers",
-            "3",
-            "--ops",
-            "2",
-            "--seed",
-            "1",
-            "--archive",
-            "runs",
-        ];
-        args.extend(REAL_TIMING);
-        let output = fencer(&args, dir.path());
+        let output = private_redis_run(dir.path(), client).output().unwrap();
         let shown = text(&output);
-        assert_eq!(output.status.code(), Some(254), "{shown}");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let errors: Vec<&str> = stderr
-            .lines()
-            .filter(|line| line.starts_with("error:"))
-            .collect();
-        assert_eq!(errors.len(), 1, "{shown}");
+        let error = refused_before_the_run(&output, dir.path());
         assert!(
-            errors[0].contains("before answering hello; ") && errors[0].contains(why),
+            error.contains("before answering hello; ") && error.contains(why),
             "{shown}"
         );
         if client == adapter {
             assert!(
-                errors[0].ends_with("; run examples/clients/install.sh"),
+                error.ends_with("; run examples/clients/install.sh"),
                 "{shown}"
             );
         }
         let stdout = String::from_utf8_lossy(&output.stdout);
-        for pid in [
-            pid_after(&stdout, "Redis pid "),
-            pid_after(errors[0], "(pid "),
-        ] {
+        for pid in [pid_after(&stdout, "Redis pid "), pid_after(&error, "(pid ")] {
             assert!(gone(pid), "pid {pid} still runs: {shown}");
         }
-        assert!(
-            !dir.path().join("runs").exists(),
-            "no run was made: {shown}"
-        );
     }
 }
 
@@ -631,54 +628,18 @@ fn a_lock_server_that_cannot_start_is_one_line_naming_its_package_before_any_chi
     let no_programs = dir.path().join("bin");
     std::fs::create_dir(&no_programs).unwrap();
     // The client's interpreter by its full path: only the server's program is missing.
-    let python = std::env::var_os("PATH")
-        .and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|path| path.join("python3"))
-                .find(|path| path.is_file())
-        })
-        .expect("python3 is on PATH");
+    let python = on_path("python3").expect("python3 is on PATH");
     let client = format!("exec:{} {EXAMPLE}", python.display());
-    let mut args = vec![
-        "run",
-        "--client",
-        &client,
-        "--lock",
-        "private:redis",
-        "--workload",
-        "mutex",
-        "--workers",
-        "2",
-        "--ops",
-        "1",
-        "--seed",
-        "1",
-        "--archive",
-        "runs",
-    ];
-    args.extend(REAL_TIMING);
-    let output = fencer_command(&args, dir.path())
+    let output = private_redis_run(dir.path(), &client)
         .env("PATH", &no_programs)
         .output()
         .unwrap();
     let shown = text(&output);
-    assert_eq!(output.status.code(), Some(254), "{shown}");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|line| line.starts_with("error:"))
-        .collect();
     assert_eq!(
-        errors,
-        [
-            "error: cannot start a private Redis server (cannot start redis-server: No such file \
-          or directory (os error 2)); install the Debian package redis-server"
-        ],
+        refused_before_the_run(&output, dir.path()),
+        "error: cannot start a private Redis server (cannot start redis-server: No such file or \
+         directory (os error 2)); install the Debian package redis-server",
         "{shown}"
     );
-    assert!(!stderr.contains("exec["), "no child was started: {shown}");
-    assert!(
-        !dir.path().join("runs").exists(),
-        "no run was made: {shown}"
-    );
+    assert!(!shown.contains("exec["), "no child was started: {shown}");
 }

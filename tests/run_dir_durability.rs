@@ -6,19 +6,12 @@
 mod cli_support;
 mod support;
 
-use std::path::PathBuf;
 use std::process::Command;
+
+use cli_support::on_path;
 
 /// The test's name on a skip line.
 const TEST: &str = "run_dir_durability";
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|path| path.is_file())
-    })
-}
 
 /// The descriptor an `openat` of a path containing `path` returned, in `line`.
 fn opened(line: &str, path: &str) -> Option<String> {

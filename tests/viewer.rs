@@ -3,6 +3,8 @@
 //! cannot lock a reader out; a policy that runs only the timeline's own script), and the
 //! timeline in a real headless Chromium.
 
+mod cli_support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,8 @@ use fencer_results::save::{FinishedRun, save_run};
 use fencer_run::demo;
 use fencer_run::settings::StoreBackend;
 use fencer_workloads::RenewFailurePolicy;
+
+use cli_support::on_path;
 
 const HOSTILE: &str = "<script>alert(1)</script>";
 
@@ -370,14 +374,6 @@ fn served_pages_may_run_the_timeline_script_and_no_other() {
 }
 
 // ---- headless Chromium over WebDriver ----
-
-fn on_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|path| path.is_file())
-    })
-}
 
 /// One WebDriver call: `method path` with a JSON body; returns the response's `value`.
 fn webdriver(port: u16, method: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {

@@ -489,15 +489,16 @@ fn first_overwriter(
         }
         Some(false)
     };
-    (slot + 1..applied.positions.len()).find_map(|later| match applied.write_ids[later] {
-        Some(write_id) if write_id == lost => None,
-        Some(write_id) => match descends(write_id) {
-            Some(false) => Some(Some(applied.positions[later])),
-            Some(true) => None,
-            None => Some(None),
-        },
-        None => Some(None),
-    })?
+    for later in slot + 1..applied.positions.len() {
+        let write_id = applied.write_ids[later]?;
+        if write_id == lost {
+            continue;
+        }
+        if !descends(write_id)? {
+            return Some(applied.positions[later]);
+        }
+    }
+    None
 }
 
 /// `duplicate-effect`: one write id applied twice (store log), else acknowledged twice.

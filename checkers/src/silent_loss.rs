@@ -1,16 +1,17 @@
 //! `silent-lease-loss`: did the lock service refuse a worker's library a renewal of a lease the
 //! worker still held, with the library never telling the worker the lease was lost?
 //!
-//! A watchdog that logs "could not extend lock" and carries on leaves its worker working under
-//! a lease that is gone; the worker learns nothing until its write (if the store fences) or
-//! never. Here a refusal is a renew of the worker's lease, sent by one of its library's tasks
+//! A watchdog that logs "could not extend lock" and carries on leaves its worker working under a
+//! lease that is gone; the worker learns nothing until its write (if the store fences) or never.
+//! Here a refusal is a renew of the worker's lease, sent by one of its library's tasks
 //! (`wN:renew…`, `wN:check`) before the worker released or abandoned that lease, and answered
-//! `fail` (not applied: the service said no), or a `renew-refused` notice of the worker, which
-//! a library fencer does not see call the service (an `exec:` child) sends when the service
-//! refuses one of its own renewals, reported before the worker released or abandoned that lease.
-//! The library must then tell its worker `lost` for that lease, at any point after. A renew whose reply was lost is not a refusal: the
-//! renewal may have been applied. A warning unless strict: the loss itself may have harmed
-//! nothing, the silence is what leaves the worker blind.
+//! `fail` (not applied: the service said no), or a `renew-refused` notice of the worker, which a
+//! library fencer does not see call the service (an `exec:` child) sends when the service refuses
+//! one of its own renewals, reported before the worker released or abandoned that lease. The
+//! library must tell its worker `lost` for that lease (a notice anywhere in the history counts).
+//! A renew whose reply was lost is not a refusal: the renewal may have been applied. A warning
+//! unless strict: the loss itself may have harmed nothing, the silence is what leaves the worker
+//! blind.
 //!
 //! Evidence: client calls and notices.
 
@@ -103,13 +104,15 @@ fn explain(ctx: &Context<'_>, refusal: usize) -> Anomaly {
     let lock = refused.lock.as_deref().unwrap_or("(no lock)");
     let worker = crate::context::worker_of(&refused.process);
     let reason = refused.error.as_deref().unwrap_or("no reason given");
+    // The sentence is about the refusal, not a process: whose clock the reading is, is said.
+    let clock = format!("{worker}'s");
     let mut cited = vec![refusal];
     let refusal_was = if refused.f == Op::RenewRefused {
         format!(
             "{worker}'s lock client reported that the lock service refused its renewal of lock \
              {lock} for owner {owner} ({reason}); the report reached fencer {}, before {worker} \
              released or gave up that lease",
-            when(ctx, &refused, "its")
+            when(ctx, &refused, &clock)
         )
     } else {
         if let Some(invoke) = ctx.lookup().partner(refusal) {
@@ -119,7 +122,7 @@ fn explain(ctx: &Context<'_>, refusal: usize) -> Anomaly {
             "the lock service refused {}'s renewal of lock {lock} for owner {owner} ({reason}) \
              {}, sent before {worker} released or gave up that lease",
             refused.process,
-            when(ctx, &refused, "its"),
+            when(ctx, &refused, &clock),
         )
     };
     Anomaly {
@@ -197,7 +200,8 @@ mod tests {
         assert!(
             text.starts_with(
                 "w1's lock client reported that the lock service refused its renewal of lock L \
-                 for owner o1 (NotAcquired); the report reached fencer at "
+                 for owner o1 (NotAcquired); the report reached fencer at 0.002s (w1's clock \
+                 0.002s), before w1 released"
             ),
             "{text}"
         );

@@ -523,7 +523,7 @@ pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> 
     if !record.after_in_words.is_empty() {
         lines.push(format!("in the minimal plan: {}", record.after_in_words));
     }
-    if let Some(reran) = record.reran {
+    if let Some(reran) = record.reran.filter(|reran| reran.runs > 0) {
         lines.push(format!(
             "run again {} (real time: timing decides what its faults hit), the minimal plan \
              showed {} in {} of them",

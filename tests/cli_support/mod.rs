@@ -79,3 +79,13 @@ pub fn gone(pid: u32) -> bool {
             .is_some_and(|rest| rest.trim_start().starts_with('Z')),
     }
 }
+
+/// Where `name` is on `PATH`, if it is: to run a program by its full path, or to skip a test
+/// that needs one.
+pub fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|path| path.is_file())
+    })
+}

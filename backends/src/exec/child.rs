@@ -398,8 +398,9 @@ async fn pass_through(stderr: impl AsyncRead + Unpin, pid: u32) -> Option<String
                 let text = String::from_utf8_lossy(&line);
                 let text = text.trim_end_matches(['\n', '\r']);
                 eprintln!("exec[{pid}]: {text}");
-                if !text.trim().is_empty() {
-                    last = Some(text.trim().to_string());
+                let said = text.trim();
+                if !said.is_empty() {
+                    last = Some(said.to_string());
                 }
             }
         }
