@@ -162,6 +162,14 @@ fn run_then_replay_is_byte_identical_and_keeps_the_verdict() {
     assert_eq!(hashes.len(), 2, "{out}");
     assert_eq!(hashes[0], hashes[1]);
     assert!(out.contains("identical:"), "{out}");
+    // Running a simulated plan again and again tells nothing one run does not.
+    let runs = fencer(&["replay", "runs/latest", "--runs", "3"], dir.path());
+    assert_eq!(runs.status.code(), Some(254), "{}", stdout(&runs));
+    assert!(
+        stderr(&runs).contains("--runs 3: runs/latest is a simulated run"),
+        "{}",
+        stderr(&runs)
+    );
 }
 
 #[test]

@@ -92,6 +92,17 @@ fn a_redis_lock_protects_a_sqlite_file() {
         plan.contains(r#""cycle_shape": "real-time""#),
         "a real run draws real-time cycles and says so in its plan: {plan}"
     );
+    // Its plan runs again as often as asked, each run saved, and the runs are counted.
+    let replay = fencer(&["replay", "runs/latest", "--runs", "2"], dir.path());
+    let said = text(&replay);
+    assert_eq!(replay.status.code(), Some(0), "{said}");
+    assert!(said.contains("run 2 of 2:"), "{said}");
+    assert!(
+        said.contains("valid, as the saved run was, in 2 of 2 runs"),
+        "{said}"
+    );
+    let saved = std::fs::read_dir(dir.path().join("runs/fenced-register")).unwrap();
+    assert_eq!(saved.count(), 3, "the run and its two runs again");
 }
 
 #[test]

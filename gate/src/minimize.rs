@@ -89,6 +89,11 @@ pub const MIN_RUN_DIR: &str = "min";
 /// failed once may fail seldom. A simulated plan fails every time or the run is a defect.
 pub const REAL_TIME_RERUNS: usize = 5;
 
+/// How many runs of a real-time candidate plan must each show the class for the shrink to take
+/// it: timing decides what a real-time plan's faults hit, so a candidate taken on one run may
+/// be one that fails seldom, and each later candidate is cut from it.
+pub const REAL_TIME_CANDIDATE_RUNS: usize = 2;
+
 /// Shrinks `plan`, which fails with `class`, toward the story of the first anomaly of that
 /// class ([`Evidence::cited`]), then runs the result once more to confirm it still fails.
 /// The story is read from `saved`, the failing run as it was recorded, when given; else from
@@ -132,12 +137,18 @@ pub fn shrink_failing(
             if interrupted.load(Ordering::SeqCst) {
                 return false;
             }
-            let Ok(Some(run)) = run_showing(candidate, class, against.backends, against.strict)
-            else {
-                return false;
-            };
+            // A real-time candidate must show the class in each of its runs: one run that
+            // happened to line the race up would make a plan that seldom fails again.
+            let runs = if real_time { REAL_TIME_CANDIDATE_RUNS } else { 1 };
+            let mut last = None;
+            for _ in 0..runs {
+                match run_showing(candidate, class, against.backends, against.strict) {
+                    Ok(Some(run)) if !interrupted.load(Ordering::SeqCst) => last = Some(run),
+                    _ => return false,
+                }
+            }
             if real_time {
-                accepted_run = Some(run);
+                accepted_run = last;
             }
             true
         },

@@ -160,6 +160,8 @@ pub struct Evidence {
     pub cycle_starts_ns: Vec<Vec<u64>>,
     /// When each worker sent each acquire that was granted, counted the same way.
     pub grants_ns: Vec<Vec<u64>>,
+    /// When each of those grants was answered, in the same order, counted the same way.
+    pub granted_ns: Vec<Vec<u64>>,
     /// Whether the run drew its message latencies from its seed (a simulation): then a story cut
     /// is tried again with other draws ([`STORY_RESEEDS`]); else it is run again as it is
     /// ([`REAL_TIME_STORY_TRIES`]).
@@ -193,6 +195,7 @@ impl Evidence {
             Some((first, last)) => Some((first.min(time), last.max(time))),
         });
         let mut grants_ns = vec![Vec::new(); cycle_starts_ns.len()];
+        let mut granted_ns = vec![Vec::new(); cycle_starts_ns.len()];
         let mut sent_ns = vec![None; cycle_starts_ns.len()];
         for position in 0..history.len() {
             let event = history.view(position);
@@ -205,11 +208,12 @@ impl Evidence {
             };
             match event.kind {
                 EventType::Invoke => sent_ns[worker] = Some(event.time_ns),
-                EventType::Ok => grants_ns[worker].extend(
-                    sent_ns[worker]
-                        .take()
-                        .map(|time_ns| time_ns.saturating_sub(began_ns)),
-                ),
+                EventType::Ok => {
+                    if let Some(time_ns) = sent_ns[worker].take() {
+                        grants_ns[worker].push(time_ns.saturating_sub(began_ns));
+                        granted_ns[worker].push(event.time_ns.saturating_sub(began_ns));
+                    }
+                }
                 _ => {}
             }
         }
@@ -223,6 +227,7 @@ impl Evidence {
             span_ns,
             cycle_starts_ns,
             grants_ns,
+            granted_ns,
             latencies_drawn: run.time == Time::Simulated,
         }
     }
@@ -245,6 +250,11 @@ pub fn shrink_toward(
         candidates: 0,
         accepted: 0,
         stopped_by: None,
+        // One failing run accepts a real-time candidate, and when two workers then ask for the
+        // lock at the same instant, which asked first was a race that run happened to go the
+        // story's way: the minimal plan keeps the stagger of each worker's first ask, and with
+        // it the order of the run it came from.
+        keeps_first_asks: !evidence.latencies_drawn && !evidence.workers.is_empty(),
     };
     if !evidence.workers.is_empty() {
         // The story, then the same story with other timing: a race of a few milliseconds can
@@ -487,7 +497,14 @@ struct KeptWorker {
     first_ask_ns: u64,
     /// When it asked for the lock it got there (see [`around_evidence`]).
     granted_ask_ns: u64,
+    /// When that grant was answered, if the run recorded it.
+    granted_ns: Option<u64>,
 }
+
+/// In a real-time story cut, how long after another kept worker's grant was answered a worker
+/// granted after it asks at the earliest: long enough for that grant to be answered again in
+/// a run on a loaded machine, short beside any TTL.
+pub const ASK_ORDER_MARGIN_NS: u64 = 10_000_000;
 
 /// `plan` cut to `evidence` as `cut` says: only its workers act, each with only the cycles it
 /// was in while the cited events happened (from the one under way at the first cited event, or
@@ -495,8 +512,9 @@ struct KeptWorker {
 /// still reach the cast (as [`only_workers_act`] keeps them), started no later than the last cited event, and
 /// were still to end when the earliest kept worker asked for the lock (or last: a clock step
 /// or drift, an instant fault on a kept worker in its first kept cycle). Everything moves
-/// earlier by that ask; each worker's first kept cycle waits as long as it asked after it, and
-/// a fault already under way then starts at once. `None` when the evidence names no worker
+/// earlier by that ask; each worker's first kept cycle waits as long as it asked after it (in
+/// real time, at least until [`ASK_ORDER_MARGIN_NS`] after the answer of each kept worker's
+/// grant that came before its own), and a fault already under way then starts at once. `None` when the evidence names no worker
 /// with a known cycle, or cuts nothing.
 pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Option<Plan> {
     let (first_ns, last_ns) = evidence.span_ns?;
@@ -539,16 +557,19 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Optio
             // the rivals it waited for are gone), else when it first asked there; or, cut from
             // its own part, when its first cited event happened if that was earlier (busy
             // answers the story cites).
-            let granted_ask_ns = evidence
-                .grants_ns
-                .get(worker)
-                .and_then(|grants| {
-                    grants
-                        .iter()
-                        .copied()
-                        .find(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
-                })
-                .unwrap_or(first_ask_ns);
+            let grant = evidence.grants_ns.get(worker).and_then(|grants| {
+                grants
+                    .iter()
+                    .position(|&sent_ns| begun_ns <= sent_ns && sent_ns < ended_ns)
+                    .map(|at| (grants[at], at))
+            });
+            let granted_ask_ns = grant.map_or(first_ask_ns, |(sent_ns, _)| sent_ns);
+            let granted_ns = grant.and_then(|(_, at)| {
+                evidence
+                    .granted_ns
+                    .get(worker)
+                    .and_then(|answers| answers.get(at).copied())
+            });
             Some(KeptWorker {
                 worker,
                 first,
@@ -556,16 +577,32 @@ pub fn around_evidence(plan: &Plan, evidence: &Evidence, cut: StoryCut) -> Optio
                 begun_ns,
                 first_ask_ns,
                 granted_ask_ns: cited_ns.map_or(granted_ask_ns, |cited| granted_ask_ns.min(cited)),
+                granted_ns,
             })
         })
         .collect();
     let origin_ns = kept.iter().map(|kept| kept.granted_ask_ns).min()?;
-    let ask_ns = |kept: &KeptWorker| match cut.start_at {
+    let cut_ask_ns = |kept: &KeptWorker| match cut.start_at {
         StartAt::Grant => kept.granted_ask_ns,
         // A worker that began asking once the story was under way waited for the cast: its
         // wait is kept. One that began before waited for others: it starts when granted.
         StartAt::FirstAskInStory if kept.first_ask_ns >= origin_ns => kept.first_ask_ns,
         StartAt::FirstAskInStory => kept.granted_ask_ns,
+    };
+    // In real time, two workers that asked at about the same time are granted in whatever
+    // order that run's timing gives: a worker granted after another kept worker asks only
+    // once that grant was answered ([`ASK_ORDER_MARGIN_NS`] later), so the cut keeps the
+    // run's order of grants rather than leave it to a race. A simulation replays its order.
+    let ask_ns = |worker: &KeptWorker| {
+        let asked_ns = cut_ask_ns(worker);
+        let Some(own_ns) = worker.granted_ns.filter(|_| !evidence.latencies_drawn) else {
+            return asked_ns;
+        };
+        kept.iter()
+            .filter_map(|other| other.granted_ns.filter(|&granted_ns| granted_ns < own_ns))
+            .fold(asked_ns, |ask, granted_ns| {
+                ask.max(granted_ns + ASK_ORDER_MARGIN_NS)
+            })
     };
     let kept_as = |worker: usize| kept.iter().find(|kept| kept.worker == worker);
     let mut candidate = plan.clone();
@@ -698,6 +735,8 @@ struct Shrinker<'a> {
     candidates: usize,
     accepted: usize,
     stopped_by: Option<&'static str>,
+    /// Whether each worker's first delay stays as it is ([`shrink_toward`] says why).
+    keeps_first_asks: bool,
 }
 
 impl Shrinker<'_> {
@@ -799,11 +838,16 @@ impl Shrinker<'_> {
     }
 
     /// Sets each cycle's delay, think, prepare and hold time to zero where the failure still
-    /// reproduces: the shortest schedule that still fails is the easiest to read.
+    /// reproduces: the shortest schedule that still fails is the easiest to read. A worker's
+    /// first delay is kept when the shrinker keeps first asks and another worker acts too.
     fn shrink_cycle_durations(&mut self) {
+        let acting = |plan: &Plan| plan.workers.iter().filter(|w| !w.cycles.is_empty()).count();
         for worker in 0..self.best.workers.len() {
             for cycle in 0..self.best.workers[worker].cycles.len() {
                 for field in 0..4 {
+                    if self.keeps_first_asks && cycle == 0 && field == 0 && acting(&self.best) > 1 {
+                        continue;
+                    }
                     let mut candidate = self.best.clone();
                     let plan = &mut candidate.workers[worker].cycles[cycle];
                     let value = match field {
@@ -945,6 +989,7 @@ mod tests {
             ],
             // w0 was granted the lock it asked for at 42 s; w1 nothing in its third cycle.
             grants_ns: vec![seconds(&[1, 42]), seconds(&[2]), Vec::new()],
+            granted_ns: Vec::new(),
             latencies_drawn: true,
         };
         let story = around_evidence(&plan, &evidence, StoryCut::ALL[0]).unwrap();
@@ -1028,6 +1073,7 @@ mod tests {
                 seconds(&[0, 10, 20, 30, 40, 50]),
             ],
             grants_ns: vec![seconds(&[1, 42]), seconds(&[2, 70]), Vec::new()],
+            granted_ns: Vec::new(),
             latencies_drawn: true,
         };
         let cut = |from, start_at| {
@@ -1176,6 +1222,7 @@ mod tests {
             span_ns: Some((25 * S, 35 * S)),
             cycle_starts_ns: vec![seconds(&[0, 10, 20, 30, 40, 50]); plan.workers.len()],
             grants_ns: vec![seconds(&[1, 11, 21, 31, 41, 51]); plan.workers.len()],
+            granted_ns: Vec::new(),
             latencies_drawn,
         };
         let mut stories: Vec<Plan> = Vec::new();
@@ -1227,6 +1274,65 @@ mod tests {
             limits,
         );
         assert_eq!(shrunk.plan, stories[0]);
+    }
+
+    #[test]
+    fn a_real_time_shrink_keeps_the_order_of_grants_and_a_simulated_one_zeroes_every_wait() {
+        const S: u64 = 1_000_000_000;
+        const MS: u64 = 1_000_000;
+        let plan = plan();
+        // Both workers asked at 21 s; w0 was granted 1 ms later, w1 only at 21.3 s.
+        let evidence = |latencies_drawn| Evidence {
+            workers: vec![0, 1],
+            first_cited_ns: Vec::new(),
+            span_ns: Some((25 * S, 35 * S)),
+            cycle_starts_ns: vec![(0..6).map(|c| c * 10 * S).collect(); plan.workers.len()],
+            grants_ns: vec![vec![21 * S, 31 * S], vec![21 * S, 33 * S]],
+            granted_ns: vec![
+                vec![21 * S + MS, 31 * S + MS],
+                vec![21 * S + 300 * MS, 34 * S],
+            ],
+            latencies_drawn,
+        };
+        let limits = ShrinkLimits {
+            max_candidates: 10_000,
+            budget: Duration::from_secs(60),
+        };
+        // Every candidate with two workers acting fails: the shrink goes as far as it may.
+        let two_act = |candidate: &Plan| {
+            candidate
+                .workers
+                .iter()
+                .filter(|w| !w.cycles.is_empty())
+                .count()
+                >= 2
+        };
+        let first_cycles = |latencies_drawn| {
+            let shrunk = shrink_toward(&plan, &evidence(latencies_drawn), two_act, limits);
+            let firsts: Vec<_> = shrunk
+                .plan
+                .workers
+                .iter()
+                .map(|w| w.cycles[0].clone())
+                .collect();
+            firsts
+        };
+        // Real time: w1 asks once w0's grant was answered, and keeps that wait while the rest
+        // of the cycle goes; a simulation replays its order and zeroes it all.
+        let real_time = first_cycles(false);
+        let delays: Vec<u64> = real_time.iter().map(|c| c.delay_ns).collect();
+        assert_eq!(delays, [0, MS + ASK_ORDER_MARGIN_NS]);
+        assert!(
+            real_time
+                .iter()
+                .all(|c| c.think_ns + c.prepare_ns + c.hold_ns == 0)
+        );
+        let simulated = first_cycles(true);
+        assert!(
+            simulated
+                .iter()
+                .all(|c| c.delay_ns + c.think_ns + c.prepare_ns + c.hold_ns == 0)
+        );
     }
 
     #[test]

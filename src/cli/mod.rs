@@ -262,11 +262,12 @@ struct RunArgs {
 }
 
 impl RunArgs {
-    /// `run --plan PLAN --archive ARCHIVE`: running a saved plan again as it was.
-    fn replaying(plan: PathBuf, archive: PathBuf) -> RunArgs {
+    /// `run --plan PLAN --archive ARCHIVE [--strict]`: running a saved plan again as it was.
+    fn replaying(plan: PathBuf, archive: PathBuf, strict: bool) -> RunArgs {
         let mut args = RunArgs::try_parse_from(["run"]).expect("no flags parse");
         args.plan = Some(plan);
         args.archive = archive;
+        args.strict = strict;
         args
     }
 }

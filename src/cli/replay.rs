@@ -1,9 +1,11 @@
 //! `fencer replay`: run a saved run's plan again. In simulated time the new history must be
 //! byte-identical to the stored one; in real time the servers' timing is not fencer's to fix,
 //! so the plan runs again against the same backends (fresh servers for `private:` ones) and
-//! the new history is the artifact.
+//! the new history is the artifact. `--runs N` runs it N times and counts, per class the saved
+//! run failed with, the runs that showed it: how often a real-time failure comes back.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use fencer_harness::history::sha256_hex;
@@ -15,7 +17,7 @@ use fencer_run::{Launch, Time};
 
 use super::output::outln;
 use super::{Context, Failure, Outcome, summary};
-use crate::Plan;
+use crate::{Plan, Validity, Verdict};
 
 /// `fencer replay`'s flags.
 #[derive(Args, Debug)]
@@ -25,6 +27,15 @@ pub struct ReplayArgs {
     /// Root of the run archive, where a real-time run's new directory goes.
     #[arg(long, default_value = super::DEFAULT_ARCHIVE, visible_alias = "store-dir")]
     archive: PathBuf,
+    /// Run a real-time run's plan this many times, each saved as a run of its own, and count
+    /// the runs that showed each class the saved run failed with: timing decides what a
+    /// real-time plan's faults hit, so one run again says little. Exits with the worst verdict.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    runs: u32,
+    /// Fail on warnings too, as `run --strict` and `gate --strict` do: how a strict gate's
+    /// saved run was judged.
+    #[arg(long)]
+    strict: bool,
 }
 
 /// Replays the run in `args.dir`.
@@ -46,7 +57,16 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
         note: std::sync::Arc::new(|line: &str| outln!("{}", escape_lines(line))),
         ..Launch::new(&context.backends)
     };
-    if launch.time(&plan)? == Time::Real {
+    let real_time = launch.time(&plan)? == Time::Real;
+    if args.runs > 1 && !real_time {
+        return Err(Failure::BadInput(format!(
+            "--runs {}: {} is a simulated run, whose replay is byte-identical every time: one \
+             run tells all (drop --runs)",
+            args.runs,
+            dir.display()
+        )));
+    }
+    if real_time {
         let hidden = [&plan.settings.lock, &plan.settings.store]
             .into_iter()
             .find(|name| name.as_str().contains(":***@"));
@@ -67,8 +87,12 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
              artifact)",
             dir.display()
         );
-        let args = super::RunArgs::replaying(plan_path, args.archive.clone());
-        return super::run::run(&args, context);
+        let saved: Verdict = parse_run_json(dir, "verdict.json").map_err(bad)?;
+        let run_args = super::RunArgs::replaying(plan_path, args.archive.clone(), args.strict);
+        if args.runs == 1 {
+            return super::run::run(&run_args, context);
+        }
+        return run_again(&run_args, args.runs, &saved, context);
     }
     let stored_bytes = read_run_file(dir, "history.jsonl").map_err(bad)?;
     let stored_hash = sha256_hex(&stored_bytes);
@@ -100,7 +124,7 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
         )));
     }
     outln!("identical: {} events", history.len());
-    let verdict = judge(&plan.settings, &history, false);
+    let verdict = judge(&plan.settings, &history, args.strict);
     let detail = summary::Detail {
         verbose: false,
         explain: Some(format!("{} explain {}", context.program, dir.display())),
@@ -115,6 +139,97 @@ pub fn replay(args: &ReplayArgs, context: &mut Context) -> Outcome {
     Ok(verdict.validity.exit_code())
 }
 
+/// Runs a real-time plan `runs` times and tells how many runs showed each class `saved` (the
+/// recorded run's verdict) failed with, or how many were valid when it was valid. A run that
+/// cannot run, or an interrupt, ends the series: the runs done are told, then the error.
+fn run_again(args: &super::RunArgs, runs: u32, saved: &Verdict, context: &mut Context) -> Outcome {
+    let mut tally = Tally::of(saved);
+    for run in 1..=runs {
+        outln!("run {run} of {runs}:");
+        match super::run::run_saved(args, context) {
+            Ok(done) => tally.add(&done.verdict, &done.dir),
+            Err(failure) => {
+                outln!("{}", tally.describe());
+                return Err(failure);
+            }
+        }
+    }
+    outln!("{}", tally.describe());
+    Ok(tally.worst.exit_code())
+}
+
+/// What a series of runs of one plan showed, against the saved run's classes.
+struct Tally {
+    /// The classes the saved run failed with, each with the runs that failed with it too.
+    showed: BTreeMap<String, Vec<PathBuf>>,
+    /// Per saved class, the runs that found it only as a warning (not judged `--strict`).
+    as_warning: BTreeMap<String, usize>,
+    runs: usize,
+    valid: usize,
+    worst: Validity,
+}
+
+impl Tally {
+    fn of(saved: &Verdict) -> Tally {
+        let classes = saved.anomaly_counts.keys();
+        Tally {
+            showed: classes
+                .clone()
+                .map(|class| (class.clone(), Vec::new()))
+                .collect(),
+            as_warning: classes.map(|class| (class.clone(), 0)).collect(),
+            runs: 0,
+            valid: 0,
+            worst: Validity::Valid,
+        }
+    }
+
+    fn add(&mut self, verdict: &Verdict, dir: &Path) {
+        self.runs += 1;
+        self.valid += usize::from(verdict.validity == Validity::Valid);
+        self.worst = self.worst.worst(verdict.validity);
+        for (class, dirs) in &mut self.showed {
+            if verdict.anomaly_counts.contains_key(class) {
+                dirs.push(dir.to_path_buf());
+            } else if verdict.warning_counts.contains_key(class) {
+                *self.as_warning.get_mut(class).expect("same classes") += 1;
+            }
+        }
+    }
+
+    /// One line per saved class, then the valid runs: `stale-ownership-check in 7 of 10 runs
+    /// (first: runs/mutex/real-3-…)`.
+    fn describe(&self) -> String {
+        let runs = self.runs;
+        let mut lines = Vec::new();
+        for (class, dirs) in &self.showed {
+            let first = dirs
+                .first()
+                .map(|dir| format!(" (first: {})", dir.display()))
+                .unwrap_or_default();
+            let mut line = format!(
+                "the saved run's {class}: in {} of {runs} runs{first}",
+                dirs.len()
+            );
+            let warned = self.as_warning[class];
+            if warned > 0 {
+                line.push_str(&format!(
+                    "; as a warning only in {warned} more (the saved run was judged with \
+                     --strict: add it)"
+                ));
+            }
+            lines.push(line);
+        }
+        let valid = self.valid;
+        lines.push(if self.showed.is_empty() {
+            format!("valid, as the saved run was, in {valid} of {runs} runs")
+        } else {
+            format!("valid in {valid} of {runs} runs")
+        });
+        lines.join("\n")
+    }
+}
+
 /// 1-based line of the first difference between two JSONL texts.
 fn first_difference(stored: &[u8], replayed: &[u8]) -> usize {
     let mut stored_lines = stored.split(|&b| b == b'\n');
@@ -125,5 +240,67 @@ fn first_difference(stored: &[u8], replayed: &[u8]) -> usize {
             (Some(a), Some(b)) if a == b => line += 1,
             _ => return line,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(validity: &str, anomalies: &[&str], warnings: &[&str]) -> Verdict {
+        let counts = |classes: &[&str]| {
+            classes
+                .iter()
+                .map(|class| (class.to_string(), 1))
+                .collect::<BTreeMap<_, _>>()
+        };
+        serde_json::from_value(serde_json::json!({
+            "validity": validity,
+            "events": 10,
+            "anomaly_counts": counts(anomalies),
+            "warning_counts": counts(warnings),
+            "anomalies": [],
+            "checkers": [],
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_saved_class_is_counted_over_the_runs_and_a_warning_only_run_is_told_apart() {
+        let saved = verdict("invalid", &["silent-lease-loss", "lost-update"], &[]);
+        let mut tally = Tally::of(&saved);
+        tally.add(
+            &verdict("invalid", &["silent-lease-loss"], &[]),
+            Path::new("a"),
+        );
+        tally.add(
+            &verdict("valid", &[], &["silent-lease-loss"]),
+            Path::new("b"),
+        );
+        tally.add(&verdict("unknown", &[], &[]), Path::new("c"));
+        tally.add(
+            &verdict("invalid", &["silent-lease-loss"], &[]),
+            Path::new("d"),
+        );
+        assert_eq!(
+            tally.describe(),
+            "the saved run's lost-update: in 0 of 4 runs\n\
+             the saved run's silent-lease-loss: in 2 of 4 runs (first: a); as a warning only \
+             in 1 more (the saved run was judged with --strict: add it)\n\
+             valid in 1 of 4 runs"
+        );
+        assert_eq!(tally.worst, Validity::Invalid);
+    }
+
+    #[test]
+    fn a_valid_saved_run_counts_the_valid_runs() {
+        let mut tally = Tally::of(&verdict("valid", &[], &[]));
+        tally.add(&verdict("valid", &[], &[]), Path::new("a"));
+        tally.add(&verdict("unknown", &[], &[]), Path::new("b"));
+        assert_eq!(
+            tally.describe(),
+            "valid, as the saved run was, in 1 of 2 runs"
+        );
+        assert_eq!(tally.worst, Validity::Unknown);
     }
 }

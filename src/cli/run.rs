@@ -25,6 +25,19 @@ use crate::{Plan, Validity};
 
 /// Runs what `args` asks for.
 pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
+    run_saved(args, context).map(|saved| saved.verdict.validity.exit_code())
+}
+
+/// A run that ended, was judged and was saved.
+pub struct SavedRun {
+    /// What the checkers concluded.
+    pub verdict: crate::Verdict,
+    /// The run directory it was saved in.
+    pub dir: std::path::PathBuf,
+}
+
+/// Runs what `args` asks for, prints its summary and saves it.
+pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Failure> {
     if let Some(dir) = &args.out {
         // Refused before the run rather than after it: `--out` never overwrites a run, and a
         // run whose place cannot hold it is not run at all.
@@ -157,7 +170,7 @@ pub fn run(args: &RunArgs, context: &mut Context) -> Outcome {
     if verdict.validity != Validity::Valid {
         print_next_steps(args, &base, &plan, time, &dir, &context.program);
     }
-    Ok(verdict.validity.exit_code())
+    Ok(SavedRun { verdict, dir })
 }
 
 /// What to do about a run that did not end valid, saved in `dir`: the commands that reproduce
