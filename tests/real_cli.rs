@@ -242,6 +242,13 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         dir.path(),
     );
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    // Every command it prints judges as it did: without --strict the plan would run valid.
+    assert!(
+        text(&run).contains("run the same plan again: fencer run --plan failed/plan.json --lock ")
+            && text(&run).contains("--store sqlite --strict\n"),
+        "{}",
+        text(&run)
+    );
     // The run saved its cycle starts beside its history: a shrink reads the story from them
     // rather than running the plan again, which may not fail again in real time.
     let failed = dir.path().join("failed");
@@ -284,6 +291,10 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
     let told = text(&shrink);
     assert_eq!(shrink.status.code(), Some(1), "{told}");
     assert!(told.contains("w0's work cancelled at "), "{told}");
+    assert!(
+        told.contains("(run it: fencer run --plan failed/plan.min.json --strict)"),
+        "{told}"
+    );
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("failed/shrink.json")).unwrap())
             .unwrap();
@@ -344,6 +355,14 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
     assert_eq!(gate.status.code(), Some(1), "{said}");
     assert!(
         said.contains("run again (real time: it may not fail again): fencer run --plan g/"),
+        "{said}"
+    );
+    let again = said
+        .lines()
+        .filter(|line| line.contains("run again (real time"))
+        .collect::<Vec<_>>();
+    assert!(
+        !again.is_empty() && again.iter().all(|line| line.ends_with(" --strict")),
         "{said}"
     );
     assert!(!said.contains("reproduce: fencer replay"), "{said}");

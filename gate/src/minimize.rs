@@ -139,7 +139,11 @@ pub fn shrink_failing(
             }
             // A real-time candidate must show the class in each of its runs: one run that
             // happened to line the race up would make a plan that seldom fails again.
-            let runs = if real_time { REAL_TIME_CANDIDATE_RUNS } else { 1 };
+            let runs = if real_time {
+                REAL_TIME_CANDIDATE_RUNS
+            } else {
+                1
+            };
             let mut last = None;
             for _ in 0..runs {
                 match run_showing(candidate, class, against.backends, against.strict) {

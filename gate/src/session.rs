@@ -395,6 +395,12 @@ impl Gate<'_> {
                 None => format!("{}: {}", kind.name(), escape(&explanation)),
             }
         )];
+        if self.config.strict {
+            // Judged as the gate judged it, or the command would not show the failure.
+            for command in &mut replay {
+                command.push_str(" --strict");
+            }
+        }
         let again = if real_time {
             "run again (real time: it may not fail again)"
         } else {
@@ -456,8 +462,11 @@ impl Gate<'_> {
                 interrupted,
             ) {
                 Ok(record) => {
-                    self.observer
-                        .say(&describe_shrink(&record, &self.config.program));
+                    self.observer.say(&describe_shrink(
+                        &record,
+                        &self.config.program,
+                        self.config.strict,
+                    ));
                     failure.shrunk = Some(record);
                 }
                 Err(error) => self
@@ -503,8 +512,13 @@ fn failure_events(dir: &Path) -> usize {
 }
 
 /// What a shrink achieved: the sizes before and after, the minimal plan in words, how to run
-/// it, and where its timeline is; `program` runs the minimal plan.
-pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> String {
+/// it, and where its timeline is; `program` runs the minimal plan, judging warnings as
+/// failures when the shrink was `strict`.
+pub fn describe_shrink(
+    record: &crate::summary::ShrinkRecord,
+    program: &str,
+    strict: bool,
+) -> String {
     use fencer_harness::words::count;
     let size = |size: &crate::shrink::PlanSize, events: usize| {
         format!("{}, {}", size.in_words(), count(events, "event", "events"))
@@ -533,8 +547,10 @@ pub fn describe_shrink(record: &crate::summary::ShrinkRecord, program: &str) -> 
         ));
     }
     lines.push(format!(
-        "minimal plan: {} (run it: {program} run --plan {})",
-        record.plan, record.plan
+        "minimal plan: {} (run it: {program} run --plan {}{})",
+        record.plan,
+        record.plan,
+        if strict { " --strict" } else { "" }
     ));
     if let Some(run) = &record.run {
         lines.push(format!(

@@ -160,9 +160,10 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
     )
     .map_err(Failure::from)?;
     outln!("run directory: {}", dir.display());
+    let strict = if args.strict { " --strict" } else { "" };
     if time == Time::Real {
         outln!(
-            "run the same plan again: {} {}",
+            "run the same plan again: {} {}{strict}",
             context.program,
             plan.settings.run_plan_command(&dir.join("plan.json"))
         );
@@ -184,17 +185,17 @@ fn print_next_steps(
     dir: &Path,
     program: &str,
 ) {
+    let strict = if args.strict { " --strict" } else { "" };
     if time == Time::Simulated {
-        outln!("reproduce: {program} replay {}", dir.display());
+        outln!("reproduce: {program} replay {}{strict}", dir.display());
         match &args.plan {
             Some(_) => outln!(
-                "reproduce: {program} run --plan {}",
+                "reproduce: {program} run --plan {}{strict}",
                 dir.join("plan.json").display()
             ),
             None => outln!(
-                "reproduce: {program} {}{}",
-                base.run_command(plan.settings.seed, args.settings.swarm),
-                if args.strict { " --strict" } else { "" }
+                "reproduce: {program} {}{strict}",
+                base.run_command(plan.settings.seed, args.settings.swarm)
             ),
         }
     }

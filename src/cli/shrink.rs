@@ -96,6 +96,9 @@ pub fn shrink_command(args: &ShrinkArgs, context: &Context) -> Outcome {
             Failure::internal(error)
         }
     })?;
-    outln!("{}", describe_shrink(&record, &context.program));
+    outln!(
+        "{}",
+        describe_shrink(&record, &context.program, args.strict)
+    );
     Ok(1)
 }
