@@ -365,6 +365,12 @@ fn a_real_time_failure_shrinks_to_its_story_and_ends_its_run_after_it() {
         !again.is_empty() && again.iter().all(|line| line.ends_with(" --strict")),
         "{said}"
     );
+    assert!(
+        again.iter().any(
+            |line| line.contains(": fencer replay g/") && line.ends_with(" --runs 10 --strict")
+        ),
+        "{said}"
+    );
     assert!(!said.contains("reproduce: fencer replay"), "{said}");
 }
 

@@ -347,6 +347,11 @@ impl Gate<'_> {
                             format!("replay {}", dir.display())
                         };
                         replay.insert(0, format!("{program} {again}"));
+                        if real_time {
+                            // One run again says little in real time; ten say how often.
+                            replay
+                                .insert(1, format!("{program} replay {} --runs 10", dir.display()));
+                        }
                         Some(dir.display().to_string())
                     }
                     Err(error) => {
