@@ -98,7 +98,7 @@ fn a_redis_lock_protects_a_sqlite_file() {
     assert_eq!(replay.status.code(), Some(0), "{said}");
     assert!(said.contains("run 2 of 2:"), "{said}");
     assert!(
-        said.contains("valid, as the saved run was, in 2 of 2 runs"),
+        said.contains("of 2 runs: 2 valid, 0 invalid, 0 unknown (the saved run: valid)"),
         "{said}"
     );
     let saved = std::fs::read_dir(dir.path().join("runs/fenced-register")).unwrap();

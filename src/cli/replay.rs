@@ -164,8 +164,10 @@ struct Tally {
     showed: BTreeMap<String, Vec<PathBuf>>,
     /// Per saved class, the runs that found it only as a warning (not judged `--strict`).
     as_warning: BTreeMap<String, usize>,
-    runs: usize,
-    valid: usize,
+    /// The saved run's verdict.
+    saved: Validity,
+    /// How many runs ended valid, invalid and unknown, in that order.
+    ended: [usize; 3],
     worst: Validity,
 }
 
@@ -178,15 +180,14 @@ impl Tally {
                 .map(|class| (class.clone(), Vec::new()))
                 .collect(),
             as_warning: classes.map(|class| (class.clone(), 0)).collect(),
-            runs: 0,
-            valid: 0,
+            saved: saved.validity,
+            ended: [0; 3],
             worst: Validity::Valid,
         }
     }
 
     fn add(&mut self, verdict: &Verdict, dir: &Path) {
-        self.runs += 1;
-        self.valid += usize::from(verdict.validity == Validity::Valid);
+        self.ended[Tally::slot(verdict.validity)] += 1;
         self.worst = self.worst.worst(verdict.validity);
         for (class, dirs) in &mut self.showed {
             if verdict.anomaly_counts.contains_key(class) {
@@ -197,10 +198,18 @@ impl Tally {
         }
     }
 
-    /// One line per saved class, then the valid runs: `stale-ownership-check in 7 of 10 runs
-    /// (first: runs/mutex/real-3-…)`.
+    fn slot(validity: Validity) -> usize {
+        match validity {
+            Validity::Valid => 0,
+            Validity::Invalid => 1,
+            Validity::Unknown => 2,
+        }
+    }
+
+    /// One line per saved class (`the saved run's stale-ownership-check: in 7 of 10 runs
+    /// (first: runs/mutex/real-3-…)`), then how the runs ended beside the saved run.
     fn describe(&self) -> String {
-        let runs = self.runs;
+        let runs: usize = self.ended.iter().sum();
         let mut lines = Vec::new();
         for (class, dirs) in &self.showed {
             let first = dirs
@@ -220,12 +229,12 @@ impl Tally {
             }
             lines.push(line);
         }
-        let valid = self.valid;
-        lines.push(if self.showed.is_empty() {
-            format!("valid, as the saved run was, in {valid} of {runs} runs")
-        } else {
-            format!("valid in {valid} of {runs} runs")
-        });
+        let [valid, invalid, unknown] = self.ended;
+        lines.push(format!(
+            "of {runs} runs: {valid} valid, {invalid} invalid, {unknown} unknown (the saved run: \
+             {})",
+            self.saved.name()
+        ));
         lines.join("\n")
     }
 }
@@ -287,20 +296,22 @@ mod tests {
             "the saved run's lost-update: in 0 of 4 runs\n\
              the saved run's silent-lease-loss: in 2 of 4 runs (first: a); as a warning only \
              in 1 more (the saved run was judged with --strict: add it)\n\
-             valid in 1 of 4 runs"
+             of 4 runs: 1 valid, 2 invalid, 1 unknown (the saved run: invalid)"
         );
         assert_eq!(tally.worst, Validity::Invalid);
     }
 
     #[test]
-    fn a_valid_saved_run_counts_the_valid_runs() {
-        let mut tally = Tally::of(&verdict("valid", &[], &[]));
-        tally.add(&verdict("valid", &[], &[]), Path::new("a"));
-        tally.add(&verdict("unknown", &[], &[]), Path::new("b"));
-        assert_eq!(
-            tally.describe(),
-            "valid, as the saved run was, in 1 of 2 runs"
-        );
-        assert_eq!(tally.worst, Validity::Unknown);
+    fn a_saved_run_without_anomalies_is_told_beside_how_the_runs_ended() {
+        for saved in ["valid", "unknown"] {
+            let mut tally = Tally::of(&verdict(saved, &[], &[]));
+            tally.add(&verdict("valid", &[], &[]), Path::new("a"));
+            tally.add(&verdict("unknown", &[], &[]), Path::new("b"));
+            assert_eq!(
+                tally.describe(),
+                format!("of 2 runs: 1 valid, 0 invalid, 1 unknown (the saved run: {saved})")
+            );
+            assert_eq!(tally.worst, Validity::Unknown);
+        }
     }
 }
