@@ -160,10 +160,8 @@ fn run_again(args: &super::RunArgs, runs: u32, saved: &Verdict, context: &mut Co
 
 /// What a series of runs of one plan showed, against the saved run's classes.
 struct Tally {
-    /// The classes the saved run failed with, each with the runs that failed with it too.
-    showed: BTreeMap<String, Vec<PathBuf>>,
-    /// Per saved class, the runs that found it only as a warning (not judged `--strict`).
-    as_warning: BTreeMap<String, usize>,
+    /// The classes the saved run failed with, each with what the runs found of it.
+    showed: BTreeMap<String, Seen>,
     /// The saved run's verdict.
     saved: Validity,
     /// How many runs ended valid, invalid and unknown, in that order.
@@ -171,15 +169,22 @@ struct Tally {
     worst: Validity,
 }
 
+/// What the runs found of one class: the runs that failed with it, and how many more found it
+/// only as a warning (judged without `--strict`).
+#[derive(Default)]
+struct Seen {
+    failed: Vec<PathBuf>,
+    warned: usize,
+}
+
 impl Tally {
     fn of(saved: &Verdict) -> Tally {
-        let classes = saved.anomaly_counts.keys();
         Tally {
-            showed: classes
-                .clone()
-                .map(|class| (class.clone(), Vec::new()))
+            showed: saved
+                .anomaly_counts
+                .keys()
+                .map(|class| (class.clone(), Seen::default()))
                 .collect(),
-            as_warning: classes.map(|class| (class.clone(), 0)).collect(),
             saved: saved.validity,
             ended: [0; 3],
             worst: Validity::Valid,
@@ -189,11 +194,11 @@ impl Tally {
     fn add(&mut self, verdict: &Verdict, dir: &Path) {
         self.ended[Tally::slot(verdict.validity)] += 1;
         self.worst = self.worst.worst(verdict.validity);
-        for (class, dirs) in &mut self.showed {
+        for (class, seen) in &mut self.showed {
             if verdict.anomaly_counts.contains_key(class) {
-                dirs.push(dir.to_path_buf());
+                seen.failed.push(dir.to_path_buf());
             } else if verdict.warning_counts.contains_key(class) {
-                *self.as_warning.get_mut(class).expect("same classes") += 1;
+                seen.warned += 1;
             }
         }
     }
@@ -211,16 +216,17 @@ impl Tally {
     fn describe(&self) -> String {
         let runs: usize = self.ended.iter().sum();
         let mut lines = Vec::new();
-        for (class, dirs) in &self.showed {
-            let first = dirs
+        for (class, seen) in &self.showed {
+            let first = seen
+                .failed
                 .first()
                 .map(|dir| format!(" (first: {})", dir.display()))
                 .unwrap_or_default();
             let mut line = format!(
                 "the saved run's {class}: in {} of {runs} runs{first}",
-                dirs.len()
+                seen.failed.len()
             );
-            let warned = self.as_warning[class];
+            let warned = seen.warned;
             if warned > 0 {
                 line.push_str(&format!(
                     "; as a warning only in {warned} more (the saved run was judged with \
