@@ -2,7 +2,7 @@
 //! protocol 2, client role), here the shipped Redis watchdog client
 //! (`examples/exec/watchdog_client.py`) talking to Redis through a proxy of its worker's own. Under
 //! pauses, clock steps and cut connections it stays valid over 20 seeds and records its `renewed`
-//! notices; its `--bug` is caught within 10 seeds under the same faults; a protocol 1 child named
+//! notices; its `--bug` is caught within 10 seeds under pauses; a protocol 1 child named
 //! as a client is refused before the run, and so is one that cannot start (in one line saying why,
 //! with nothing left running) and a lock server that cannot (one line naming its package, before
 //! any child); a child that dies, or tells of a lease it never had, leaves `info` calls and a saved
@@ -142,14 +142,18 @@ fn the_watchdog_client_stays_valid_under_client_faults_and_tells_its_renewals() 
 }
 
 #[test]
-fn the_watchdog_bug_is_caught_under_client_faults_within_ten_seeds() {
+fn the_watchdog_bug_is_caught_under_pauses_within_ten_seeds() {
     if !ready("exec_client_bug") {
         return;
     }
     let client = format!("python3 {EXAMPLE} --bug");
+    // The bug shows only when a pause outlasts the lease between an acquire and the check that
+    // follows it. Under pauses alone 11 of 20 seeds caught it on an idle machine; with cuts
+    // and clock steps among the faults, 5 of 20: ten seeds of those missed it one time in
+    // eighteen, ten of these one time in thousands.
     let caught = (1..=10).find(|&seed| {
         let dir = tempfile::tempdir().unwrap();
-        let output = run(dir.path(), &client, seed, "10", CLIENT_FAULTS, "50ms");
+        let output = run(dir.path(), &client, seed, "10", "pause", "50ms");
         let shown = text(&output);
         assert!(!shown.contains("internal error"), "seed {seed}: {shown}");
         shown.contains("verdict: invalid: ") && shown.contains("stale-ownership-check")
