@@ -20,6 +20,7 @@ NODE_PINS=(
   "@sesamecare-oss/redlock@1.4.0"
   "redis-semaphore@5.8.0"
   "ioredis@5.9.3"
+  "etcd3@1.1.2"
 )
 
 fail() { echo "examples/clients/install.sh: $*" >&2; exit 1; }

@@ -14,6 +14,8 @@ VERSIONS = {
     "node-redlock": "redlock 5.0.0-beta.2",
     "node-sesamecare_redlock": "@sesamecare-oss/redlock 1.4.0",
     "node-redis_semaphore": "redis-semaphore 5.8.0 `Mutex`",
+    "python-kazoo_lock": "kazoo 2.11.0 `Lock`",
+    "node-etcd3_lock": "etcd3 1.1.2 `Lock`",
 }
 
 here = os.path.dirname(os.path.abspath(__file__))
