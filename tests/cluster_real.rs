@@ -478,7 +478,7 @@ fn namespaces_named(prefix: &str) -> Vec<String> {
 }
 
 #[test]
-fn an_interrupted_etcd3_run_tears_its_cluster_down_and_exits_130() {
+fn an_interrupted_etcd3_run_tears_its_cluster_down_keeps_its_events_and_exits_130() {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 
@@ -568,8 +568,23 @@ fn an_interrupted_etcd3_run_tears_its_cluster_down_and_exits_130() {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         assert!(!comm.starts_with("etcd"), "member pid {pid} is gone");
     }
+    // What the run recorded until the stop is saved, marked as interrupted.
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("interrupted/run.json"))
+            .expect("the unfinished run is saved"),
+    )
+    .unwrap();
+    let stopped_ns = record["interrupted_at_ns"].as_u64().expect("{record}");
+    assert!(stopped_ns >= 1_000_000_000, "{record}");
+    let history = std::fs::read_to_string(dir.path().join("interrupted/history.jsonl")).unwrap();
+    assert_eq!(
+        history.lines().count() as u64,
+        record["events"].as_u64().unwrap()
+    );
+    let printed_after: String = lines.map_while(Result::ok).collect::<Vec<_>>().join("\n");
     assert!(
-        !dir.path().join("interrupted").exists(),
-        "an interrupted run saves nothing"
+        printed_after.contains("unfinished: its ")
+            && printed_after.contains("judged on those alone"),
+        "{printed_after}"
     );
 }

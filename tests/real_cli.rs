@@ -395,7 +395,8 @@ fn children_named(pid: u32, name: &str) -> Vec<u32> {
 
 /// Interrupting a real-time gate stops the seeds under way at once and tears down the servers
 /// they started, rather than waiting for runs that can take their whole budget (a stuck lock
-/// polled for minutes); the summary says interrupted and counts none of them as run.
+/// polled for minutes); the summary says interrupted and counts none of them as run, and what
+/// each had recorded is saved.
 #[test]
 fn an_interrupted_real_time_gate_stops_its_running_seeds_and_their_servers() {
     if redis("gate_interrupt").is_none() {
@@ -472,4 +473,20 @@ fn an_interrupted_real_time_gate_stops_its_running_seeds_and_their_servers() {
         serde_json::from_slice(&std::fs::read(dir.path().join("g/gate.json")).unwrap()).unwrap();
     assert_eq!(summary["ended"], "interrupted", "{summary}");
     assert_eq!(summary["seeds_run"], 0, "{summary}");
+    // What each stopped seed recorded is kept beside the summary, marked as interrupted.
+    let mut kept: Vec<String> = std::fs::read_dir(dir.path().join("g"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with("-interrupted"))
+        .collect();
+    kept.sort();
+    assert_eq!(kept, ["seed-0-interrupted", "seed-1-interrupted"]);
+    for name in kept {
+        let record: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("g").join(&name).join("run.json")).unwrap(),
+        )
+        .unwrap();
+        assert!(record["interrupted_at_ns"].as_u64().is_some(), "{record}");
+        assert!(record["events"].as_u64().unwrap() > 0, "{record}");
+    }
 }

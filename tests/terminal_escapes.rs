@@ -46,6 +46,7 @@ fn hostile_run(root: &Path) -> PathBuf {
         history: &PackedHistory::pack(&history),
         verdict: &verdict,
         cycle_starts_ns: &[],
+        interrupted_at_ns: None,
     };
     save_run(&run, &dir, None).unwrap();
     dir

@@ -47,6 +47,7 @@ fn save(plan: &Plan, root: &Path, name: &str) -> (PathBuf, fencer::Verdict) {
         history: &PackedHistory::pack(&history),
         verdict: &verdict,
         cycle_starts_ns: &[],
+        interrupted_at_ns: None,
     };
     save_run(&run, &dir, Some(root)).unwrap();
     (dir, verdict)

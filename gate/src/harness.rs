@@ -700,6 +700,7 @@ impl Harness {
             history,
             verdict,
             cycle_starts_ns: &[],
+            interrupted_at_ns: None,
         };
         save_run(&finished, &dir, None).ok().map(|()| dir)
     }

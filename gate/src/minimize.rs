@@ -259,6 +259,7 @@ pub fn minimize(
         history: &confirmed.history,
         verdict: &verdict,
         cycle_starts_ns: &confirmed.cycle_starts_ns,
+        interrupted_at_ns: None,
     };
     save_run(&finished, &run_dir, None)?;
     // A plan the shrink could not cut is the original, whose runs may be long: not run again.

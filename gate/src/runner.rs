@@ -105,7 +105,9 @@ pub enum BatchEnd {
 
 /// Runs plans `0..count` (`plan_for(i)` builds plan `i`) and hands each result to `on_result`
 /// on the calling thread, in index order. Plans already running when the batch is stopped
-/// (failure, deadline, interrupt) finish first, so every reported result is complete.
+/// (failure, deadline) finish first, so every reported result is complete; an interrupt stops
+/// real-time runs where they are, and each hands on what it recorded as
+/// [`RunError::Interrupted`], a result of no seed.
 ///
 /// The plans run on [`job_count`] threads; when the system grants fewer, on as many as it
 /// grants, and when it grants none, one after another on the calling thread.
@@ -185,9 +187,13 @@ fn batch_on(
             while let Some(result) = pending.remove(&emit_next) {
                 emit_next += 1;
                 // A real-time run stopped by the interrupt is no result: it neither passed nor
-                // failed, and the batch ends interrupted without it.
-                if matches!(result.outcome, Outcome::Error(RunError::Interrupted)) {
+                // failed, and the batch ends interrupted without it. What it recorded is still
+                // handed on (to be saved), as the error it is.
+                if let Outcome::Error(RunError::Interrupted(recorded)) = &result.outcome {
                     stopped_by_interrupt = true;
+                    if recorded.is_some() {
+                        on_result(result);
+                    }
                     continue;
                 }
                 if stopped_at_failure {

@@ -14,10 +14,11 @@ use fencer_harness::terminal::escape;
 use fencer_results::save::{FinishedRun, save_run};
 use fencer_results::staging;
 use fencer_results::{check_dir_writable, check_run_place};
+use fencer_run::checking::judge;
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
-use fencer_run::{Backends, Launch, RunError, Time};
+use fencer_run::{Backends, Launch, RunError, Time, Unfinished};
 
 use crate::junit::junit_xml;
 use crate::minimize::{Against, minimize};
@@ -254,13 +255,15 @@ impl Gate<'_> {
                     "{program} run --plan {}",
                     regression.path.display()
                 )];
-                let failed = self.record(
-                    result,
-                    None,
-                    &format!("regression {name}"),
-                    &format!("regression-{}", name.trim_end_matches(".json")),
-                    replay,
+                let (label, dir_name) = (
+                    format!("regression {name}"),
+                    format!("regression-{}", name.trim_end_matches(".json")),
                 );
+                if let Some(unfinished) = unfinished(&result) {
+                    self.save_unfinished(&label, &dir_name, unfinished);
+                    return;
+                }
+                let failed = self.record(result, None, &label, &dir_name, replay);
                 self.observer.ran(failed);
             },
         );
@@ -282,14 +285,13 @@ impl Gate<'_> {
         let program = self.config.program.clone();
         let end = run_batch(seeds.len(), &plan_for, runner, interrupted, &mut |result| {
             let seed = result.plan.settings.seed;
+            let (label, dir_name) = (format!("seed {seed}"), format!("seed-{seed}"));
+            if let Some(unfinished) = unfinished(&result) {
+                self.save_unfinished(&label, &dir_name, unfinished);
+                return;
+            }
             let replay_run = format!("{program} {}", base.run_command(seed, swarm));
-            let failed = self.record(
-                result,
-                Some(seed),
-                &format!("seed {seed}"),
-                &format!("seed-{seed}"),
-                vec![replay_run],
-            );
+            let failed = self.record(result, Some(seed), &label, &dir_name, vec![replay_run]);
             self.observer.ran(failed);
         });
         self.observer.batch_done();
@@ -337,6 +339,7 @@ impl Gate<'_> {
                     history: &history,
                     verdict: &verdict,
                     cycle_starts_ns: &cycle_starts_ns,
+                    interrupted_at_ns: None,
                 };
                 let run_dir = match save_run(&finished, &dir, None) {
                     Ok(()) => {
@@ -434,6 +437,43 @@ impl Gate<'_> {
         true
     }
 
+    /// Saves what an interrupted real-time run recorded, in `<dir_name>-interrupted`, and says
+    /// where: the run counts as no result, but the events up to the stop are how to learn why
+    /// a run went on long enough to be interrupted.
+    fn save_unfinished(&mut self, label: &str, dir_name: &str, unfinished: &Unfinished) {
+        let verdict = judge(
+            &unfinished.plan.settings,
+            &unfinished.history,
+            self.config.strict,
+        );
+        let dir = self.config.out.join(format!("{dir_name}-interrupted"));
+        let finished = FinishedRun {
+            command: "gate",
+            plan: &unfinished.plan,
+            history: &unfinished.history,
+            verdict: &verdict,
+            cycle_starts_ns: &unfinished.cycle_starts_ns,
+            interrupted_at_ns: Some(unfinished.stopped_at_ns),
+        };
+        let saved = match save_run(&finished, &dir, None) {
+            Ok(()) => dir.display().to_string(),
+            Err(error) => {
+                self.observer.say(&format!("warning: {error}"));
+                match error.kept {
+                    Some(kept) => kept.display().to_string(),
+                    None => return,
+                }
+            }
+        };
+        self.observer.say(&format!(
+            "interrupted {label} at {:.3} s, unfinished and not counted: its {} events are in \
+             {saved}; judged on those alone: {}",
+            unfinished.stopped_at_ns as f64 / 1e9,
+            unfinished.history.len(),
+            escape(&verdict.summary_line())
+        ));
+    }
+
     /// Shrinks the first failing seed of each anomaly class (later ones of the same class are
     /// usually the same bug, and each shrink has its own time budget).
     fn shrink_failures(&mut self, limits: ShrinkLimits, interrupted: &AtomicBool) {
@@ -506,6 +546,14 @@ impl Gate<'_> {
 }
 
 /// What a run that could not happen says, one line.
+/// What an interrupted real-time run recorded, when `result` is one.
+fn unfinished(result: &PlanResult) -> Option<&Unfinished> {
+    match &result.outcome {
+        Outcome::Error(RunError::Interrupted(Some(unfinished))) => Some(unfinished),
+        _ => None,
+    }
+}
+
 fn describe_error(error: &RunError) -> String {
     error.to_string()
 }

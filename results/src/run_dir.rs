@@ -39,6 +39,11 @@ pub struct RunRecord {
     /// may not fail again). Absent when not known.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cycle_starts_ns: Vec<Vec<u64>>,
+    /// When the run was interrupted, in true nanoseconds since its start: it did not finish,
+    /// its history ends there and its validity judges only what was recorded until then.
+    /// Absent for a run that finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interrupted_at_ns: Option<u64>,
 }
 
 /// Why a run directory could not be written or read.

@@ -24,6 +24,9 @@ pub struct FinishedRun<'a> {
     /// When each worker began each cycle ([`fencer_run::Launched::cycle_starts_ns`]), or
     /// nothing when not known.
     pub cycle_starts_ns: &'a [Vec<u64>],
+    /// When the run was interrupted ([`fencer_run::Unfinished::stopped_at_ns`]), for a run
+    /// that did not finish.
+    pub interrupted_at_ns: Option<u64>,
 }
 
 /// Wall-clock seconds since the UNIX epoch, for naming run directories only (never in the
@@ -135,6 +138,7 @@ fn write_files(run: &FinishedRun<'_>, staged: &StagedRunDir) -> Result<(), RunDi
             run.plan.settings.ttl_ns,
         )),
         cycle_starts_ns: run.cycle_starts_ns.to_vec(),
+        interrupted_at_ns: run.interrupted_at_ns,
     };
     let mut record_json = serde_json::to_vec_pretty(&record).expect("records always serialise");
     record_json.push(b'\n');
@@ -168,6 +172,7 @@ mod tests {
             history: &history,
             verdict: &verdict,
             cycle_starts_ns: &[],
+            interrupted_at_ns: None,
         };
         save_run(&run, &dir, None).unwrap();
         serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap()
@@ -193,6 +198,7 @@ mod tests {
             history: &history,
             verdict: &verdict,
             cycle_starts_ns: &[],
+            interrupted_at_ns: None,
         };
         let error = save_run(&run, &dir, None).unwrap_err();
         let kept = error.kept.clone().expect("the run is kept");

@@ -204,7 +204,7 @@ impl Run<'_> {
         let listening = crate::interrupt::Listening::start();
         let unfinished = tokio::select! {
             biased;
-            () = listening.requested() => return Err(RunError::Interrupted),
+            () = listening.requested() => return Err(RunError::Interrupted(None)),
             joined = join_workers(workers, deadline, self.recorder) => joined?,
         };
         let out_of_time = limited && !unfinished.is_empty();

@@ -28,10 +28,12 @@ pub enum RunError {
     #[error("{0}")]
     Limit(String),
     /// The run was asked to stop ([`crate::interrupt::request`], Ctrl-C): its workers were
-    /// stopped where they were and every server it started was torn down; there is no
-    /// history to judge.
+    /// stopped where they were and every server it started was torn down. What it had
+    /// recorded by then comes along when the run got as far as recording (a run stuck for
+    /// minutes is what a person interrupts, and its events are how to learn why); the run did
+    /// not finish, so it is no verdict on its plan.
     #[error("interrupted: the run was stopped and every server and cluster it started torn down")]
-    Interrupted,
+    Interrupted(Option<Box<crate::launch::Unfinished>>),
     /// A component of fencer itself failed: a bug.
     #[error("internal error: {0}")]
     Internal(String),

@@ -70,6 +70,21 @@ pub struct Launched {
     pub time: Time,
 }
 
+/// What a real-time run had recorded when it was interrupted ([`RunError::Interrupted`]): the
+/// events up to the stop, with the calls then open left unanswered, and neither the servers'
+/// logs nor the nemesis's heals, which a stopped run does not wait for.
+#[derive(Debug)]
+pub struct Unfinished {
+    /// The plan as it ran (see [`Launched::plan`]).
+    pub plan: Plan,
+    /// What was recorded until the stop.
+    pub history: PackedHistory,
+    /// When each worker began each cycle it reached ([`Launched::cycle_starts_ns`]).
+    pub cycle_starts_ns: Vec<Vec<u64>>,
+    /// When the run was stopped, in true nanoseconds since its start.
+    pub stopped_at_ns: u64,
+}
+
 impl<'a> Launch<'a> {
     /// A launch over `backends`, resolving the plan's own names, notes discarded.
     pub fn new(backends: &'a Backends) -> Launch<'a> {
@@ -282,16 +297,26 @@ impl<'a> Launch<'a> {
             truth,
             limits: self.limits,
         };
-        run.to_deadline(&lock.adapter, &store.adapter, &client.library, |targets| {
-            add_targets(targets, "lock", &lock);
-            add_targets(targets, "store", &store);
-            for (worker, target) in &client.targets {
-                targets
-                    .real_servers
-                    .insert(worker.clone(), Arc::clone(target));
-            }
-        })
-        .await?;
+        let ran = run
+            .to_deadline(&lock.adapter, &store.adapter, &client.library, |targets| {
+                add_targets(targets, "lock", &lock);
+                add_targets(targets, "store", &store);
+                for (worker, target) in &client.targets {
+                    targets
+                        .real_servers
+                        .insert(worker.clone(), Arc::clone(target));
+                }
+            })
+            .await;
+        if let Err(RunError::Interrupted(None)) = ran {
+            return Err(RunError::Interrupted(Some(Box::new(Unfinished {
+                plan: Arc::unwrap_or_clone(plan),
+                stopped_at_ns: truth.now_ns(),
+                history: recorder.take_packed(),
+                cycle_starts_ns: recorder.take_cycle_starts(),
+            }))));
+        }
+        ran?;
         append_logs(&recorder, &lock, &store, &config.lock, &config.key).await;
         self.limits.check(&recorder, false)?;
         let history = recorder.take_packed();

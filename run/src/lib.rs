@@ -30,7 +30,7 @@ pub use backends::{BackendName, Backends, Time};
 pub use bounds::RunLimits;
 pub use clients::{BuiltClient, ClientName, Clients, LibraryBuilder};
 pub use error::RunError;
-pub use launch::{Launch, Launched};
+pub use launch::{Launch, Launched, Unfinished};
 pub use plan::{InvalidPlan, OLDEST_RUNNABLE_FORMAT, PLAN_FORMAT, Plan, PlanError};
 pub use reach::{LeftOut, Reach, Roles};
 pub use settings::{DurationError, Settings, SettingsError};

@@ -32,6 +32,7 @@ pub fn demo(archive: &Path) -> Outcome {
             history: &PackedHistory::pack(&history),
             verdict: &verdict,
             cycle_starts_ns: &[],
+            interrupted_at_ns: None,
         };
         save_run(&finished, &dir, Some(archive)).map_err(Failure::from)?;
         runs.push((history, verdict, dir));

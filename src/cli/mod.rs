@@ -72,7 +72,7 @@ impl From<crate::RunError> for Failure {
     fn from(error: crate::RunError) -> Failure {
         if error.is_bad_input() {
             Failure::bad_input(error)
-        } else if let crate::RunError::Interrupted = error {
+        } else if let crate::RunError::Interrupted(_) = error {
             Failure::Interrupted(error.to_string())
         } else {
             Failure::internal(error)

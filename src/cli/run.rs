@@ -17,7 +17,7 @@ use fencer_results::save::{FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::plan::read_plan_bytes;
 use fencer_run::settings::Settings;
-use fencer_run::{Launch, Launched, RunError, Time};
+use fencer_run::{Launch, Launched, RunError, Time, Unfinished};
 
 use super::output::{errln, outln};
 use super::{Context, Failure, Outcome, RunArgs, summary};
@@ -110,6 +110,7 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
             (RunError::Plan(error), Some(path)) => {
                 Failure::BadInput(format!("{}: {error}", path.display()))
             }
+            (RunError::Interrupted(Some(unfinished)), _) => save_unfinished(args, &unfinished),
             (error, _) => Failure::from(error),
         })?;
     for left in &plan.left_out {
@@ -151,6 +152,7 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
         history: &history,
         verdict: &verdict,
         cycle_starts_ns: &cycle_starts_ns,
+        interrupted_at_ns: None,
     };
     // `latest` only tracks runs inside the archive.
     save_run(
@@ -172,6 +174,52 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
         print_next_steps(args, &base, &plan, time, &dir, &context.program);
     }
     Ok(SavedRun { verdict, dir })
+}
+
+/// Saves what an interrupted real-time run recorded where the run was to go, says where and
+/// what its events show, and is the interrupt's failure (exit 130): the run did not finish,
+/// so its verdict is no verdict on the plan.
+fn save_unfinished(args: &RunArgs, unfinished: &Unfinished) -> Failure {
+    let interrupted = Failure::Interrupted(RunError::Interrupted(None).to_string());
+    let verdict = judge(&unfinished.plan.settings, &unfinished.history, args.strict);
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => default_run_dir(
+            &args.archive,
+            unfinished.plan.settings.workload.name(),
+            &format!("real-{}-interrupted", unfinished.plan.settings.seed),
+        ),
+    };
+    let finished = FinishedRun {
+        command: "run",
+        plan: &unfinished.plan,
+        history: &unfinished.history,
+        verdict: &verdict,
+        cycle_starts_ns: &unfinished.cycle_starts_ns,
+        interrupted_at_ns: Some(unfinished.stopped_at_ns),
+    };
+    let saved = match save_run(
+        &finished,
+        &dir,
+        args.out.is_none().then_some(args.archive.as_path()),
+    ) {
+        Ok(()) => dir,
+        Err(error) => {
+            errln!("warning: {}", escape_lines(&error.to_string()));
+            match error.kept {
+                Some(kept) => kept,
+                None => return interrupted,
+            }
+        }
+    };
+    outln!(
+        "interrupted at {:.3} s, unfinished: its {} events are in {}; judged on those alone: {}",
+        unfinished.stopped_at_ns as f64 / 1e9,
+        unfinished.history.len(),
+        saved.display(),
+        escape(&verdict.summary_line())
+    );
+    interrupted
 }
 
 /// What to do about a run that did not end valid, saved in `dir`: the commands that reproduce

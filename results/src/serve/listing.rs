@@ -224,6 +224,7 @@ mod tests {
             left_out: Vec::new(),
             coverage: None,
             cycle_starts_ns: Vec::new(),
+            interrupted_at_ns: None,
         }
     }
 
