@@ -446,8 +446,10 @@ fn an_interrupted_real_time_gate_stops_its_running_seeds_and_their_servers() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     std::thread::sleep(std::time::Duration::from_millis(500));
+    // The interrupt twice at once, as GNU `timeout` delivers it (to the command, then to its
+    // process group): one interrupt, not a second request to exit without tearing down.
     let status = std::process::Command::new("sh")
-        .args(["-c", &format!("kill -INT {pid}")])
+        .args(["-c", &format!("kill -INT {pid}; kill -INT {pid}")])
         .status()
         .unwrap();
     assert!(status.success());

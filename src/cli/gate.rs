@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::signals::{Arrival, Signals};
 use crate::Plan;
 use clap::Args;
 use fencer_checkers::coverage::CoverageTally;
@@ -195,12 +196,15 @@ fn install_interrupt_handler() {
     // closed terminal), end the gate with its summary. Simulated seeds under way finish (in
     // moments); real-time ones stop where they are and tear down every server, cluster and
     // client child they started, as `fencer run` does, since one can wait on a stuck lock
-    // for its whole budget; they are left out of the summary. A second signal stops at once;
-    // the run directories already written are complete (they are written atomically), the
-    // summary is not.
-    let _ = ctrlc::set_handler(|| {
-        if INTERRUPTED.swap(true, Ordering::SeqCst) {
-            std::process::exit(2);
+    // for its whole budget; they are left out of the summary. A second signal
+    // (`Arrival::Again`) stops at once; the run directories already written are complete
+    // (they are written atomically), the summary is not.
+    let signals = Signals::default();
+    let _ = ctrlc::set_handler(move || {
+        match signals.arrived() {
+            Arrival::First => INTERRUPTED.store(true, Ordering::SeqCst),
+            Arrival::Repeat => return,
+            Arrival::Again => std::process::exit(2),
         }
         if fencer_run::interrupt::request() {
             errln!(

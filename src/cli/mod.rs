@@ -19,6 +19,7 @@ mod replay;
 mod run;
 mod serve;
 mod shrink;
+mod signals;
 mod summary;
 
 use std::collections::BTreeSet;

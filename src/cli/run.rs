@@ -20,6 +20,7 @@ use fencer_run::settings::Settings;
 use fencer_run::{Launch, Launched, RunError, Time, Unfinished};
 
 use super::output::{errln, outln};
+use super::signals::{Arrival, Signals};
 use super::{Context, Failure, Outcome, RunArgs, summary};
 use crate::{Plan, Validity};
 
@@ -271,16 +272,18 @@ pub fn read_plan(path: &Path) -> Result<Plan, Failure> {
 }
 
 /// Ctrl-C (or SIGTERM, SIGHUP) during a real-time run stops it and tears down every server and
-/// cluster it started, namespaces included, before fencer exits with 130; a second signal, or
-/// one that comes while no run is under way (starting servers, saving), exits at once. The
-/// servers fencer started are in its process group, so a terminal's Ctrl-C stops them too.
+/// cluster it started, namespaces included, before fencer exits with 130; a second signal
+/// ([`Arrival::Again`]), or one that comes while no run is under way (starting servers,
+/// saving), exits at once. The servers fencer started are in its process group, so a
+/// terminal's Ctrl-C stops them too.
 fn install_interrupt_handler() {
-    let signals = std::sync::atomic::AtomicUsize::new(0);
-    let _ = ctrlc::set_handler(move || {
-        let first = signals.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
-        if first && fencer_run::interrupt::request() {
+    let signals = Signals::default();
+    let _ = ctrlc::set_handler(move || match signals.arrived() {
+        Arrival::First if fencer_run::interrupt::request() => {
             errln!("interrupted: stopping the run and tearing down its servers");
-        } else {
+        }
+        Arrival::Repeat => {}
+        Arrival::First | Arrival::Again => {
             std::process::exit(i32::from(super::EXIT_INTERRUPTED));
         }
     });

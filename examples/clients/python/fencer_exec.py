@@ -212,3 +212,8 @@ def serve(make_adapter, unknown_errors=()):
             print(f"slow {op} of {owner}: {answer} after {took * 1000:.0f} ms", file=sys.stderr, flush=True)
         reply["id"] = rid
         send(reply)
+    # fencer closes stdin when the run ends, and the pipe closes when fencer is gone: leave
+    # then, even while a library's own threads still run (kazoo's connection thread is not a
+    # daemon, and would keep its session, and with it a lock, alive).
+    sys.stdout.flush()
+    os._exit(0)
