@@ -545,7 +545,6 @@ impl Gate<'_> {
     }
 }
 
-/// What a run that could not happen says, one line.
 /// What an interrupted real-time run recorded, when `result` is one.
 fn unfinished(result: &PlanResult) -> Option<&Unfinished> {
     match &result.outcome {
@@ -554,6 +553,7 @@ fn unfinished(result: &PlanResult) -> Option<&Unfinished> {
     }
 }
 
+/// What a run that could not happen says, one line.
 fn describe_error(error: &RunError) -> String {
     error.to_string()
 }
