@@ -447,14 +447,7 @@ impl Gate<'_> {
             self.config.strict,
         );
         let dir = self.config.out.join(format!("{dir_name}-interrupted"));
-        let finished = FinishedRun {
-            command: "gate",
-            plan: &unfinished.plan,
-            history: &unfinished.history,
-            verdict: &verdict,
-            cycle_starts_ns: &unfinished.cycle_starts_ns,
-            interrupted_at_ns: Some(unfinished.stopped_at_ns),
-        };
+        let finished = FinishedRun::unfinished("gate", unfinished, &verdict);
         let saved = match save_run(&finished, &dir, None) {
             Ok(()) => dir.display().to_string(),
             Err(error) => {

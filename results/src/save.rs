@@ -29,6 +29,25 @@ pub struct FinishedRun<'a> {
     pub interrupted_at_ns: Option<u64>,
 }
 
+impl<'a> FinishedRun<'a> {
+    /// What an interrupted real-time run recorded, as the run to save, judged `verdict` on
+    /// those events alone and marked with when it was stopped.
+    pub fn unfinished(
+        command: &'a str,
+        unfinished: &'a fencer_run::Unfinished,
+        verdict: &'a Verdict,
+    ) -> FinishedRun<'a> {
+        FinishedRun {
+            command,
+            plan: &unfinished.plan,
+            history: &unfinished.history,
+            verdict,
+            cycle_starts_ns: &unfinished.cycle_starts_ns,
+            interrupted_at_ns: Some(unfinished.stopped_at_ns),
+        }
+    }
+}
+
 /// Wall-clock seconds since the UNIX epoch, for naming run directories only (never in the
 /// simulation path).
 fn wall_clock_s() -> u64 {

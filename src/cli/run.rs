@@ -181,7 +181,7 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
 /// what its events show, and is the interrupt's failure (exit 130): the run did not finish,
 /// so its verdict is no verdict on the plan.
 fn save_unfinished(args: &RunArgs, unfinished: &Unfinished) -> Failure {
-    let interrupted = Failure::Interrupted(RunError::Interrupted(None).to_string());
+    let interrupted = Failure::from(RunError::Interrupted(None));
     let verdict = judge(&unfinished.plan.settings, &unfinished.history, args.strict);
     let dir = match &args.out {
         Some(dir) => dir.clone(),
@@ -191,14 +191,7 @@ fn save_unfinished(args: &RunArgs, unfinished: &Unfinished) -> Failure {
             &format!("real-{}-interrupted", unfinished.plan.settings.seed),
         ),
     };
-    let finished = FinishedRun {
-        command: "run",
-        plan: &unfinished.plan,
-        history: &unfinished.history,
-        verdict: &verdict,
-        cycle_starts_ns: &unfinished.cycle_starts_ns,
-        interrupted_at_ns: Some(unfinished.stopped_at_ns),
-    };
+    let finished = FinishedRun::unfinished("run", unfinished, &verdict);
     let saved = match save_run(
         &finished,
         &dir,
