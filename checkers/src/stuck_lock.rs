@@ -379,15 +379,15 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
                 format!("its release was answered ok {}", when(ctx, &end, "its"))
             } else if holder.ended_by == holder.ok {
                 format!(
-                    "with no renew answered, it lapsed by {} at the latest (the grant's reply \
-                     plus its {} TTL)",
+                    "with no renew answered, its TTL ran out by {} at the latest (the grant's \
+                     reply plus its {} TTL)",
                     secs(holder.ends_by_ns),
                     secs(holder.ttl_ns)
                 )
             } else {
                 format!(
-                    "its last renew was answered {}, so it lapsed by {} at the latest (plus its \
-                     {} TTL)",
+                    "its last renew was answered {}, so its TTL ran out by {} at the latest (plus \
+                     its {} TTL)",
                     when(ctx, &end, "its"),
                     secs(holder.ends_by_ns),
                     secs(holder.ttl_ns)
@@ -415,6 +415,14 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
     } else {
         String::new()
     };
+    // Only an answered release shows a lease ended; a TTL running out is the contract, which a
+    // lease kept alive where no reply shows it (a ZooKeeper session's pings) does not follow.
+    let inferred = if hidden.is_empty() && stuck.last.is_some_and(|holder| holder.released) {
+        ""
+    } else {
+        " That it was free is inferred from the TTL: a lease kept alive where the history cannot \
+         see it (a ZooKeeper session's pings, say) would still have been held."
+    };
     let until = match stuck.granted {
         Some(granted) => {
             cited.push(granted);
@@ -436,7 +444,7 @@ fn explain(ctx: &Context<'_>, stuck: &Stuck) -> Anomaly {
              {}, the last answered to {} {}, {until}, with no grant in between: the lock stayed busy for more than \
              {} (its TTL plus a margin) after it was free. Judged from client replies: a lock service must grant a \
              lock nobody holds; one that keeps answering busy stops every worker (a liveness \
-             failure, a warning unless strict).",
+             failure, a warning unless strict).{inferred}",
             count(stuck.answers, "acquire", "acquires"),
             first.process,
             when(ctx, &first, "its"),
@@ -496,7 +504,7 @@ mod tests {
             let how = if released {
                 "its release was answered ok at 1.001s"
             } else {
-                "with no renew answered, it lapsed by 10.001s at the latest"
+                "with no renew answered, its TTL ran out by 10.001s at the latest"
             };
             for needle in [
                 "On lock L w1 held it with token 1 (granted at 0.001s",
@@ -506,6 +514,12 @@ mod tests {
             ] {
                 assert!(text.contains(needle), "missing {needle:?} in: {text}");
             }
+            // An answered release shows the lease ended; a TTL running out is only inferred.
+            assert_eq!(
+                text.contains("That it was free is inferred from the TTL"),
+                !released,
+                "{text}"
+            );
         }
     }
 

@@ -409,6 +409,9 @@ impl Rules {
                     slot => *slot = call,
                 }
             }
+            // A fault the nemesis could not apply (no member led, say) is recorded `info` on
+            // its own: faults have no invoke.
+            EventType::Info if !event.f.is_client_op() => {}
             kind if kind.is_completion() => {
                 match self.open.get_mut(event.process).and_then(Option::take) {
                     Some((f, index, columns)) if f == event.f => {
@@ -637,6 +640,31 @@ mod tests {
         assert!(
             err.to_string()
                 .contains("h.jsonl:1: expected an invoke by w0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_fault_the_nemesis_could_not_apply_reads_back_and_a_lone_client_info_does_not() {
+        let mut unapplied = Event {
+            index: 0,
+            time_ns: 1,
+            target: Some("lock.leader".into()),
+            error: Some("no member leads right now".into()),
+            ..Event::new("nemesis", EventType::Info, Op::Restart)
+        };
+        unapplied.duration_ns = Some(5);
+        let history = History {
+            events: vec![unapplied],
+        };
+        let read = History::read_jsonl(&history.to_jsonl()[..], "h").unwrap();
+        assert_eq!(read, history);
+        let lone = History {
+            events: vec![event(0, 1, EventType::Info, Op::Read)],
+        };
+        let err = History::read_jsonl(&lone.to_jsonl()[..], "h").unwrap_err();
+        assert!(
+            err.to_string().contains("h:1: expected an invoke by w0"),
             "{err}"
         );
     }

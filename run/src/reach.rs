@@ -111,22 +111,20 @@ fn server_takes(name: &BackendName, fault: &Fault) -> Result<(), String> {
     let Some(Ok((backend, _))) = PrivateBackend::parse(name.as_str()) else {
         return Ok(());
     };
-    if let Fault::ClockDrift { .. } = fault {
-        return Err(
-            "a real server's clock can be stepped (libfaketime, Redis expiry rewrite), \
-                    not made to drift"
+    match fault {
+        Fault::ClockJump { .. } | Fault::ClockDrift { .. } if !backend.takes_clock_jumps() => {
+            Err(format!(
+                "the clock of a private {backend:?} cannot be stepped, nor made to drift (etcd \
+                 ignores libfaketime; ZooKeeper expires sessions by its monotonic clock)"
+            ))
+        }
+        Fault::ClockDrift { .. } => Err(
+            "a real server's clock can be stepped (libfaketime, Redis expiry rewrite), not made \
+             to drift"
                 .into(),
-        );
+        ),
+        _ => Ok(()),
     }
-    if let Fault::ClockJump { .. } = fault
-        && !backend.takes_clock_jumps()
-    {
-        return Err(format!(
-            "the clock of a private {backend:?} cannot be stepped (etcd ignores libfaketime; \
-             ZooKeeper expires sessions by its monotonic clock)"
-        ));
-    }
-    Ok(())
 }
 
 /// Whether a cluster of `kind` takes `fault`: its members take what one private server takes
@@ -166,15 +164,15 @@ fn cluster_takes(kind: ClusterKind, fault: &Fault) -> Result<(), String> {
         ));
     }
     match fault {
+        Fault::ClockJump { .. } | Fault::ClockDrift { .. } if !takes.clock_jumps => Err(format!(
+            "the clocks of a {cluster}'s members cannot be stepped, nor made to drift (etcd \
+             ignores libfaketime; ZooKeeper expires sessions by its monotonic clock)"
+        )),
         Fault::ClockDrift { .. } => Err(
             "a real server's clock can be stepped (libfaketime, Redis expiry rewrite), not made \
              to drift"
                 .into(),
         ),
-        Fault::ClockJump { .. } if !takes.clock_jumps => Err(format!(
-            "the clocks of a {cluster}'s members cannot be stepped (etcd ignores libfaketime; \
-             ZooKeeper expires sessions by its monotonic clock)"
-        )),
         _ => Ok(()),
     }
 }
@@ -448,6 +446,30 @@ mod tests {
         };
         let why = SERVER.takes(&"private:redis".into(), &drift).unwrap_err();
         assert!(why.contains("not made to drift"), "{why}");
+        // A server whose clock takes no steps gives one reason for steps and drifts alike,
+        // which never says its clock can be stepped.
+        let member_jump = Fault::ClockJump {
+            at_ns: 1,
+            target: "lock.n2".into(),
+            jump_ns: 5,
+        };
+        let member_drift = Fault::ClockDrift {
+            at_ns: 1,
+            target: "lock.n2".into(),
+            drift_ppm: 5,
+        };
+        for (name, jump, drift) in [
+            ("private:etcd", &jump, &drift),
+            ("private:zookeeper3", &member_jump, &member_drift),
+        ] {
+            let stepped = SERVER.takes(&name.into(), jump).unwrap_err();
+            let drifted = SERVER.takes(&name.into(), drift).unwrap_err();
+            assert_eq!(stepped, drifted, "{name}");
+            assert!(
+                stepped.contains("cannot be stepped, nor made to drift"),
+                "{stepped}"
+            );
+        }
     }
 
     fn plan(settings: Settings) -> Plan {
