@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use fencer_checkers::AnomalyClass;
 use fencer_harness::terminal::escape;
-use fencer_results::save::{FinishedRun, save_run};
+use fencer_results::save::{FinishedRun, save_run, save_unfinished};
 use fencer_results::staging;
 use fencer_results::{check_dir_writable, check_run_place};
-use fencer_run::checking::judge;
 use fencer_run::plan::Plan;
 use fencer_run::reach::add_left_out;
 use fencer_run::settings::Settings;
@@ -441,30 +440,17 @@ impl Gate<'_> {
     /// where: the run counts as no result, but the events up to the stop are how to learn why
     /// a run went on long enough to be interrupted.
     fn save_unfinished(&mut self, label: &str, dir_name: &str, unfinished: &Unfinished) {
-        let verdict = judge(
-            &unfinished.plan.settings,
-            &unfinished.history,
-            self.config.strict,
-        );
         let dir = self.config.out.join(format!("{dir_name}-interrupted"));
-        let finished = FinishedRun::unfinished("gate", unfinished, &verdict);
-        let saved = match save_run(&finished, &dir, None) {
-            Ok(()) => dir.display().to_string(),
-            Err(error) => {
-                self.observer.say(&format!("warning: {error}"));
-                match error.kept {
-                    Some(kept) => kept.display().to_string(),
-                    None => return,
-                }
-            }
-        };
-        self.observer.say(&format!(
-            "interrupted {label} at {:.3} s, unfinished and not counted: its {} events are in \
-             {saved}; judged on those alone: {}",
-            unfinished.stopped_at_ns as f64 / 1e9,
-            unfinished.history.len(),
-            escape(&verdict.summary_line())
-        ));
+        let saved = save_unfinished("gate", unfinished, self.config.strict, &dir, None);
+        if let Some(error) = &saved.error {
+            self.observer.say(&format!("warning: {error}"));
+        }
+        if let Some(line) = saved.report(
+            &format!("interrupted {label}"),
+            "unfinished and not counted",
+        ) {
+            self.observer.say(&line);
+        }
     }
 
     /// Shrinks the first failing seed of each anomaly class (later ones of the same class are

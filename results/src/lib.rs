@@ -19,4 +19,6 @@ pub use run_dir::{
     RunDirError, RunRecord, StagedRunDir, check_dir_writable, check_run_place, parse_run_json,
     read_run_file, write_run_dir,
 };
-pub use save::{FinishedRun, SaveError, default_run_dir, save_run};
+pub use save::{
+    FinishedRun, SaveError, SavedUnfinished, default_run_dir, save_run, save_unfinished,
+};

@@ -8,8 +8,10 @@ use crate::{Archive, RunDirError, RunRecord, StagedRunDir, utc_stamp};
 use fencer_checkers::Verdict;
 use fencer_harness::PackedHistory;
 use fencer_harness::history::HashingWriter;
+use fencer_harness::terminal::escape;
 
-use fencer_run::Plan;
+use fencer_run::checking::judge;
+use fencer_run::{Plan, Unfinished};
 
 /// A run ready to be written.
 pub struct FinishedRun<'a> {
@@ -29,22 +31,64 @@ pub struct FinishedRun<'a> {
     pub interrupted_at_ns: Option<u64>,
 }
 
-impl<'a> FinishedRun<'a> {
-    /// What an interrupted real-time run recorded, as the run to save, judged `verdict` on
-    /// those events alone and marked with when it was stopped.
-    pub fn unfinished(
-        command: &'a str,
-        unfinished: &'a fencer_run::Unfinished,
-        verdict: &'a Verdict,
-    ) -> FinishedRun<'a> {
-        FinishedRun {
-            command,
-            plan: &unfinished.plan,
-            history: &unfinished.history,
-            verdict,
-            cycle_starts_ns: &unfinished.cycle_starts_ns,
-            interrupted_at_ns: Some(unfinished.stopped_at_ns),
-        }
+/// What an interrupted real-time run recorded, saved as a run directory of its own: judged on
+/// those events alone (no verdict on its plan, which did not finish) and marked with when it
+/// was stopped.
+pub struct SavedUnfinished {
+    /// The verdict on the recorded events alone.
+    pub verdict: Verdict,
+    /// Where the events are: the run directory, or where they were kept when it could not be
+    /// written; `None` when nothing of them could be kept.
+    pub place: Option<PathBuf>,
+    /// Why the run directory could not be written, when it could not.
+    pub error: Option<SaveError>,
+    events: usize,
+    stopped_at_ns: u64,
+}
+
+impl SavedUnfinished {
+    /// `<heading> at 3.008 s, <state>: its 880 events are in <place>; judged on those alone:
+    /// <verdict>`, or `None` when nothing was kept to point at.
+    pub fn report(&self, heading: &str, state: &str) -> Option<String> {
+        let place = self.place.as_ref()?;
+        Some(format!(
+            "{heading} at {:.3} s, {state}: its {} events are in {}; judged on those alone: {}",
+            self.stopped_at_ns as f64 / 1e9,
+            self.events,
+            place.display(),
+            escape(&self.verdict.summary_line())
+        ))
+    }
+}
+
+/// Judges what `unfinished` recorded and saves it in `dir` as [`save_run`] does (pointing
+/// `archive_root`'s `latest` at it when given), with `interrupted_at_ns` in its `run.json`.
+pub fn save_unfinished(
+    command: &str,
+    unfinished: &Unfinished,
+    strict: bool,
+    dir: &Path,
+    archive_root: Option<&Path>,
+) -> SavedUnfinished {
+    let verdict = judge(&unfinished.plan.settings, &unfinished.history, strict);
+    let run = FinishedRun {
+        command,
+        plan: &unfinished.plan,
+        history: &unfinished.history,
+        verdict: &verdict,
+        cycle_starts_ns: &unfinished.cycle_starts_ns,
+        interrupted_at_ns: Some(unfinished.stopped_at_ns),
+    };
+    let (place, error) = match save_run(&run, dir, archive_root) {
+        Ok(()) => (Some(dir.to_path_buf()), None),
+        Err(error) => (error.kept.clone(), Some(error)),
+    };
+    SavedUnfinished {
+        verdict,
+        place,
+        error,
+        events: unfinished.history.len(),
+        stopped_at_ns: unfinished.stopped_at_ns,
     }
 }
 
@@ -239,6 +283,52 @@ mod tests {
         history.write_jsonl(&mut bytes).unwrap();
         assert_eq!(std::fs::read(kept.join("history.jsonl")).unwrap(), bytes);
         assert!(kept.join("run.json").is_file() && kept.join("verdict.json").is_file());
+        std::fs::remove_dir_all(&kept).unwrap();
+    }
+
+    #[test]
+    fn an_unfinished_run_is_saved_with_its_stop_and_reported_where_its_events_went() {
+        let plan = Plan::generate(&Settings {
+            workers: 1,
+            ops_per_worker: 2,
+            ..Settings::default()
+        });
+        let history = simulate_packed(&plan).unwrap();
+        let events = history.len();
+        let unfinished = Unfinished {
+            plan,
+            history,
+            cycle_starts_ns: Vec::new(),
+            stopped_at_ns: 3_008_000_000,
+        };
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("seed-0-interrupted");
+        let saved = save_unfinished("gate", &unfinished, false, &dir, None);
+        assert!(saved.error.is_none());
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("run.json")).unwrap()).unwrap();
+        assert_eq!(record["interrupted_at_ns"], 3_008_000_000u64);
+        let line = saved.report("interrupted seed 0", "unfinished").unwrap();
+        assert_eq!(
+            line,
+            format!(
+                "interrupted seed 0 at 3.008 s, unfinished: its {events} events are in {}; \
+                 judged on those alone: {}",
+                dir.display(),
+                saved.verdict.summary_line()
+            )
+        );
+        // Its place taken, the events are kept elsewhere, and the report points there.
+        let again = save_unfinished("gate", &unfinished, false, &dir, None);
+        let kept = again.place.clone().expect("the events are kept");
+        assert_ne!(kept, dir);
+        assert!(again.error.is_some());
+        assert!(
+            again
+                .report("interrupted", "unfinished")
+                .unwrap()
+                .contains(&format!("are in {}", kept.display()))
+        );
         std::fs::remove_dir_all(&kept).unwrap();
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use fencer_harness::terminal::{escape, escape_lines};
 use fencer_results::report::TIMELINE_FILE;
 use fencer_results::run_dir::{check_dir_writable, check_run_place};
-use fencer_results::save::{FinishedRun, default_run_dir, save_run};
+use fencer_results::save::{self, FinishedRun, default_run_dir, save_run};
 use fencer_run::checking::judge;
 use fencer_run::plan::read_plan_bytes;
 use fencer_run::settings::Settings;
@@ -181,8 +181,6 @@ pub fn run_saved(args: &RunArgs, context: &mut Context) -> Result<SavedRun, Fail
 /// what its events show, and is the interrupt's failure (exit 130): the run did not finish,
 /// so its verdict is no verdict on the plan.
 fn save_unfinished(args: &RunArgs, unfinished: &Unfinished) -> Failure {
-    let interrupted = Failure::from(RunError::Interrupted(None));
-    let verdict = judge(&unfinished.plan.settings, &unfinished.history, args.strict);
     let dir = match &args.out {
         Some(dir) => dir.clone(),
         None => default_run_dir(
@@ -191,29 +189,15 @@ fn save_unfinished(args: &RunArgs, unfinished: &Unfinished) -> Failure {
             &format!("real-{}-interrupted", unfinished.plan.settings.seed),
         ),
     };
-    let finished = FinishedRun::unfinished("run", unfinished, &verdict);
-    let saved = match save_run(
-        &finished,
-        &dir,
-        args.out.is_none().then_some(args.archive.as_path()),
-    ) {
-        Ok(()) => dir,
-        Err(error) => {
-            errln!("warning: {}", escape_lines(&error.to_string()));
-            match error.kept {
-                Some(kept) => kept,
-                None => return interrupted,
-            }
-        }
-    };
-    outln!(
-        "interrupted at {:.3} s, unfinished: its {} events are in {}; judged on those alone: {}",
-        unfinished.stopped_at_ns as f64 / 1e9,
-        unfinished.history.len(),
-        saved.display(),
-        escape(&verdict.summary_line())
-    );
-    interrupted
+    let archive = args.out.is_none().then_some(args.archive.as_path());
+    let saved = save::save_unfinished("run", unfinished, args.strict, &dir, archive);
+    if let Some(error) = &saved.error {
+        errln!("warning: {}", escape_lines(&error.to_string()));
+    }
+    if let Some(line) = saved.report("interrupted", "unfinished") {
+        outln!("{line}");
+    }
+    Failure::from(RunError::Interrupted(None))
 }
 
 /// What to do about a run that did not end valid, saved in `dir`: the commands that reproduce
